@@ -1,0 +1,59 @@
+// swift-tools-version: 6.1
+// Dependencies are chosen for footprint (see README "Dependencies"): NIO for the socket
+// server (no Foundation), swift-log + swift-service-lifecycle for logging and graceful
+// SIGTERM, swift-argument-parser for locationctl only (it pulls FoundationEssentials, so the
+// daemon parses its few flags itself).
+import PackageDescription
+
+let strict: [SwiftSetting] = [
+    .swiftLanguageMode(.v6),
+]
+
+let package = Package(
+    name: "locationd",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "locationd", targets: ["locationd"]),
+        .executable(name: "locationctl", targets: ["locationctl"]),
+        .library(name: "LocationClient", targets: ["LocationClient"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio", exact: "2.101.3"),
+        .package(url: "https://github.com/apple/swift-log", exact: "1.16.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", exact: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),
+    ],
+    targets: [
+        .systemLibrary(name: "CGPS", path: "Sources/CGPS"),
+        .systemLibrary(name: "CSystemd", path: "Sources/CSystemd"),
+        .target(name: "LocationCore", swiftSettings: strict),
+        .target(name: "NMEA", dependencies: ["LocationCore"], swiftSettings: strict),
+        .target(name: "LocationProtocol", dependencies: ["LocationCore"], swiftSettings: strict),
+        .target(
+            name: "LocationDaemon",
+            dependencies: [
+                "LocationCore", "NMEA", "LocationProtocol", "CGPS", "CSystemd",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strict),
+        .target(name: "LocationClient", dependencies: ["LocationProtocol", "LocationCore"], swiftSettings: strict),
+        .executableTarget(name: "locationd", dependencies: ["LocationDaemon"], swiftSettings: strict),
+        .executableTarget(
+            name: "locationctl",
+            dependencies: [
+                "LocationCore", "NMEA", "LocationProtocol", "LocationClient",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict),
+        .testTarget(name: "LocationCoreTests", dependencies: ["LocationCore"], swiftSettings: strict),
+        .testTarget(name: "NMEATests", dependencies: ["NMEA", "LocationCore", "LocationProtocol"], swiftSettings: strict),
+        .testTarget(name: "LocationProtocolTests", dependencies: ["LocationProtocol", "LocationCore"], swiftSettings: strict),
+        .testTarget(
+            name: "LocationDaemonTests",
+            dependencies: ["LocationDaemon", "LocationClient", "LocationProtocol", "LocationCore", "NMEA"],
+            swiftSettings: strict),
+    ]
+)

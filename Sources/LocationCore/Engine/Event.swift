@@ -1,0 +1,47 @@
+/// The state of the position source as subscribers see it.
+public enum SourceState: String, Hashable, Sendable, CaseIterable {
+    /// No connection to gpsd (or the replay has not started / has ended).
+    case disconnected
+    /// Connected to gpsd; nothing heard from a receiver yet.
+    case connected
+    /// The receiver reports, but without a position.
+    case noFix
+    /// The receiver reports positions.
+    case fix
+}
+
+/// A subscriber: one connection's subscription (or, in replay, one simulated program).
+public struct SubscriberID: Hashable, Sendable, Comparable {
+    public var rawValue: UInt64
+    @inlinable public init(_ rawValue: UInt64) { self.rawValue = rawValue }
+    @inlinable public static func < (a: SubscriberID, b: SubscriberID) -> Bool { a.rawValue < b.rawValue }
+}
+
+/// What the core publishes.
+public enum Event: Hashable, Sendable {
+    case location(Fix)
+    /// The source changed state; `time` is the fix time it was observed at when known.
+    case status(SourceState, time: Timestamp?)
+}
+
+/// An event addressed to one subscriber.
+public struct Delivery: Hashable, Sendable {
+    public var subscriber: SubscriberID
+    public var event: Event
+    @inlinable public init(subscriber: SubscriberID, event: Event) {
+        self.subscriber = subscriber
+        self.event = event
+    }
+}
+
+/// Everything that can happen to the core.
+public enum EngineInput: Hashable, Sendable {
+    /// A position fix.
+    case fix(Fix)
+    /// The receiver reported an epoch without a position (at that fix time, when known).
+    case noFix(Timestamp?)
+    /// The shell's connection to the source changed (`.connected` / `.disconnected`).
+    case source(SourceState)
+    case subscribe(SubscriberID, SubscriptionOptions)
+    case unsubscribe(SubscriberID)
+}

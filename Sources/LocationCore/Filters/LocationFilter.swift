@@ -1,0 +1,89 @@
+/// What a subscriber asks of its location stream. Zero/`nil` means "no constraint".
+public struct SubscriptionOptions: Hashable, Sendable {
+    /// Deliver a fix only once it is at least this far (metres) from the last *delivered* fix.
+    public var distanceFilter: Double
+    /// Deliver only fixes whose `horizontalAccuracy` (95 %, metres) is at most this; a fix of
+    /// unknown accuracy does not pass a set gate.
+    public var desiredAccuracy: Double?
+    /// Deliver at most one fix per this many seconds of fix time.
+    public var minimumInterval: Double
+
+    public init(distanceFilter: Double = 0, desiredAccuracy: Double? = nil, minimumInterval: Double = 0) {
+        self.distanceFilter = distanceFilter
+        self.desiredAccuracy = desiredAccuracy
+        self.minimumInterval = minimumInterval
+    }
+
+    public static let limits = (distanceFilter: 0.0...1_000_000.0,
+                                desiredAccuracy: 0.0...1_000_000.0,
+                                minimumInterval: 0.0...86_400.0)
+}
+
+/// The accuracy gate: one rule, documented in docs/semantics.md ("Accuracy gate").
+public struct AccuracyGate: Hashable, Sendable {
+    public var desiredAccuracy: Double?
+
+    @inlinable public init(desiredAccuracy: Double?) { self.desiredAccuracy = desiredAccuracy }
+
+    @inlinable public func admits(_ fix: Fix) -> Bool {
+        guard let desired = desiredAccuracy else { return true }
+        guard let accuracy = fix.horizontalAccuracy else { return false }
+        return accuracy <= desired
+    }
+}
+
+/// The distance filter, measured from the last *delivered* fix (docs/semantics.md,
+/// "Distance filter"): measuring from the last seen fix instead would let a slow creep at
+/// 1 Hz never reach the threshold.
+public struct DistanceFilter: Hashable, Sendable {
+    public var threshold: Double
+
+    @inlinable public init(threshold: Double) { self.threshold = threshold }
+
+    @inlinable public func admits(_ fix: Fix, lastDelivered: Fix?) -> Bool {
+        guard threshold > 0, let last = lastDelivered else { return true }
+        return Geodesy.distance(last.coordinate, fix.coordinate) >= threshold
+    }
+}
+
+/// The minimum interval between delivered fixes, in fix (GPS) time (docs/semantics.md,
+/// "Minimum interval"). A fix timed *before* the last delivered one means the receiver's
+/// clock jumped back; it passes, so a backwards jump cannot silence a subscriber.
+public struct IntervalFilter: Hashable, Sendable {
+    public var minimumInterval: Double
+
+    @inlinable public init(minimumInterval: Double) { self.minimumInterval = minimumInterval }
+
+    @inlinable public func admits(_ fix: Fix, lastDelivered: Fix?) -> Bool {
+        guard minimumInterval > 0, let last = lastDelivered else { return true }
+        let elapsed = fix.time - last.time
+        return elapsed < 0 || elapsed >= minimumInterval
+    }
+}
+
+/// One subscription's location pipeline: accuracy gate → distance filter → interval.
+/// Holds the last delivered fix, the reference for both distance and interval.
+public struct LocationFilter: Hashable, Sendable {
+    public private(set) var options: SubscriptionOptions
+    public private(set) var lastDelivered: Fix?
+    @usableFromInline var gate: AccuracyGate
+    @usableFromInline var distance: DistanceFilter
+    @usableFromInline var interval: IntervalFilter
+
+    public init(options: SubscriptionOptions) {
+        self.options = options
+        self.lastDelivered = nil
+        self.gate = AccuracyGate(desiredAccuracy: options.desiredAccuracy)
+        self.distance = DistanceFilter(threshold: options.distanceFilter)
+        self.interval = IntervalFilter(minimumInterval: options.minimumInterval)
+    }
+
+    /// Offers a fix; returns whether it is to be delivered (and then remembers it).
+    public mutating func offer(_ fix: Fix) -> Bool {
+        guard gate.admits(fix),
+              interval.admits(fix, lastDelivered: lastDelivered),
+              distance.admits(fix, lastDelivered: lastDelivered) else { return false }
+        lastDelivered = fix
+        return true
+    }
+}

@@ -1,0 +1,25 @@
+/// Distances on the Earth. Spherical (haversine) with the IUGG mean radius: error ≤ 0.5 %,
+/// far below GNSS error at the distances filters and regions work with.
+public enum Geodesy {
+    public static let earthRadius = 6_371_008.8  // metres, IUGG mean radius
+
+    @inlinable public static func radians(_ degrees: Double) -> Double { degrees * (Double.pi / 180) }
+
+    /// Great-circle distance in metres.
+    @inlinable public static func distance(_ a: Coordinate, _ b: Coordinate) -> Double {
+        let phi1 = radians(a.latitude), phi2 = radians(b.latitude)
+        let dPhi = phi2 - phi1
+        let dLambda = radians(b.longitude - a.longitude)
+        let s1 = sin(dPhi / 2), s2 = sin(dLambda / 2)
+        let h = s1 * s1 + cos(phi1) * cos(phi2) * s2 * s2
+        return 2 * earthRadius * asin(min(1, h.squareRoot()))
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
