@@ -1,0 +1,99 @@
+import LocationCore
+
+/// Writes fixes as NMEA 0183 sentences (RMC, GGA, GSA, GST), the way a receiver would: used by
+/// the simulator to make the project's own logs, and by tests to round-trip the parser.
+public struct NMEAWriter: Sendable {
+    public var talker: String
+
+    public init(talker: String = "GP") { self.talker = talker }
+
+    /// What the receiver would say about its solution besides the fix itself.
+    public struct Quality: Sendable {
+        public var satellites: Int = 9
+        public var hdop: Double = 0.9
+        public var vdop: Double = 1.2
+        public var pdop: Double = 1.5
+        /// One-sigma errors for GST, metres; GST is written only when set.
+        public var sigmaLatitude: Double?
+        public var sigmaLongitude: Double?
+        public var sigmaAltitude: Double?
+        /// Geoid separation (HAE − MSL), metres.
+        public var geoidSeparation: Double = 0
+        public init() {}
+    }
+
+    /// The sentences of one epoch with a position, CRLF-terminated.
+    public func epoch(_ fix: Fix, quality: Quality = Quality()) -> String {
+        let c = CivilTime(fix.time)
+        let time = two(c.hour) + two(c.minute) + two(c.second) + "." + two(c.nanosecond / 10_000_000)
+        let date = two(c.day) + two(c.month) + two(c.year % 100)
+        let (lat, ns) = Self.angle(fix.coordinate.latitude, degreeDigits: 2, positive: "N", negative: "S")
+        let (lon, ew) = Self.angle(fix.coordinate.longitude, degreeDigits: 3, positive: "E", negative: "W")
+        let knots = fix.speed.map { fixed($0 / 0.514444, 3) } ?? ""
+        let course = fix.course.map { fixed($0, 2) } ?? ""
+        let msl = fix.altitudeMSL ?? fix.altitudeHAE.map { $0 - quality.geoidSeparation }
+        var out = ""
+        out += sentence("\(talker)RMC,\(time),A,\(lat),\(ns),\(lon),\(ew),\(knots),\(course),\(date),,,A")
+        out += sentence("\(talker)GGA,\(time),\(lat),\(ns),\(lon),\(ew),1,\(two(quality.satellites)),\(fixed(quality.hdop, 1)),"
+            + "\(msl.map { fixed($0, 1) } ?? ""),M,\(fixed(quality.geoidSeparation, 1)),M,,")
+        let mode = fix.mode == .threeD ? "3" : "2"
+        let prns = (1...min(12, quality.satellites)).map { two($0 * 2) }.joined(separator: ",")
+        let empty = String(repeating: ",", count: 12 - min(12, quality.satellites))
+        out += sentence("\(talker)GSA,A,\(mode),\(prns)\(empty),\(fixed(quality.pdop, 1)),\(fixed(quality.hdop, 1)),\(fixed(quality.vdop, 1))")
+        if let sLat = quality.sigmaLatitude, let sLon = quality.sigmaLongitude {
+            let sAlt = quality.sigmaAltitude.map { fixed($0, 1) } ?? ""
+            let rms = fixed((sLat * sLat + sLon * sLon).squareRoot(), 1)
+            out += sentence("\(talker)GST,\(time),\(rms),\(fixed(max(sLat, sLon), 1)),\(fixed(min(sLat, sLon), 1)),0.0,"
+                + "\(fixed(sLat, 1)),\(fixed(sLon, 1)),\(sAlt)")
+        }
+        return out
+    }
+
+    /// The sentences of an epoch without a position (fix lost), as receivers send them.
+    public func noFixEpoch(at time: Timestamp) -> String {
+        let c = CivilTime(time)
+        let t = two(c.hour) + two(c.minute) + two(c.second) + "." + two(c.nanosecond / 10_000_000)
+        let date = two(c.day) + two(c.month) + two(c.year % 100)
+        return sentence("\(talker)RMC,\(t),V,,,,,,,\(date),,,N")
+            + sentence("\(talker)GGA,\(t),,,,,0,00,99.9,,,,,,")
+            + sentence("\(talker)GSA,A,1,,,,,,,,,,,,,99.9,99.9,99.9")
+    }
+
+    /// `$BODY*HH\r\n` with the XOR checksum of BODY.
+    public func sentence(_ body: String) -> String {
+        var sum: UInt8 = 0
+        for b in body.utf8 { sum ^= b }
+        let hex = Array("0123456789ABCDEF".utf8)
+        return "$" + body + "*" + String(decoding: [hex[Int(sum >> 4)], hex[Int(sum & 15)]], as: UTF8.self) + "\r\n"
+    }
+
+    /// NMEA's ddmm.mmmmm / dddmm.mmmmm with 5 decimals of minutes (≈ 2 cm).
+    static func angle(_ value: Double, degreeDigits: Int, positive: String, negative: String) -> (String, String) {
+        let a = abs(value)
+        var degrees = Int(a)
+        var minutes100k = Int(((a - Double(degrees)) * 60 * 100_000).rounded())
+        if minutes100k >= 60 * 100_000 { degrees += 1; minutes100k -= 60 * 100_000 }
+        let d = String(degrees)
+        let padded = String(repeating: "0", count: max(0, degreeDigits - d.count)) + d
+        let whole = minutes100k / 100_000, frac = String(minutes100k % 100_000)
+        let text = padded + two(whole) + "." + String(repeating: "0", count: 5 - frac.count) + frac
+        return (text, value < 0 ? negative : positive)
+    }
+}
+
+private func two(_ n: Int) -> String { n < 10 ? "0\(n)" : "\(n)" }
+
+/// Fixed-point decimal text without Foundation (`String(format:)`).
+private func fixed(_ value: Double, _ decimals: Int) -> String {
+    var scale = 1.0
+    for _ in 0..<decimals { scale *= 10 }
+    let scaled = Int64((abs(value) * scale).rounded())
+    let s = Int64(scale)
+    let intPart = String(scaled / s)
+    var text = (value < 0 && scaled != 0 ? "-" : "") + intPart
+    if decimals > 0 {
+        let f = String(scaled % s)
+        text += "." + String(repeating: "0", count: decimals - f.count) + f
+    }
+    return text
+}
