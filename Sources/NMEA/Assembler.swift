@@ -45,6 +45,8 @@ struct Assembler: Sendable {
     /// carrying the date forward and across midnight.
     var lastDays: Int?
     var lastTod: Int64 = 0
+    /// False until an epoch was dated (an assumed date has no time of day to compare with).
+    var lastTodKnown = false
     /// Dimension of the last fix, for epochs that say nothing about it (RMC/GLL only).
     var lastMode: FixMode?
 
@@ -52,7 +54,6 @@ struct Assembler: Sendable {
         self.options = options
         if let d = options.assumedDate {
             lastDays = CivilTime.daysFromCivil(year: d.year, month: d.month, day: d.day)
-            lastTod = 0
         }
     }
 
@@ -346,10 +347,12 @@ struct Assembler: Sendable {
             // No date in this epoch: carry the last one, across midnight when the time of day
             // jumps back by more than half a day (a small step back is a receiver glitch).
             let half: Int64 = 43_200 * 1_000_000_000
-            if tod < lastTod - half { d += 1 } else if tod > lastTod + half { d -= 1 }
+            if lastTodKnown {
+                if tod < lastTod - half { d += 1 } else if tod > lastTod + half { d -= 1 }
+            }
             days = d
         }
-        if let days { lastDays = days; lastTod = tod }
+        if let days { lastDays = days; lastTod = tod; lastTodKnown = true }
 
         var time: Timestamp?
         if let days {
