@@ -1,0 +1,166 @@
+import LocationCore
+
+/// One assembled NMEA epoch: every sentence that carried the same UTC time of day.
+///
+/// `time` is nil when the epoch's date is unknown (no RMC/ZDA seen yet and no
+/// `Options.assumedDate`); `fix` is nil for a no-fix epoch and for an undated one.
+public struct NMEAEpoch: Sendable, Equatable {
+    public var time: Timestamp?
+    public var fix: Fix?
+    /// UTC time of day in nanoseconds (an epoch is keyed by it).
+    public var timeOfDay: Int64
+    /// A valid position whose epoch could not be dated (so `fix` is nil). Lets a caller that
+    /// knows the date by other means still use GLL/GGA-only logs.
+    public var undatedCoordinate: Coordinate?
+
+    public init(time: Timestamp?, fix: Fix?, timeOfDay: Int64 = 0, undatedCoordinate: Coordinate? = nil) {
+        self.time = time; self.fix = fix
+        self.timeOfDay = timeOfDay; self.undatedCoordinate = undatedCoordinate
+    }
+}
+
+extension NMEAEpoch {
+    public var engineInput: EngineInput {
+        if let fix { return .fix(fix) }
+        return .noFix(time)
+    }
+}
+
+public struct NMEAStatistics: Sendable, Equatable {
+    /// Sentence candidates seen (each `$` that starts one), whatever became of them.
+    public var sentences = 0
+    /// Dropped: `*HH` present but wrong.
+    public var checksumFailures = 0
+    /// Accepted without a checksum (gpsd does the same); dropped instead when
+    /// `Options.requireChecksum` is set.
+    public var missingChecksum = 0
+    /// Dropped: truncated checksum, unparseable field, too few fields, overlong line.
+    public var malformed = 0
+    /// Well-formed but not used: GSV, proprietary `$P…`, other types, AIS `!…`.
+    public var skipped = 0
+    /// Lines that held no sentence at all (not counting blank lines and `#` comments).
+    public var junkLines = 0
+    /// Epochs reported to `onEpoch`.
+    public var epochs = 0
+    /// Epochs reported with a `Fix`.
+    public var fixes = 0
+    /// Epochs with a valid position but no date (reported with `fix == nil`).
+    public var undatedFixes = 0
+
+    public init() {}
+}
+
+public struct NMEADecoder: Sendable {
+    public struct Options: Sendable {
+        /// Date for epochs before the stream has told us one (GGA/GLL-only receivers).
+        /// nil: such epochs are reported with `time == nil` and no `fix`.
+        /// Only year/month/day are used; the date then advances across midnight as usual.
+        public var assumedDate: CivilTime?
+        /// Drop sentences without `*HH` instead of accepting them (gpsd accepts them).
+        public var requireChecksum = false
+        /// Repeat gpsd 3.20–3.22's GPS week rollover guess: any date before 2017-01-01 is
+        /// moved forward 1024 weeks. Off by default: real old logs carry real old dates.
+        public var gpsdWeekRolloverCompatibility = false
+        /// Two-digit RMC years below this are 20yy, the others 19yy. 80 because no GPS
+        /// receiver can report a date before 1980 (the GPS epoch).
+        public var twoDigitYearPivot = 80
+
+        public init() {}
+    }
+
+    public let options: Options
+    public private(set) var statistics: NMEAStatistics {
+        get { asm.stats }
+        set { asm.stats = newValue }
+    }
+
+    private var asm: Assembler
+    /// Bytes of a line that began in an earlier `feed` call.
+    private var pending: [UInt8] = []
+    private var pendingOverflow = false
+    /// ESC-stripped copy of a line (rare path).
+    private var scratch: [UInt8] = []
+
+    /// Longest line we keep. NMEA allows 82 bytes; real receivers exceed it, so be generous.
+    static let maxLine = 1024
+
+    public init(options: Options = .init()) {
+        self.options = options
+        self.asm = Assembler(options: options)
+        pending.reserveCapacity(Self.maxLine)
+    }
+
+    public mutating func feed(_ bytes: [UInt8], onEpoch: (NMEAEpoch) -> Void) {
+        bytes.withUnsafeBytes { feed($0, onEpoch: onEpoch) }
+    }
+
+    public mutating func feed(_ bytes: UnsafeRawBufferPointer, onEpoch: (NMEAEpoch) -> Void) {
+        let n = bytes.count
+        guard n > 0, let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return }
+        var start = 0
+        var i = 0
+        while i < n {
+            let b = base[i]
+            if b == 0x0A || b == 0x0D {
+                if pending.isEmpty && !pendingOverflow {
+                    line(UnsafeBufferPointer(start: base + start, count: i - start), onEpoch)
+                } else {
+                    append(UnsafeBufferPointer(start: base + start, count: i - start))
+                    flushPending(onEpoch)
+                }
+                start = i + 1
+            }
+            i += 1
+        }
+        if start < n { append(UnsafeBufferPointer(start: base + start, count: n - start)) }
+    }
+
+    public mutating func finish(onEpoch: (NMEAEpoch) -> Void) {
+        flushPending(onEpoch)
+        asm.completeEpoch(onEpoch)
+    }
+
+    private mutating func append(_ p: UnsafeBufferPointer<UInt8>) {
+        if pendingOverflow || p.isEmpty { return }
+        if pending.count + p.count > Self.maxLine {
+            pendingOverflow = true
+            pending.removeAll(keepingCapacity: true)
+            return
+        }
+        pending.append(contentsOf: p)
+    }
+
+    private mutating func flushPending(_ onEpoch: (NMEAEpoch) -> Void) {
+        if pendingOverflow {
+            asm.stats.malformed += 1
+            pendingOverflow = false
+        } else if !pending.isEmpty {
+            pending.withUnsafeBufferPointer { line($0, onEpoch) }
+        }
+        pending.removeAll(keepingCapacity: true)
+    }
+
+    private mutating func line(_ p: UnsafeBufferPointer<UInt8>, _ onEpoch: (NMEAEpoch) -> Void) {
+        if p.count > Self.maxLine { asm.stats.malformed += 1; return }
+        var hasEsc = false
+        for b in p where b == 0x1B { hasEsc = true; break }
+        if !hasEsc { asm.line(p, onEpoch); return }
+        // A terminal's escape sequences (CSI: ESC [ params final) got interleaved with the
+        // sentence by whatever captured the log; drop them and let the checksum judge.
+        scratch.removeAll(keepingCapacity: true)
+        var i = 0
+        while i < p.count {
+            if p[i] == 0x1B {
+                i += 1
+                if i < p.count && p[i] == UInt8(ascii: "[") {
+                    i += 1
+                    while i < p.count && !(0x40...0x7E).contains(p[i]) { i += 1 }
+                }
+                i += 1
+                continue
+            }
+            scratch.append(p[i]); i += 1
+        }
+        scratch.withUnsafeBufferPointer { asm.line($0, onEpoch) }
+    }
+}
