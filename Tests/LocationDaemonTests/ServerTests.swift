@@ -262,3 +262,32 @@ import Testing
         await h.stop()
     }
 }
+
+@Suite struct SocketPathTests {
+    @Test func staleSocketFileIsRemovedAndDirectoryCreated() async throws {
+        let h = try await ServerHarness.start()
+        let path = h.path
+        // Leave a stale socket file behind: bind a raw socket there, close it, keep the file.
+        await h.server.close()
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in raw.copyBytes(from: bytes); raw[bytes.count] = 0 }
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        #expect(rc == 0)
+        close(fd)
+        #expect(access(path, F_OK) == 0)
+        let server = try await SocketServer.start(hub: h.hub, configuration: .init(path: path), logger: .init(label: "t"))
+        var st = stat()
+        #expect(stat(path, &st) == 0)
+        #expect(st.st_mode & 0o777 == 0o660)
+        let client = try await LocationClient.connect(path: path)
+        #expect(try await client.status().subscribers == 0)
+        client.close()
+        await server.close()
+        await h.stop()
+    }
+}
