@@ -1,0 +1,124 @@
+import LocationCore
+import LocationProtocol
+import Logging
+import NIOCore
+
+/// Something that receives a subscriber's events: a connection. Called on the hub's loop only.
+public protocol HubSubscriber: AnyObject {
+    /// `encoded` is the event's line, shared by every subscriber receiving the same event.
+    func deliver(_ event: Event, encoded: ByteBuffer)
+}
+
+/// What the hub knows, for status replies and tests.
+public struct HubSnapshot: Hashable, Sendable {
+    public var subscriberCount: Int
+    public var state: SourceState
+    public var lastFix: Fix?
+    public var sourceDescription: String
+}
+
+/// Owns the pure `Engine`, confined to one NIO event loop: every engine input is handled on
+/// that loop, so the hot path takes no lock. Sources call `submit` from their own threads;
+/// connections (on the same loop) register with `subscribe`/`unsubscribe`.
+///
+/// Each distinct event of one input is encoded once (one `ByteBuffer`, shared copy-on-write by
+/// all subscribers receiving it), not once per subscriber.
+public final class Hub: Sendable {
+    public let eventLoop: any EventLoop
+    /// What positions come from, e.g. `gpsd localhost:2947` (shown in status replies).
+    public let sourceDescription: String
+    private let logger: Logger
+    private let box: NIOLoopBoundBox<State>
+
+    private final class State {
+        var engine = Engine()
+        var subscribers: [SubscriberID: any HubSubscriber] = [:]
+        var nextID: UInt64 = 1
+        var deliveries: [Delivery] = []
+        var scratch: [UInt8] = []
+        var encoded: [(event: Event, buffer: ByteBuffer)] = []
+        let encoder = EventEncoder()
+        var processedInputs: UInt64 = 0
+    }
+
+    public init(eventLoop: any EventLoop, sourceDescription: String, logger: Logger = Logger(label: "locationd.hub")) {
+        self.eventLoop = eventLoop
+        self.sourceDescription = sourceDescription
+        self.logger = logger
+        self.box = NIOLoopBoundBox.makeBoxSendingValue(State(), as: State.self, eventLoop: eventLoop)
+    }
+
+    // MARK: Any thread
+
+    /// Feeds one input to the engine. Thread-safe: off the loop it hops onto it (inputs from one
+    /// thread are handled in submission order); on the loop it is handled at once.
+    public func submit(_ input: EngineInput) {
+        if eventLoop.inEventLoop {
+            handle(input)
+        } else {
+            eventLoop.execute { self.handle(input) }
+        }
+    }
+
+    /// Returns once the loop has handled everything submitted (from this task) before the call.
+    public func processed() async {
+        try? await eventLoop.submit {}.get()
+    }
+
+    /// The hub's state, read on its loop (after everything submitted before the call).
+    public func snapshot() async throws -> HubSnapshot {
+        try await eventLoop.submit { self.loopSnapshot }.get()
+    }
+
+    // MARK: On the loop
+
+    public var loopSnapshot: HubSnapshot {
+        let s = box.value
+        return HubSnapshot(subscriberCount: s.engine.subscriberCount, state: s.engine.sourceState,
+                           lastFix: s.engine.lastFix, sourceDescription: sourceDescription)
+    }
+
+    /// A fresh subscriber id (one per connection).
+    public func makeSubscriberID() -> SubscriberID {
+        let s = box.value
+        defer { s.nextID += 1 }
+        return SubscriberID(s.nextID)
+    }
+
+    /// Opens or replaces `id`'s subscription; `subscriber` receives its events from now on
+    /// (starting with the current source status).
+    public func subscribe(_ id: SubscriberID, options: SubscriptionOptions, subscriber: any HubSubscriber) {
+        box.value.subscribers[id] = subscriber
+        handle(.subscribe(id, options))
+    }
+
+    /// Closes `id`'s subscription, if any.
+    public func unsubscribe(_ id: SubscriberID) {
+        guard box.value.subscribers.removeValue(forKey: id) != nil else { return }
+        handle(.unsubscribe(id))
+    }
+
+    private func handle(_ input: EngineInput) {
+        eventLoop.preconditionInEventLoop()
+        let s = box.value
+        s.deliveries.removeAll(keepingCapacity: true)
+        s.engine.handle(input, into: &s.deliveries)
+        s.processedInputs &+= 1
+        guard !s.deliveries.isEmpty else { return }
+        s.encoded.removeAll(keepingCapacity: true)
+        for delivery in s.deliveries {
+            guard let subscriber = s.subscribers[delivery.subscriber] else { continue }
+            let buffer: ByteBuffer
+            if let cached = s.encoded.first(where: { $0.event == delivery.event }) {
+                buffer = cached.buffer
+            } else {
+                s.scratch.removeAll(keepingCapacity: true)
+                s.encoder.append(delivery.event, to: &s.scratch)
+                buffer = ByteBuffer(bytes: s.scratch)
+                s.encoded.append((delivery.event, buffer))
+            }
+            subscriber.deliver(delivery.event, encoded: buffer)
+        }
+        s.encoded.removeAll(keepingCapacity: true)
+    }
+}

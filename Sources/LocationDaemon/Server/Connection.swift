@@ -1,0 +1,324 @@
+import Glibc
+import LocationCore
+import LocationProtocol
+import Logging
+import NIOCore
+
+/// The peer process of a Unix socket connection (`SO_PEERCRED`, taken at connect time).
+public struct PeerCredentials: Hashable, Sendable, CustomStringConvertible {
+    public var pid: Int32
+    public var uid: UInt32
+    public var gid: UInt32
+    public init(pid: Int32, uid: UInt32, gid: UInt32) { self.pid = pid; self.uid = uid; self.gid = gid }
+    public var description: String { "pid=\(pid) uid=\(uid) gid=\(gid)" }
+}
+
+/// One connection's state, for `SocketServer.connectionStats()` (tests and diagnostics).
+public struct ConnectionStats: Hashable, Sendable {
+    public var subscriber: SubscriberID
+    public var peer: PeerCredentials?
+    public var isSubscribed: Bool
+    public var isWritable: Bool
+    /// Bytes queued in NIO for this connection, not yet accepted by the kernel.
+    public var bufferedBytes: Int
+    /// Location events dropped for this connection because it did not read (all time).
+    public var skippedLocations: Int
+    /// Whether a location event is held back waiting for the connection to become writable.
+    public var hasPendingLocation: Bool
+}
+
+/// A token bucket: `burst` requests at once, refilled at `rate` per second.
+struct TokenBucket {
+    var burst: Double
+    var rate: Double
+    var tokens: Double
+    var last: NIODeadline
+
+    init(burst: Int, rate: Double, now: NIODeadline) {
+        self.burst = Double(burst); self.rate = rate; self.tokens = Double(burst); self.last = now
+    }
+
+    mutating func take(now: NIODeadline) -> Bool {
+        let elapsed = Double((now - last).nanoseconds) / 1e9
+        if elapsed > 0 {
+            tokens = min(burst, tokens + elapsed * rate)
+            last = now
+        }
+        guard tokens >= 1 else { return false }
+        tokens -= 1
+        return true
+    }
+}
+
+/// One client connection: line framing, requests → replies, the subscription, and the bounded
+/// outbox for slow readers (docs/protocol.md, "Slow readers"). Lives on the hub's loop.
+final class Connection: ChannelInboundHandler, HubSubscriber {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    let hub: Hub
+    let configuration: SocketServer.Configuration
+    let registry: ConnectionRegistry
+    var logger: Logger
+    let id: SubscriberID
+    var context: ChannelHandlerContext?
+    var peer: PeerCredentials?
+    var isSubscribed = false
+    var closing = false
+    var input: ByteBuffer
+    var bucket: TokenBucket
+    var scratch: [UInt8] = []
+
+    // Slow-reader outbox: at most one location and one status event held back.
+    var pendingLocation: Fix?
+    var pendingStatus: (state: SourceState, time: Timestamp?)?
+    var locationIsNewest = false
+    var skippedSincePending = 0
+    var skippedTotal = 0
+    var unwritableTimer: Scheduled<Void>?
+
+    init(hub: Hub, configuration: SocketServer.Configuration, registry: ConnectionRegistry, logger: Logger) {
+        self.hub = hub
+        self.configuration = configuration
+        self.registry = registry
+        self.id = hub.makeSubscriberID()
+        self.logger = logger
+        self.logger[metadataKey: "connection"] = "\(id.rawValue)"
+        self.input = ByteBuffer()
+        self.bucket = TokenBucket(burst: configuration.floodBurst, rate: configuration.floodRate, now: configuration.now())
+    }
+
+    var stats: ConnectionStats {
+        ConnectionStats(
+            subscriber: id, peer: peer, isSubscribed: isSubscribed,
+            isWritable: context?.channel.isWritable ?? false,
+            bufferedBytes: (try? context?.channel.syncOptions?.getOption(ChannelOptions.bufferedWritableBytes)) ?? 0,
+            skippedLocations: skippedTotal, hasPendingLocation: pendingLocation != nil)
+    }
+
+    func close() { context?.close(promise: nil) }
+
+    // MARK: Channel events
+
+    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+
+    func channelActive(context: ChannelHandlerContext) {
+        registry.add(self)
+        peer = Self.peerCredentials(of: context.channel)
+        if let peer {
+            logger[metadataKey: "peer"] = "\(peer)"
+        }
+        logger.debug("connection opened", metadata: ["uid": "\(peer.map { "\($0.uid)" } ?? "?")",
+                                                     "gid": "\(peer.map { "\($0.gid)" } ?? "?")",
+                                                     "pid": "\(peer.map { "\($0.pid)" } ?? "?")"])
+        send(.hello(ServerHello()), flush: true)
+        context.fireChannelActive()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        unwritableTimer?.cancel()
+        unwritableTimer = nil
+        if isSubscribed {
+            hub.unsubscribe(id)
+            isSubscribed = false
+        }
+        registry.remove(self)
+        logger.debug("connection closed", metadata: ["skipped": "\(skippedTotal)"])
+        self.context = nil
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        logger.debug("connection error", metadata: ["error": "\(error)"])
+        context.close(promise: nil)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !closing else { return }
+        var incoming = unwrapInboundIn(data)
+        input.writeBuffer(&incoming)
+        let max = configuration.maxLineBytes
+        while !closing, let newline = input.readableBytesView.firstIndex(of: 0x0A) {
+            let length = newline - input.readerIndex
+            guard length <= max + 1 else {  // + 1: a CR before the LF is allowed
+                abort(ProtocolError(.lineTooLong, "line of \(length) bytes is longer than \(max) bytes; closing"))
+                return
+            }
+            var line = input.readBytes(length: length) ?? []
+            input.moveReaderIndex(forwardBy: 1)
+            if line.last == 0x0D { line.removeLast() }
+            guard line.count <= max else {
+                abort(ProtocolError(.lineTooLong, "line of \(line.count) bytes is longer than \(max) bytes; closing"))
+                return
+            }
+            if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }  // blank lines are ignored
+            handleLine(line)
+        }
+        if !closing && input.readableBytes > max + 1 {
+            abort(ProtocolError(.lineTooLong, "line longer than \(max) bytes; closing"))
+            return
+        }
+        if input.readerIndex > 4096 { input.discardReadBytes() }
+        context.flush()
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable {
+            unwritableTimer?.cancel()
+            unwritableTimer = nil
+            flushPending()
+        } else if unwritableTimer == nil {
+            let timeout = configuration.unwritableTimeout
+            unwritableTimer = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) { [self] in
+                logger.notice("closing a connection that has not read for \(timeout)",
+                              metadata: ["skipped": "\(skippedTotal)"])
+                self.context?.close(promise: nil)
+            }
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
+    // MARK: Requests
+
+    func handleLine(_ line: [UInt8]) {
+        guard bucket.take(now: configuration.now()) else {
+            abort(ProtocolError(.flood, "more than \(configuration.floodBurst) requests at once or \(JSONWriter.numberText(configuration.floodRate)) per second sustained; closing"))
+            return
+        }
+        let request: Request
+        do {
+            request = try Request.decode(line)
+        } catch {
+            logger.debug("bad request", metadata: ["code": "\(error.code.rawValue)", "message": "\(error.message)"])
+            send(.error(error), flush: false)
+            return
+        }
+        switch request {
+        case .hello(let rid):
+            send(.hello(ServerHello(id: rid)), flush: false)
+        case .subscribe(let rid, let options):
+            send(.subscribed(id: rid, options: options), flush: false)
+            isSubscribed = true
+            hub.subscribe(id, options: options, subscriber: self)
+        case .unsubscribe(let rid):
+            if isSubscribed {
+                hub.unsubscribe(id)
+                isSubscribed = false
+            }
+            dropPending()
+            send(.unsubscribed(id: rid), flush: false)
+        case .status(let rid):
+            let s = hub.loopSnapshot
+            send(.statusReply(StatusReply(id: rid, state: s.state, subscribers: s.subscriberCount,
+                                          source: s.sourceDescription, lastFix: s.lastFix?.time)), flush: false)
+        }
+    }
+
+    /// Replies are always written (their volume is bounded by the flood limit and the
+    /// unwritable timeout); only events are held back for slow readers.
+    func send(_ message: ServerMessage, flush: Bool) {
+        guard let context else { return }
+        scratch.removeAll(keepingCapacity: true)
+        message.append(to: &scratch)
+        let buffer = context.channel.allocator.buffer(bytes: scratch)
+        if flush {
+            context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
+        } else {
+            context.write(wrapOutboundOut(buffer), promise: nil)
+        }
+    }
+
+    /// Sends a final error and closes once it is written.
+    func abort(_ error: ProtocolError) {
+        guard let context, !closing else { return }
+        closing = true
+        logger.info("closing an abusive connection", metadata: ["code": "\(error.code.rawValue)"])
+        scratch.removeAll(keepingCapacity: true)
+        ServerMessage.error(error).append(to: &scratch)
+        let buffer = context.channel.allocator.buffer(bytes: scratch)
+        context.writeAndFlush(wrapOutboundOut(buffer)).assumeIsolated().whenComplete { _ in
+            context.close(promise: nil)
+        }
+    }
+
+    // MARK: Events (HubSubscriber)
+
+    func deliver(_ event: Event, encoded: ByteBuffer) {
+        guard let context, !closing else { return }
+        if context.channel.isWritable {
+            if pendingLocation != nil || pendingStatus != nil { flushPending() }
+            context.writeAndFlush(wrapOutboundOut(encoded), promise: nil)
+            return
+        }
+        switch event {
+        case .location(let fix):
+            if pendingLocation != nil {
+                skippedSincePending += 1
+                skippedTotal += 1
+            }
+            pendingLocation = fix
+            locationIsNewest = true
+        case .status(let state, let time):
+            pendingStatus = (state, time)
+            locationIsNewest = false
+        }
+    }
+
+    func dropPending() {
+        pendingLocation = nil
+        pendingStatus = nil
+        skippedSincePending = 0
+    }
+
+    /// Writes the held-back events, older first; the location carries `"skipped":N`.
+    func flushPending() {
+        guard let context else { return }
+        let encoder = EventEncoder()
+        scratch.removeAll(keepingCapacity: true)
+        let location = pendingLocation
+        let status = pendingStatus
+        if let status, locationIsNewest { encoder.appendStatus(status.state, time: status.time, to: &scratch) }
+        if let location { encoder.appendLocation(location, skipped: skippedSincePending, to: &scratch) }
+        if let status, !locationIsNewest { encoder.appendStatus(status.state, time: status.time, to: &scratch) }
+        dropPending()
+        guard !scratch.isEmpty else { return }
+        context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: scratch)), promise: nil)
+    }
+
+    // MARK: Peer credentials
+
+    /// Linux `struct ucred` (glibc hides it behind _GNU_SOURCE, so it is not imported).
+    struct UCred: Sendable {
+        var pid: Int32 = 0
+        var uid: UInt32 = 0
+        var gid: UInt32 = 0
+    }
+
+    /// Linux `SO_PEERCRED`.
+    static let soPeerCred: CInt = 17
+
+    static func peerCredentials(of channel: any Channel) -> PeerCredentials? {
+        guard let provider = channel as? any SocketOptionProvider else { return nil }
+        let future: EventLoopFuture<UCred> = provider.unsafeGetSocketOption(
+            level: NIOBSDSocket.OptionLevel(rawValue: SOL_SOCKET), name: NIOBSDSocket.Option(rawValue: soPeerCred))
+        // On the channel's loop the option is read synchronously, so the future is complete.
+        var result: PeerCredentials?
+        future.assumeIsolated().whenSuccess { cred in
+            result = PeerCredentials(pid: cred.pid, uid: cred.uid, gid: cred.gid)
+        }
+        return result
+    }
+}
+
+/// The server's open connections, confined to the hub's loop.
+final class ConnectionRegistry: Sendable {
+    private let box: NIOLoopBoundBox<[ObjectIdentifier: Connection]>
+
+    init(eventLoop: any EventLoop) {
+        box = NIOLoopBoundBox.makeBoxSendingValue([:], as: [ObjectIdentifier: Connection].self, eventLoop: eventLoop)
+    }
+
+    func add(_ c: Connection) { box.value[ObjectIdentifier(c)] = c }
+    func remove(_ c: Connection) { box.value[ObjectIdentifier(c)] = nil }
+    var all: [Connection] { Array(box.value.values) }
+}

@@ -1,0 +1,174 @@
+import Glibc
+import LocationCore
+import LocationProtocol
+import Logging
+import NIOCore
+import NIOPosix
+
+/// Errors preparing the socket path.
+public enum SocketServerError: Error, Hashable, Sendable, CustomStringConvertible {
+    case pathInUse(String)
+    case notASocket(String)
+    case system(String, errno: Int32)
+
+    public var description: String {
+        switch self {
+        case .pathInUse(let p): "\(p): another server is listening there"
+        case .notASocket(let p): "\(p) exists and is not a socket; not removing it"
+        case .system(let what, let e): "\(what): \(String(cString: strerror(e)))"
+        }
+    }
+}
+
+/// The NDJSON protocol server on a Unix domain socket. All its channels run on the hub's event
+/// loop, so connections call the hub directly (no locks, no hops).
+///
+/// Socket file: the parent directory is created (mode 0755) when missing; an existing socket
+/// file is removed only if connecting to it is refused (a stale file, nobody listening); the
+/// new socket is chmod'ed to `socketMode` (default 0660: owner and group may connect; the
+/// group is the daemon's, see systemd/ for the deployment that sets it). Between bind and chmod
+/// the mode follows the process umask; the parent directory's permissions are the real fence.
+public final class SocketServer: Sendable {
+    public struct Configuration: Sendable {
+        /// Socket path (at most 107 bytes).
+        public var path: String
+        public var socketMode: mode_t = 0o660
+        /// Longest accepted request line, newline excluded.
+        public var maxLineBytes: Int = LocationProtocol.maxLineBytes
+        /// Flood limit: a token bucket of `floodBurst` requests refilled at `floodRate` per second.
+        public var floodBurst: Int = 200
+        public var floodRate: Double = 100
+        /// Write buffer watermarks: above `high` a connection is "not writable" and events are
+        /// held back (newest location and status only); below `low` it is writable again.
+        public var writeBufferLowWatermark: Int = 32 * 1024
+        public var writeBufferHighWatermark: Int = 64 * 1024
+        /// A connection that stays not writable this long is closed.
+        public var unwritableTimeout: TimeAmount = .seconds(30)
+        /// The clock of the flood limiter (injectable for tests).
+        public var now: @Sendable () -> NIODeadline = { NIODeadline.now() }
+
+        public init(path: String) { self.path = path }
+    }
+
+    public let hub: Hub
+    public let configuration: Configuration
+    private let channel: any Channel
+    private let registry: ConnectionRegistry
+    private let ownsPath: Bool
+    private let logger: Logger
+
+    private init(hub: Hub, configuration: Configuration, channel: any Channel, registry: ConnectionRegistry,
+                 ownsPath: Bool, logger: Logger) {
+        self.hub = hub; self.configuration = configuration; self.channel = channel
+        self.registry = registry; self.ownsPath = ownsPath; self.logger = logger
+    }
+
+    /// Binds `configuration.path` and starts accepting connections.
+    public static func start(hub: Hub, configuration: Configuration, logger: Logger) async throws -> SocketServer {
+        try prepareSocketPath(configuration.path)
+        let registry = ConnectionRegistry(eventLoop: hub.eventLoop)
+        let channel = try await bootstrap(hub: hub, configuration: configuration, registry: registry, logger: logger)
+            .bind(unixDomainSocketPath: configuration.path, cleanupExistingSocketFile: false).get()
+        guard chmod(configuration.path, configuration.socketMode) == 0 else {
+            let e = errno
+            try? await channel.close()
+            throw SocketServerError.system("chmod \(configuration.path)", errno: e)
+        }
+        logger.info("listening", metadata: ["path": "\(configuration.path)"])
+        return SocketServer(hub: hub, configuration: configuration, channel: channel, registry: registry,
+                            ownsPath: true, logger: logger)
+    }
+
+    /// Serves on an already bound and listening socket (e.g. from systemd socket activation);
+    /// `configuration.path` is then informational and the file is left alone.
+    public static func start(hub: Hub, boundSocket descriptor: CInt, configuration: Configuration,
+                             logger: Logger) async throws -> SocketServer {
+        let registry = ConnectionRegistry(eventLoop: hub.eventLoop)
+        let channel = try await bootstrap(hub: hub, configuration: configuration, registry: registry, logger: logger)
+            .withBoundSocket(descriptor).get()
+        logger.info("listening on an inherited socket", metadata: ["fd": "\(descriptor)"])
+        return SocketServer(hub: hub, configuration: configuration, channel: channel, registry: registry,
+                            ownsPath: false, logger: logger)
+    }
+
+    private static func bootstrap(hub: Hub, configuration: Configuration, registry: ConnectionRegistry,
+                                  logger: Logger) -> ServerBootstrap {
+        ServerBootstrap(group: hub.eventLoop, childGroup: hub.eventLoop)
+            .serverChannelOption(ChannelOptions.backlog, value: 128)
+            .childChannelOption(ChannelOptions.writeBufferWaterMark, value: .init(
+                low: configuration.writeBufferLowWatermark, high: configuration.writeBufferHighWatermark))
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(
+                        Connection(hub: hub, configuration: configuration, registry: registry, logger: logger))
+                }
+            }
+    }
+
+    /// Stops listening, closes every connection (which unsubscribes them) and removes the
+    /// socket file it created.
+    public func close() async {
+        try? await channel.close()
+        try? await hub.eventLoop.submit { self.registry.all.forEach { $0.close() } }.get()
+        await hub.processed()
+        if ownsPath { unlink(configuration.path) }
+        logger.info("stopped listening", metadata: ["path": "\(configuration.path)"])
+    }
+
+    /// A future that completes when the listening socket closes.
+    public var closeFuture: EventLoopFuture<Void> { channel.closeFuture }
+
+    /// The open connections' state (read on the loop).
+    public func connectionStats() async throws -> [ConnectionStats] {
+        try await hub.eventLoop.submit {
+            self.registry.all.map(\.stats).sorted { $0.subscriber < $1.subscriber }
+        }.get()
+    }
+
+    /// Creates the parent directory and removes a stale socket file (one nobody listens on).
+    static func prepareSocketPath(_ path: String) throws {
+        if let slash = path.lastIndex(of: "/"), slash != path.startIndex {
+            try makeDirectories(String(path[..<slash]))
+        }
+        var st = stat()
+        guard lstat(path, &st) == 0 else {
+            if errno == ENOENT { return }
+            throw SocketServerError.system("stat \(path)", errno: errno)
+        }
+        guard st.st_mode & S_IFMT == S_IFSOCK else { throw SocketServerError.notASocket(path) }
+        if isListening(path) { throw SocketServerError.pathInUse(path) }
+        guard unlink(path) == 0 || errno == ENOENT else { throw SocketServerError.system("unlink \(path)", errno: errno) }
+    }
+
+    static func makeDirectories(_ dir: String) throws {
+        var st = stat()
+        if stat(dir, &st) == 0 { return }
+        if let slash = dir.lastIndex(of: "/"), slash != dir.startIndex {
+            try makeDirectories(String(dir[..<slash]))
+        }
+        guard mkdir(dir, 0o755) == 0 || errno == EEXIST else {
+            throw SocketServerError.system("mkdir \(dir)", errno: errno)
+        }
+    }
+
+    /// Whether something accepts connections on the socket at `path`.
+    static func isListening(_ path: String) -> Bool {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { Glibc.close(fd) }
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: addr.sun_path) else { return false }
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        return rc == 0
+    }
+}

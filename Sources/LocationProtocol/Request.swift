@@ -1,0 +1,197 @@
+import LocationCore
+
+/// Protocol version spoken by this module (`"protocol":1` in `hello`).
+public let protocolVersion = 1
+/// The longest line either side accepts, in bytes, newline excluded.
+public let maxLineBytes = 65_536
+
+/// A request's `id`: a JSON number or string, echoed in the reply. Numbers are echoed by value
+/// (integral numbers as integers: `7`, `1e3` → `1000`), strings exactly.
+public enum RequestID: Hashable, Sendable, CustomStringConvertible {
+    case number(Double)
+    case string(String)
+
+    public func append(to out: inout [UInt8]) {
+        switch self {
+        case .number(let n): JSONWriter.appendNumber(n, to: &out)
+        case .string(let s): JSONWriter.appendString(s, to: &out)
+        }
+    }
+
+    public var description: String {
+        var out: [UInt8] = []
+        append(to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
+/// Error codes of `{"type":"error"}` replies.
+public enum ErrorCode: String, Hashable, Sendable, CaseIterable {
+    /// The line is not valid JSON.
+    case badJSON
+    /// Valid JSON, but not an object.
+    case notAnObject
+    /// A required field is absent.
+    case missingField
+    /// A field has the wrong type.
+    case badField
+    /// A number is outside its allowed range (or an unsupported protocol version).
+    case outOfRange
+    /// `type` names no known request.
+    case unknownType
+    /// A line longer than `maxLineBytes`; the server closes the connection.
+    case lineTooLong
+    /// Requests faster than the rate limit; the server closes the connection.
+    case flood
+}
+
+/// A rejected request (or an abusive peer), as sent in an error reply.
+public struct ProtocolError: Error, Hashable, Sendable, CustomStringConvertible {
+    public var code: ErrorCode
+    public var message: String
+    public var id: RequestID?
+
+    public init(_ code: ErrorCode, _ message: String, id: RequestID? = nil) {
+        self.code = code
+        self.message = message
+        self.id = id
+    }
+
+    public var description: String { "\(code.rawValue): \(message)" }
+}
+
+/// A client → server request.
+public enum Request: Hashable, Sendable {
+    /// Optional greeting; the server answers with its `hello` (id echoed). `protocol`, when
+    /// given, must be 1.
+    case hello(id: RequestID?)
+    /// Start (or replace) this connection's subscription.
+    case subscribe(id: RequestID?, options: SubscriptionOptions)
+    case unsubscribe(id: RequestID?)
+    case status(id: RequestID?)
+
+    public var id: RequestID? {
+        switch self {
+        case .hello(let id), .subscribe(let id, _), .unsubscribe(let id), .status(let id): id
+        }
+    }
+
+    static let parser = JSONParser(maxDepth: 16, maxBytes: maxLineBytes)
+
+    /// Decodes one line (without its newline).
+    public static func decode(_ line: String) throws(ProtocolError) -> Request {
+        try decode(Array(line.utf8)[...])
+    }
+
+    public static func decode(_ line: [UInt8]) throws(ProtocolError) -> Request {
+        try decode(line[...])
+    }
+
+    public static func decode(_ line: ArraySlice<UInt8>) throws(ProtocolError) -> Request {
+        guard line.count <= maxLineBytes else {
+            throw ProtocolError(.lineTooLong, "line of \(line.count) bytes is longer than \(maxLineBytes) bytes")
+        }
+        let value: JSONValue
+        do {
+            value = try parser.parse(line)
+        } catch {
+            throw ProtocolError(.badJSON, "invalid JSON: \(error)")
+        }
+        return try decode(value)
+    }
+
+    public static func decode(_ value: JSONValue) throws(ProtocolError) -> Request {
+        guard case .object(let object) = value else {
+            throw ProtocolError(.notAnObject, "a request must be a JSON object, not \(value.kindName)")
+        }
+        var id: RequestID? = nil
+        switch object["id"] {
+        case nil, .null?: break
+        case .number(let n)?: id = .number(n)
+        case .string(let s)?: id = .string(s)
+        case let other?:
+            throw ProtocolError(.badField, "id must be a number or a string, not \(other.kindName)")
+        }
+        guard let typeValue = object["type"] else {
+            throw ProtocolError(.missingField, "missing field type; expected one of hello, subscribe, unsubscribe, status", id: id)
+        }
+        guard case .string(let type) = typeValue else {
+            throw ProtocolError(.badField, "type must be a string, not \(typeValue.kindName)", id: id)
+        }
+        switch type {
+        case "hello":
+            if let p = object["protocol"] {
+                guard case .number(let n) = p else {
+                    throw ProtocolError(.badField, "protocol must be a number, not \(p.kindName)", id: id)
+                }
+                guard n == Double(protocolVersion) else {
+                    throw ProtocolError(.outOfRange, "protocol \(JSONWriter.numberText(n)) is not supported; expected \(protocolVersion)", id: id)
+                }
+            }
+            return .hello(id: id)
+        case "subscribe":
+            let limits = SubscriptionOptions.limits
+            let distance = try number(object, "distanceFilter", in: limits.distanceFilter, unit: "metres", id: id) ?? 0
+            let accuracy = try number(object, "desiredAccuracy", in: limits.desiredAccuracy, unit: "metres", id: id)
+            let interval = try number(object, "minimumInterval", in: limits.minimumInterval, unit: "seconds", id: id) ?? 0
+            return .subscribe(id: id, options: SubscriptionOptions(
+                distanceFilter: distance, desiredAccuracy: accuracy, minimumInterval: interval))
+        case "unsubscribe":
+            return .unsubscribe(id: id)
+        case "status":
+            return .status(id: id)
+        default:
+            throw ProtocolError(.unknownType, "unknown request type \(JSONWriter.quoted(type)); expected one of hello, subscribe, unsubscribe, status", id: id)
+        }
+    }
+
+    /// An optional numeric field: absent or `null` → `nil`.
+    static func number(_ object: [String: JSONValue], _ name: String, in range: ClosedRange<Double>,
+                       unit: String, id: RequestID?) throws(ProtocolError) -> Double? {
+        switch object[name] {
+        case nil, .null?: return nil
+        case .number(let n)?:
+            guard range.contains(n) else {
+                throw ProtocolError(.outOfRange, "\(name) \(JSONWriter.numberText(n)) is out of range; expected \(JSONWriter.numberText(range.lowerBound))…\(JSONWriter.numberText(range.upperBound)) \(unit)", id: id)
+            }
+            return n
+        case let other?:
+            throw ProtocolError(.badField, "\(name) must be a number, not \(other.kindName)", id: id)
+        }
+    }
+
+    /// Appends the request as one line (with `\n`). Options at their defaults are omitted.
+    public func append(to out: inout [UInt8]) {
+        func type(_ t: StaticString) {
+            JSONWriter.appendASCII("{\"type\":\"", to: &out)
+            JSONWriter.appendASCII(t, to: &out)
+            out.append(0x22)
+        }
+        switch self {
+        case .hello: type("hello"); JSONWriter.appendASCII(",\"protocol\":1", to: &out)
+        case .subscribe(_, let options):
+            type("subscribe")
+            JSONWriter.appendASCII(",\"distanceFilter\":", to: &out)
+            JSONWriter.appendNumber(options.distanceFilter, to: &out)
+            if let a = options.desiredAccuracy {
+                JSONWriter.appendASCII(",\"desiredAccuracy\":", to: &out)
+                JSONWriter.appendNumber(a, to: &out)
+            }
+            JSONWriter.appendASCII(",\"minimumInterval\":", to: &out)
+            JSONWriter.appendNumber(options.minimumInterval, to: &out)
+        case .unsubscribe: type("unsubscribe")
+        case .status: type("status")
+        }
+        if let id {
+            JSONWriter.appendASCII(",\"id\":", to: &out)
+            id.append(to: &out)
+        }
+        JSONWriter.appendASCII("}\n", to: &out)
+    }
+
+    public var line: String {
+        var out: [UInt8] = []
+        append(to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+}

@@ -1,0 +1,242 @@
+import LocationCore
+
+/// The server's greeting (sent on connect, and in reply to a `hello` request with its id).
+public struct ServerHello: Hashable, Sendable {
+    public var id: RequestID?
+    public var protocolVersion: Int
+    public var server: String
+    public var version: String
+    public var maxLineBytes: Int
+
+    public init(id: RequestID? = nil, protocolVersion: Int = LocationProtocol.protocolVersion,
+                server: String = "locationd", version: String = "0.1.0",
+                maxLineBytes: Int = LocationProtocol.maxLineBytes) {
+        self.id = id
+        self.protocolVersion = protocolVersion
+        self.server = server
+        self.version = version
+        self.maxLineBytes = maxLineBytes
+    }
+}
+
+/// The reply to a `status` request.
+public struct StatusReply: Hashable, Sendable {
+    public var id: RequestID?
+    public var state: SourceState
+    /// Subscriptions currently open on the daemon (all connections).
+    public var subscribers: Int
+    /// What the daemon reads positions from (e.g. `gpsd localhost:2947`).
+    public var source: String
+    /// Time of the most recent fix seen (delivered or not).
+    public var lastFix: Timestamp?
+
+    public init(id: RequestID?, state: SourceState, subscribers: Int, source: String, lastFix: Timestamp?) {
+        self.id = id; self.state = state; self.subscribers = subscribers
+        self.source = source; self.lastFix = lastFix
+    }
+}
+
+/// A server → client message.
+public enum ServerMessage: Hashable, Sendable {
+    case hello(ServerHello)
+    /// The subscription is open with these effective options.
+    case subscribed(id: RequestID?, options: SubscriptionOptions)
+    case unsubscribed(id: RequestID?)
+    case statusReply(StatusReply)
+    /// A location event. `skipped` counts location events dropped for this (slow) reader
+    /// just before this one; 0 normally.
+    case location(Fix, skipped: Int)
+    /// A source state event.
+    case status(SourceState, Timestamp?)
+    case error(ProtocolError)
+
+    // MARK: Encoding
+
+    /// Appends the message as one line, `\n` included.
+    public func append(to out: inout [UInt8]) {
+        switch self {
+        case .hello(let h):
+            JSONWriter.appendASCII("{\"type\":\"hello\"", to: &out)
+            appendID(h.id, to: &out)
+            JSONWriter.appendASCII(",\"protocol\":", to: &out)
+            DecimalFormat.appendInteger(Int64(h.protocolVersion), to: &out)
+            JSONWriter.appendASCII(",\"server\":", to: &out)
+            JSONWriter.appendString(h.server, to: &out)
+            JSONWriter.appendASCII(",\"version\":", to: &out)
+            JSONWriter.appendString(h.version, to: &out)
+            JSONWriter.appendASCII(",\"maxLineBytes\":", to: &out)
+            DecimalFormat.appendInteger(Int64(h.maxLineBytes), to: &out)
+            JSONWriter.appendASCII("}\n", to: &out)
+        case .subscribed(let id, let o):
+            JSONWriter.appendASCII("{\"type\":\"subscribed\"", to: &out)
+            appendID(id, to: &out)
+            JSONWriter.appendASCII(",\"distanceFilter\":", to: &out)
+            JSONWriter.appendNumber(o.distanceFilter, to: &out)
+            JSONWriter.appendASCII(",\"desiredAccuracy\":", to: &out)
+            if let a = o.desiredAccuracy { JSONWriter.appendNumber(a, to: &out) } else { JSONWriter.appendASCII("null", to: &out) }
+            JSONWriter.appendASCII(",\"minimumInterval\":", to: &out)
+            JSONWriter.appendNumber(o.minimumInterval, to: &out)
+            JSONWriter.appendASCII("}\n", to: &out)
+        case .unsubscribed(let id):
+            JSONWriter.appendASCII("{\"type\":\"unsubscribed\"", to: &out)
+            appendID(id, to: &out)
+            JSONWriter.appendASCII("}\n", to: &out)
+        case .statusReply(let s):
+            JSONWriter.appendASCII("{\"type\":\"status\"", to: &out)
+            appendID(s.id, to: &out)
+            JSONWriter.appendASCII(",\"state\":", to: &out)
+            EventEncoder.appendState(s.state, to: &out)
+            JSONWriter.appendASCII(",\"subscribers\":", to: &out)
+            DecimalFormat.appendInteger(Int64(s.subscribers), to: &out)
+            JSONWriter.appendASCII(",\"source\":", to: &out)
+            JSONWriter.appendString(s.source, to: &out)
+            JSONWriter.appendASCII(",\"lastFix\":", to: &out)
+            EventEncoder.appendTime(s.lastFix, to: &out)
+            JSONWriter.appendASCII("}\n", to: &out)
+        case .location(let fix, let skipped):
+            EventEncoder().appendLocation(fix, skipped: skipped, to: &out)
+        case .status(let state, let time):
+            EventEncoder().appendStatus(state, time: time, to: &out)
+        case .error(let e):
+            JSONWriter.appendASCII("{\"type\":\"error\"", to: &out)
+            JSONWriter.appendASCII(",\"id\":", to: &out)
+            if let id = e.id { id.append(to: &out) } else { JSONWriter.appendASCII("null", to: &out) }
+            JSONWriter.appendASCII(",\"code\":", to: &out)
+            JSONWriter.appendString(e.code.rawValue, to: &out)
+            JSONWriter.appendASCII(",\"message\":", to: &out)
+            JSONWriter.appendString(e.message, to: &out)
+            JSONWriter.appendASCII("}\n", to: &out)
+        }
+    }
+
+    public var line: String {
+        var out: [UInt8] = []
+        append(to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    private func appendID(_ id: RequestID?, to out: inout [UInt8]) {
+        guard let id else { return }
+        JSONWriter.appendASCII(",\"id\":", to: &out)
+        id.append(to: &out)
+    }
+
+    // MARK: Decoding (for clients)
+
+    /// Why a server line could not be understood.
+    public struct DecodingError: Error, Hashable, Sendable, CustomStringConvertible {
+        public var message: String
+        public init(_ message: String) { self.message = message }
+        public var description: String { message }
+    }
+
+    static let parser = JSONParser(maxDepth: 16, maxBytes: maxLineBytes)
+
+    public static func decode(_ line: String) throws(DecodingError) -> ServerMessage {
+        try decode(Array(line.utf8)[...])
+    }
+
+    public static func decode(_ line: ArraySlice<UInt8>) throws(DecodingError) -> ServerMessage {
+        let value: JSONValue
+        do { value = try parser.parse(line) } catch { throw DecodingError("invalid JSON: \(error)") }
+        return try decode(value)
+    }
+
+    public static func decode(_ value: JSONValue) throws(DecodingError) -> ServerMessage {
+        guard case .object(let o) = value else { throw DecodingError("message is not an object") }
+        guard case .string(let type)? = o["type"] else { throw DecodingError("message has no type") }
+        let id: RequestID?
+        switch o["id"] {
+        case .number(let n)?: id = .number(n)
+        case .string(let s)?: id = .string(s)
+        default: id = nil
+        }
+        switch type {
+        case "hello":
+            return .hello(ServerHello(
+                id: id, protocolVersion: try int(o, "protocol"), server: try string(o, "server"),
+                version: try string(o, "version"), maxLineBytes: try int(o, "maxLineBytes")))
+        case "subscribed":
+            return .subscribed(id: id, options: SubscriptionOptions(
+                distanceFilter: try optionalNumber(o, "distanceFilter") ?? 0,
+                desiredAccuracy: try optionalNumber(o, "desiredAccuracy"),
+                minimumInterval: try optionalNumber(o, "minimumInterval") ?? 0))
+        case "unsubscribed":
+            return .unsubscribed(id: id)
+        case "status":
+            let state = try sourceState(o)
+            let time = try optionalTime(o, "time")
+            // A status reply has `subscribers`; a status event does not.
+            if o["subscribers"] != nil {
+                return .statusReply(StatusReply(
+                    id: id, state: state, subscribers: try int(o, "subscribers"),
+                    source: try string(o, "source"), lastFix: try optionalTime(o, "lastFix")))
+            }
+            return .status(state, time)
+        case "location":
+            guard let time = try optionalTime(o, "time") else { throw DecodingError("location has no time") }
+            let lat = try number(o, "latitude"), lon = try number(o, "longitude")
+            let mode: FixMode
+            switch o["mode"] {
+            case .string("2d")?: mode = .twoD
+            case .string("3d")?: mode = .threeD
+            default: throw DecodingError("location has no valid mode")
+            }
+            let fix = Fix(
+                time: time, coordinate: Coordinate(latitude: lat, longitude: lon), mode: mode,
+                altitudeHAE: try optionalNumber(o, "ellipsoidalAltitude"),
+                altitudeMSL: try optionalNumber(o, "altitude"),
+                horizontalAccuracy: try optionalNumber(o, "horizontalAccuracy"),
+                verticalAccuracy: try optionalNumber(o, "verticalAccuracy"),
+                speed: try optionalNumber(o, "speed"), course: try optionalNumber(o, "course"))
+            return .location(fix, skipped: Int(try optionalNumber(o, "skipped") ?? 0))
+        case "error":
+            let codeText = try string(o, "code")
+            guard let code = ErrorCode(rawValue: codeText) else { throw DecodingError("unknown error code \(codeText)") }
+            return .error(ProtocolError(code, try string(o, "message"), id: id))
+        default:
+            throw DecodingError("unknown message type \(type)")
+        }
+    }
+
+    static func number(_ o: [String: JSONValue], _ key: String) throws(DecodingError) -> Double {
+        guard let n = try optionalNumber(o, key) else { throw DecodingError("missing \(key)") }
+        return n
+    }
+
+    static func optionalNumber(_ o: [String: JSONValue], _ key: String) throws(DecodingError) -> Double? {
+        switch o[key] {
+        case nil, .null?: return nil
+        case .number(let n)?: return n
+        default: throw DecodingError("\(key) is not a number")
+        }
+    }
+
+    static func int(_ o: [String: JSONValue], _ key: String) throws(DecodingError) -> Int {
+        let n = try number(o, key)
+        guard let i = Int(exactly: n) else { throw DecodingError("\(key) is not an integer") }
+        return i
+    }
+
+    static func string(_ o: [String: JSONValue], _ key: String) throws(DecodingError) -> String {
+        guard case .string(let s)? = o[key] else { throw DecodingError("\(key) is not a string") }
+        return s
+    }
+
+    static func optionalTime(_ o: [String: JSONValue], _ key: String) throws(DecodingError) -> Timestamp? {
+        switch o[key] {
+        case nil, .null?: return nil
+        case .string(let s)?:
+            guard let t = ISO8601.parse(s) else { throw DecodingError("\(key) \(s) is not an ISO 8601 time") }
+            return t
+        default: throw DecodingError("\(key) is not a time")
+        }
+    }
+
+    static func sourceState(_ o: [String: JSONValue]) throws(DecodingError) -> SourceState {
+        guard case .string(let s)? = o["state"], let state = SourceState(rawValue: s) else {
+            throw DecodingError("status has no valid state")
+        }
+        return state
+    }
+}

@@ -1,0 +1,111 @@
+import Glibc
+import LocationClient
+import LocationCore
+import LocationProtocol
+import Logging
+import NIOCore
+import NIOPosix
+@testable import LocationDaemon
+
+/// A hub and server on a fresh socket path, torn down by `stop()`.
+final class ServerHarness: Sendable {
+    let group: MultiThreadedEventLoopGroup
+    let hub: Hub
+    let server: SocketServer
+    let directory: String
+    var path: String { server.configuration.path }
+
+    static func start(_ configure: @Sendable (inout SocketServer.Configuration) -> Void = { _ in }) async throws -> ServerHarness {
+        var template = Array("/tmp/ldt-XXXXXX".utf8CString)
+        guard let dir = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
+            fatalError("mkdtemp failed")
+        }
+        let directory = String(cString: dir)
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        let hub = Hub(eventLoop: group.next(), sourceDescription: "test source", logger: logger)
+        var config = SocketServer.Configuration(path: directory + "/run/s.sock")
+        configure(&config)
+        let server = try await SocketServer.start(hub: hub, configuration: config, logger: logger)
+        return ServerHarness(group: group, hub: hub, server: server, directory: directory)
+    }
+
+    private init(group: MultiThreadedEventLoopGroup, hub: Hub, server: SocketServer, directory: String) {
+        self.group = group; self.hub = hub; self.server = server; self.directory = directory
+    }
+
+    func stop() async {
+        await server.close()
+        try? await group.shutdownGracefully()
+        rmdir(directory + "/run")
+        rmdir(directory)
+    }
+}
+
+/// A blocking Unix socket for malformed input and for a client that does not read.
+final class RawSocket {
+    let fd: Int32
+    var pending: [UInt8] = []
+
+    init(path: String) {
+        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        precondition(fd >= 0)
+        var tv = timeval(tv_sec: 20, tv_usec: 0)  // a hung test fails instead of hanging
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        precondition(rc == 0, "connect failed")
+    }
+
+    deinit { close(fd) }
+
+    func send(_ text: String) {
+        let bytes = Array(text.utf8)
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
+            if n <= 0 { return }
+            offset += n
+        }
+    }
+
+    /// The next line, or nil at EOF (or timeout).
+    func readLine() -> String? {
+        while true {
+            if let nl = pending.firstIndex(of: 0x0A) {
+                let line = String(decoding: pending[..<nl], as: UTF8.self)
+                pending.removeFirst(nl + 1)
+                return line
+            }
+            var chunk = [UInt8](repeating: 0, count: 65_536)
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
+            if n <= 0 { return nil }
+            pending.append(contentsOf: chunk[0..<n])
+        }
+    }
+}
+
+func testFix(_ i: Int, latitude: Double? = nil) -> Fix {
+    Fix(time: Timestamp(seconds: 1_552_384_800 + Int64(i), nanoseconds: 250_000_000),
+        coordinate: Coordinate(latitude: latitude ?? (50 + Double(i) * 1e-5), longitude: 8.5),
+        mode: .threeD, altitudeMSL: 100, horizontalAccuracy: 5)
+}
+
+extension AsyncThrowingStream<ServerMessage, any Error>.Iterator {
+    /// The next message, failing the test on end of stream.
+    mutating func expectNext() async throws -> ServerMessage {
+        guard let m = try await next() else { throw LocationClientError.closed }
+        return m
+    }
+}

@@ -1,0 +1,293 @@
+import Glibc
+import LocationClient
+import LocationCore
+import LocationProtocol
+import NIOCore
+import Testing
+@testable import LocationDaemon
+
+@Suite(.serialized) struct ServerTests {
+    @Test func helloSubscribeAndStatus() async throws {
+        let h = try await ServerHarness.start()
+        let client = try await LocationClient.connect(path: h.path)
+        #expect(client.hello == ServerHello())
+        var messages = client.messages.makeAsyncIterator()
+        let options = SubscriptionOptions(distanceFilter: 10, desiredAccuracy: 50, minimumInterval: 1)
+        #expect(try await client.subscribe(options) == options)
+        #expect(try await messages.expectNext() == .status(.disconnected, nil))
+        h.hub.submit(.source(.connected))
+        #expect(try await messages.expectNext() == .status(.connected, nil))
+        let status = try await client.status()
+        #expect(status.subscribers == 1)
+        #expect(status.state == .connected)
+        #expect(status.source == "test source")
+        #expect(status.lastFix == nil)
+        // A client hello is answered with the server hello, id echoed.
+        try client.send(.hello(id: .string("hi")))
+        #expect(try await messages.expectNext() == .hello(ServerHello(id: .string("hi"))))
+        client.close()
+        await h.stop()
+    }
+
+    @Test func fixesArriveInOrder() async throws {
+        let h = try await ServerHarness.start()
+        let client = try await LocationClient.connect(path: h.path)
+        var messages = client.messages.makeAsyncIterator()
+        try await client.subscribe()
+        #expect(try await messages.expectNext() == .status(.disconnected, nil))
+        for i in 0..<200 { h.hub.submit(.fix(testFix(i))) }
+        #expect(try await messages.expectNext() == .status(.fix, testFix(0).time))
+        for i in 0..<200 {
+            guard case .location(let fix, let skipped) = try await messages.expectNext() else {
+                Issue.record("expected a location"); break
+            }
+            #expect(skipped == 0)
+            #expect(fix.time == testFix(i).time)
+            #expect(abs(fix.coordinate.latitude - testFix(i).coordinate.latitude) < 1e-9)
+            #expect(fix.coordinate.longitude == 8.5)
+            #expect(fix.altitudeMSL == 100)
+            #expect(fix.horizontalAccuracy == 5)
+        }
+        let status = try await client.status()
+        #expect(status.lastFix == testFix(199).time)
+        client.close()
+        await h.stop()
+    }
+
+    @Test func distanceFilterApplied() async throws {
+        let h = try await ServerHarness.start()
+        let client = try await LocationClient.connect(path: h.path)
+        var messages = client.messages.makeAsyncIterator()
+        let options = SubscriptionOptions(distanceFilter: 100)
+        try await client.subscribe(options)
+        _ = try await messages.expectNext()  // status
+        // Steps of ~30 m; the reference engine says which fixes pass.
+        let fixes = (0..<40).map { testFix($0, latitude: 50 + Double($0) * 0.00027) }
+        var reference = Engine()
+        _ = reference.handle(.subscribe(SubscriberID(1), options))
+        var expected: [Fix] = []
+        for f in fixes {
+            for d in reference.handle(.fix(f)) { if case .location(let x) = d.event { expected.append(x) } }
+        }
+        #expect(expected.count > 5 && expected.count < 20)
+        for f in fixes { h.hub.submit(.fix(f)) }
+        h.hub.submit(.source(.disconnected))  // a marker after the last fix
+        var delivered: [Fix] = []
+        loop: while true {
+            switch try await messages.expectNext() {
+            case .location(let f, _): delivered.append(f)
+            case .status(.disconnected, _): break loop
+            default: continue
+            }
+        }
+        #expect(delivered.map(\.time) == expected.map(\.time))
+        client.close()
+        await h.stop()
+    }
+
+    @Test(arguments: [
+        ("{\"type\":\"status\",\"id\":1", ErrorCode.badJSON, nil as RequestID?),
+        ("[1,2,3]", .notAnObject, nil),
+        ("{\"type\":\"launch\",\"id\":2}", .unknownType, .number(2)),
+        ("{\"id\":\"three\"}", .missingField, .string("three")),
+        ("{\"type\":\"subscribe\",\"distanceFilter\":\"far\",\"id\":4}", .badField, .number(4)),
+        ("{\"type\":true,\"id\":5}", .badField, .number(5)),
+        ("{\"type\":\"subscribe\",\"distanceFilter\":-3,\"id\":6}", .outOfRange, .number(6)),
+        ("{\"type\":\"subscribe\",\"minimumInterval\":100000,\"id\":\"seven\"}", .outOfRange, .string("seven")),
+    ])
+    func malformedRequestsGetErrorsAndConnectionStays(line: String, code: ErrorCode, id: RequestID?) async throws {
+        let h = try await ServerHarness.start()
+        let client = try await LocationClient.connect(path: h.path)
+        var messages = client.messages.makeAsyncIterator()
+        try client.sendRaw(line + "\n")
+        guard case .error(let e) = try await messages.expectNext() else {
+            Issue.record("expected an error"); return
+        }
+        #expect(e.code == code)
+        #expect(e.id == id)
+        #expect(!e.message.isEmpty)
+        // Still usable.
+        #expect(try await client.status().subscribers == 0)
+        try await client.subscribe()
+        #expect(try await messages.expectNext() == .status(.disconnected, nil))
+        client.close()
+        await h.stop()
+    }
+
+    @Test func outOfRangeMessageNamesFieldValueAndRange() async throws {
+        let h = try await ServerHarness.start()
+        let client = try await LocationClient.connect(path: h.path)
+        await #expect(throws: ProtocolError(.outOfRange, "distanceFilter -3 is out of range; expected 0…1000000 metres", id: .number(1))) {
+            try await client.subscribe(SubscriptionOptions(distanceFilter: -3))
+        }
+        client.close()
+        await h.stop()
+    }
+
+    @Test func lineTooLongClosesTheConnection() async throws {
+        let h = try await ServerHarness.start()
+        let raw = RawSocket(path: h.path)
+        #expect(raw.readLine()?.contains("\"hello\"") == true)
+        raw.send(String(repeating: "x", count: 70_000) + "\n{\"type\":\"status\"}\n")
+        let line = raw.readLine() ?? ""
+        guard case .error(let e) = try ServerMessage.decode(line) else { Issue.record("expected an error"); return }
+        #expect(e.code == .lineTooLong)
+        #expect(raw.readLine() == nil)  // closed, the status request was not answered
+        await h.stop()
+    }
+
+    @Test func floodClosesTheConnection() async throws {
+        // A frozen clock: the bucket never refills, so exactly `floodBurst` requests pass.
+        let h = try await ServerHarness.start { config in
+            config.floodBurst = 5
+            let t = NIODeadline.now()
+            config.now = { t }
+        }
+        let raw = RawSocket(path: h.path)
+        _ = raw.readLine()
+        raw.send(String(repeating: "{\"type\":\"status\"}\n", count: 8))
+        for _ in 0..<5 {
+            guard case .statusReply = try ServerMessage.decode(raw.readLine() ?? "") else { Issue.record("expected status"); return }
+        }
+        guard case .error(let e) = try ServerMessage.decode(raw.readLine() ?? "") else { Issue.record("expected an error"); return }
+        #expect(e.code == .flood)
+        #expect(raw.readLine() == nil)
+        await h.stop()
+    }
+
+    @Test func slowReaderDoesNotStallOthersAndStaysBounded() async throws {
+        let h = try await ServerHarness.start()
+        let slow = RawSocket(path: h.path)
+        slow.send("{\"type\":\"subscribe\",\"id\":\"slow\"}\n")  // and never read (for now)
+        let client = try await LocationClient.connect(path: h.path)
+        try await client.subscribe()
+        let count = 20_000
+        let last = testFix(count - 1).time
+        let reader = Task {
+            var received = 0
+            var previous: Timestamp? = nil
+            var ordered = true
+            for try await m in client.messages {
+                guard case .location(let f, _) = m else { continue }
+                received += 1
+                if let p = previous, f.time <= p { ordered = false }
+                previous = f.time
+                if f.time == last { break }
+            }
+            return (received, ordered)
+        }
+        for i in 0..<count {
+            h.hub.submit(.fix(testFix(i)))
+            if i % 500 == 499 { await h.hub.processed() }
+        }
+        await h.hub.processed()
+        let (received, ordered) = try await reader.value
+        #expect(ordered)
+        #expect(received > 0)  // the reader got the newest fix: it was not stalled
+
+        let stats = try await h.server.connectionStats()
+        #expect(stats.count == 2)
+        let slowStats = try #require(stats.first { !$0.isWritable || $0.skippedLocations > 0 })
+        #expect(slowStats.skippedLocations > 0)
+        #expect(slowStats.hasPendingLocation)
+        // Bounded: NIO's queue stops growing at the high watermark (plus what one event adds).
+        #expect(slowStats.bufferedBytes <= h.server.configuration.writeBufferHighWatermark + 1024)
+
+        // Once the slow reader reads, it gets the newest fix, tagged with what it missed.
+        var sawSkipped = 0
+        var lastLine = ""
+        while let line = slow.readLine() {
+            if case .location(let f, let skipped) = try ServerMessage.decode(line) {
+                sawSkipped += skipped
+                lastLine = line
+                if f.time == last { break }
+            }
+        }
+        #expect(lastLine.contains("\"skipped\":\(slowStats.skippedLocations)"))
+        #expect(sawSkipped == slowStats.skippedLocations)
+        client.close()
+        await h.stop()
+    }
+
+    @Test func connectionNotWritableForTooLongIsClosed() async throws {
+        let h = try await ServerHarness.start { $0.unwritableTimeout = .milliseconds(100) }
+        let slow = RawSocket(path: h.path)
+        slow.send("{\"type\":\"subscribe\"}\n")
+        let watcher = try await LocationClient.connect(path: h.path)
+        for i in 0..<20_000 {
+            h.hub.submit(.fix(testFix(i)))
+            if i % 1000 == 999 { await h.hub.processed() }
+        }
+        await h.hub.processed()
+        while slow.readLine() != nil {}  // EOF: the server closed it
+        // The close unsubscribed it (the status reply is processed after the close).
+        #expect(try await watcher.status().subscribers == 0)
+        watcher.close()
+        await h.stop()
+    }
+
+    @Test func closingUnsubscribes() async throws {
+        let h = try await ServerHarness.start()
+        let a = try await LocationClient.connect(path: h.path)
+        let b = try await LocationClient.connect(path: h.path)
+        try await a.subscribe()
+        try await b.subscribe()
+        #expect(try await h.hub.snapshot().subscriberCount == 2)
+        a.close()
+        var n = 2
+        for _ in 0..<100_000 where n != 1 {  // each status is a round trip through the loop
+            n = try await b.status().subscribers
+        }
+        #expect(n == 1)
+        b.close()
+        await h.stop()
+    }
+
+    @Test func staleSocketIsReplacedButLiveOneIsNot() async throws {
+        let h = try await ServerHarness.start()
+        await #expect(throws: SocketServerError.pathInUse(h.path)) {
+            _ = try await SocketServer.start(hub: h.hub, configuration: .init(path: h.path), logger: .init(label: "t"))
+        }
+        await h.stop()
+    }
+
+    @Test func peerCredentialsAreRecorded() async throws {
+        let h = try await ServerHarness.start()
+        let client = try await LocationClient.connect(path: h.path)
+        _ = try await client.status()
+        let stats = try await h.server.connectionStats()
+        #expect(stats.first?.peer?.pid == getpid())
+        #expect(stats.first?.peer?.uid == getuid())
+        client.close()
+        await h.stop()
+    }
+}
+
+@Suite struct SocketPathTests {
+    @Test func staleSocketFileIsRemovedAndDirectoryCreated() async throws {
+        let h = try await ServerHarness.start()
+        let path = h.path
+        // Leave a stale socket file behind: bind a raw socket there, close it, keep the file.
+        await h.server.close()
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in raw.copyBytes(from: bytes); raw[bytes.count] = 0 }
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        #expect(rc == 0)
+        close(fd)
+        #expect(access(path, F_OK) == 0)
+        let server = try await SocketServer.start(hub: h.hub, configuration: .init(path: path), logger: .init(label: "t"))
+        var st = stat()
+        #expect(stat(path, &st) == 0)
+        #expect(st.st_mode & 0o777 == 0o660)
+        let client = try await LocationClient.connect(path: path)
+        #expect(try await client.status().subscribers == 0)
+        client.close()
+        await server.close()
+        await h.stop()
+    }
+}
