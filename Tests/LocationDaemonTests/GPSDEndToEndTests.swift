@@ -10,8 +10,8 @@ struct ChkExpectation {
     var positions: [Position] = []
     /// TPVs with mode ≤ 1.
     var noFixes = 0
-    /// TPVs with a position but no time (not reported by GPSDSource).
-    var untimedPositions = 0
+    /// TPVs with mode ≥ 2 but no time or no lat/lon (GPSDSource reports nothing for them).
+    var unusablePositions = 0
 
     init(contentsOf url: URL) throws {
         let text = try String(contentsOf: url, encoding: .utf8)
@@ -19,8 +19,8 @@ struct ChkExpectation {
             let obj = try JSONSerialization.jsonObject(with: Data(line.utf8)) as! [String: Any]
             let mode = obj["mode"] as? Int ?? 0
             if mode <= 1 { noFixes += 1; continue }
-            guard let lat = obj["lat"] as? Double, let lon = obj["lon"] as? Double else { continue }
-            guard let ts = obj["time"] as? String else { untimedPositions += 1; continue }
+            guard let lat = obj["lat"] as? Double, let lon = obj["lon"] as? Double,
+                  let ts = obj["time"] as? String else { unusablePositions += 1; continue }
             positions.append(Position(time: try Self.parseTime(ts), lat: lat, lon: lon, mode: mode,
                                       eph: obj["eph"] as? Double))
         }
@@ -48,7 +48,19 @@ private let corpusAvailable = GPSDHarness.corpusLog("ublox-8") != nil
        .enabled(if: GPSDHarness.isAvailable, "gpsd is not installed (apt install gpsd)"),
        .enabled(if: corpusAvailable, "corpus absent: ../shared/corpus/gpsd"))
 struct GPSDEndToEndTests {
-    static let logs = [
+    /// A curated set; `GPSD_ALL_LOGS=1 swift test --filter GPSDEndToEnd` runs every log.
+    static let logs: [String] = ProcessInfo.processInfo.environment["GPSD_ALL_LOGS"] == nil ? curated
+        : ((try? FileManager.default.contentsOfDirectory(atPath: GPSDHarness.corpusDirectory.path)) ?? [])
+            .filter { $0.hasSuffix(".log") }.map { String($0.dropLast(4)) }
+            .filter { knownExceptions[$0] == nil }.sorted()
+
+    /// Logs whose replay through this recipe is known to differ (see docs/gpsd.md).
+    static let knownExceptions = [
+        "tcp-torture": "gpsd's output depends on how the writes are split (corpus README)",
+        "triton400": "gpsd 3.22 never reports \"activated\":0 for it, so the replay has no end marker",
+    ]
+
+    static let curated = [
         "garmin17n",          // DGPS, first epoch with 5 partial TPVs
         "ublox-8",            // $GN/$GP/$GL
         "telit-he910",        // 37 no-fix epochs first
@@ -63,7 +75,9 @@ struct GPSDEndToEndTests {
     func replayMatchesChk(_ name: String) async throws {
         let log = try #require(GPSDHarness.corpusLog(name), "corpus log \(name) missing")
         let expected = try ChkExpectation(contentsOf: log.appendingPathExtension("chk"))
-        try #require(!expected.positions.isEmpty, "\(name).chk has no position TPVs")
+        if Self.curated.contains(name) {
+            try #require(!expected.positions.isEmpty, "\(name).chk has no position TPVs")
+        }
 
         let gpsd = try GPSDHarness()
         defer { gpsd.shutdown() }
@@ -96,7 +110,7 @@ struct GPSDEndToEndTests {
         let noFixes = recorder.events.filter { if case .input(.noFix) = $0 { true } else { false } }.count
         #expect(noFixes == expected.noFixes, "\(name): no-fix TPVs")
         let stats = source.statistics
-        #expect(stats.ignoredTPVs == expected.untimedPositions, "\(name): position TPVs without time")
+        #expect(stats.ignoredTPVs == expected.unusablePositions, "\(name): mode ≥ 2 TPVs without time or position")
         // Status events: connected first, no repeats.
         let states = recorder.events.compactMap { e -> SourceState? in
             if case .input(.source(let s)) = e { s } else { nil }
