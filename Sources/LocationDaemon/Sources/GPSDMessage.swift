@@ -1,0 +1,86 @@
+import LocationCore
+
+/// The fields of one gpsd `TPV` report that locationd uses, as plain Swift values.
+///
+/// Filled from libgps's `gps_fix_t` by `GPSDMessage.decode` (GPSDLibGPS.swift, the only file
+/// that touches `gps_data_t`), or built directly by tests. Values are exactly what libgps
+/// holds: unknown numbers are NaN, an unknown time is `nil` (libgps: `tv_sec == 0 &&
+/// tv_nsec == 0`).
+public struct GPSDTPV: Hashable, Sendable {
+    /// gpsd `mode`: 0 not seen, 1 no fix, 2 = 2D, 3 = 3D.
+    public var mode: Int32
+    /// gpsd `time` (UTC, nanoseconds kept), `nil` when the TPV carries no time.
+    public var time: Timestamp?
+    public var latitude: Double
+    public var longitude: Double
+    /// gpsd `altHAE` (metres above the WGS 84 ellipsoid).
+    public var altHAE: Double
+    /// gpsd `altMSL` (metres above mean sea level).
+    public var altMSL: Double
+    /// gpsd `eph` (metres; gpsd computes it at 95 % confidence — see docs/gpsd.md).
+    public var eph: Double
+    /// gpsd `epv` (metres; 95 %, as `eph`).
+    public var epv: Double
+    /// gpsd `speed` (m/s over ground).
+    public var speed: Double
+    /// gpsd `track` (degrees from true north).
+    public var track: Double
+
+    public init(
+        mode: Int32, time: Timestamp?, latitude: Double = .nan, longitude: Double = .nan,
+        altHAE: Double = .nan, altMSL: Double = .nan, eph: Double = .nan, epv: Double = .nan,
+        speed: Double = .nan, track: Double = .nan
+    ) {
+        self.mode = mode; self.time = time; self.latitude = latitude; self.longitude = longitude
+        self.altHAE = altHAE; self.altMSL = altMSL; self.eph = eph; self.epv = epv
+        self.speed = speed; self.track = track
+    }
+
+    /// What the engine gets for this TPV:
+    /// - mode ≥ 2 with a finite, in-range latitude/longitude and a time → `.fix`;
+    /// - mode ≤ 1 → `.noFix(time)` (time may be `nil`);
+    /// - anything else (a position TPV without time — gpsd sends some in the first epoch —
+    ///   or mode ≥ 2 without a usable position) → `nil`: nothing is reported.
+    public var engineInput: EngineInput? {
+        if mode <= 1 { return .noFix(time) }
+        guard let time else { return nil }
+        let coordinate = Coordinate(latitude: latitude, longitude: longitude)
+        guard coordinate.isValid else { return nil }
+        return .fix(Fix(
+            time: time, coordinate: coordinate, mode: mode >= 3 ? .threeD : .twoD,
+            altitudeHAE: Self.finite(altHAE), altitudeMSL: Self.finite(altMSL),
+            horizontalAccuracy: Self.finite(eph), verticalAccuracy: Self.finite(epv),
+            speed: Self.finite(speed), course: Self.finite(track)))
+    }
+
+    @inline(__always) static func finite(_ x: Double) -> Double? { x.isFinite ? x : nil }
+}
+
+/// One report read from gpsd, reduced to what the source acts on.
+public enum GPSDMessage: Hashable, Sendable {
+    /// A `TPV` report.
+    case tpv(GPSDTPV)
+    /// `{"class":"DEVICE",…,"activated":0}`: gpsd closed a device (for a replayed log, the
+    /// `# EOF` line at its end). libgps does not parse this into `DEVICE_SET`, so it is
+    /// recognised from the message text. The payload is the device `path` (may be empty).
+    case deviceDeactivated(path: String)
+    /// Anything else (VERSION, DEVICES, WATCH, SKY, GST, …).
+    case other
+
+    /// Whether the JSON line is a report of class `cls` (gpsd always writes `class` first).
+    static func hasClass(_ cls: String, _ text: Substring) -> Bool {
+        text.hasPrefix("{\"class\":\"\(cls)\"")
+    }
+
+    /// Recognises `DEVICE … "activated":0` in a JSON line; returns the device path if so.
+    public static func deactivatedDevicePath(in text: Substring) -> String? {
+        guard hasClass("DEVICE", text), text.contains("\"activated\":0") else { return nil }
+        // The marker must be the number 0, not a timestamp string such as "activated":"2026-…".
+        guard let r = text.firstRange(of: "\"activated\":0") else { return nil }
+        let after = text[r.upperBound...].first
+        guard after == nil || after == "," || after == "}" else { return nil }
+        guard let p = text.firstRange(of: "\"path\":\"") else { return "" }
+        let rest = text[p.upperBound...]
+        return String(rest.prefix { $0 != "\"" })
+    }
+}

@@ -1,0 +1,175 @@
+import Foundation
+import LocationCore
+import Testing
+@testable import LocationDaemon
+
+/// What gpsd 3.22 reported for a log: its `.chk` (see shared/corpus/gpsd/README.md).
+struct ChkExpectation {
+    struct Position: Equatable { var time: Timestamp; var lat: Double; var lon: Double; var mode: Int; var eph: Double? }
+    /// Every TPV with mode ≥ 2, lat, lon and time, in order.
+    var positions: [Position] = []
+    /// TPVs with mode ≤ 1.
+    var noFixes = 0
+    /// TPVs with mode ≥ 2 but no time or no lat/lon (GPSDSource reports nothing for them).
+    var unusablePositions = 0
+
+    init(contentsOf url: URL) throws {
+        let text = try String(contentsOf: url, encoding: .utf8)
+        for line in text.split(whereSeparator: \.isNewline) where line.hasPrefix(#"{"class":"TPV""#) {
+            let obj = try JSONSerialization.jsonObject(with: Data(line.utf8)) as! [String: Any]
+            let mode = obj["mode"] as? Int ?? 0
+            if mode <= 1 { noFixes += 1; continue }
+            guard let lat = obj["lat"] as? Double, let lon = obj["lon"] as? Double,
+                  let ts = obj["time"] as? String else { unusablePositions += 1; continue }
+            positions.append(Position(time: try Self.parseTime(ts), lat: lat, lon: lon, mode: mode,
+                                      eph: obj["eph"] as? Double))
+        }
+    }
+
+    /// "2024-10-30T09:38:02.000Z" → Timestamp.
+    static func parseTime(_ s: String) throws -> Timestamp {
+        let parts = s.dropLast().split(whereSeparator: { "-T:".contains($0) })
+        guard parts.count == 6, let y = Int(parts[0]), let mo = Int(parts[1]), let d = Int(parts[2]),
+              let h = Int(parts[3]), let mi = Int(parts[4]) else { throw GPSDHarness.Failure(description: "bad time \(s)") }
+        let secParts = parts[5].split(separator: ".")
+        let sec = Int(secParts[0])!
+        var ns = 0
+        if secParts.count > 1 {
+            let frac = String(secParts[1].prefix(9)).padding(toLength: 9, withPad: "0", startingAt: 0)
+            ns = Int(frac)!
+        }
+        return CivilTime(year: y, month: mo, day: d, hour: h, minute: mi, second: sec, nanosecond: ns).timestamp
+    }
+}
+
+private let corpusAvailable = GPSDHarness.corpusLog("ublox-8") != nil
+
+@Suite("GPSDSource through a real gpsd",
+       .enabled(if: GPSDHarness.isAvailable, "gpsd is not installed (apt install gpsd)"),
+       .enabled(if: corpusAvailable, "corpus absent: ../shared/corpus/gpsd"))
+struct GPSDEndToEndTests {
+    /// A curated set; `GPSD_ALL_LOGS=1 swift test --filter GPSDEndToEnd` runs every log.
+    static let logs: [String] = ProcessInfo.processInfo.environment["GPSD_ALL_LOGS"] == nil ? curated
+        : ((try? FileManager.default.contentsOfDirectory(atPath: GPSDHarness.corpusDirectory.path)) ?? [])
+            .filter { $0.hasSuffix(".log") }.map { String($0.dropLast(4)) }
+            .filter { knownExceptions[$0] == nil }.sorted()
+
+    /// Logs whose replay through this recipe is known to differ (see docs/gpsd.md).
+    static let knownExceptions = [
+        "tcp-torture": "gpsd's output depends on how the writes are split (corpus README)",
+        "triton400": "gpsd 3.22 never reports \"activated\":0 for it, so the replay has no end marker",
+    ]
+
+    static let curated = [
+        "garmin17n",          // DGPS, first epoch with 5 partial TPVs
+        "ublox-8",            // $GN/$GP/$GL
+        "telit-he910",        // 37 no-fix epochs first
+        "bt451",              // time goes backwards, car
+        "haicom-305N",        // +1024-week shift, fix losses
+        "bundg_zeus_9",       // 22 sentence types, 2186 TPVs
+        "gp-320fw-2019-04-07-coldboot",  // NUL bytes, truncated lines, bad checksums
+        "ublox-zed-f9p-nmea", // GST every epoch
+    ]
+
+    @Test("every position TPV of the log, in order", arguments: logs)
+    func replayMatchesChk(_ name: String) async throws {
+        let log = try #require(GPSDHarness.corpusLog(name), "corpus log \(name) missing")
+        let expected = try ChkExpectation(contentsOf: log.appendingPathExtension("chk"))
+        if Self.curated.contains(name) {
+            try #require(!expected.positions.isEmpty, "\(name).chk has no position TPVs")
+        }
+
+        let gpsd = try GPSDHarness()
+        defer { gpsd.shutdown() }
+        try gpsd.serve(log: log)
+        let recorder = EventRecorder()
+        let source = GPSDSource(configuration: .init(host: gpsd.host, port: gpsd.portString),
+                                sink: recorder.sink, onDeviceDeactivated: recorder.deviceDeactivated)
+        source.start()
+        defer { source.stop() }
+
+        let end = await recorder.firstDeviceDeactivated(timeout: 30)
+        try #require(end != nil, "no end-of-replay marker from gpsd for \(name)")
+        source.stop()
+
+        let got = recorder.fixes
+        #expect(got.count == expected.positions.count, "\(name): fix count")
+        for (i, (f, e)) in zip(got, expected.positions).enumerated() {
+            let same = f.time == e.time
+                && abs(f.coordinate.latitude - e.lat) <= 1e-9
+                && abs(f.coordinate.longitude - e.lon) <= 1e-9
+                && Int(f.mode.rawValue) == e.mode
+            #expect(same, "\(name) #\(i): got \(f) expected \(e)")
+            if !same { break }
+            if let eph = e.eph {
+                #expect(abs((f.horizontalAccuracy ?? .nan) - eph) < 1e-6, "\(name) #\(i): eph")
+            } else {
+                #expect(f.horizontalAccuracy == nil, "\(name) #\(i): eph")
+            }
+        }
+        let noFixes = recorder.events.filter { if case .input(.noFix) = $0 { true } else { false } }.count
+        #expect(noFixes == expected.noFixes, "\(name): no-fix TPVs")
+        let stats = source.statistics
+        #expect(stats.ignoredTPVs == expected.unusablePositions, "\(name): mode ≥ 2 TPVs without time or position")
+        // Status events: connected first, no repeats.
+        let states = recorder.events.compactMap { e -> SourceState? in
+            if case .input(.source(let s)) = e { s } else { nil }
+        }
+        #expect(states.first == .connected)
+        #expect(zip(states, states.dropFirst()).allSatisfy { $0 != $1 })
+    }
+
+    @Test("reconnects: gpsd absent, started, killed mid-stream, restarted")
+    func reconnect() async throws {
+        let first = try #require(GPSDHarness.corpusLog("bundg_zeus_9"))
+        let second = try #require(GPSDHarness.corpusLog("ublox-8"))
+        let gpsd = try GPSDHarness(startGPSD: false)
+        defer { gpsd.shutdown() }
+        let recorder = EventRecorder()
+        let source = GPSDSource(configuration: .init(host: gpsd.host, port: gpsd.portString),
+                                sink: recorder.sink, onDeviceDeactivated: recorder.deviceDeactivated)
+        source.start()
+        defer { source.stop() }
+
+        // 1. No gpsd: one .disconnected, the source keeps retrying without crashing.
+        #expect(await recorder.first(.source(.disconnected)) == 0)
+
+        // 2. gpsd appears: .connected and fixes within 2 s. The log has no `# EOF`, so
+        //    gpsd stays attached to the feed ("mid-stream").
+        try gpsd.serve(log: first, endOfReplay: false)
+        let clock = ContinuousClock()
+        var started = clock.now
+        try gpsd.start()
+        let connected = try #require(await recorder.first(.source(.connected), from: 1))
+        let fix = try #require(await recorder.firstFix(from: connected))
+        #expect(clock.now - started < .seconds(2), "connected + first fix took \(clock.now - started)")
+        _ = fix
+        let disconnectedBeforeConnect = recorder.events[..<connected].filter { $0 == .input(.source(.disconnected)) }
+        #expect(disconnectedBeforeConnect.count == 1, "repeated .disconnected while gpsd was absent")
+
+        // 3. Kill gpsd mid-stream: .disconnected.
+        let mark = recorder.count
+        gpsd.kill()
+        let lost = try #require(await recorder.first(.source(.disconnected), from: mark))
+        #expect(source.statistics.connectionsLost == 1)
+
+        // 4. Restart on the same port with a second log: .connected and its fixes again.
+        try gpsd.serve(log: second)
+        started = clock.now
+        try gpsd.start()
+        let again = try #require(await recorder.first(.source(.connected), from: lost))
+        let fixAgain = try #require(await recorder.firstFix(from: again))
+        #expect(clock.now - started < .seconds(2), "reconnect took \(clock.now - started)")
+        let end = try #require(await recorder.firstDeviceDeactivated(from: fixAgain))
+
+        // The second connection delivered exactly the second log's fixes.
+        let expected = try ChkExpectation(contentsOf: second.appendingPathExtension("chk"))
+        let secondFixes = recorder.events[again..<end].compactMap { e -> Fix? in
+            if case .input(.fix(let f)) = e { f } else { nil }
+        }
+        #expect(secondFixes.map(\.time) == expected.positions.map(\.time))
+        #expect(gpsd.feedConnections == 2)
+        source.stop()
+        #expect(recorder.events.last == .input(.source(.disconnected)))
+    }
+}

@@ -1,0 +1,81 @@
+import CGPS
+import LocationCore
+import Testing
+@testable import LocationDaemon
+
+@Suite("gpsd TPV → Fix mapping")
+struct GPSDMappingTests {
+    let t = Timestamp(seconds: 1_730_281_082, nanoseconds: 123_456_789)
+
+    @Test func fullThreeDFix() {
+        let tpv = GPSDTPV(mode: 3, time: t, latitude: 52.219065, longitude: 21.010851667,
+                          altHAE: 173.4, altMSL: 137.2, eph: 4.275, epv: 7.475,
+                          speed: 1.5, track: 226)
+        let expected = Fix(time: t, coordinate: Coordinate(latitude: 52.219065, longitude: 21.010851667),
+                           mode: .threeD, altitudeHAE: 173.4, altitudeMSL: 137.2,
+                           horizontalAccuracy: 4.275, verticalAccuracy: 7.475, speed: 1.5, course: 226)
+        #expect(tpv.engineInput == .fix(expected))
+    }
+
+    @Test func nanFieldsBecomeNil() {
+        let tpv = GPSDTPV(mode: 2, time: t, latitude: -33.5, longitude: 151.25)
+        #expect(tpv.engineInput == .fix(Fix(time: t, coordinate: Coordinate(latitude: -33.5, longitude: 151.25), mode: .twoD)))
+        let inf = GPSDTPV(mode: 3, time: t, latitude: 1, longitude: 2, altHAE: .infinity, eph: .nan)
+        guard case .fix(let f)? = inf.engineInput else { Issue.record("no fix"); return }
+        #expect(f.altitudeHAE == nil && f.horizontalAccuracy == nil && f.mode == .threeD)
+    }
+
+    @Test func noFixModes() {
+        #expect(GPSDTPV(mode: 1, time: t).engineInput == .noFix(t))
+        #expect(GPSDTPV(mode: 1, time: nil).engineInput == .noFix(nil))
+        #expect(GPSDTPV(mode: 0, time: nil).engineInput == .noFix(nil))
+        // A no-fix TPV with a stale position is still no fix.
+        #expect(GPSDTPV(mode: 1, time: t, latitude: 1, longitude: 2).engineInput == .noFix(t))
+    }
+
+    @Test func positionTPVsThatCannotBeFixes() {
+        // First-epoch partial TPV: position, no time.
+        #expect(GPSDTPV(mode: 2, time: nil, latitude: 1, longitude: 2).engineInput == nil)
+        #expect(GPSDTPV(mode: 3, time: t, latitude: .nan, longitude: 2).engineInput == nil)
+        #expect(GPSDTPV(mode: 3, time: t, latitude: 1, longitude: .nan).engineInput == nil)
+        #expect(GPSDTPV(mode: 2, time: t, latitude: 91, longitude: 2).engineInput == nil)
+    }
+
+    @Test func fromLibGPSFix() {
+        var fix = gps_fix_t()
+        fix.mode = 3
+        fix.time = timespec(tv_sec: 1_730_281_082, tv_nsec: 5)
+        fix.latitude = 48.1; fix.longitude = 11.5
+        fix.altHAE = 500; fix.altMSL = .nan
+        fix.eph = 3; fix.epv = .nan; fix.speed = 0.25; fix.track = .nan
+        let tpv = GPSDTPV(fix)
+        #expect(tpv.mode == 3 && tpv.altMSL.isNaN && tpv.epv.isNaN && tpv.track.isNaN)
+        #expect(tpv.engineInput == .fix(Fix(
+            time: Timestamp(nanoseconds: 1_730_281_082_000_000_005),
+            coordinate: Coordinate(latitude: 48.1, longitude: 11.5), mode: .threeD,
+            altitudeHAE: 500, horizontalAccuracy: 3, speed: 0.25)))
+
+        var zero = gps_fix_t()
+        zero.mode = 1
+        #expect(GPSDTPV(zero).time == nil)
+        #expect(GPSDTPV(zero).engineInput == .noFix(nil))
+    }
+
+    @Test func deviceDeactivatedMarker() {
+        #expect(GPSDMessage.deactivatedDevicePath(in: #"{"class":"DEVICE","path":"tcp://127.0.0.1:4000","activated":0}"#) == "tcp://127.0.0.1:4000")
+        #expect(GPSDMessage.deactivatedDevicePath(in: #"{"class":"DEVICE","activated":0}"#) == "")
+        #expect(GPSDMessage.deactivatedDevicePath(in: #"{"class":"DEVICE","path":"/dev/ttyS0","driver":"NMEA0183","activated":"2026-11-21T07:05:00.116Z"}"#) == nil)
+        #expect(GPSDMessage.deactivatedDevicePath(in: #"{"class":"DEVICE","path":"x","activated":0.5}"#) == nil)
+        #expect(GPSDMessage.deactivatedDevicePath(in: #"{"class":"TPV","activated":0}"#) == nil)
+        #expect(GPSDMessage.hasClass("TPV", #"{"class":"TPV","mode":1}"#))
+        #expect(!GPSDMessage.hasClass("TPV", #"{"class":"SKY"}"#))
+    }
+
+    @Test func backoffDoublesToCapAndResets() {
+        var b = Backoff(initial: 0.1, maximum: 1.0)
+        let seq = (0..<7).map { _ in b.next() }
+        #expect(zip(seq, [0.1, 0.2, 0.4, 0.8, 1.0, 1.0, 1.0]).allSatisfy { abs($0 - $1) < 1e-12 })
+        b.reset()
+        #expect(b.next() == 0.1)
+    }
+}
