@@ -1,0 +1,124 @@
+import ArgumentParser
+import LocationClient
+import LocationCore
+import LocationProtocol
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `locationctl watch`: subscribe and print events as they arrive.
+struct Watch: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Subscribe to locationd and print location and status events as they arrive.")
+
+    @OptionGroup var socket: SocketFlag
+    @OptionGroup var subscription: SubscriptionFlags
+    @Flag(help: "Print the daemon's JSON lines (NDJSON) instead of human-readable lines.") var json = false
+    @Option(help: "Exit after this many location events.") var count: Int?
+    @Option(help: "Keep trying to connect for this many seconds (while the daemon starts).") var wait: Double = 0
+
+    func run() async throws {
+        let client = try await connect(path: socket.path, wait: wait)
+        defer { client.close() }
+        var out = StandardOutput()
+        try client.send(.subscribe(id: .number(1), options: subscription.options))
+        var locations = 0
+        for try await message in client.messages {
+            switch message {
+            case .error(let e):
+                throw ValidationError("locationd refused: \(e.code.rawValue): \(e.message)")
+            case .location:
+                locations += 1
+            default:
+                break
+            }
+            if json {
+                out.line(message.line)
+            } else if let text = Self.human(message) {
+                out.line(text)
+            }
+            out.flush()
+            if let count, locations >= count { return }
+        }
+        if !json { out.line("locationd closed the connection") }
+        out.flush()
+    }
+
+    static func human(_ message: ServerMessage) -> String? {
+        switch message {
+        case .location(let fix, let skipped):
+            var s = ISO8601.string(fix.time)
+            s += "  " + degrees(fix.coordinate.latitude, "N", "S") + " " + degrees(fix.coordinate.longitude, "E", "W")
+            s += "  ±" + (fix.horizontalAccuracy.map { "\(Int($0.rounded())) m" } ?? "? m")
+            if let alt = fix.altitudeMSL { s += "  alt \(Int(alt.rounded())) m" }
+            if let v = fix.speed { s += "  \(DecimalText.fixed(v, 1)) m/s" }
+            if let c = fix.course { s += "  \(Int(c.rounded()))°" }
+            s += fix.mode == .threeD ? "  3d" : "  2d"
+            if skipped > 0 { s += "  (\(skipped) skipped: slow reader)" }
+            return s
+        case .status(let state, _):
+            return "status: \(state.rawValue)"
+        case .subscribed(_, let o):
+            var parts: [String] = []
+            if o.distanceFilter > 0 { parts.append("distance filter \(DecimalText.fixed(o.distanceFilter, 1)) m") }
+            if let a = o.desiredAccuracy { parts.append("accuracy ≤ \(DecimalText.fixed(a, 1)) m") }
+            if o.minimumInterval > 0 { parts.append("every ≥ \(DecimalText.fixed(o.minimumInterval, 1)) s") }
+            return "subscribed" + (parts.isEmpty ? "" : " (" + parts.joined(separator: ", ") + ")")
+        default:
+            return nil
+        }
+    }
+
+    static func degrees(_ v: Double, _ pos: String, _ neg: String) -> String {
+        DecimalText.fixed(abs(v), 6) + "°" + (v < 0 ? neg : pos)
+    }
+}
+
+/// `locationctl status`: the daemon's state.
+struct Status: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Show locationd's source, fix state and subscribers.")
+
+    @OptionGroup var socket: SocketFlag
+    @Flag(help: "Print the daemon's JSON reply.") var json = false
+
+    func run() async throws {
+        let client = try await connect(path: socket.path, wait: 0)
+        defer { client.close() }
+        let reply = try await client.status()
+        var out = StandardOutput()
+        if json {
+            out.line(ServerMessage.statusReply(reply).line)
+        } else {
+            out.line("locationd \(client.hello.version) (protocol \(client.hello.protocolVersion))")
+            out.line("source:       \(reply.source)")
+            out.line("state:        \(reply.state.rawValue)")
+            out.line("last fix:     \(reply.lastFix.map(ISO8601.string) ?? "none")")
+            out.line("subscribers:  \(reply.subscribers)")
+        }
+        out.flush()
+    }
+}
+
+/// Connects, retrying for up to `wait` seconds; errors name the socket and what to do.
+func connect(path: String, wait: Double) async throws -> LocationClient {
+    let deadline = ContinuousClock.now + .milliseconds(Int(wait * 1000))
+    while true {
+        do {
+            return try await LocationClient.connect(path: path)
+        } catch {
+            if ContinuousClock.now >= deadline {
+                throw ValidationError("cannot connect to locationd at \(path): \(error) (is locationd running? --socket or $LOCATIOND_SOCKET select another socket)")
+            }
+            try await Task.sleep(for: .milliseconds(100))  // polling for the daemon to come up, not synchronisation
+        }
+    }
+}
+
+/// Fixed-point text for human output.
+enum DecimalText {
+    static func fixed(_ v: Double, _ decimals: Int) -> String {
+        var buf: [UInt8] = []
+        DecimalFormat.appendFixed(v, decimals: decimals, to: &buf)
+        return String(decoding: buf, as: UTF8.self)
+    }
+}
