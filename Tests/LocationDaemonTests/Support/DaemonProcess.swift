@@ -1,0 +1,114 @@
+import Foundation
+import LocationClient
+import LocationCore
+import LocationProtocol
+
+/// The real `locationd` executable as a child process, for end-to-end tests. It is built with
+/// the tests (same build folder as the test bundle); its socket lives in a fresh temp folder.
+final class DaemonProcess: @unchecked Sendable {
+    struct Failure: Error, CustomStringConvertible { var description: String }
+
+    let directory: URL
+    var socketPath: String { directory.appendingPathComponent("locationd.sock").path }
+    private let process = Process()
+    private let stderrPipe = Pipe()
+
+    static var executable: URL {
+        URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+            .deletingLastPathComponent().appendingPathComponent("locationd")
+    }
+
+    init(arguments: [String]) throws {
+        guard FileManager.default.isExecutableFile(atPath: Self.executable.path) else {
+            throw Failure(description: "locationd not built at \(Self.executable.path); run swift build first")
+        }
+        directory = FileManager.default.temporaryDirectory
+            .appendingPathComponent("locationd-test-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        process.executableURL = Self.executable
+        process.arguments = ["--socket", directory.appendingPathComponent("locationd.sock").path, "--log-level", "debug"] + arguments
+        process.standardError = stderrPipe
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+    }
+
+    deinit { stop() }
+
+    /// Connects a client, retrying while the daemon creates its socket.
+    func connect(timeout: Double = 10) async throws -> LocationClient {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            do { return try await LocationClient.connect(path: socketPath) } catch {
+                guard process.isRunning, Date() < deadline else {
+                    throw Failure(description: "cannot connect to \(socketPath): \(error); stderr: \(stderrText())")
+                }
+                try await Task.sleep(for: .milliseconds(20))  // polling for startup, not synchronisation
+            }
+        }
+    }
+
+    var isRunning: Bool { process.isRunning }
+
+    func signal(_ sig: Int32) { if process.isRunning { kill(process.processIdentifier, sig) } }
+
+    /// Waits for exit (after a signal); returns the termination status.
+    func waitForExit(timeout: Double = 10) -> Int32? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning && Date() < deadline { usleep(10_000) }
+        return process.isRunning ? nil : process.terminationStatus
+    }
+
+    func stderrText() -> String {
+        if process.isRunning { return "(running)" }
+        return String(decoding: stderrPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    }
+
+    func stop() {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        try? FileManager.default.removeItem(at: directory)
+    }
+}
+
+/// Reads a client's messages with a deadline that only guards against a hang (a failure), never
+/// paces the test.
+struct MessageReader {
+    var iterator: AsyncThrowingStream<ServerMessage, any Error>.AsyncIterator
+
+    init(_ client: LocationClient) { iterator = client.messages.makeAsyncIterator() }
+
+    /// Reads messages until `done` returns true for the list so far; throws on timeout or end.
+    mutating func read(timeout: Double = 20, until done: ([ServerMessage]) -> Bool) async throws -> [ServerMessage] {
+        var seen: [ServerMessage] = []
+        let deadline = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
+        while !done(seen) {
+            let remaining = deadline - ContinuousClock.now
+            guard remaining > .zero else {
+                throw DaemonProcess.Failure(description: "timed out after \(seen.count) messages: \(seen.suffix(5))")
+            }
+            var it = iterator
+            let next = try await withThrowingTaskGroup(of: (ServerMessage?, AsyncThrowingStream<ServerMessage, any Error>.AsyncIterator)?.self) { group in
+                group.addTask { var i = it; return (try await i.next(), i) }
+                group.addTask { try await Task.sleep(for: remaining); return nil }
+                let first = try await group.next()!
+                group.cancelAll()
+                return first
+            }
+            guard let (message, advanced) = next else { continue }
+            it = advanced
+            iterator = it
+            guard let message else {
+                throw DaemonProcess.Failure(description: "connection ended after \(seen.count) messages: \(seen.suffix(5))")
+            }
+            seen.append(message)
+        }
+        return seen
+    }
+}
+
+extension Array where Element == ServerMessage {
+    var fixes: [Fix] { compactMap { if case .location(let f, _) = $0 { f } else { nil } } }
+    var states: [SourceState] { compactMap { if case .status(let s, _) = $0 { s } else { nil } } }
+}
