@@ -173,3 +173,32 @@ struct GPSDEndToEndTests {
         #expect(recorder.events.last == .input(.source(.disconnected)))
     }
 }
+
+@Suite("GPSDHarness", .enabled(if: GPSDHarness.isAvailable, "gpsd is not installed (apt install gpsd)"))
+struct GPSDHarnessTests {
+    @Test func releaseKillsGPSD() throws {
+        var pid: Int32 = 0
+        var port: UInt16 = 0
+        do {
+            let h = try GPSDHarness()
+            pid = try #require(h.processIdentifier)
+            port = h.gpsdPort
+            #expect(GPSDHarness.canConnect(port: port))
+        }
+        #expect(kill(pid, 0) != 0, "gpsd \(pid) still running after the harness was released")
+        #expect(!GPSDHarness.canConnect(port: port))
+    }
+
+    @Test func restartKeepsThePort() throws {
+        let h = try GPSDHarness()
+        defer { h.shutdown() }
+        let first = try #require(h.processIdentifier)
+        try h.restart()
+        let second = try #require(h.processIdentifier)
+        #expect(first != second)
+        #expect(GPSDHarness.canConnect(port: h.gpsdPort))
+        h.shutdown()
+        #expect(!h.isRunning)
+        #expect(throws: GPSDHarness.Failure.self) { try h.start() }
+    }
+}

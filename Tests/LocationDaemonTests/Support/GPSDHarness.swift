@@ -19,14 +19,16 @@ import Glibc
 /// ```swift
 /// let gpsd = try GPSDHarness()               // feed listening + gpsd started
 /// defer { gpsd.shutdown() }                  // always: kills gpsd, closes the feed
-/// try gpsd.serve(log: GPSDHarness.corpusLog("ublox-8"))
+/// try gpsd.serve(log: #require(GPSDHarness.corpusLog("ublox-8")))   // + "# EOF"
 /// let source = GPSDSource(configuration: .init(host: gpsd.host, port: gpsd.portString), …)
 /// gpsd.kill()                                // SIGKILL, as a crash; waits for exit
 /// try gpsd.serve(log: …)                     // queued for gpsd's next feed connection
 /// try gpsd.start()                           // same gpsdPort again (`restart()` = kill + start)
 /// ```
-/// `shutdown()` is idempotent and also runs from `deinit`, so a test that fails or throws
-/// still leaves no gpsd behind (as long as the harness is released). Ports are chosen by
+/// `shutdown()` is idempotent and also runs from `deinit` (the feed thread does not retain
+/// the harness), so a test that fails or throws leaves no gpsd behind once the harness is
+/// released; prefer an explicit `defer { gpsd.shutdown() }`. If the test *process* dies,
+/// gpsd (started with `-N`) is orphaned — it is harmless and exits on SIGTERM. Ports are chosen by
 /// binding port 0. gpsd runs as root here (it drops privileges itself; `-N` keeps it in the
 /// foreground so it stays our child); its stderr (a harmless DBUS complaint) is discarded
 /// unless `GPSD_HARNESS_STDERR=1` is set.
@@ -62,33 +64,25 @@ final class GPSDHarness: @unchecked Sendable {
     /// The port gpsd listens on (fixed for the harness's lifetime, also across restarts).
     let gpsdPort: UInt16
     /// The port the harness serves NMEA on.
-    let feedPort: UInt16
+    var feedPort: UInt16 { feed.port }
     /// Host to give clients.
     let host = "127.0.0.1"
     /// `gpsdPort` as libgps wants it.
     var portString: String { String(gpsdPort) }
 
+    private let feed: FeedServer
     private let lock = NSLock()
     private var process: Process?
-    private var listenFD: Int32 = -1
-    private var connectionFD: Int32 = -1
-    private var pending: [[UInt8]] = []
-    private var feedConnectionsCount = 0
     private var closed = false
-    private var feedThread: Thread?
 
     /// Opens the feed port and (if `startGPSD`) starts gpsd.
     init(startGPSD: Bool = true) throws {
         guard Self.gpsdPath != nil else { throw Failure(description: "gpsd is not installed") }
-        let (fd, port) = try Self.listenLoopback()
-        listenFD = fd
-        feedPort = port
+        feed = try FeedServer()
         gpsdPort = try Self.freePort()
-        let thread = Thread { [self] in feedLoop() }
-        thread.name = "GPSDHarness feed :\(port)"
-        feedThread = thread
-        thread.start()
-        if startGPSD { try start() }
+        if startGPSD {
+            do { try start() } catch { shutdown(); throw error }
+        }
     }
 
     deinit { shutdown() }
@@ -109,18 +103,22 @@ final class GPSDHarness: @unchecked Sendable {
             if let last = chunk.last, last != UInt8(ascii: "\n") { chunk.append(UInt8(ascii: "\n")) }
             chunk += Array("# EOF\n".utf8)
         }
-        lock.lock(); defer { lock.unlock() }
-        pending.append(chunk)
-        flushLocked()
+        feed.enqueue(chunk)
     }
 
     /// How many times gpsd has connected to the feed.
-    var feedConnections: Int { lock.lock(); defer { lock.unlock() }; return feedConnectionsCount }
+    var feedConnections: Int { feed.connections }
 
     /// Bytes queued and not yet written to gpsd.
-    var pendingByteCount: Int { lock.lock(); defer { lock.unlock() }; return pending.reduce(0) { $0 + $1.count } }
+    var pendingByteCount: Int { feed.pendingByteCount }
 
     // MARK: gpsd process
+
+    /// The running gpsd's pid, if any.
+    var processIdentifier: Int32? {
+        lock.lock(); defer { lock.unlock() }
+        return process.flatMap { $0.isRunning ? $0.processIdentifier : nil }
+    }
 
     /// Whether the gpsd child is running.
     var isRunning: Bool { lock.lock(); defer { lock.unlock() }; return process?.isRunning ?? false }
@@ -133,7 +131,7 @@ final class GPSDHarness: @unchecked Sendable {
         if process?.isRunning == true { lock.unlock(); return }
         let p = Process()
         p.executableURL = URL(fileURLWithPath: Self.gpsdPath!)
-        p.arguments = ["-N", "-b", "-S", String(gpsdPort), "tcp://127.0.0.1:\(feedPort)"]
+        p.arguments = ["-N", "-b", "-S", String(gpsdPort), "tcp://127.0.0.1:\(feed.port)"]
         p.standardInput = FileHandle.nullDevice
         p.standardOutput = FileHandle.nullDevice
         if ProcessInfo.processInfo.environment["GPSD_HARNESS_STDERR"] == nil {
@@ -149,7 +147,7 @@ final class GPSDHarness: @unchecked Sendable {
                 throw Failure(description: "gpsd exited at start (status \(p.terminationStatus)); port \(gpsdPort) taken?")
             }
             if Date() > deadline { throw Failure(description: "gpsd did not listen on \(gpsdPort)") }
-            usleep(5_000)
+            usleep(5_000)  // start-up poll, not test synchronisation
         }
     }
 
@@ -164,9 +162,7 @@ final class GPSDHarness: @unchecked Sendable {
             Glibc.kill(p.processIdentifier, signal)
             p.waitUntilExit()
         }
-        lock.lock()
-        dropConnectionLocked()
-        lock.unlock()
+        feed.dropConnection()
     }
 
     /// `kill()` then `start()` on the same port.
@@ -177,77 +173,14 @@ final class GPSDHarness: @unchecked Sendable {
 
     /// Kills gpsd and closes the feed. Idempotent; called by `deinit`.
     func shutdown() {
+        lock.lock(); closed = true; lock.unlock()
         kill()
-        lock.lock()
-        if !closed {
-            closed = true
-            if listenFD >= 0 { Glibc.shutdown(listenFD, Int32(SHUT_RDWR)); Glibc.close(listenFD); listenFD = -1 }
-            dropConnectionLocked()
-        }
-        lock.unlock()
+        feed.close()
     }
 
-    // MARK: Internals
+    // MARK: Sockets
 
-    private func feedLoop() {
-        while true {
-            lock.lock()
-            let fd = listenFD
-            let stop = closed
-            lock.unlock()
-            if stop || fd < 0 { return }
-            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            if poll(&pfd, 1, 50) <= 0 {
-                lock.lock(); reapDeadConnectionLocked(); lock.unlock()
-                continue
-            }
-            let conn = accept(fd, nil, nil)
-            if conn < 0 { continue }
-            var one: Int32 = 1
-            setsockopt(conn, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-            lock.lock()
-            if closed { Glibc.close(conn); lock.unlock(); return }
-            dropConnectionLocked()
-            connectionFD = conn
-            feedConnectionsCount += 1
-            flushLocked()
-            lock.unlock()
-        }
-    }
-
-    /// Closes the feed connection if gpsd has closed its side (gpsd never writes to it, so
-    /// readable means EOF).
-    private func reapDeadConnectionLocked() {
-        guard connectionFD >= 0 else { return }
-        var pfd = pollfd(fd: connectionFD, events: Int16(POLLIN), revents: 0)
-        if poll(&pfd, 1, 0) > 0 { dropConnectionLocked() }
-    }
-
-    private func dropConnectionLocked() {
-        if connectionFD >= 0 { Glibc.close(connectionFD); connectionFD = -1 }
-    }
-
-    private func flushLocked() {
-        reapDeadConnectionLocked()
-        while connectionFD >= 0, !pending.isEmpty {
-            let chunk = pending[0]
-            var sent = 0
-            while sent < chunk.count {
-                let n = chunk.withUnsafeBytes {
-                    send(connectionFD, $0.baseAddress! + sent, chunk.count - sent, Int32(MSG_NOSIGNAL))
-                }
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    dropConnectionLocked()   // keep the chunk for the next connection
-                    return
-                }
-                sent += n
-            }
-            pending.removeFirst()
-        }
-    }
-
-    private static func listenLoopback() throws -> (Int32, UInt16) {
+    static func listenLoopback() throws -> (Int32, UInt16) {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw Failure(description: "socket: \(errno)") }
         var one: Int32 = 1
@@ -290,6 +223,109 @@ final class GPSDHarness: @unchecked Sendable {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                 connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
             }
+        }
+    }
+}
+
+/// The harness's NMEA feed: a loopback listener and its own thread. gpsd connects here when a
+/// client WATCHes; each connection gets everything queued, in order. Separate from
+/// `GPSDHarness` so the thread never keeps the harness alive.
+private final class FeedServer: @unchecked Sendable {
+    let port: UInt16
+    private let lock = NSLock()
+    private var listenFD: Int32
+    private var connectionFD: Int32 = -1
+    private var pending: [[UInt8]] = []
+    private var connectionCount = 0
+    private var closed = false
+
+    init() throws {
+        (listenFD, port) = try GPSDHarness.listenLoopback()
+        let thread = Thread { [self] in while step() {} }
+        thread.name = "GPSDHarness feed :\(port)"
+        thread.start()
+    }
+
+    var connections: Int { lock.withLock { connectionCount } }
+    var pendingByteCount: Int { lock.withLock { pending.reduce(0) { $0 + $1.count } } }
+
+    func enqueue(_ chunk: [UInt8]) {
+        lock.withLock {
+            pending.append(chunk)
+            flushLocked()
+        }
+    }
+
+    func dropConnection() { lock.withLock { dropConnectionLocked() } }
+
+    /// Stops the thread (within ~50 ms) and closes every socket. Idempotent.
+    func close() {
+        lock.withLock {
+            guard !closed else { return }
+            closed = true
+            dropConnectionLocked()
+        }
+    }
+
+    /// One turn of the feed thread: waits ≤ 50 ms for gpsd to connect, then serves it what is
+    /// queued. Returns false (after closing the listener) once closed.
+    private func step() -> Bool {
+        let fd: Int32? = lock.withLock {
+            if closed {
+                if listenFD >= 0 { Glibc.close(listenFD); listenFD = -1 }
+                return nil
+            }
+            return listenFD
+        }
+        guard let fd else { return false }
+        var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        if poll(&pfd, 1, 50) <= 0 {
+            lock.withLock { reapDeadConnectionLocked() }
+            return true
+        }
+        let conn = accept(fd, nil, nil)
+        if conn < 0 { return true }
+        var one: Int32 = 1
+        setsockopt(conn, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        return lock.withLock {
+            if closed { Glibc.close(conn); return true }  // next turn closes the listener
+            dropConnectionLocked()
+            connectionFD = conn
+            connectionCount += 1
+            flushLocked()
+            return true
+        }
+    }
+
+    /// Closes the feed connection if gpsd has closed its side (gpsd never writes to it, so
+    /// readable means EOF).
+    private func reapDeadConnectionLocked() {
+        guard connectionFD >= 0 else { return }
+        var pfd = pollfd(fd: connectionFD, events: Int16(POLLIN), revents: 0)
+        if poll(&pfd, 1, 0) > 0 { dropConnectionLocked() }
+    }
+
+    private func dropConnectionLocked() {
+        if connectionFD >= 0 { Glibc.close(connectionFD); connectionFD = -1 }
+    }
+
+    private func flushLocked() {
+        reapDeadConnectionLocked()
+        while connectionFD >= 0, !pending.isEmpty {
+            let chunk = pending[0]
+            var sent = 0
+            while sent < chunk.count {
+                let n = chunk.withUnsafeBytes {
+                    send(connectionFD, $0.baseAddress! + sent, chunk.count - sent, Int32(MSG_NOSIGNAL))
+                }
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    dropConnectionLocked()   // keep the chunk for the next connection
+                    return
+                }
+                sent += n
+            }
+            pending.removeFirst()
         }
     }
 }
