@@ -18,22 +18,14 @@ public enum Daemon {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let loop = group.next()
         let hub = Hub(eventLoop: loop, sourceDescription: describe(options.source), logger: logger)
-        let server: SocketServer
-        do {
-            server = try await SocketServer.start(
-                hub: hub, configuration: SocketServer.Configuration(path: options.socketPath), logger: logger)
-        } catch {
-            try? await group.shutdownGracefully()
-            throw error
-        }
-        logger.info("serving", metadata: ["socket": "\(options.socketPath)", "source": "\(hub.sourceDescription)"])
-
-        let service = DaemonService(options: options, hub: hub, server: server, logger: logger)
+        defer { group.shutdownGracefully { _ in } }
+        // The socket is bound inside the service, after the group has installed its signal
+        // handlers: a SIGTERM sent as soon as the socket exists must shut down gracefully.
+        let service = DaemonService(options: options, hub: hub, logger: logger)
         let serviceGroup = ServiceGroup(configuration: .init(
             services: [.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup)],
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger))
-        defer { group.shutdownGracefully { _ in } }
         try await serviceGroup.run()
     }
 
@@ -50,17 +42,18 @@ public enum Daemon {
 final class DaemonService: Service {
     let options: DaemonOptions
     let hub: Hub
-    let server: SocketServer
     let logger: Logger
 
-    init(options: DaemonOptions, hub: Hub, server: SocketServer, logger: Logger) {
+    init(options: DaemonOptions, hub: Hub, logger: Logger) {
         self.options = options
         self.hub = hub
-        self.server = server
         self.logger = logger
     }
 
     func run() async throws {
+        let server = try await SocketServer.start(
+            hub: hub, configuration: SocketServer.Configuration(path: options.socketPath), logger: logger)
+        logger.info("serving", metadata: ["socket": "\(options.socketPath)", "source": "\(hub.sourceDescription)"])
         let stopSource: () -> Void
         let (finishedStream, finished) = AsyncStream<Void>.makeStream()
         let logger = self.logger
@@ -86,9 +79,12 @@ final class DaemonService: Service {
             stopSource = { source.stop() }
         case .replay(let path, let speed, let loop):
             let source = ReplaySource(path: path, speed: speed, loop: loop, sink: sink)
-            source.start { error in
-                if let error { logger.error("replay failed: \(error)") } else { logger.info("replay finished") }
-                finished.finish()
+            logger.info("replay waits for the first subscriber")
+            hub.whenFirstSubscribed {
+                source.start { error in
+                    if let error { logger.error("replay failed: \(error)") } else { logger.info("replay finished") }
+                    finished.finish()
+                }
             }
             stopSource = { source.stop() }
         }

@@ -78,6 +78,15 @@ import LocationCore
         #expect(times == [0, 10, 20, 30])
     }
 
+    @Test func laterPiecesOfTheSameEpochAreNotDeliveredAgain() {
+        var engine = Engine()
+        _ = engine.handle(.subscribe(a, SubscriptionOptions()))
+        #expect(engine.handle(.fix(fix(at: 0, origin))).locations(for: a).count == 1)
+        // gpsd's second TPV of the same epoch, now with more fields: same time, not delivered.
+        #expect(engine.handle(.fix(fix(at: 0, north(of: origin, metres: 3), accuracy: 4))).locations(for: a).isEmpty)
+        #expect(engine.handle(.fix(fix(at: 1, origin))).locations(for: a).count == 1)
+    }
+
     @Test func clockJumpingBackwardsDoesNotSilenceTheSubscriber() {
         var engine = Engine()
         _ = engine.handle(.subscribe(a, SubscriptionOptions(minimumInterval: 60)))

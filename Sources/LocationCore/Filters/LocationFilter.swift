@@ -48,14 +48,17 @@ public struct DistanceFilter: Hashable, Sendable {
 
 /// The minimum interval between delivered fixes, in fix (GPS) time (docs/semantics.md,
 /// "Minimum interval"). A fix timed *before* the last delivered one means the receiver's
-/// clock jumped back; it passes, so a backwards jump cannot silence a subscriber.
+/// clock jumped back; it passes, so a backwards jump cannot silence a subscriber. A fix with
+/// the *same* time as the last delivered one is a later piece of the same epoch (gpsd reports
+/// a receiver's first epochs in several TPVs) and never passes: one epoch, one event.
 public struct IntervalFilter: Hashable, Sendable {
     public var minimumInterval: Double
 
     @inlinable public init(minimumInterval: Double) { self.minimumInterval = minimumInterval }
 
     @inlinable public func admits(_ fix: Fix, lastDelivered: Fix?) -> Bool {
-        guard minimumInterval > 0, let last = lastDelivered else { return true }
+        guard let last = lastDelivered else { return true }
+        if fix.time == last.time { return false }
         let elapsed = fix.time - last.time
         return elapsed < 0 || elapsed >= minimumInterval
     }

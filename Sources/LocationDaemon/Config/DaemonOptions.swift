@@ -24,7 +24,8 @@ public struct DaemonOptions: Sendable, Equatable {
         OPTIONS:
           --socket PATH       Unix socket to serve (default: /run/locationd/locationd.sock)
           --gpsd HOST[:PORT]  gpsd to read (default: localhost:2947)
-          --replay LOG        replay an NMEA 0183 log instead of reading gpsd; the daemon
+          --replay LOG        replay an NMEA 0183 log instead of reading gpsd; the replay
+                              starts when the first subscriber subscribes, and the daemon
                               exits when the log ends unless --loop is given
           --speed N           replay at N× real time; 0 = as fast as possible (default: 1)
           --loop              replay the log again and again

@@ -39,6 +39,8 @@ public final class Hub: Sendable {
         var encoded: [(event: Event, buffer: ByteBuffer)] = []
         let encoder = EventEncoder()
         var processedInputs: UInt64 = 0
+        var hadSubscription = false
+        var firstSubscriptionWaiters: [@Sendable () -> Void] = []
     }
 
     public init(eventLoop: any EventLoop, sourceDescription: String, logger: Logger = Logger(label: "locationd.hub")) {
@@ -78,6 +80,15 @@ public final class Hub: Sendable {
                            lastFix: s.engine.lastFix, sourceDescription: sourceDescription)
     }
 
+    /// Runs `body` on the loop once the first subscription has opened (at once if one has): a
+    /// replay starts then, so the subscriber that asked for it sees the log from its first fix.
+    public func whenFirstSubscribed(_ body: @escaping @Sendable () -> Void) {
+        eventLoop.execute {
+            let s = self.box.value
+            if s.hadSubscription { body() } else { s.firstSubscriptionWaiters.append(body) }
+        }
+    }
+
     /// A fresh subscriber id (one per connection).
     public func makeSubscriberID() -> SubscriberID {
         let s = box.value
@@ -90,6 +101,12 @@ public final class Hub: Sendable {
     public func subscribe(_ id: SubscriberID, options: SubscriptionOptions, subscriber: any HubSubscriber) {
         box.value.subscribers[id] = subscriber
         handle(.subscribe(id, options))
+        if !box.value.hadSubscription {
+            box.value.hadSubscription = true
+            let waiters = box.value.firstSubscriptionWaiters
+            box.value.firstSubscriptionWaiters = []
+            waiters.forEach { $0() }
+        }
     }
 
     /// Closes `id`'s subscription, if any.

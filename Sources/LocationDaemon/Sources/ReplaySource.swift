@@ -30,6 +30,7 @@ public final class ReplaySource: Sendable {
     /// Starts replaying; `finished` is called once when the log ended (and `loop` is off),
     /// when replay failed (with the error), or after `stop()`.
     public func start(finished: @escaping @Sendable (Error?) -> Void) {
+        guard !stopped.load(ordering: .relaxed) else { return finished(nil) }
         pool.start()
         pool.submit { [self] state in
             guard state == .active else { return finished(nil) }

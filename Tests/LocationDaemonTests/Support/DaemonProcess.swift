@@ -73,34 +73,28 @@ final class DaemonProcess: @unchecked Sendable {
 }
 
 /// Reads a client's messages with a deadline that only guards against a hang (a failure), never
-/// paces the test.
+/// paces the test: on timeout a watchdog closes the client, which ends the stream.
 struct MessageReader {
+    let client: LocationClient
     var iterator: AsyncThrowingStream<ServerMessage, any Error>.AsyncIterator
 
-    init(_ client: LocationClient) { iterator = client.messages.makeAsyncIterator() }
+    init(_ client: LocationClient) {
+        self.client = client
+        iterator = client.messages.makeAsyncIterator()
+    }
 
     /// Reads messages until `done` returns true for the list so far; throws on timeout or end.
     mutating func read(timeout: Double = 20, until done: ([ServerMessage]) -> Bool) async throws -> [ServerMessage] {
         var seen: [ServerMessage] = []
-        let deadline = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
+        let client = self.client
+        let watchdog = Task {
+            try await Task.sleep(for: .milliseconds(Int(timeout * 1000)))
+            client.close()
+        }
+        defer { watchdog.cancel() }
         while !done(seen) {
-            let remaining = deadline - ContinuousClock.now
-            guard remaining > .zero else {
-                throw DaemonProcess.Failure(description: "timed out after \(seen.count) messages: \(seen.suffix(5))")
-            }
-            var it = iterator
-            let next = try await withThrowingTaskGroup(of: (ServerMessage?, AsyncThrowingStream<ServerMessage, any Error>.AsyncIterator)?.self) { group in
-                group.addTask { var i = it; return (try await i.next(), i) }
-                group.addTask { try await Task.sleep(for: remaining); return nil }
-                let first = try await group.next()!
-                group.cancelAll()
-                return first
-            }
-            guard let (message, advanced) = next else { continue }
-            it = advanced
-            iterator = it
-            guard let message else {
-                throw DaemonProcess.Failure(description: "connection ended after \(seen.count) messages: \(seen.suffix(5))")
+            guard let message = try await iterator.next() else {
+                throw DaemonProcess.Failure(description: "stream ended (timeout \(timeout) s or closed) after \(seen.count) messages: \(seen.suffix(5))")
             }
             seen.append(message)
         }
