@@ -175,7 +175,9 @@ struct Assembler: Sendable {
         let sep = f.double(f.next())
         if f.bad { return false }
         guard begin(tod, onEpoch) else { return true }
-        if quality > 0, let lat, let lon {
+        // Quality 1–5 are measured solutions (GPS, DGPS, PPS, RTK fixed, RTK float); 6 is
+        // dead reckoning ("estimated"), 7 manual input, 8 simulator: none is a position fix.
+        if (1...5).contains(quality), let lat, let lon {
             setPosition(lat, lon, rank: 3)
             cur.ggaQuality = quality
             if quality == 2 { cur.dgps = true }
@@ -309,16 +311,26 @@ struct Assembler: Sendable {
 
     // MARK: Epochs
 
+    /// Times of day less than this apart belong to one epoch: some receivers print the same
+    /// instant with different precision in different sentences (eXplorist210 and magellan315:
+    /// GLL `200620.303`, GGA/RMC `200620.30`). gpsd 3.22 uses 10 ms too (`nmea_parse`: a cycle starts
+    /// when the time moves by more than 0.01 s); sl869's real epochs 10 ms apart (…43.990,
+    /// …44.000) stay apart in both.
+    static let sameEpochTolerance: Int64 = 10_000_000
+
     /// Route a sentence with time of day `tod` (nil: untimed) to its epoch, completing the
-    /// one in progress when the time differs. Returns false if the sentence must be ignored.
+    /// one in progress when the time differs by `sameEpochTolerance` or more.
+    /// Returns false if the sentence must be ignored.
     @inline(__always)
     mutating func begin(_ tod: Int64?, _ onEpoch: (NMEAEpoch) -> Void) -> Bool {
         if let tod {
             if cur.hasTime {
-                if cur.tod != tod {
+                let d = tod - cur.tod
+                if d >= Self.sameEpochTolerance || d <= -Self.sameEpochTolerance {
                     completeEpoch(onEpoch)
-                    cur.hasTime = true; cur.tod = tod
                 }
+                // Within the tolerance the epoch takes the later sentence's time, as gpsd does.
+                cur.hasTime = true; cur.tod = tod
             } else {
                 // Untimed sentences seen before the first timed one join its epoch.
                 cur.hasTime = true; cur.tod = tod
