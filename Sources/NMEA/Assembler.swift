@@ -22,7 +22,6 @@ struct EpochData {
     var valid = false
     var lat = 0.0, lon = 0.0
     var hasPosition = false
-    var posRank = 0
     var dgps = false
     var ggaQuality = -1
     var altMSL: Double?
@@ -153,7 +152,7 @@ struct Assembler: Sendable {
         if let days { cur.dateDays = days }
         // NMEA 2.3 mode indicator 'N' (data not valid) overrides a status 'A'.
         if status == UInt8(ascii: "A") && modeInd != UInt8(ascii: "N"), let lat, let lon {
-            setPosition(lat, lon, rank: 4)
+            setPosition(lat, lon)
             if let knots { cur.speed = knots * (1852.0 / 3600.0) }
             if let course { cur.course = normalizedCourse(course) }
             if modeInd == UInt8(ascii: "D") { cur.dgps = true }
@@ -178,7 +177,7 @@ struct Assembler: Sendable {
         // Quality 1–5 are measured solutions (GPS, DGPS, PPS, RTK fixed, RTK float); 6 is
         // dead reckoning ("estimated"), 7 manual input, 8 simulator: none is a position fix.
         if (1...5).contains(quality), let lat, let lon {
-            setPosition(lat, lon, rank: 3)
+            setPosition(lat, lon)
             cur.ggaQuality = quality
             if quality == 2 { cur.dgps = true }
             if let alt { cur.altMSL = alt }
@@ -209,7 +208,7 @@ struct Assembler: Sendable {
         if f.bad { return false }
         guard begin(tod, onEpoch) else { return true }
         if valid, let lat, let lon {
-            setPosition(lat, lon, rank: 2)
+            setPosition(lat, lon)
             cur.ggaQuality = max(cur.ggaQuality, 1)
             if dgps { cur.dgps = true }
             if let alt { cur.altMSL = alt }
@@ -230,7 +229,7 @@ struct Assembler: Sendable {
         if f.bad { return false }
         guard begin(tod, onEpoch) else { return true }
         if status == UInt8(ascii: "A") && modeInd != UInt8(ascii: "N"), let lat, let lon {
-            setPosition(lat, lon, rank: 1)
+            setPosition(lat, lon)
         }
         return true
     }
@@ -344,7 +343,7 @@ struct Assembler: Sendable {
     /// (bundg_zeus_9's RMC and GGA come from different devices on a boat's bus) the last one
     /// wins, which matched gpsd 3.22 on more epochs than ranking RMC first did.
     @inline(__always)
-    mutating func setPosition(_ lat: Double, _ lon: Double, rank: Int) {
+    mutating func setPosition(_ lat: Double, _ lon: Double) {
         cur.lat = lat; cur.lon = lon; cur.hasPosition = true; cur.valid = true
     }
 
