@@ -22,7 +22,6 @@ struct EpochData {
     var valid = false
     var lat = 0.0, lon = 0.0
     var hasPosition = false
-    var posRank = 0
     var dgps = false
     var ggaQuality = -1
     var altMSL: Double?
@@ -153,7 +152,7 @@ struct Assembler: Sendable {
         if let days { cur.dateDays = days }
         // NMEA 2.3 mode indicator 'N' (data not valid) overrides a status 'A'.
         if status == UInt8(ascii: "A") && modeInd != UInt8(ascii: "N"), let lat, let lon {
-            setPosition(lat, lon, rank: 4)
+            setPosition(lat, lon)
             if let knots { cur.speed = knots * (1852.0 / 3600.0) }
             if let course { cur.course = normalizedCourse(course) }
             if modeInd == UInt8(ascii: "D") { cur.dgps = true }
@@ -175,8 +174,10 @@ struct Assembler: Sendable {
         let sep = f.double(f.next())
         if f.bad { return false }
         guard begin(tod, onEpoch) else { return true }
-        if quality > 0, let lat, let lon {
-            setPosition(lat, lon, rank: 3)
+        // Quality 1–5 are measured solutions (GPS, DGPS, PPS, RTK fixed, RTK float); 6 is
+        // dead reckoning ("estimated"), 7 manual input, 8 simulator: none is a position fix.
+        if (1...5).contains(quality), let lat, let lon {
+            setPosition(lat, lon)
             cur.ggaQuality = quality
             if quality == 2 { cur.dgps = true }
             if let alt { cur.altMSL = alt }
@@ -207,7 +208,7 @@ struct Assembler: Sendable {
         if f.bad { return false }
         guard begin(tod, onEpoch) else { return true }
         if valid, let lat, let lon {
-            setPosition(lat, lon, rank: 2)
+            setPosition(lat, lon)
             cur.ggaQuality = max(cur.ggaQuality, 1)
             if dgps { cur.dgps = true }
             if let alt { cur.altMSL = alt }
@@ -228,7 +229,7 @@ struct Assembler: Sendable {
         if f.bad { return false }
         guard begin(tod, onEpoch) else { return true }
         if status == UInt8(ascii: "A") && modeInd != UInt8(ascii: "N"), let lat, let lon {
-            setPosition(lat, lon, rank: 1)
+            setPosition(lat, lon)
         }
         return true
     }
@@ -309,16 +310,26 @@ struct Assembler: Sendable {
 
     // MARK: Epochs
 
+    /// Times of day less than this apart belong to one epoch: some receivers print the same
+    /// instant with different precision in different sentences (eXplorist210 and magellan315:
+    /// GLL `200620.303`, GGA/RMC `200620.30`). gpsd 3.22 uses 10 ms too (`nmea_parse`: a cycle starts
+    /// when the time moves by more than 0.01 s); sl869's real epochs 10 ms apart (…43.990,
+    /// …44.000) stay apart in both.
+    static let sameEpochTolerance: Int64 = 10_000_000
+
     /// Route a sentence with time of day `tod` (nil: untimed) to its epoch, completing the
-    /// one in progress when the time differs. Returns false if the sentence must be ignored.
+    /// one in progress when the time differs by `sameEpochTolerance` or more.
+    /// Returns false if the sentence must be ignored.
     @inline(__always)
     mutating func begin(_ tod: Int64?, _ onEpoch: (NMEAEpoch) -> Void) -> Bool {
         if let tod {
             if cur.hasTime {
-                if cur.tod != tod {
+                let d = tod - cur.tod
+                if d >= Self.sameEpochTolerance || d <= -Self.sameEpochTolerance {
                     completeEpoch(onEpoch)
-                    cur.hasTime = true; cur.tod = tod
                 }
+                // Within the tolerance the epoch takes the later sentence's time, as gpsd does.
+                cur.hasTime = true; cur.tod = tod
             } else {
                 // Untimed sentences seen before the first timed one join its epoch.
                 cur.hasTime = true; cur.tod = tod
@@ -332,7 +343,7 @@ struct Assembler: Sendable {
     /// (bundg_zeus_9's RMC and GGA come from different devices on a boat's bus) the last one
     /// wins, which matched gpsd 3.22 on more epochs than ranking RMC first did.
     @inline(__always)
-    mutating func setPosition(_ lat: Double, _ lon: Double, rank: Int) {
+    mutating func setPosition(_ lat: Double, _ lon: Double) {
         cur.lat = lat; cur.lon = lon; cur.hasPosition = true; cur.valid = true
     }
 

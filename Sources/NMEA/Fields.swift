@@ -68,7 +68,7 @@ struct FieldCursor {
         if base[lo] == UInt8(ascii: "-") { neg = true; lo += 1 }
         else if base[lo] == UInt8(ascii: "+") { lo += 1 }
         guard let (m, s) = decimal(lo..<r.upperBound) else { if lo == r.upperBound { bad = true }; return nil }
-        let v = Double(m) / pow10[s]
+        let v = Double(m) / pow10(s)
         return neg ? -v : v
     }
 
@@ -89,7 +89,7 @@ struct FieldCursor {
         if r.isEmpty { return nil }
         guard r.count >= 6, let (m, s) = decimal(r), s <= 9, r.count == 6 || base[r.lowerBound + 6] == UInt8(ascii: ".")
         else { bad = true; return nil }
-        let scale = Int64(pow10i[s])
+        let scale = pow10i(s)
         let whole = m / scale
         let frac = m % scale
         let hh = whole / 10000, mm = whole / 100 % 100, ss = whole % 100
@@ -101,9 +101,9 @@ struct FieldCursor {
     mutating func angle(_ r: Range<Int>, _ hemi: Range<Int>, negative: UInt8, positive: UInt8, limit: Double) -> Double? {
         if r.isEmpty || hemi.isEmpty { return nil }
         guard let (m, s) = decimal(r), s <= 12 else { bad = true; return nil }
-        let unit = Int64(pow10i[s]) * 100  // one degree in mantissa units of minutes
+        let unit = pow10i(s) * 100  // one degree in mantissa units of minutes
         let deg = Double(m / unit)
-        let minutes = Double(m % unit) / pow10[s]
+        let minutes = Double(m % unit) / pow10(s)
         if minutes >= 60 { bad = true; return nil }
         var v = deg + minutes / 60
         guard let h = char(hemi) else { bad = true; return nil }
@@ -113,5 +113,15 @@ struct FieldCursor {
     }
 }
 
-let pow10: [Double] = (0...18).map { p in (0..<p).reduce(1.0) { r, _ in r * 10 } }
-let pow10i: [Int64] = (0...18).map { p in (0..<p).reduce(Int64(1)) { r, _ in r * 10 } }
+/// 10^p for 0 ≤ p ≤ 18 (callers guarantee the range: at most 18 digits are parsed).
+/// A plain loop instead of a global table: Swift globals are initialised lazily behind a
+/// `swift_once` check on every access, which we do not want per field on the hot path.
+@inline(__always) func pow10i(_ p: Int) -> Int64 {
+    var v: Int64 = 1
+    var i = 0
+    while i < p { v &*= 10; i += 1 }
+    return v
+}
+
+/// 10^p as a Double, exact for 0 ≤ p ≤ 18 (every power of ten up to 10^22 is representable).
+@inline(__always) func pow10(_ p: Int) -> Double { Double(pow10i(p)) }
