@@ -96,9 +96,10 @@ public struct TOMLDocument: Equatable, Sendable {
         var table = ""
         var seen: [String: Int] = [:]  // "table.key" or "[table]" → line
         var lineNumber = 0
-        for rawLine in text.split(separator: "\n", omittingEmptySubsequences: false) {
+        // Split bytes, not Characters: a String sees "\r\n" as one Character.
+        for rawLine in Array(text.utf8).split(separator: 10, omittingEmptySubsequences: false) {
             lineNumber += 1
-            var p = LineParser(Array(rawLine.utf8), file: file, line: lineNumber)
+            var p = LineParser(Array(rawLine), file: file, line: lineNumber)
             p.skipSpaces()
             if p.atEndOrComment { continue }
             if p.peek == UInt8(ascii: "[") {
