@@ -1,4 +1,4 @@
-# locationd — build, test, demo. `make help` lists the targets.
+# locationd — build, test, demo, install. `make help` lists the targets.
 SWIFT      ?= swift
 WERROR     := -Xswiftc -warnings-as-errors
 DEMO_DIR   := .build/demo
@@ -6,12 +6,27 @@ DEMO_SOCK  := $(DEMO_DIR)/locationd.sock
 DEMO_LOG   := $(DEMO_DIR)/demo.nmea
 SPEED      ?= 10
 
-.PHONY: help deps build test demo clean
+# Install layout (docs/systemd.md "Install"). DESTDIR is prepended to every path.
+PREFIX      ?= /usr/local
+BINDIR      ?= $(PREFIX)/bin
+# systemd reads units from /usr/local/lib/systemd/system too; distributions use /lib/systemd/system.
+UNITDIR     ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
+SYSCONFDIR  ?= /etc
+DOCDIR      ?= $(PREFIX)/share/doc/locationd
+DATADIR     ?= $(PREFIX)/share
+# Where the binaries to install come from: a release build unless told otherwise.
+BUILD_BIN   ?= $(shell $(SWIFT) build -c release --show-bin-path 2>/dev/null)
+
+.PHONY: help deps build release test check-units check-install demo install install-files clean
 
 help:
-	@echo "make demo   install deps, build, run locationd on a demo log and watch it"
-	@echo "make test   build with warnings as errors and run the whole test suite"
-	@echo "make build  debug build"
+	@echo "make demo     install deps, build, run locationd on a demo log and watch it"
+	@echo "make test     build with warnings as errors, run the test suite, check units and install"
+	@echo "make build    debug build"
+	@echo "make install  release build, then install binaries, units, config, completions"
+	@echo "              (PREFIX=$(PREFIX), DESTDIR=$(DESTDIR); see docs/systemd.md)"
 
 deps:
 	@scripts/install-deps
@@ -19,9 +34,56 @@ deps:
 build:
 	$(SWIFT) build $(WERROR)
 
+release:
+	$(SWIFT) build -c release --product locationd
+	$(SWIFT) build -c release --product locationctl
+
 test: deps
 	$(SWIFT) build --build-tests $(WERROR)
 	$(SWIFT) test $(WERROR)
+	scripts/check-units "$$($(SWIFT) build --show-bin-path)"
+	scripts/check-install "$$($(SWIFT) build --show-bin-path)"
+
+check-units:
+	scripts/check-units "$$($(SWIFT) build --show-bin-path)"
+
+check-install:
+	scripts/check-install "$$($(SWIFT) build --show-bin-path)"
+
+install: release install-files
+
+# Copies what is built in $(BUILD_BIN); `make install` builds it first.
+install-files:
+	@test -x "$(BUILD_BIN)/locationd" || { echo "no locationd in '$(BUILD_BIN)'; run make install" >&2; exit 1; }
+	install -d "$(DESTDIR)$(BINDIR)" "$(DESTDIR)$(UNITDIR)" "$(DESTDIR)$(SYSUSERSDIR)" "$(DESTDIR)$(TMPFILESDIR)" \
+		"$(DESTDIR)$(SYSCONFDIR)/locationd" "$(DESTDIR)$(DOCDIR)" \
+		"$(DESTDIR)$(DATADIR)/bash-completion/completions" "$(DESTDIR)$(DATADIR)/zsh/site-functions" \
+		"$(DESTDIR)$(DATADIR)/fish/vendor_completions.d"
+	install -m 0755 "$(BUILD_BIN)/locationd" "$(BUILD_BIN)/locationctl" "$(DESTDIR)$(BINDIR)/"
+	sed -e 's|^ExecStart=/usr/local/bin/|ExecStart=$(BINDIR)/|' -e 's|/etc/locationd/|$(SYSCONFDIR)/locationd/|g' \
+		-e 's|file:/usr/local/share/doc/locationd/|file:$(DOCDIR)/|' systemd/locationd.service \
+		> "$(DESTDIR)$(UNITDIR)/locationd.service"
+	sed -e 's|file:/usr/local/share/doc/locationd/|file:$(DOCDIR)/|' systemd/locationd.socket \
+		> "$(DESTDIR)$(UNITDIR)/locationd.socket"
+	chmod 0644 "$(DESTDIR)$(UNITDIR)/locationd.service" "$(DESTDIR)$(UNITDIR)/locationd.socket"
+	install -m 0644 systemd/sysusers.d/locationd.conf "$(DESTDIR)$(SYSUSERSDIR)/locationd.conf"
+	install -m 0644 systemd/tmpfiles.d/locationd.conf "$(DESTDIR)$(TMPFILESDIR)/locationd.conf"
+	@# An edited config is never overwritten: the new default goes next to it.
+	@conf="$(DESTDIR)$(SYSCONFDIR)/locationd/locationd.toml"; \
+	if [ -e "$$conf" ] && ! cmp -s Config/locationd.toml "$$conf"; then \
+		install -m 0644 Config/locationd.toml "$$conf.default"; \
+		echo "kept $$conf (edited); the shipped default is $$conf.default"; \
+	else \
+		install -m 0644 Config/locationd.toml "$$conf"; \
+	fi
+	install -m 0644 docs/systemd.md docs/configuration.md docs/protocol.md README.md "$(DESTDIR)$(DOCDIR)/"
+	"$(BUILD_BIN)/locationctl" --generate-completion-script bash > "$(DESTDIR)$(DATADIR)/bash-completion/completions/locationctl"
+	"$(BUILD_BIN)/locationctl" --generate-completion-script zsh > "$(DESTDIR)$(DATADIR)/zsh/site-functions/_locationctl"
+	"$(BUILD_BIN)/locationctl" --generate-completion-script fish > "$(DESTDIR)$(DATADIR)/fish/vendor_completions.d/locationctl.fish"
+	@echo "installed under $(DESTDIR)$(PREFIX). To run it (as root, without DESTDIR):"
+	@echo "  systemd-sysusers && systemd-tmpfiles --create $(TMPFILESDIR)/locationd.conf"
+	@echo "  systemctl daemon-reload && systemctl enable --now locationd.socket locationd.service"
+	@echo "  usermod -aG location USER    # who may use the socket"
 
 demo: deps build
 	@mkdir -p $(DEMO_DIR)

@@ -37,6 +37,8 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                // SIGHUP (reload) and the test hook's signal, besides the group's SIGTERM/SIGINT.
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strict),
         .target(name: "LocationClient", dependencies: ["LocationProtocol", "LocationCore"], swiftSettings: strict),

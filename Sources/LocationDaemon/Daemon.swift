@@ -4,29 +4,36 @@ import NIOCore
 import NIOPosix
 import ServiceLifecycle
 import Synchronization
+import UnixSignals
 #if canImport(Glibc)
 import Glibc
 #endif
 
 /// Wires the shell together: one event loop for the hub and every connection, a position
-/// source on its own thread, the socket server; runs until SIGTERM/SIGINT (or, for a replay
-/// without `--loop`, until the log ends and subscribers have been sent everything).
+/// source on its own thread, the socket server (bound here, or passed by systemd), systemd
+/// notifications and the watchdog; runs until SIGTERM/SIGINT (or, for a replay without
+/// `--loop`, until the log ends and subscribers have been sent everything). SIGHUP reloads the
+/// config file. docs/systemd.md describes the whole life cycle.
 public enum Daemon {
     public static let version = "0.1.0"
 
-    public static func run(_ options: DaemonOptions, logger: Logger) async throws {
+    public static func run(_ options: DaemonOptions, logControl: LogControl = LogControl(), logger: Logger) async throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let loop = group.next()
         let hub = Hub(eventLoop: loop, sourceDescription: describe(options.source), logger: logger)
         defer { group.shutdownGracefully { _ in } }
         // The socket is bound inside the service, after the group has installed its signal
         // handlers: a SIGTERM sent as soon as the socket exists must shut down gracefully.
-        let service = DaemonService(options: options, hub: hub, logger: logger)
-        let serviceGroup = ServiceGroup(configuration: .init(
+        let service = DaemonService(options: options, hub: hub, logControl: logControl, logger: logger)
+        var configuration = ServiceGroupConfiguration(
             services: [.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup)],
             gracefulShutdownSignals: [.sigterm, .sigint],
-            logger: logger))
-        try await serviceGroup.run()
+            logger: logger)
+        // Graceful shutdown is bounded: after shutdown_timeout the service is cancelled, and
+        // one second later the group gives up on it (systemd's TimeoutStopSec= is the last word).
+        configuration.maximumGracefulShutdownDuration = .milliseconds(Int64(options.shutdownTimeout * 1000))
+        configuration.maximumCancellationDuration = .seconds(1)
+        try await ServiceGroup(configuration: configuration).run()
     }
 
     static func describe(_ source: DaemonOptions.Source) -> String {
@@ -37,27 +44,50 @@ public enum Daemon {
     }
 }
 
-/// The daemon's one service: starts the source, waits for shutdown, stops everything in order
-/// (source first so no input arrives late, then the server after flushing subscribers).
+/// The daemon's one service: serves the socket, tells systemd it is ready, starts the source,
+/// waits for shutdown, stops everything in order (source first so no input arrives late, then
+/// the server after flushing subscribers).
 final class DaemonService: Service {
     let options: DaemonOptions
     let hub: Hub
+    let logControl: LogControl
     let logger: Logger
+    /// The settings in force (changed by reloads).
+    let current: Mutex<DaemonOptions>
 
-    init(options: DaemonOptions, hub: Hub, logger: Logger) {
+    init(options: DaemonOptions, hub: Hub, logControl: LogControl, logger: Logger) {
         self.options = options
         self.hub = hub
+        self.logControl = logControl
         self.logger = logger
+        current = Mutex(options)
     }
 
     func run() async throws {
-        let server = try await SocketServer.start(
-            hub: hub, configuration: SocketServer.Configuration(path: options.socketPath), logger: logger)
-        logger.info("serving", metadata: ["socket": "\(options.socketPath)", "source": "\(hub.sourceDescription)"])
+        let supervisor = ServiceSupervisor(hub: hub, watchdog: options.watchdog, logger: logger)
+        var configuration = SocketServer.Configuration(path: options.socketPath)
+        configuration.floodBurst = options.floodBurst
+        configuration.floodRate = options.floodRate
+        configuration.unwritableTimeout = .milliseconds(Int64(options.unwritableTimeout * 1000))
+        var passed = 0
+        let server: SocketServer
+        if let fd = try SocketActivation.listeningSocket(count: &passed) {
+            if passed > 1 { logger.warning("systemd passed \(passed) sockets; serving the first only") }
+            server = try await SocketServer.start(hub: hub, boundSocket: fd, configuration: configuration, logger: logger)
+            logger.info("serving", metadata: ["socket": "fd \(fd) from systemd", "source": "\(hub.sourceDescription)"])
+        } else {
+            server = try await SocketServer.start(hub: hub, configuration: configuration, logger: logger)
+            logger.info("serving", metadata: ["socket": "\(options.socketPath)", "source": "\(hub.sourceDescription)"])
+        }
+        // The socket accepts connections now. (When the durable store exists, it opens before this.)
+        supervisor.notify("READY=1\nMAINPID=\(getpid())\nSTATUS=\(try await supervisor.currentStatus())")
+        supervisor.start()
+
         let stopSource: () -> Void
         let (finishedStream, finished) = AsyncStream<Void>.makeStream()
         let logger = self.logger
         let hub = self.hub
+        let logControl = self.logControl
         // Log state changes of the source once each, alongside feeding the hub.
         let lastState = Mutex<SourceState?>(nil)
         let sink: @Sendable (EngineInput) -> Void = { input in
@@ -68,7 +98,12 @@ final class DaemonService: Service {
             default: nil
             }
             if let state, lastState.withLock({ old in defer { old = state }; return old != state }) {
-                logger.info("source state", metadata: ["state": "\(state.rawValue)"])
+                if case .fix(let fix) = input {
+                    // Rounded unless log.precise_coordinates (design.md "Logs").
+                    logger.info("source state", metadata: ["state": "\(state.rawValue)", "position": "\(logControl.describe(fix.coordinate))"])
+                } else {
+                    logger.info("source state", metadata: ["state": "\(state.rawValue)"])
+                }
             }
             hub.submit(input)
         }
@@ -88,16 +123,82 @@ final class DaemonService: Service {
             }
             stopSource = { source.stop() }
         }
-        // Runs until SIGTERM/SIGINT, or until a replay ends (returning then shuts the group down).
-        await withTaskGroup(of: Void.self) { tasks in
-            tasks.addTask { try? await gracefulShutdown() }
-            tasks.addTask { for await _ in finishedStream {} }
-            await tasks.next()
+        // Runs until SIGTERM/SIGINT, or until a replay ends (returning then shuts the group down);
+        // SIGHUP reloads meanwhile.
+        let hangups = await UnixSignalsSequence(trapping: .sighup)
+        let stallSignal = Self.testStallSignal()
+        let stalls: UnixSignalsSequence? = if let stallSignal { await UnixSignalsSequence(trapping: stallSignal) } else { nil }
+        await withTaskGroup(of: Bool.self) { tasks in
+            tasks.addTask { (try? await gracefulShutdown()) != nil }
+            tasks.addTask { for await _ in finishedStream {}; return true }
+            tasks.addTask {
+                for await _ in hangups { await self.reload(supervisor) }
+                return false
+            }
+            if let stalls {
+                tasks.addTask {
+                    for await _ in stalls { self.stallLoop(supervisor) }
+                    return false
+                }
+            }
+            while let done = await tasks.next() {
+                if done { break }
+            }
             tasks.cancelAll()
         }
+        supervisor.notify("STOPPING=1\nSTATUS=stopping")
+        logger.info("stopping")
         stopSource()
         await hub.processed()
         await server.close()
+        await supervisor.stop()
         logger.info("stopped")
+    }
+
+    /// SIGHUP: re-read the config file (command-line flags still win), apply what can change
+    /// live (log level, coordinate precision), log what needs a restart.
+    func reload(_ supervisor: ServiceSupervisor) async {
+        supervisor.notify("RELOADING=1\nMONOTONIC_USEC=\(SystemdNotifier.monotonicMicroseconds())\nSTATUS=reloading configuration")
+        let old = current.withLock { $0 }
+        do {
+            let new = try old.reloaded()
+            let changes = ConfigSchema.changes(from: old, to: new)
+            var kept = old
+            for change in changes {
+                let meta: Logger.Metadata = ["key": "\(change.key.path)", "old": "\(change.old)", "new": "\(change.new)"]
+                if change.key.live {
+                    _ = change.key.set(&kept, change.new)
+                    logger.notice("reload: applied", metadata: meta)
+                } else {
+                    logger.warning("reload: changed, applies after a restart (systemctl restart locationd)", metadata: meta)
+                }
+            }
+            if let level = Logger.Level(rawValue: kept.logLevel) { logControl.level = level }
+            logControl.preciseCoordinates = kept.preciseCoordinates
+            current.withLock { $0 = kept }
+            logger.info("reloaded", metadata: ["file": "\(new.configFile ?? "none")", "changes": "\(changes.count)"])
+        } catch {
+            logger.error("reload failed; keeping the current configuration: \(error)")
+        }
+        supervisor.notify("READY=1\nSTATUS=\((try? await supervisor.currentStatus()) ?? "reloaded")")
+    }
+
+    /// The test hook (`LOCATIOND_TEST_STALL_ON=SIGUSR2`): the signal blocks the event loop for
+    /// good, as a deadlock would, so tests can see the watchdog pings stop.
+    static func testStallSignal() -> UnixSignal? {
+        guard let value = getenv("LOCATIOND_TEST_STALL_ON").map({ String(cString: $0) }) else { return nil }
+        switch value {
+        case "SIGUSR1": return .sigusr1
+        case "SIGUSR2": return .sigusr2
+        default: return nil
+        }
+    }
+
+    func stallLoop(_ supervisor: ServiceSupervisor) {
+        logger.warning("test hook: stalling the event loop")
+        hub.eventLoop.execute {
+            supervisor.notify("STATUS=stalled by test hook")
+            while true { pause() }
+        }
     }
 }

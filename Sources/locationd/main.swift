@@ -5,6 +5,12 @@ import Glibc
 #endif
 
 // Argument parsing and wiring only; everything else lives in LocationDaemon.
+func fail(_ text: String, status: Int32) -> Never {
+    let line = "locationd: \(text)\n"
+    _ = line.withCString { write(STDERR_FILENO, $0, strlen($0)) }
+    exit(status)
+}
+
 let options: DaemonOptions
 do {
     switch try DaemonOptions.parse(Array(CommandLine.arguments.dropFirst())) {
@@ -14,24 +20,25 @@ do {
     case .version:
         print("locationd \(Daemon.version)")
         exit(0)
+    case .checkConfig(let checked):
+        print("# \(checked.configFile.map { "\($0): valid" } ?? "no config file; defaults"), with command-line flags applied")
+        print(ConfigSchema.render(checked), terminator: "")
+        exit(0)
     case .run(let parsed):
         options = parsed
     }
 } catch {
-    let text = "locationd: \(error)\n"
-    _ = text.withCString { write(STDERR_FILENO, $0, strlen($0)) }
-    exit(64)  // EX_USAGE
+    fail(error.description, status: error.exitCode)
 }
 
-LoggingSystem.bootstrap { label in
-    var handler = StreamLogHandler.standardError(label: label)
-    handler.logLevel = Logger.Level(rawValue: options.logLevel) ?? .info
-    return handler
-}
+let logControl = LogControl(level: Logger.Level(rawValue: options.logLevel) ?? .info,
+                            preciseCoordinates: options.preciseCoordinates)
+let backend = LogBackend.bootstrap(control: logControl)
 let logger = Logger(label: "locationd")
+logger.debug("logging", metadata: ["backend": "\(backend)", "config": "\(options.configFile ?? "none")"])
 
 do {
-    try await Daemon.run(options, logger: logger)
+    try await Daemon.run(options, logControl: logControl, logger: logger)
 } catch {
     logger.critical("\(error)")
     exit(1)

@@ -1,5 +1,10 @@
-/// The daemon's command line. Parsed by hand: swift-argument-parser would pull
-/// FoundationEssentials into the daemon (≈ 3 MiB of resident memory) for five flags.
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The daemon's settings: defaults, then the config file (locationd.toml), then command-line
+/// flags. Parsed by hand: swift-argument-parser would pull FoundationEssentials into the
+/// daemon (≈ 3 MiB of resident memory) for a handful of flags.
 public struct DaemonOptions: Sendable, Equatable {
     public enum Source: Sendable, Equatable {
         /// gpsd at host:port, read through libgps.
@@ -8,21 +13,64 @@ public struct DaemonOptions: Sendable, Equatable {
         case replay(path: String, speed: Double, loop: Bool)
     }
 
+    public static let defaultConfigPath = "/etc/locationd/locationd.toml"
+
+    // [socket]
     public var socketPath = "/run/locationd/locationd.sock"
-    public var source = Source.gpsd(host: "localhost", port: "2947")
+    public var floodBurst = 200
+    public var floodRate = 100.0
+    public var unwritableTimeout = 30.0
+    // [gpsd]
+    public var gpsdHost = "localhost"
+    public var gpsdPort = 2947
+    // [replay]
+    /// Empty: read gpsd.
+    public var replayFile = ""
+    public var replaySpeed = 1.0
+    public var replayLoop = false
+    // [log]
     public var logLevel = "info"
+    /// Log coordinates as received; off: rounded to 0.01° (≈ 1 km), see design.md "Logs".
+    public var preciseCoordinates = false
+    // [daemon]
+    /// Bound on the graceful shutdown after SIGTERM, seconds; then remaining work is cancelled.
+    public var shutdownTimeout = 5.0
+    // [systemd]
+    /// Send WATCHDOG=1 when the service manager asks for it (WatchdogSec=).
+    public var watchdog = true
+
+    /// The config file these options were read from, if any.
+    public var configFile: String?
+    /// The command line (reparsed on reload so flags keep overriding the file).
+    public var arguments: [String] = []
 
     public init() {}
 
+    public var source: Source {
+        replayFile.isEmpty ? .gpsd(host: gpsdHost, port: String(gpsdPort))
+                           : .replay(path: replayFile, speed: replaySpeed, loop: replayLoop)
+    }
+
     public static let usage = """
-        USAGE: locationd [--socket PATH] [--gpsd HOST[:PORT] | --replay LOG [--speed N] [--loop]]
+        USAGE: locationd [--config FILE] [--socket PATH] [--gpsd HOST[:PORT] | --replay LOG [--speed N] [--loop]]
                          [--log-level LEVEL]
+               locationd --check-config [FILE]
 
         Location daemon: reads fixes from gpsd (or replays an NMEA log) and serves them to
-        subscribers over a Unix socket as JSON lines (see docs/protocol.md).
+        subscribers over a Unix socket as JSON lines (docs/protocol.md). Settings come from
+        the config file, then from these flags (flags win). Under systemd it speaks the notify
+        protocol (READY, STATUS, WATCHDOG, RELOADING, STOPPING), accepts a socket-activated
+        socket and logs to the journal (docs/systemd.md).
 
         OPTIONS:
-          --socket PATH       Unix socket to serve (default: /run/locationd/locationd.sock)
+          --config FILE       read settings from FILE (default: \(defaultConfigPath)
+                              when it exists; every option: docs/configuration.md)
+          --check-config [FILE]
+                              validate the config (FILE or the one --config/default names)
+                              with the other flags applied, print the effective settings
+                              and exit: 0 when valid, 78 with FILE:LINE: problem otherwise
+          --socket PATH       Unix socket to serve (default: /run/locationd/locationd.sock);
+                              ignored when systemd passes a socket (locationd.socket)
           --gpsd HOST[:PORT]  gpsd to read (default: localhost:2947)
           --replay LOG        replay an NMEA 0183 log instead of reading gpsd; the replay
                               starts when the first subscriber subscribes, and the daemon
@@ -32,22 +80,57 @@ public struct DaemonOptions: Sendable, Equatable {
           --log-level LEVEL   trace, debug, info, notice, warning, error or critical (default: info)
           --version           print the version
           -h, --help          show this help
+
+        SIGNALS:
+          SIGTERM, SIGINT     stop gracefully (STOPPING=1), within [daemon] shutdown_timeout
+          SIGHUP              reload the config file (RELOADING=1): log.level and
+                              log.precise_coordinates apply at once; other changes are
+                              logged as needing a restart
+
+        ENVIRONMENT (set by systemd):
+          NOTIFY_SOCKET, WATCHDOG_USEC, WATCHDOG_PID, LISTEN_FDS, LISTEN_PID, JOURNAL_STREAM
+
+        EXIT STATUS: 0 stopped, 1 failed, 64 bad flags, 78 bad config file.
         """
 
-    public struct UsageError: Error, CustomStringConvertible, Equatable {
-        public var description: String
+    /// Why the options could not be made.
+    public enum Failure: Error, Equatable, CustomStringConvertible {
+        /// A bad command line (exit 64, EX_USAGE).
+        case usage(String)
+        /// A bad config file (exit 78, EX_CONFIG).
+        case config(ConfigError)
+
+        public var description: String {
+            switch self {
+            case .usage(let s): s
+            case .config(let e): e.description
+            }
+        }
+        public var exitCode: Int32 {
+            switch self {
+            case .usage: 64
+            case .config: 78
+            }
+        }
     }
 
-    public enum Parsed: Equatable { case run(DaemonOptions), help, version }
+    public enum Parsed: Equatable { case run(DaemonOptions), checkConfig(DaemonOptions), help, version }
 
-    public static func parse(_ arguments: [String]) throws(UsageError) -> Parsed {
-        var options = DaemonOptions()
-        var replayPath: String?
-        var speed = 1.0, loop = false, sawGPSD = false, sawSpeed = false
+    /// Reads a file; nil when it does not exist. Injectable for tests.
+    public typealias FileReader = (String) throws(ConfigError) -> String?
+
+    /// Parses the command line, reads the config file it names (or `defaultConfigPath` when that
+    /// exists) and applies the flags on top.
+    public static func parse(_ arguments: [String], defaultConfigPath: String = defaultConfigPath,
+                             readFile: FileReader = readFile) throws(Failure) -> Parsed {
+        var flags: [(inout DaemonOptions) -> Void] = []
+        var configPath: String?
+        var check = false
+        var sawReplay = false, sawGPSD = false, sawSpeedOrLoop = false
         var i = 0
-        func value(_ flag: String) throws(UsageError) -> String {
+        func value(_ flag: String) throws(Failure) -> String {
             i += 1
-            guard i < arguments.count else { throw UsageError(description: "\(flag) needs a value") }
+            guard i < arguments.count else { throw .usage("\(flag) needs a value") }
             return arguments[i]
         }
         while i < arguments.count {
@@ -55,46 +138,112 @@ public struct DaemonOptions: Sendable, Equatable {
             switch arg {
             case "-h", "--help": return .help
             case "--version": return .version
+            case "--config":
+                configPath = try value(arg)
+            case "--check-config":
+                check = true
+                if i + 1 < arguments.count, !arguments[i + 1].hasPrefix("-") {
+                    i += 1
+                    configPath = arguments[i]
+                }
             case "--socket":
-                options.socketPath = try value(arg)
-                guard !options.socketPath.isEmpty else { throw UsageError(description: "--socket needs a path") }
+                let path = try value(arg)
+                guard !path.isEmpty else { throw .usage("--socket needs a path") }
+                flags.append { $0.socketPath = path }
             case "--gpsd":
                 let v = try value(arg)
                 let parts = v.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
                 let host = String(parts[0]), port = parts.count > 1 ? String(parts[1]) : "2947"
                 guard !host.isEmpty, let p = Int(port), (1...65535).contains(p) else {
-                    throw UsageError(description: "--gpsd '\(v)': expected HOST or HOST:PORT with a port 1…65535")
+                    throw .usage("--gpsd '\(v)': expected HOST or HOST:PORT with a port 1…65535")
                 }
-                options.source = .gpsd(host: host, port: port)
+                flags.append { $0.gpsdHost = host; $0.gpsdPort = p; $0.replayFile = "" }
                 sawGPSD = true
-            case "--replay": replayPath = try value(arg)
+            case "--replay":
+                let path = try value(arg)
+                guard !path.isEmpty else { throw .usage("--replay needs a path") }
+                flags.append { $0.replayFile = path }
+                sawReplay = true
             case "--speed":
                 let v = try value(arg)
                 guard let s = Double(v), s.isFinite, s >= 0 else {
-                    throw UsageError(description: "--speed '\(v)': expected a number ≥ 0 (0 = as fast as possible)")
+                    throw .usage("--speed '\(v)': expected a number ≥ 0 (0 = as fast as possible)")
                 }
-                speed = s
-                sawSpeed = true
-            case "--loop": loop = true
+                flags.append { $0.replaySpeed = s }
+                sawSpeedOrLoop = true
+            case "--loop":
+                flags.append { $0.replayLoop = true }
+                sawSpeedOrLoop = true
             case "--log-level":
                 let v = try value(arg)
-                guard Self.logLevels.contains(v) else {
-                    throw UsageError(description: "--log-level '\(v)': expected one of \(Self.logLevels.joined(separator: ", "))")
+                guard logLevels.contains(v) else {
+                    throw .usage("--log-level '\(v)': expected one of \(logLevels.joined(separator: ", "))")
                 }
-                options.logLevel = v
+                flags.append { $0.logLevel = v }
             default:
-                throw UsageError(description: "unknown option '\(arg)'; see locationd --help")
+                throw .usage("unknown option '\(arg)'; see locationd --help")
             }
             i += 1
         }
-        if let path = replayPath {
-            guard !sawGPSD else { throw UsageError(description: "--replay and --gpsd exclude each other") }
-            options.source = .replay(path: path, speed: speed, loop: loop)
-        } else if sawSpeed || loop {
-            throw UsageError(description: "--speed and --loop apply only with --replay")
+        if sawReplay && sawGPSD { throw .usage("--replay and --gpsd exclude each other") }
+
+        var options = DaemonOptions()
+        let path = configPath ?? defaultConfigPath
+        let text: String?
+        do { text = try readFile(path) } catch { throw .config(error) }
+        if let text {
+            do {
+                let document = try TOMLDocument.parse(text, file: path)
+                try ConfigSchema.apply(document, file: path, to: &options)
+            } catch {
+                throw .config(error)
+            }
+            options.configFile = path
+        } else if configPath != nil {
+            throw .config(ConfigError(file: path, line: 0, message: "no such file"))
         }
-        return .run(options)
+        for flag in flags { flag(&options) }
+        if sawSpeedOrLoop && options.replayFile.isEmpty {
+            throw .usage("--speed and --loop apply only with --replay (or replay.file in the config)")
+        }
+        options.arguments = arguments
+        return check ? .checkConfig(options) : .run(options)
+    }
+
+    /// Re-reads the config file and reapplies the flags this daemon was started with.
+    public func reloaded(defaultConfigPath: String = defaultConfigPath, readFile: FileReader = readFile) throws(Failure) -> DaemonOptions {
+        switch try Self.parse(arguments, defaultConfigPath: defaultConfigPath, readFile: readFile) {
+        case .run(let o), .checkConfig(let o): return o
+        case .help, .version: return self
+        }
+    }
+
+    /// Reads a whole file with plain POSIX calls (no Foundation in the daemon).
+    public static func readFile(_ path: String) throws(ConfigError) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
+            if errno == ENOENT { return nil }
+            throw ConfigError(file: path, line: 0, message: String(cString: strerror(errno)))
+        }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n == 0 { break }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw ConfigError(file: path, line: 0, message: String(cString: strerror(errno)))
+            }
+            bytes.append(contentsOf: chunk[0..<n])
+            if bytes.count > 1 << 20 { throw ConfigError(file: path, line: 0, message: "larger than 1 MiB") }
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     public static let logLevels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
+
+    public static func == (a: DaemonOptions, b: DaemonOptions) -> Bool {
+        ConfigSchema.changes(from: a, to: b).isEmpty && a.configFile == b.configFile
+    }
 }

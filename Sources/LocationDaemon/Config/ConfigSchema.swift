@@ -1,0 +1,139 @@
+/// Every option of locationd.toml: its table, key, type, range, default (the value in a fresh
+/// `DaemonOptions`) and whether a reload (SIGHUP) can apply it live. Config/locationd.toml and
+/// docs/configuration.md document the same list; a test checks the shipped file names every key.
+public struct ConfigKey: Sendable {
+    public let table: String
+    public let key: String
+    /// A reload applies it without a restart.
+    public let live: Bool
+    let set: @Sendable (inout DaemonOptions, TOMLValue) -> String?
+    let get: @Sendable (DaemonOptions) -> TOMLValue
+
+    public var path: String { "\(table).\(key)" }
+}
+
+extension ConfigKey {
+    static func string(_ table: String, _ key: String, live: Bool = false, _ kp: WritableKeyPath<DaemonOptions, String> & Sendable,
+                       oneOf allowed: [String]? = nil, nonEmpty: Bool = false) -> ConfigKey {
+        ConfigKey(table: table, key: key, live: live, set: { options, value in
+            guard case .string(let s) = value else { return "'\(table).\(key)' must be a string, not \(value.typeName)" }
+            if let allowed, !allowed.contains(s) {
+                return "'\(table).\(key)' is \(TOMLValue.string(s)); expected one of \(allowed.joined(separator: ", "))"
+            }
+            if nonEmpty, s.isEmpty { return "'\(table).\(key)' must not be empty" }
+            options[keyPath: kp] = s
+            return nil
+        }, get: { .string($0[keyPath: kp]) })
+    }
+
+    static func integer(_ table: String, _ key: String, live: Bool = false, _ kp: WritableKeyPath<DaemonOptions, Int> & Sendable,
+                        range: ClosedRange<Int>) -> ConfigKey {
+        ConfigKey(table: table, key: key, live: live, set: { options, value in
+            guard case .integer(let i) = value else { return "'\(table).\(key)' must be an integer, not \(value.typeName)" }
+            guard let n = Int(exactly: i), range.contains(n) else {
+                return "'\(table).\(key)' is \(i); expected \(range.lowerBound)…\(range.upperBound)"
+            }
+            options[keyPath: kp] = n
+            return nil
+        }, get: { .integer(Int64($0[keyPath: kp])) })
+    }
+
+    /// A number (an integer is accepted too); `range` is inclusive.
+    static func number(_ table: String, _ key: String, live: Bool = false, _ kp: WritableKeyPath<DaemonOptions, Double> & Sendable,
+                       range: ClosedRange<Double>, unit: String = "") -> ConfigKey {
+        ConfigKey(table: table, key: key, live: live, set: { options, value in
+            let d: Double
+            switch value {
+            case .float(let f): d = f
+            case .integer(let i): d = Double(i)
+            default: return "'\(table).\(key)' must be a number, not \(value.typeName)"
+            }
+            guard d.isFinite, range.contains(d) else {
+                return "'\(table).\(key)' is \(value); expected \(format(range.lowerBound))…\(format(range.upperBound))\(unit)"
+            }
+            options[keyPath: kp] = d
+            return nil
+        }, get: { .float($0[keyPath: kp]) })
+    }
+
+    static func boolean(_ table: String, _ key: String, live: Bool = false, _ kp: WritableKeyPath<DaemonOptions, Bool> & Sendable) -> ConfigKey {
+        ConfigKey(table: table, key: key, live: live, set: { options, value in
+            guard case .boolean(let b) = value else { return "'\(table).\(key)' must be true or false, not \(value.typeName)" }
+            options[keyPath: kp] = b
+            return nil
+        }, get: { .boolean($0[keyPath: kp]) })
+    }
+
+    static func format(_ d: Double) -> String {
+        d == d.rounded() && abs(d) < 1e15 ? String(Int64(d)) : String(d)
+    }
+}
+
+public enum ConfigSchema {
+    public static let keys: [ConfigKey] = [
+        .string("socket", "path", \.socketPath, nonEmpty: true),
+        .integer("socket", "flood_burst", \.floodBurst, range: 1...1_000_000),
+        .number("socket", "flood_rate", \.floodRate, range: 0.001...1_000_000, unit: " requests/s"),
+        .number("socket", "unwritable_timeout", \.unwritableTimeout, range: 0.1...86_400, unit: " s"),
+        .string("gpsd", "host", \.gpsdHost, nonEmpty: true),
+        .integer("gpsd", "port", \.gpsdPort, range: 1...65535),
+        .string("replay", "file", \.replayFile),
+        .number("replay", "speed", \.replaySpeed, range: 0...1_000_000),
+        .boolean("replay", "loop", \.replayLoop),
+        .string("log", "level", live: true, \.logLevel, oneOf: DaemonOptions.logLevels),
+        .boolean("log", "precise_coordinates", live: true, \.preciseCoordinates),
+        .number("daemon", "shutdown_timeout", \.shutdownTimeout, range: 0.1...300, unit: " s"),
+        .boolean("systemd", "watchdog", \.watchdog),
+    ]
+
+    /// Table names in the order of the shipped file.
+    public static var tables: [String] {
+        var seen: [String] = []
+        for k in keys where !seen.contains(k.table) { seen.append(k.table) }
+        return seen
+    }
+
+    /// Applies a parsed document on top of `options`; unknown tables and keys, wrong types and
+    /// values out of range are errors naming the key and its line.
+    public static func apply(_ document: TOMLDocument, file: String, to options: inout DaemonOptions) throws(ConfigError) {
+        let tableNames = tables
+        for header in document.tables where !tableNames.contains(header.name) {
+            throw ConfigError(file: file, line: header.line,
+                              message: "unknown table [\(header.name)]; expected one of \(tableNames.joined(separator: ", "))")
+        }
+        for entry in document.entries {
+            guard !entry.table.isEmpty else {
+                throw ConfigError(file: file, line: entry.line,
+                                  message: "unknown key '\(entry.key)'; every option belongs in a table: \(tableNames.map { "[\($0)]" }.joined(separator: ", "))")
+            }
+            guard let key = keys.first(where: { $0.table == entry.table && $0.key == entry.key }) else {
+                let expected = keys.filter { $0.table == entry.table }.map(\.key)
+                throw ConfigError(file: file, line: entry.line,
+                                  message: "unknown key '\(entry.path)'; expected one of \(expected.joined(separator: ", "))")
+            }
+            if let problem = key.set(&options, entry.value) {
+                throw ConfigError(file: file, line: entry.line, message: problem)
+            }
+        }
+    }
+
+    /// The effective configuration as a TOML document (what `--check-config` prints).
+    public static func render(_ options: DaemonOptions) -> String {
+        var out = ""
+        for table in tables {
+            out += out.isEmpty ? "[\(table)]\n" : "\n[\(table)]\n"
+            for key in keys where key.table == table {
+                out += "\(key.key) = \(key.get(options))\n"
+            }
+        }
+        return out
+    }
+
+    /// What differs between two configurations, key by key.
+    public static func changes(from old: DaemonOptions, to new: DaemonOptions) -> [(key: ConfigKey, old: TOMLValue, new: TOMLValue)] {
+        keys.compactMap { key in
+            let a = key.get(old), b = key.get(new)
+            return a == b ? nil : (key, a, b)
+        }
+    }
+}

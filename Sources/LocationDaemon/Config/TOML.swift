@@ -1,0 +1,314 @@
+/// A small TOML subset, enough for locationd.toml, with no dependency and no Foundation:
+/// `[table]` headers (one level), `key = value` with bare keys, basic ("…", with escapes) and
+/// literal ('…') strings, integers (decimal, `_` separators, `0x`/`0o`/`0b`), floats (incl.
+/// exponents, `inf`, `nan`), booleans, one-line arrays of those, and `#` comments.
+/// Not supported (an error names it): multi-line strings, dotted keys, inline tables, arrays of
+/// tables, dates.
+public enum TOMLValue: Equatable, Sendable, CustomStringConvertible {
+    case string(String)
+    case integer(Int64)
+    case float(Double)
+    case boolean(Bool)
+    case array([TOMLValue])
+
+    /// The TOML type name, for error messages.
+    public var typeName: String {
+        switch self {
+        case .string: "a string"
+        case .integer: "an integer"
+        case .float: "a float"
+        case .boolean: "a boolean"
+        case .array: "an array"
+        }
+    }
+
+    /// TOML source text for the value (used by `--check-config`).
+    public var description: String {
+        switch self {
+        case .string(let s): TOMLValue.quote(s)
+        case .integer(let i): String(i)
+        case .float(let d): d.isNaN ? "nan" : d.isInfinite ? (d < 0 ? "-inf" : "inf") : String(d)
+        case .boolean(let b): b ? "true" : "false"
+        case .array(let a): "[" + a.map(\.description).joined(separator: ", ") + "]"
+        }
+    }
+
+    static func quote(_ s: String) -> String {
+        var out = "\""
+        for u in s.unicodeScalars {
+            switch u {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\t": out += "\\t"
+            case "\r": out += "\\r"
+            default:
+                if u.value < 0x20 || u.value == 0x7F {
+                    let hex = String(u.value, radix: 16, uppercase: true)
+                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+                } else {
+                    out.unicodeScalars.append(u)
+                }
+            }
+        }
+        return out + "\""
+    }
+}
+
+/// An error in a configuration file, printed `FILE:LINE: problem` like a compiler's.
+public struct ConfigError: Error, Equatable, Sendable, CustomStringConvertible {
+    public var file: String
+    /// 1-based; 0 when the problem is the file as a whole (e.g. it cannot be read).
+    public var line: Int
+    public var message: String
+
+    public init(file: String, line: Int, message: String) {
+        self.file = file; self.line = line; self.message = message
+    }
+
+    public var description: String { line > 0 ? "\(file):\(line): \(message)" : "\(file): \(message)" }
+}
+
+/// One `key = value` of a document.
+public struct TOMLEntry: Equatable, Sendable {
+    /// The table the key is in; "" for keys before the first header.
+    public var table: String
+    public var key: String
+    public var value: TOMLValue
+    public var line: Int
+
+    /// `table.key`, or `key` at the top level.
+    public var path: String { table.isEmpty ? key : "\(table).\(key)" }
+}
+
+/// A parsed document: its entries in file order and the line of each table header.
+public struct TOMLDocument: Equatable, Sendable {
+    public var entries: [TOMLEntry] = []
+    public var tables: [(name: String, line: Int)] = []
+
+    public static func == (a: TOMLDocument, b: TOMLDocument) -> Bool {
+        a.entries == b.entries && a.tables.map(\.name) == b.tables.map(\.name) && a.tables.map(\.line) == b.tables.map(\.line)
+    }
+
+    /// Parses `text`; `file` names the source in errors.
+    public static func parse(_ text: String, file: String) throws(ConfigError) -> TOMLDocument {
+        var doc = TOMLDocument()
+        var table = ""
+        var seen: [String: Int] = [:]  // "table.key" or "[table]" → line
+        var lineNumber = 0
+        // Split bytes, not Characters: a String sees "\r\n" as one Character.
+        for rawLine in Array(text.utf8).split(separator: 10, omittingEmptySubsequences: false) {
+            lineNumber += 1
+            var p = LineParser(Array(rawLine), file: file, line: lineNumber)
+            p.skipSpaces()
+            if p.atEndOrComment { continue }
+            if p.peek == UInt8(ascii: "[") {
+                p.index += 1
+                p.skipSpaces()
+                if p.peek == UInt8(ascii: "[") { throw p.error("arrays of tables ([[…]]) are not supported") }
+                let name = try p.bareKey(what: "table name")
+                p.skipSpaces()
+                if p.peek == UInt8(ascii: ".") { throw p.error("nested tables ([\(name).…]) are not supported") }
+                guard p.peek == UInt8(ascii: "]") else { throw p.error("expected ']' after table name '\(name)'") }
+                p.index += 1
+                try p.expectEndOfLine(after: "table header [\(name)]")
+                if let first = seen["[\(name)]"] {
+                    throw p.error("duplicate table [\(name)] (first defined on line \(first))")
+                }
+                seen["[\(name)]"] = lineNumber
+                table = name
+                doc.tables.append((name, lineNumber))
+                continue
+            }
+            let key = try p.bareKey(what: "key")
+            p.skipSpaces()
+            if p.peek == UInt8(ascii: ".") { throw p.error("dotted keys ('\(key).…') are not supported; use a [table]") }
+            guard p.peek == UInt8(ascii: "=") else { throw p.error("expected '=' after key '\(key)'") }
+            p.index += 1
+            p.skipSpaces()
+            let value = try p.value()
+            try p.expectEndOfLine(after: "the value of '\(key)'")
+            let path = table.isEmpty ? key : "\(table).\(key)"
+            if let first = seen[path] {
+                throw p.error("duplicate key '\(path)' (first set on line \(first))")
+            }
+            seen[path] = lineNumber
+            doc.entries.append(TOMLEntry(table: table, key: key, value: value, line: lineNumber))
+        }
+        return doc
+    }
+}
+
+private struct LineParser {
+    let bytes: [UInt8]
+    let file: String
+    let line: Int
+    var index = 0
+
+    init(_ bytes: [UInt8], file: String, line: Int) {
+        // A CRLF file's lines end in '\r'.
+        self.bytes = bytes.last == 13 ? Array(bytes.dropLast()) : bytes
+        self.file = file; self.line = line
+    }
+
+    var peek: UInt8? { index < bytes.count ? bytes[index] : nil }
+    var atEndOrComment: Bool { peek == nil || peek == UInt8(ascii: "#") }
+
+    func error(_ message: String) -> ConfigError { ConfigError(file: file, line: line, message: message) }
+
+    mutating func skipSpaces() {
+        while let c = peek, c == 32 || c == 9 { index += 1 }
+    }
+
+    mutating func expectEndOfLine(after what: String) throws(ConfigError) {
+        skipSpaces()
+        guard atEndOrComment else {
+            let rest = String(decoding: bytes[index...], as: UTF8.self)
+            throw error("unexpected '\(rest)' after \(what)")
+        }
+    }
+
+    static func isBare(_ c: UInt8) -> Bool {
+        (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || (c >= 0x30 && c <= 0x39) || c == 0x5F || c == 0x2D
+    }
+
+    mutating func bareKey(what: String) throws(ConfigError) -> String {
+        if peek == UInt8(ascii: "\"") || peek == UInt8(ascii: "'") {
+            throw error("quoted \(what)s are not supported; use letters, digits, '_' and '-'")
+        }
+        let start = index
+        while let c = peek, Self.isBare(c) { index += 1 }
+        guard index > start else {
+            let found = peek.map { "'\(String(UnicodeScalar($0)))'" } ?? "end of line"
+            throw error("expected a \(what), found \(found)")
+        }
+        return String(decoding: bytes[start..<index], as: UTF8.self)
+    }
+
+    mutating func value() throws(ConfigError) -> TOMLValue {
+        guard let c = peek, c != UInt8(ascii: "#") else { throw error("missing value after '='") }
+        switch c {
+        case UInt8(ascii: "\""):
+            if bytes[index...].starts(with: Array("\"\"\"".utf8)) { throw error("multi-line strings are not supported") }
+            return .string(try basicString())
+        case UInt8(ascii: "'"):
+            if bytes[index...].starts(with: Array("'''".utf8)) { throw error("multi-line strings are not supported") }
+            index += 1
+            let start = index
+            while let c = peek, c != UInt8(ascii: "'") { index += 1 }
+            guard peek != nil else { throw error("unterminated string") }
+            defer { index += 1 }
+            return .string(String(decoding: bytes[start..<index], as: UTF8.self))
+        case UInt8(ascii: "["):
+            index += 1
+            var items: [TOMLValue] = []
+            while true {
+                skipSpaces()
+                if peek == UInt8(ascii: "]") { index += 1; return .array(items) }
+                if peek == nil || peek == UInt8(ascii: "#") { throw error("unterminated array (arrays must fit on one line)") }
+                items.append(try value())
+                skipSpaces()
+                if peek == UInt8(ascii: ",") { index += 1; continue }
+                if peek == UInt8(ascii: "]") { index += 1; return .array(items) }
+                throw error("expected ',' or ']' in array")
+            }
+        case UInt8(ascii: "{"):
+            throw error("inline tables are not supported")
+        default:
+            let start = index
+            while let c = peek, c != 32, c != 9, c != UInt8(ascii: "#"), c != UInt8(ascii: ","), c != UInt8(ascii: "]") {
+                index += 1
+            }
+            let word = String(decoding: bytes[start..<index], as: UTF8.self)
+            if word == "true" { return .boolean(true) }
+            if word == "false" { return .boolean(false) }
+            if let i = Self.integer(word) { return .integer(i) }
+            if let d = Self.float(word) { return .float(d) }
+            if word.isEmpty { throw error("missing value") }
+            throw error("invalid value '\(word)' (strings must be quoted)")
+        }
+    }
+
+    mutating func basicString() throws(ConfigError) -> String {
+        index += 1
+        var scalars = String.UnicodeScalarView()
+        var raw: [UInt8] = []
+        func flush() { scalars.append(contentsOf: String(decoding: raw, as: UTF8.self).unicodeScalars); raw.removeAll() }
+        while true {
+            guard let c = peek else { throw error("unterminated string") }
+            index += 1
+            if c == UInt8(ascii: "\"") { break }
+            guard c == UInt8(ascii: "\\") else {
+                if c < 0x20 && c != 9 { throw error("control character in string") }
+                raw.append(c)
+                continue
+            }
+            guard let e = peek else { throw error("unterminated string") }
+            index += 1
+            flush()
+            switch e {
+            case UInt8(ascii: "\""): scalars.append("\"")
+            case UInt8(ascii: "\\"): scalars.append("\\")
+            case UInt8(ascii: "n"): scalars.append("\n")
+            case UInt8(ascii: "t"): scalars.append("\t")
+            case UInt8(ascii: "r"): scalars.append("\r")
+            case UInt8(ascii: "b"): scalars.append("\u{8}")
+            case UInt8(ascii: "f"): scalars.append("\u{C}")
+            case UInt8(ascii: "u"), UInt8(ascii: "U"):
+                let n = e == UInt8(ascii: "u") ? 4 : 8
+                guard index + n <= bytes.count,
+                      let v = UInt32(String(decoding: bytes[index..<index + n], as: UTF8.self), radix: 16),
+                      let scalar = Unicode.Scalar(v)
+                else { throw error("invalid \\\(String(UnicodeScalar(e))) escape in string") }
+                index += n
+                scalars.append(scalar)
+            default:
+                throw error("invalid escape '\\\(String(UnicodeScalar(e)))' in string")
+            }
+        }
+        flush()
+        return String(scalars)
+    }
+
+    static func integer(_ word: String) -> Int64? {
+        var s = Substring(word)
+        var negative = false
+        if s.first == "+" || s.first == "-" { negative = s.first == "-"; s = s.dropFirst() }
+        var radix = 10
+        if s.count > 2, s.hasPrefix("0x") || s.hasPrefix("0o") || s.hasPrefix("0b") {
+            radix = s.hasPrefix("0x") ? 16 : s.hasPrefix("0o") ? 8 : 2
+            s = s.dropFirst(2)
+            if word.first == "+" || word.first == "-" { return nil }
+        } else if s.count > 1, s.first == "0" {
+            return nil  // no leading zeros in TOML
+        }
+        guard let digits = underscoresRemoved(s) else { return nil }
+        guard let magnitude = Int64(digits, radix: radix) else {
+            if negative, digits == "9223372036854775808" { return Int64.min }
+            return nil
+        }
+        return negative ? -magnitude : magnitude
+    }
+
+    static func float(_ word: String) -> Double? {
+        switch word {
+        case "inf", "+inf": return .infinity
+        case "-inf": return -.infinity
+        case "nan", "+nan", "-nan": return .nan
+        default: break
+        }
+        guard word.contains(where: { $0 == "." || $0 == "e" || $0 == "E" }),
+              let digits = underscoresRemoved(Substring(word)),
+              !digits.hasPrefix("."), !digits.hasSuffix("."),
+              !digits.contains(".e"), !digits.contains(".E"),
+              digits.allSatisfy({ $0.isASCII && ($0.isNumber || "+-.eE".contains($0)) })
+        else { return nil }
+        return Double(digits)
+    }
+
+    /// `1_000` → `1000`; nil for a misplaced underscore.
+    static func underscoresRemoved(_ s: Substring) -> String? {
+        guard !s.hasPrefix("_"), !s.hasSuffix("_"), !s.contains("__") else { return nil }
+        return s.filter { $0 != "_" }
+    }
+}

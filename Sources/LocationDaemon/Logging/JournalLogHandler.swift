@@ -1,0 +1,174 @@
+import Logging
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Writes log messages to systemd-journald over its native protocol
+/// (https://systemd.io/JOURNAL_NATIVE_PROTOCOL/): one datagram per message to
+/// `/run/systemd/journal/socket`, each field `KEY=value\n`, or — for a value containing a
+/// newline — `KEY\n`, the value's length as a 64-bit little-endian integer, the value, `\n`.
+///
+/// Fields: `MESSAGE` (the message, then the metadata as ` key=value` so `journalctl`'s default
+/// view shows it), `PRIORITY` (syslog 2…7), `SYSLOG_IDENTIFIER=locationd`, `CODE_FILE`,
+/// `CODE_LINE`, `CODE_FUNC`, `LOCATIOND_LOGGER` (the logger's label) and each metadata key as
+/// `LOCATIOND_<KEY>` upper-cased, other characters than A–Z, 0–9 turned into `_`
+/// (`peer_uid` → `LOCATIOND_PEER_UID`). A message that cannot be sent (no journal, too large)
+/// goes to stderr instead, which under systemd is the journal's stream.
+public struct JournalLogHandler: LogHandler {
+    public var metadata: Logger.Metadata = [:]
+    public var metadataProvider: Logger.MetadataProvider?
+    let label: String
+    let writer: JournalWriter
+    var shared: SharedLevel
+
+    public init(label: String, control: LogControl, writer: JournalWriter) {
+        self.label = label
+        self.writer = writer
+        shared = SharedLevel(control: control)
+    }
+
+    public var logLevel: Logger.Level {
+        get { shared.level }
+        set { shared.level = newValue }
+    }
+
+    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    public func log(event: LogEvent) {
+        let all = mergedMetadata(handler: metadata, provider: metadataProvider, event: event.metadata)
+        var message = event.message.description
+        for (key, value) in all { message += " \(key)=\(value)" }
+        if let error = event.error { message += " error=\(error)" }
+        var fields: [(String, String)] = [
+            ("MESSAGE", message),
+            ("PRIORITY", String(Self.priority(event.level))),
+            ("SYSLOG_IDENTIFIER", writer.identifier),
+            ("CODE_FILE", event.file),
+            ("CODE_LINE", String(event.line)),
+            ("CODE_FUNC", event.function),
+            ("LOCATIOND_LOGGER", label),
+        ]
+        for (key, value) in all { fields.append((Self.fieldName(key), "\(value)")) }
+        if let error = event.error { fields.append(("LOCATIOND_ERROR", "\(error)")) }
+        if !writer.send(fields) {
+            StderrLogHandler(label: label, control: shared.control).log(event: event)
+        }
+    }
+
+    /// syslog priorities: critical 2 (crit), error 3, warning 4, notice 5, info 6, debug/trace 7.
+    public static func priority(_ level: Logger.Level) -> Int {
+        switch level {
+        case .trace, .debug: 7
+        case .info: 6
+        case .notice: 5
+        case .warning: 4
+        case .error: 3
+        case .critical: 2
+        }
+    }
+
+    /// `peer_uid` → `LOCATIOND_PEER_UID`; at most 64 characters, as journald requires.
+    public static func fieldName(_ key: String) -> String {
+        var name = "LOCATIOND_"
+        for u in key.unicodeScalars {
+            switch u {
+            case "a"..."z": name.unicodeScalars.append(Unicode.Scalar(u.value - 32)!)
+            case "A"..."Z", "0"..."9": name.unicodeScalars.append(u)
+            default: name += "_"
+            }
+        }
+        return String(name.prefix(64))
+    }
+}
+
+/// A datagram socket to journald (or to whatever stands in for it at `path`). Thread-safe: each
+/// message is one `sendto`.
+public final class JournalWriter: Sendable {
+    public static let defaultPath = "/run/systemd/journal/socket"
+    public let path: String
+    public let identifier: String
+    private let fd: CInt
+
+    public init(path: String = defaultPath, identifier: String = "locationd") {
+        self.path = path
+        self.identifier = identifier
+        fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    }
+
+    deinit { if fd >= 0 { close(fd) } }
+
+    /// The datagram for `fields` in the native protocol.
+    public static func encode(_ fields: [(String, String)]) -> [UInt8] {
+        var out: [UInt8] = []
+        for (key, value) in fields {
+            out += key.utf8
+            if value.utf8.contains(10) {
+                out.append(10)
+                var length = UInt64(value.utf8.count).littleEndian
+                withUnsafeBytes(of: &length) { out += $0 }
+                out += value.utf8
+            } else {
+                out.append(UInt8(ascii: "="))
+                out += value.utf8
+            }
+            out.append(10)
+        }
+        return out
+    }
+
+    /// Sends one entry; false when it could not be sent (no journal, message too large, …).
+    @discardableResult
+    public func send(_ fields: [(String, String)]) -> Bool {
+        guard fd >= 0 else { return false }
+        let datagram = Self.encode(fields)
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        let pathBytes = Array(path.utf8)
+        guard pathBytes.count < MemoryLayout.size(ofValue: addr.sun_path) else { return false }
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+            raw.copyBytes(from: pathBytes)
+            raw[pathBytes.count] = 0
+        }
+        while true {
+            let n = datagram.withUnsafeBytes { bytes in
+                withUnsafePointer(to: &addr) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        sendto(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL), $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                    }
+                }
+            }
+            if n < 0 && errno == EINTR { continue }
+            return n == datagram.count
+        }
+    }
+
+    /// Whether stderr is connected to the journal: `JOURNAL_STREAM` (set by systemd) holds the
+    /// `device:inode` of the stream it gave us, and stderr still is that stream (systemd's
+    /// documented test; a redirected stderr keeps the variable but not the inode).
+    public static func stderrIsJournal(environment value: String? = getenv("JOURNAL_STREAM").map { String(cString: $0) }) -> Bool {
+        guard let value else { return false }
+        let parts = value.split(separator: ":")
+        guard parts.count == 2, let dev = UInt64(parts[0]), let ino = UInt64(parts[1]) else { return false }
+        var st = stat()
+        guard fstat(STDERR_FILENO, &st) == 0 else { return false }
+        return UInt64(st.st_dev) == dev && UInt64(st.st_ino) == ino
+    }
+}
+
+/// Picks the log backend: the journal when stderr is the journal's stream, plain stderr
+/// otherwise. `LOCATIOND_JOURNAL_SOCKET` overrides the journal's socket path (tests).
+public enum LogBackend {
+    public static func bootstrap(control: LogControl) -> String {
+        let override = getenv("LOCATIOND_JOURNAL_SOCKET").map { String(cString: $0) }
+        if JournalWriter.stderrIsJournal() || override != nil {
+            let writer = JournalWriter(path: override ?? JournalWriter.defaultPath)
+            LoggingSystem.bootstrap { label in JournalLogHandler(label: label, control: control, writer: writer) }
+            return "journal \(writer.path)"
+        }
+        LoggingSystem.bootstrap { label in StderrLogHandler(label: label, control: control) }
+        return "stderr"
+    }
+}

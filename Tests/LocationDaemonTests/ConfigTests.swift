@@ -1,0 +1,154 @@
+import Foundation
+import LocationDaemon
+import Testing
+
+@Suite struct ConfigTests {
+    static let repo = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let shipped = repo.appendingPathComponent("Config/locationd.toml")
+
+    /// Parses `text` as the file `locationd.toml` with `flags` after `--config`.
+    static func load(_ text: String, _ flags: [String] = []) throws(DaemonOptions.Failure) -> DaemonOptions {
+        let parsed = try DaemonOptions.parse(["--config", "locationd.toml"] + flags, defaultConfigPath: "/nonexistent",
+                                             readFile: { path throws(ConfigError) in path == "locationd.toml" ? text : nil })
+        guard case .run(let o) = parsed else { fatalError("\(parsed)") }
+        return o
+    }
+
+    static func error(_ text: String) -> String? {
+        do { _ = try load(text); return nil } catch { return error.description }
+    }
+
+    @Test func everyInvalidCaseHasItsMessage() {
+        let cases: [(String, String)] = [
+            // unknown key, unknown table, top-level key
+            ("[gpsd]\nhost = \"a\"\nhots = \"x\"\n", "locationd.toml:3: unknown key 'gpsd.hots'; expected one of host, port"),
+            ("# c\n[gspd]\n", "locationd.toml:2: unknown table [gspd]; expected one of socket, gpsd, replay, log, daemon, systemd"),
+            ("port = 1\n", "locationd.toml:1: unknown key 'port'; every option belongs in a table: [socket], [gpsd], [replay], [log], [daemon], [systemd]"),
+            // bad types
+            ("[gpsd]\nport = \"2947\"\n", "locationd.toml:2: 'gpsd.port' must be an integer, not a string"),
+            ("[log]\nlevel = 3\n", "locationd.toml:2: 'log.level' must be a string, not an integer"),
+            ("[replay]\nloop = \"yes\"\n", "locationd.toml:2: 'replay.loop' must be true or false, not a string"),
+            ("[replay]\nspeed = true\n", "locationd.toml:2: 'replay.speed' must be a number, not a boolean"),
+            ("[gpsd]\nport = 2947.0\n", "locationd.toml:2: 'gpsd.port' must be an integer, not a float"),
+            // out of range, bad choice, empty
+            ("[gpsd]\nport = 70000\n", "locationd.toml:2: 'gpsd.port' is 70000; expected 1…65535"),
+            ("[daemon]\nshutdown_timeout = 0\n", "locationd.toml:2: 'daemon.shutdown_timeout' is 0; expected 0.1…300 s"),
+            ("[socket]\nflood_rate = inf\n", "locationd.toml:2: 'socket.flood_rate' is inf; expected 0.001…1000000 requests/s"),
+            ("[log]\nlevel = \"loud\"\n", "locationd.toml:2: 'log.level' is \"loud\"; expected one of trace, debug, info, notice, warning, error, critical"),
+            ("[socket]\npath = \"\"\n", "locationd.toml:2: 'socket.path' must not be empty"),
+            // duplicates
+            ("[gpsd]\nport = 1\nport = 2\n", "locationd.toml:3: duplicate key 'gpsd.port' (first set on line 2)"),
+            ("[gpsd]\n[log]\n[gpsd]\n", "locationd.toml:3: duplicate table [gpsd] (first defined on line 1)"),
+            // TOML syntax
+            ("[gpsd]\nhost = localhost\n", "locationd.toml:2: invalid value 'localhost' (strings must be quoted)"),
+            ("[gpsd]\nhost = \"localhost\n", "locationd.toml:2: unterminated string"),
+            ("[gpsd]\nhost \"x\"\n", "locationd.toml:2: expected '=' after key 'host'"),
+            ("[gpsd\n", "locationd.toml:1: expected ']' after table name 'gpsd'"),
+            ("[gpsd]\nport = 1 2\n", "locationd.toml:2: unexpected '2' after the value of 'port'"),
+            ("[gpsd]\nport =\n", "locationd.toml:2: missing value after '='"),
+            ("[gpsd]\nhost = \"a\\qb\"\n", "locationd.toml:2: invalid escape '\\q' in string"),
+            ("[gpsd]\nport = 007\n", "locationd.toml:2: invalid value '007' (strings must be quoted)"),
+            ("[gpsd.x]\n", "locationd.toml:1: nested tables ([gpsd.…]) are not supported"),
+            ("[gpsd]\nhost.name = \"x\"\n", "locationd.toml:2: dotted keys ('host.…') are not supported; use a [table]"),
+            ("[gpsd]\nhost = \"\"\"x\"\"\"\n", "locationd.toml:2: multi-line strings are not supported"),
+            ("[[gpsd]]\n", "locationd.toml:1: arrays of tables ([[…]]) are not supported"),
+            ("= 1\n", "locationd.toml:1: expected a key, found '='"),
+        ]
+        for (text, message) in cases {
+            #expect(Self.error(text) == message, "\(text.debugDescription)")
+        }
+    }
+
+    @Test func valuesAndComments() throws {
+        let o = try Self.load("""
+            # comment
+            [gpsd]   # trailing
+            host = 'gps\\host'  # literal string: no escapes
+            port = 2_948
+            [socket]\r
+            path = "/run/x\\u00e9.sock"\r
+            flood_burst = 0x10
+            flood_rate = 1e3
+            [replay]
+            file = "a \\"b\\".nmea"
+            speed = 0
+            loop = true
+            [log]
+            level = "debug"
+            precise_coordinates = true
+            """)
+        #expect(o.gpsdHost == "gps\\host")
+        #expect(o.gpsdPort == 2948)
+        #expect(o.socketPath == "/run/xé.sock")
+        #expect(o.floodBurst == 16)
+        #expect(o.floodRate == 1000)
+        #expect(o.source == .replay(path: "a \"b\".nmea", speed: 0, loop: true))
+        #expect(o.logLevel == "debug" && o.preciseCoordinates)
+        #expect(try TOMLDocument.parse("a = [1, \"x\", [true]]\n", file: "f").entries.first?.value
+                == .array([.integer(1), .string("x"), .array([.boolean(true)])]))
+    }
+
+    @Test func flagsOverrideTheFile() throws {
+        let text = "[gpsd]\nhost = \"a\"\nport = 1234\n[log]\nlevel = \"debug\"\n[replay]\nfile = \"x.nmea\"\n"
+        let o = try Self.load(text, ["--gpsd", "b:5", "--log-level", "error"])
+        #expect(o.source == .gpsd(host: "b", port: "5"))
+        #expect(o.logLevel == "error")
+        // The file's replay applies without flags; --speed needs a replay from somewhere.
+        #expect(try Self.load(text, ["--speed", "3"]).source == .replay(path: "x.nmea", speed: 3, loop: false))
+        #expect(throws: DaemonOptions.Failure.usage("--speed and --loop apply only with --replay (or replay.file in the config)")) {
+            try Self.load("", ["--loop"])
+        }
+    }
+
+    @Test func missingFiles() throws {
+        // --config names a file that must exist; the default file is optional.
+        #expect(throws: DaemonOptions.Failure.config(ConfigError(file: "nope.toml", line: 0, message: "no such file"))) {
+            try DaemonOptions.parse(["--config", "nope.toml"], readFile: { _ throws(ConfigError) in nil })
+        }
+        let parsed = try DaemonOptions.parse([], defaultConfigPath: "/nonexistent/locationd.toml")
+        #expect(parsed == .run(DaemonOptions()))
+    }
+
+    /// The shipped file documents every option with its default: parsing it gives the defaults,
+    /// and every key of the schema appears in it (commented in or out).
+    @Test func shippedConfigIsValidAndComplete() throws {
+        let text = try String(contentsOf: Self.shipped, encoding: .utf8)
+        #expect(ConfigSchema.changes(from: try Self.load(text), to: DaemonOptions()).isEmpty, "the file sets every option to its default")
+        for key in ConfigSchema.keys {
+            #expect(text.contains("[\(key.table)]"), "table of \(key.path)")
+            #expect(text.contains("\n\(key.key) = ") || text.contains("\n# \(key.key) = "), "\(key.path) not documented")
+        }
+        let docs = try String(contentsOf: Self.repo.appendingPathComponent("docs/configuration.md"), encoding: .utf8)
+        for key in ConfigSchema.keys { #expect(docs.contains("`\(key.key)`"), "\(key.path) not in docs/configuration.md") }
+    }
+
+    static func run(_ arguments: [String]) throws -> (status: Int32, out: String, err: String) {
+        let p = Process()
+        p.executableURL = DaemonProcess.executable
+        p.arguments = arguments
+        let out = Pipe(), err = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        try p.run()
+        let o = out.fileHandleForReading.readDataToEndOfFile(), e = err.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
+    }
+
+    @Test func checkConfigCommand() throws {
+        let ok = try Self.run(["--check-config", Self.shipped.path])
+        #expect(ok.status == 0, "\(ok.err)")
+        #expect(ok.out.contains("\(Self.shipped.path): valid"))
+        #expect(ok.out.contains("[gpsd]\nhost = \"localhost\"\nport = 2947\n"))
+        // Flags apply to the printed, effective config.
+        let flagged = try Self.run(["--check-config", Self.shipped.path, "--gpsd", "gps.local:3000"])
+        #expect(flagged.out.contains("host = \"gps.local\"\nport = 3000\n"))
+
+        let bad = FileManager.default.temporaryDirectory.appendingPathComponent("locationd-\(UUID().uuidString.prefix(6)).toml")
+        try "[gpsd]\nhots = \"x\"\n".write(to: bad, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: bad) }
+        let failed = try Self.run(["--check-config", bad.path])
+        #expect(failed.status == 78)
+        #expect(failed.err == "locationd: \(bad.path):2: unknown key 'gpsd.hots'; expected one of host, port\n")
+    }
+}

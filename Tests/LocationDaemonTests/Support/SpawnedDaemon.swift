@@ -1,0 +1,139 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A datagram socket bound to a fresh path: stands in for systemd's notify socket or for the
+/// journal. `receive` waits with `poll` and a deadline that only guards against a hang.
+final class DatagramSocket: @unchecked Sendable {
+    let path: String
+    let fd: CInt
+
+    init(path: String) throws {
+        self.path = path
+        unlink(path)
+        fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw DaemonProcess.Failure(description: "socket: \(errno)") }
+        let rc = withSockaddr(path) { bind(fd, $0, $1) }
+        guard rc == 0 else { throw DaemonProcess.Failure(description: "bind \(path): \(String(cString: strerror(errno)))") }
+    }
+
+    deinit { close(fd); unlink(path) }
+
+    /// The next datagram, or nil when none arrives within `timeout` seconds.
+    func receive(timeout: Double) -> [UInt8]? {
+        var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            let ms = Int32(max(0, deadline.timeIntervalSinceNow) * 1000)
+            let n = poll(&pfd, 1, ms)
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { return nil }
+            var buffer = [UInt8](repeating: 0, count: 256 * 1024)
+            let got = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            guard got >= 0 else { return nil }
+            return Array(buffer[0..<got])
+        }
+    }
+
+    func receiveText(timeout: Double) -> String? { receive(timeout: timeout).map { String(decoding: $0, as: UTF8.self) } }
+}
+
+func withSockaddr<R>(_ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t) -> R) -> R {
+    var addr = sockaddr_un()
+    addr.sun_family = sa_family_t(AF_UNIX)
+    let bytes = Array(path.utf8)
+    precondition(bytes.count < MemoryLayout.size(ofValue: addr.sun_path), "socket path too long: \(path)")
+    withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+        raw.copyBytes(from: bytes)
+        raw[bytes.count] = 0
+    }
+    return withUnsafePointer(to: &addr) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+    }
+}
+
+/// The real `locationd` started with posix_spawn, so a test controls its environment and can
+/// pass it a descriptor as fd 3 (socket activation). stderr goes to a file in `directory`.
+final class SpawnedDaemon: @unchecked Sendable {
+    let directory: URL
+    let pid: pid_t
+    private var exitStatus: Int32?
+
+    var socketPath: String { directory.appendingPathComponent("locationd.sock").path }
+    var stderrPath: String { directory.appendingPathComponent("stderr.log").path }
+
+    static func makeDirectory() throws -> URL {
+        // Short: sun_path holds at most 107 bytes.
+        let dir = URL(fileURLWithPath: "/tmp/ld-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        return dir
+    }
+
+    /// - Parameters:
+    ///   - passing: a listening socket handed over as fd 3 with LISTEN_FDS=1 and LISTEN_PID set
+    ///     to the child's own pid (through `sh -c 'export LISTEN_PID=$$; exec …'`).
+    init(arguments: [String], environment: [String: String], directory: URL? = nil, passing fd: CInt? = nil) throws {
+        self.directory = try directory ?? Self.makeDirectory()
+        let exe = DaemonProcess.executable.path
+        var argv: [String]
+        var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("LISTEN_") && $0.key != "NOTIFY_SOCKET" && !$0.key.hasPrefix("WATCHDOG_") && $0.key != "JOURNAL_STREAM" }
+        for (k, v) in environment { env[k] = v }
+        if fd != nil {
+            env["LISTEN_FDS"] = "1"
+            argv = ["/bin/sh", "-c", "export LISTEN_PID=$$; exec \"$0\" \"$@\"", exe] + arguments
+        } else {
+            argv = [exe] + arguments
+        }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, self.directory.appendingPathComponent("stderr.log").path,
+                                         O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        if let fd {
+            // dup2 onto 3 clears close-on-exec; a descriptor already at 3 is moved away first.
+            let source = fd == 3 ? dup(fd) : fd
+            posix_spawn_file_actions_adddup2(&actions, source, 3)
+        }
+        let cArgs = argv.map { strdup($0) } + [nil]
+        let cEnv = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { cArgs.forEach { free($0) }; cEnv.forEach { free($0) } }
+        var child: pid_t = 0
+        let rc = posix_spawn(&child, argv[0], &actions, nil, cArgs, cEnv)
+        guard rc == 0 else { throw DaemonProcess.Failure(description: "posix_spawn: \(String(cString: strerror(rc)))") }
+        pid = child
+    }
+
+    deinit {
+        stop()
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    func signal(_ sig: Int32) { if exitStatus == nil { kill(pid, sig) } }
+
+    /// Waits for the exit; the exit status, or nil on timeout (a failure guard, not pacing).
+    func waitForExit(timeout: Double = 10) -> Int32? {
+        if let exitStatus { return exitStatus }
+        let deadline = Date().addingTimeInterval(timeout)
+        var status: Int32 = 0
+        while Date() < deadline {
+            let r = waitpid(pid, &status, WNOHANG)
+            if r == pid {
+                exitStatus = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+                return exitStatus
+            }
+            usleep(10_000)
+        }
+        return nil
+    }
+
+    func stop() {
+        guard exitStatus == nil else { return }
+        kill(pid, SIGKILL)
+        _ = waitForExit()
+    }
+
+    var stderrText: String { (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? "" }
+}

@@ -1,0 +1,235 @@
+import Foundation
+import LocationClient
+import LocationCore
+import LocationDaemon
+import Logging
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The real `locationd` under a stand-in service manager: a datagram socket as NOTIFY_SOCKET,
+/// a socket passed as fd 3 (socket activation), a datagram socket standing in for journald.
+@Suite(.serialized) struct SystemdTests {
+    /// Reads notifications until one satisfies `match`; all of them, in order.
+    static func read(_ socket: DatagramSocket, timeout: Double = 10, until match: (String) -> Bool) throws -> [String] {
+        var seen: [String] = []
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            guard let m = socket.receiveText(timeout: max(0, deadline.timeIntervalSinceNow)) else {
+                throw DaemonProcess.Failure(description: "no matching notification within \(timeout) s; got \(seen)")
+            }
+            seen.append(m)
+            if match(m) { return seen }
+        }
+    }
+
+    static func lines(_ m: String) -> [String] { m.split(separator: "\n").map(String.init) }
+
+    @Test func notifyReadyAfterSocketWatchdogStatusReloadStopping() async throws {
+        let dir = try SpawnedDaemon.makeDirectory()
+        let notify = try DatagramSocket(path: dir.appendingPathComponent("notify.sock").path)
+        let config = dir.appendingPathComponent("locationd.toml")
+        try "[log]\nlevel = \"info\"\n".write(to: config, atomically: true, encoding: .utf8)
+        let daemon = try SpawnedDaemon(
+            arguments: ["--config", config.path, "--socket", dir.appendingPathComponent("locationd.sock").path, "--gpsd", "127.0.0.1:1"],
+            environment: ["NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "200000"], directory: dir)
+        defer { daemon.stop() }
+
+        // READY=1 comes once the socket accepts connections: connect at once, no retry.
+        let untilReady = try Self.read(notify) { Self.lines($0).contains("READY=1") }
+        #expect(untilReady.count == 1, "nothing before READY=1: \(untilReady)")
+        let ready = untilReady.last!
+        #expect(ready.contains("MAINPID=\(daemon.pid)"))
+        #expect(ready.contains("STATUS=gpsd 127.0.0.1:1: not connected; 0 subscribers"))
+        let client = try await LocationClient.connect(path: daemon.socketPath)
+        defer { client.close() }
+        #expect(!client.hello.version.isEmpty)
+
+        // WATCHDOG=1 every half WATCHDOG_USEC (100 ms). Pings queued while the test was busy
+        // would arrive together, so the queue is drained before timing live ones.
+        while notify.receiveText(timeout: 0) != nil {}
+        var pings: [Date] = []
+        _ = try Self.read(notify) { m in
+            if Self.lines(m).contains("WATCHDOG=1") { pings.append(Date()) }
+            return pings.count >= 5
+        }
+        let span = pings.last!.timeIntervalSince(pings.first!)
+        #expect(span > 0.2 && span < 2.0, "4 intervals of 100 ms took \(span) s")
+
+        // STATUS= follows the subscriber count.
+        _ = try await client.subscribe()
+        _ = try Self.read(notify) { $0.contains("STATUS=gpsd 127.0.0.1:1: not connected; 1 subscriber") }
+
+        // SIGHUP: RELOADING=1, the file re-read, READY=1 again; the level applies live, the port
+        // is reported as needing a restart.
+        try "[log]\nlevel = \"debug\"\n[gpsd]\nport = 2948\n[socket]\nflood_burst = 50\n".write(to: config, atomically: true, encoding: .utf8)
+        daemon.signal(SIGHUP)
+        let reload = try Self.read(notify) { Self.lines($0).contains("READY=1") }
+        let reloading = try #require(reload.first { Self.lines($0).contains("RELOADING=1") })
+        #expect(reloading.contains("MONOTONIC_USEC="))
+        let log = daemon.stderrText
+        #expect(log.contains("reload: applied key=log.level new=\"debug\" old=\"info\""), "\(log)")
+        #expect(log.contains("applies after a restart"), "\(log)")
+        #expect(log.contains("key=socket.flood_burst new=50 old=200"), "\(log)")
+        #expect(!log.contains("gpsd.port"), "the flag --gpsd still wins: \(log)")
+        // The command line still wins over the file: the daemon keeps 127.0.0.1:1 regardless.
+
+        // SIGTERM: STOPPING=1, then a clean exit.
+        daemon.signal(SIGTERM)
+        _ = try Self.read(notify) { Self.lines($0).contains("STOPPING=1") }
+        #expect(daemon.waitForExit() == 0, "\(daemon.stderrText)")
+        #expect(!FileManager.default.fileExists(atPath: daemon.socketPath))
+    }
+
+    @Test func watchdogPingsStopWhenTheEventLoopStalls() throws {
+        let dir = try SpawnedDaemon.makeDirectory()
+        let notify = try DatagramSocket(path: dir.appendingPathComponent("notify.sock").path)
+        let daemon = try SpawnedDaemon(
+            arguments: ["--socket", dir.appendingPathComponent("locationd.sock").path, "--gpsd", "127.0.0.1:1"],
+            environment: ["NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "200000", "LOCATIOND_TEST_STALL_ON": "SIGUSR2"],
+            directory: dir)
+        defer { daemon.stop() }
+        _ = try Self.read(notify) { Self.lines($0).contains("READY=1") }
+        var pings = 0
+        _ = try Self.read(notify) { m in
+            if Self.lines(m).contains("WATCHDOG=1") { pings += 1 }
+            return pings >= 2
+        }
+        daemon.signal(SIGUSR2)
+        // The hook announces the stall from the loop itself, then blocks it: pings sent before
+        // the announcement may still be read, none after.
+        _ = try Self.read(notify) { $0.contains("STATUS=stalled by test hook") }
+        // Ten ping intervals (100 ms each) of silence: the watchdog would fire.
+        let after = notify.receiveText(timeout: 1.0)
+        #expect(after == nil, "a notification after the stall: \(after ?? "")")
+        #expect(daemon.waitForExit(timeout: 0) == nil, "still running, just stuck")
+    }
+
+    @Test func socketActivationServesThePassedSocket() async throws {
+        let dir = try SpawnedDaemon.makeDirectory()
+        let notify = try DatagramSocket(path: dir.appendingPathComponent("notify.sock").path)
+        let activated = dir.appendingPathComponent("activated.sock").path
+        let listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        try #require(listener >= 0)
+        try #require(withSockaddr(activated) { bind(listener, $0, $1) } == 0)
+        try #require(listen(listener, 16) == 0)
+        let daemon = try SpawnedDaemon(
+            arguments: ["--socket", dir.appendingPathComponent("locationd.sock").path, "--gpsd", "127.0.0.1:1"],
+            environment: ["NOTIFY_SOCKET": notify.path], directory: dir, passing: listener)
+        close(listener)  // the child holds its copy
+        defer { daemon.stop() }
+        _ = try Self.read(notify) { Self.lines($0).contains("READY=1") }
+
+        let client = try await LocationClient.connect(path: activated)
+        defer { client.close() }
+        #expect(!client.hello.version.isEmpty)
+        let status = try await client.status()
+        #expect(status.subscribers == 0)
+        // The configured path was not bound: the passed socket replaced it.
+        #expect(!FileManager.default.fileExists(atPath: daemon.socketPath))
+        #expect(daemon.stderrText.contains("listening on an inherited socket fd=3"))
+    }
+
+    @Test func daemonLogsToTheJournalSocket() throws {
+        let dir = try SpawnedDaemon.makeDirectory()
+        let journal = try DatagramSocket(path: dir.appendingPathComponent("journal.sock").path)
+        let daemon = try SpawnedDaemon(
+            arguments: ["--socket", dir.appendingPathComponent("locationd.sock").path, "--gpsd", "127.0.0.1:1"],
+            environment: ["LOCATIOND_JOURNAL_SOCKET": journal.path], directory: dir)
+        defer { daemon.stop() }
+        var entries: [[String: String]] = []
+        while !entries.contains(where: { $0["MESSAGE"]?.hasPrefix("serving") == true }) {
+            let datagram = try #require(journal.receive(timeout: 10), "no journal entry; stderr: \(daemon.stderrText)")
+            entries.append(try JournalTests.parse(datagram))
+        }
+        let serving = entries.last!
+        #expect(serving["SYSLOG_IDENTIFIER"] == "locationd")
+        #expect(serving["PRIORITY"] == "6")
+        #expect(serving["LOCATIOND_SOCKET"] == daemon.socketPath)
+        #expect(serving["LOCATIOND_SOURCE"] == "gpsd 127.0.0.1:1")
+        #expect(serving["CODE_FILE"]?.hasSuffix("Daemon.swift") == true)
+        #expect(serving["CODE_FUNC"] == "run()")
+        #expect(daemon.stderrText.isEmpty, "nothing on stderr while the journal takes it")
+    }
+}
+
+@Suite struct JournalTests {
+    /// Parses a native-protocol datagram (both field forms); fails on malformed input.
+    static func parse(_ d: [UInt8]) throws -> [String: String] {
+        var fields: [String: String] = [:]
+        var i = 0
+        while i < d.count {
+            guard let nl = d[i...].firstIndex(of: 10) else { throw DaemonProcess.Failure(description: "field without newline") }
+            let line = d[i..<nl]
+            if let eq = line.firstIndex(of: UInt8(ascii: "=")) {
+                fields[String(decoding: d[i..<eq], as: UTF8.self)] = String(decoding: d[(eq + 1)..<nl], as: UTF8.self)
+                i = nl + 1
+            } else {
+                let key = String(decoding: line, as: UTF8.self)
+                var length: UInt64 = 0
+                for k in 0..<8 { length |= UInt64(d[nl + 1 + k]) << (8 * UInt64(k)) }
+                let start = nl + 9, end = start + Int(length)
+                guard end < d.count, d[end] == 10 else { throw DaemonProcess.Failure(description: "bad binary field \(key)") }
+                fields[key] = String(decoding: d[start..<end], as: UTF8.self)
+                i = end + 1
+            }
+        }
+        return fields
+    }
+
+    @Test func handlerWritesStructuredFields() throws {
+        let dir = try SpawnedDaemon.makeDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let journal = try DatagramSocket(path: dir.appendingPathComponent("journal.sock").path)
+        let writer = JournalWriter(path: journal.path)
+        let control = LogControl(level: .info)
+        var logger = Logger(label: "locationd.test") { JournalLogHandler(label: $0, control: control, writer: writer) }
+        logger[metadataKey: "peer_uid"] = "1000"
+
+        logger.warning("slow reader\nclosed", metadata: ["subscriber": "7", "write-buffer": "65536"])
+        let f = try Self.parse(try #require(journal.receive(timeout: 5)))
+        #expect(f["MESSAGE"] == "slow reader\nclosed peer_uid=1000 subscriber=7 write-buffer=65536")  // binary-safe form
+        #expect(f["PRIORITY"] == "4")
+        #expect(f["SYSLOG_IDENTIFIER"] == "locationd")
+        #expect(f["CODE_FILE"]?.hasSuffix("SystemdTests.swift") == true)
+        #expect(Int(f["CODE_LINE"] ?? "") ?? 0 > 0)
+        #expect(f["CODE_FUNC"] == "handlerWritesStructuredFields()")
+        #expect(f["LOCATIOND_LOGGER"] == "locationd.test")
+        #expect(f["LOCATIOND_PEER_UID"] == "1000")
+        #expect(f["LOCATIOND_SUBSCRIBER"] == "7")
+        #expect(f["LOCATIOND_WRITE_BUFFER"] == "65536")
+
+        // The level is shared and changes live (a reload); below it nothing is sent.
+        logger.debug("hidden")
+        control.level = .debug
+        logger.debug("shown")
+        let next = try Self.parse(try #require(journal.receive(timeout: 5)))
+        #expect(next["MESSAGE"] == "shown peer_uid=1000")
+        #expect(next["PRIORITY"] == "7")
+    }
+
+    @Test func priorities() {
+        #expect(JournalLogHandler.priority(.critical) == 2)
+        #expect(JournalLogHandler.priority(.error) == 3)
+        #expect(JournalLogHandler.priority(.notice) == 5)
+        #expect(JournalLogHandler.priority(.trace) == 7)
+    }
+
+    @Test func journalStreamMatchesStderrOnly() {
+        var st = stat()
+        #expect(fstat(STDERR_FILENO, &st) == 0)
+        #expect(JournalWriter.stderrIsJournal(environment: "\(st.st_dev):\(st.st_ino)"))
+        #expect(!JournalWriter.stderrIsJournal(environment: "\(st.st_dev):\(st.st_ino &+ 1)"))
+        #expect(!JournalWriter.stderrIsJournal(environment: nil))
+        #expect(!JournalWriter.stderrIsJournal(environment: "garbage"))
+    }
+
+    @Test func coordinatesAreRoundedUnlessPrecise() {
+        let control = LogControl()
+        let c = Coordinate(latitude: 52.519912, longitude: -13.404801)
+        #expect(control.describe(c) == "52.52,-13.40 (rounded to 0.01°)")
+        control.preciseCoordinates = true
+        #expect(control.describe(c) == "52.519912,-13.404801")
+    }
+}
