@@ -113,6 +113,8 @@ public struct VisitDetector: Sendable {
     public let parameters: Parameters
     @usableFromInline var current: Stay?
     @usableFromInline var confirmed = false
+    /// The arrival time emitted for the current stay (its departure repeats it).
+    @usableFromInline var arrival = Timestamp(nanoseconds: 0)
     /// Outside fixes since the last inside one, and the tentative next stay they form.
     @usableFromInline var outsideCount = 0
     @usableFromInline var firstOutside = Timestamp(nanoseconds: 0)
@@ -147,11 +149,7 @@ public struct VisitDetector: Sendable {
                 return
             }
             remember(fix, in: &early, start: stay.start)
-            if stay.lastInside - stay.start >= parameters.dwell && stay.count >= 3 {
-                confirmed = true
-                emit(Visit(kind: .arrival, arrival: arrivalTime(of: stay), departure: nil,
-                           coordinate: stay.centre, horizontalAccuracy: stay.spread95))
-            }
+            confirmIfDwelt(emit)
             return
         }
         // Outside: one outlier does not end a stay; a confirmed run of outside fixes does.
@@ -178,7 +176,7 @@ public struct VisitDetector: Sendable {
         guard outsideCount >= parameters.departureFixes,
               fix.time - firstOutside >= parameters.departureSeconds else { return }
         if confirmed {
-            emit(Visit(kind: .departure, arrival: arrivalTime(of: stay), departure: stay.lastCore,
+            emit(Visit(kind: .departure, arrival: arrival, departure: stay.lastCore,
                        coordinate: stay.centre, horizontalAccuracy: stay.spread95))
         }
         current = pending
@@ -189,11 +187,19 @@ public struct VisitDetector: Sendable {
         outsideCount = 0
         // The new stay may already have spanned the dwell (e.g. a stop whose first fixes came
         // in as an outside run): decide it now.
-        if let s = current, s.lastInside - s.start >= parameters.dwell && s.count >= 3 {
-            confirmed = true
-            emit(Visit(kind: .arrival, arrival: arrivalTime(of: s), departure: nil,
-                       coordinate: s.centre, horizontalAccuracy: s.spread95))
-        }
+        confirmIfDwelt(emit)
+    }
+
+    /// Emits the arrival once the stay's own fixes — from the first to the last within the
+    /// core radius — span the dwell time. The cheap check on the whole stay's span comes first;
+    /// the scan of the early fixes (≤ 64) runs only once that has passed.
+    mutating func confirmIfDwelt(_ emit: (Visit) -> Void) {
+        guard !confirmed, let s = current, s.count >= 3, s.lastCore - s.start >= parameters.dwell else { return }
+        let arrival = arrivalTime(of: s)
+        guard s.lastCore - arrival >= parameters.dwell else { return }
+        confirmed = true
+        self.arrival = arrival
+        emit(Visit(kind: .arrival, arrival: arrival, departure: nil, coordinate: s.centre, horizontalAccuracy: s.spread95))
     }
 
     mutating func start(_ fix: Fix) {
