@@ -39,12 +39,17 @@ public struct VisitDetector: Sendable {
         public var departureSeconds: Double
         /// Fixes with a 95 % accuracy worse than this are ignored (treated as fix loss), metres.
         public var maximumAccuracy: Double
+        /// Until its arrival is emitted, a stay's centre forgets older fixes with this time
+        /// constant, so it follows a moving device instead of lagging behind it, seconds.
+        public var candidateMemory: Double
 
         public init(radius: Double = 100, dwell: Double = 300, coreRadius: Double = 50,
-                    departureFixes: Int = 3, departureSeconds: Double = 10, maximumAccuracy: Double = 200) {
+                    departureFixes: Int = 3, departureSeconds: Double = 10, maximumAccuracy: Double = 200,
+                    candidateMemory: Double = 30) {
             self.radius = radius; self.dwell = dwell; self.coreRadius = coreRadius
             self.departureFixes = departureFixes; self.departureSeconds = departureSeconds
             self.maximumAccuracy = maximumAccuracy
+            self.candidateMemory = candidateMemory
         }
     }
 
@@ -61,6 +66,7 @@ public struct VisitDetector: Sendable {
         var weight: Double = 0
         var meanX: Double = 0, meanY: Double = 0
         var m2: Double = 0
+        var fastX: Double = 0, fastY: Double = 0
 
         static let metresPerDegreeLat = Geodesy.earthRadius * Double.pi / 180
 
@@ -93,7 +99,26 @@ public struct VisitDetector: Sendable {
 
         /// Adds an inside fix: weight 1/accuracy², softly trimmed beyond half the radius so one
         /// far fix cannot drag the centre.
-        mutating func add(_ fix: Fix, distance: Double, radius: Double, coreRadius: Double) {
+        /// Adds an inside fix. Until the stay is confirmed (`memory` > 0), a fast average with
+        /// that time constant runs beside the mean; when the two part by more than the core
+        /// radius the mean restarts from the fast one, so a device on the move does not
+        /// leave a trail of old fixes in the centre.
+        mutating func add(_ fix: Fix, distance: Double, radius: Double, coreRadius: Double, memory: Double = 0) {
+            let p0 = local(fix.coordinate)
+            if memory > 0 {
+                if count == 0 {
+                    fastX = p0.x; fastY = p0.y
+                } else {
+                    let a = 1 - exp(-max(0, fix.time - lastInside) / memory)
+                    fastX += a * (p0.x - fastX); fastY += a * (p0.y - fastY)
+                    let dx = fastX - meanX, dy = fastY - meanY
+                    if (dx * dx + dy * dy).squareRoot() > coreRadius {
+                        meanX = fastX; meanY = fastY
+                        weight *= 0.05
+                        m2 *= 0.05
+                    }
+                }
+            }
             let accuracy = max(fix.horizontalAccuracy ?? 50, 3)
             var w = 1 / (accuracy * accuracy)
             let half = radius / 2
@@ -141,7 +166,14 @@ public struct VisitDetector: Sendable {
         if fix.time <= stay.lastInside && outsideCount == 0 { return }  // same epoch or clock going back
         let d = stay.distanceFromCentre(fix.coordinate)
         if d <= parameters.radius {
-            stay.add(fix, distance: d, radius: parameters.radius, coreRadius: parameters.coreRadius)
+            stay.add(fix, distance: d, radius: parameters.radius, coreRadius: parameters.coreRadius,
+                     memory: confirmed ? 0 : parameters.candidateMemory)
+            // An unconfirmed stay whose centre has moved a radius from its first fix is a device
+            // on the move: start afresh here. (Three radii: multipath wander does not get that far.)
+            if !confirmed && (stay.meanX * stay.meanX + stay.meanY * stay.meanY).squareRoot() > 3 * parameters.radius {
+                start(fix)
+                return
+            }
             current = stay
             outsideCount = 0
             pending = nil
@@ -163,7 +195,8 @@ public struct VisitDetector: Sendable {
         } else if var p = pending {
             let dp = p.distanceFromCentre(fix.coordinate)
             if dp <= parameters.radius {
-                p.add(fix, distance: dp, radius: parameters.radius, coreRadius: parameters.coreRadius)
+                p.add(fix, distance: dp, radius: parameters.radius, coreRadius: parameters.coreRadius,
+                      memory: parameters.candidateMemory)
                 remember(fix, in: &pendingEarly, start: p.start)
             } else {
                 p = Stay(fix)
@@ -195,8 +228,7 @@ public struct VisitDetector: Sendable {
     /// the scan of the early fixes (≤ 64) runs only once that has passed.
     mutating func confirmIfDwelt(_ emit: (Visit) -> Void) {
         guard !confirmed, let s = current, s.count >= 3, s.lastCore - s.start >= parameters.dwell else { return }
-        let arrival = arrivalTime(of: s)
-        guard s.lastCore - arrival >= parameters.dwell else { return }
+        guard let arrival = arrivalTime(of: s), s.lastCore - arrival >= parameters.dwell else { return }
         confirmed = true
         self.arrival = arrival
         emit(Visit(kind: .arrival, arrival: arrival, departure: nil, coordinate: s.centre, horizontalAccuracy: s.spread95))
@@ -221,12 +253,12 @@ public struct VisitDetector: Sendable {
     }
 
     /// The first remembered fix within the core radius of the stay's centre (the stay's first
-    /// own fix), else the stay's first fix.
-    func arrivalTime(of stay: Stay) -> Timestamp {
+    /// own fix); `nil` when none is — the device was moving through, not staying.
+    func arrivalTime(of stay: Stay) -> Timestamp? {
         for e in early where stay.distanceFromCentre(e.coordinate) <= parameters.coreRadius {
             return max(e.time, stay.start)
         }
-        return stay.start
+        return nil
     }
 }
 
