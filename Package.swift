@@ -29,6 +29,7 @@ let package = Package(
         .target(name: "LocationCore", swiftSettings: strict),
         .target(name: "NMEA", dependencies: ["LocationCore"], swiftSettings: strict),
         .target(name: "LocationProtocol", dependencies: ["LocationCore"], swiftSettings: strict),
+        .target(name: "Simulation", dependencies: ["LocationCore", "NMEA", "LocationProtocol"], swiftSettings: strict),
         .target(
             name: "LocationDaemon",
             dependencies: [
@@ -46,16 +47,17 @@ let package = Package(
         .executableTarget(
             name: "locationctl",
             dependencies: [
-                "LocationCore", "NMEA", "LocationProtocol", "LocationClient",
+                "LocationCore", "NMEA", "LocationProtocol", "LocationClient", "Simulation",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict),
         .testTarget(name: "LocationCoreTests", dependencies: ["LocationCore"], swiftSettings: strict),
         .testTarget(name: "NMEATests", dependencies: ["NMEA", "LocationCore", "LocationProtocol"], swiftSettings: strict),
+        .testTarget(name: "SimulationTests", dependencies: ["Simulation", "LocationCore", "NMEA"], swiftSettings: strict),
         .testTarget(name: "LocationProtocolTests", dependencies: ["LocationProtocol", "LocationCore"], swiftSettings: strict),
         .testTarget(
             name: "LocationDaemonTests",
-            dependencies: ["LocationDaemon", "LocationClient", "LocationProtocol", "LocationCore", "NMEA"],
+            dependencies: ["LocationDaemon", "LocationClient", "LocationProtocol", "LocationCore", "NMEA", "Simulation"],
             swiftSettings: strict),
     ]
 )

@@ -235,7 +235,7 @@ final class Core: Sendable {
         case .subscribed(let id, _), .unsubscribed(let id): replyID = id
         case .statusReply(let s): replyID = s.id
         case .error(let e): replyID = e.id
-        case .location, .status: replyID = nil
+        case .location, .status, .visit, .significant: replyID = nil
         }
         let waiter: CheckedContinuation<ServerMessage, any Error>? = state.withLock { s in
             if let w = s.helloWaiter, case .hello = message {

@@ -16,6 +16,8 @@ public struct EventEncoder: Sendable {
         switch event {
         case .location(let fix): appendLocation(fix, skipped: skipped, to: &out)
         case .status(let state, let time): appendStatus(state, time: time, to: &out)
+        case .visit(let visit): appendVisit(visit, to: &out)
+        case .significant(let fix): appendSignificant(fix, to: &out)
         }
     }
 

@@ -134,8 +134,9 @@ public enum Request: Hashable, Sendable {
             let distance = try number(object, "distanceFilter", in: limits.distanceFilter, unit: "metres", id: id) ?? 0
             let accuracy = try number(object, "desiredAccuracy", in: limits.desiredAccuracy, unit: "metres", id: id)
             let interval = try number(object, "minimumInterval", in: limits.minimumInterval, unit: "seconds", id: id) ?? 0
+            let events = try eventKinds(object, id: id)
             return .subscribe(id: id, options: SubscriptionOptions(
-                distanceFilter: distance, desiredAccuracy: accuracy, minimumInterval: interval))
+                distanceFilter: distance, desiredAccuracy: accuracy, minimumInterval: interval, events: events))
         case "unsubscribe":
             return .unsubscribe(id: id)
         case "status":
@@ -179,6 +180,7 @@ public enum Request: Hashable, Sendable {
             }
             JSONWriter.appendASCII(",\"minimumInterval\":", to: &out)
             JSONWriter.appendNumber(options.minimumInterval, to: &out)
+            if options.events != .location { EventEncoder.appendEvents(options.events, to: &out) }
         case .unsubscribe: type("unsubscribe")
         case .status: type("status")
         }

@@ -49,6 +49,10 @@ public enum ServerMessage: Hashable, Sendable {
     /// A source state event.
     case status(SourceState, Timestamp?)
     case error(ProtocolError)
+    /// A visit event (arrival or departure).
+    case visit(Visit)
+    /// A significant-change event.
+    case significant(Fix)
 
     // MARK: Encoding
 
@@ -76,6 +80,7 @@ public enum ServerMessage: Hashable, Sendable {
             if let a = o.desiredAccuracy { JSONWriter.appendNumber(a, to: &out) } else { JSONWriter.appendASCII("null", to: &out) }
             JSONWriter.appendASCII(",\"minimumInterval\":", to: &out)
             JSONWriter.appendNumber(o.minimumInterval, to: &out)
+            EventEncoder.appendEvents(o.events, to: &out)
             JSONWriter.appendASCII("}\n", to: &out)
         case .unsubscribed(let id):
             JSONWriter.appendASCII("{\"type\":\"unsubscribed\"", to: &out)
@@ -106,6 +111,10 @@ public enum ServerMessage: Hashable, Sendable {
             JSONWriter.appendASCII(",\"message\":", to: &out)
             JSONWriter.appendString(e.message, to: &out)
             JSONWriter.appendASCII("}\n", to: &out)
+        case .visit(let v):
+            EventEncoder().appendVisit(v, to: &out)
+        case .significant(let fix):
+            EventEncoder().appendSignificant(fix, to: &out)
         }
     }
 
@@ -160,7 +169,8 @@ public enum ServerMessage: Hashable, Sendable {
             return .subscribed(id: id, options: SubscriptionOptions(
                 distanceFilter: try optionalNumber(o, "distanceFilter") ?? 0,
                 desiredAccuracy: try optionalNumber(o, "desiredAccuracy"),
-                minimumInterval: try optionalNumber(o, "minimumInterval") ?? 0))
+                minimumInterval: try optionalNumber(o, "minimumInterval") ?? 0,
+                events: try decodeEvents(o)))
         case "unsubscribed":
             return .unsubscribed(id: id)
         case "status":
@@ -190,6 +200,10 @@ public enum ServerMessage: Hashable, Sendable {
                 verticalAccuracy: try optionalNumber(o, "verticalAccuracy"),
                 speed: try optionalNumber(o, "speed"), course: try optionalNumber(o, "course"))
             return .location(fix, skipped: Int(try optionalNumber(o, "skipped") ?? 0))
+        case "visit":
+            return .visit(try decodeVisit(o))
+        case "significant":
+            return .significant(try decodeSignificant(o))
         case "error":
             let codeText = try string(o, "code")
             guard let code = ErrorCode(rawValue: codeText) else { throw DecodingError("unknown error code \(codeText)") }

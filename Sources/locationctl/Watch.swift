@@ -16,12 +16,17 @@ struct Watch: AsyncParsableCommand {
     @Flag(help: "Print the daemon's JSON lines (NDJSON) instead of human-readable lines.") var json = false
     @Option(help: "Exit after this many location events.") var count: Int?
     @Option(help: "Keep trying to connect for this many seconds (while the daemon starts).") var wait: Double = 0
+    @Option(help: "Event types to subscribe to, comma-separated: location, visits, significant (status events always come).",
+            transform: Replay.parseKinds)
+    var events: Set<Replay.EventKind> = [.location]
 
     func run() async throws {
         let client = try await connect(path: socket.path, wait: wait)
         defer { client.close() }
         var out = StandardOutput()
-        try client.send(.subscribe(id: .number(1), options: subscription.options))
+        var options = subscription.options
+        options.events = Replay.subscribedKinds(events)
+        try client.send(.subscribe(id: .number(1), options: options))
         var locations = 0
         for try await message in client.messages {
             switch message {
@@ -58,6 +63,15 @@ struct Watch: AsyncParsableCommand {
             return s
         case .status(let state, _):
             return "status: \(state.rawValue)"
+        case .visit(let v):
+            var s = "visit \(v.kind.rawValue): arrived " + ISO8601.string(v.arrival)
+            if let d = v.departure { s += ", departed " + ISO8601.string(d) }
+            s += "  " + degrees(v.coordinate.latitude, "N", "S") + " " + degrees(v.coordinate.longitude, "E", "W")
+            s += "  ±\(Int(v.horizontalAccuracy.rounded())) m"
+            return s
+        case .significant(let fix):
+            return ISO8601.string(fix.time) + "  significant change  " + degrees(fix.coordinate.latitude, "N", "S")
+                + " " + degrees(fix.coordinate.longitude, "E", "W")
         case .subscribed(_, let o):
             var parts: [String] = []
             if o.distanceFilter > 0 { parts.append("distance filter \(DecimalText.fixed(o.distanceFilter, 1)) m") }

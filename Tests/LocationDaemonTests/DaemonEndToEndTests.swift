@@ -3,6 +3,7 @@ import LocationClient
 import LocationCore
 import LocationProtocol
 import NMEA
+import Simulation
 import Testing
 
 /// Real processes end to end: a real gpsd fed an NMEA log → the real `locationd` executable
@@ -147,5 +148,47 @@ struct ReplayDaemonTests {
         #expect(zip(messages.fixes, expectedFixes).allSatisfy {
             abs($0.coordinate.latitude - $1.coordinate.latitude) < 1e-8 && abs($0.coordinate.longitude - $1.coordinate.longitude) < 1e-8
         })
+    }
+}
+
+/// Visits and significant changes through the real daemon: a subscriber asking for them over
+/// the socket receives exactly what `locationctl replay --events visits,significant` prints.
+@Suite(.serialized)
+struct VisitDaemonTests {
+    @Test func daemonSendsTheVisitAndSignificantEventsThatReplayPrints() async throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let scenario = try Scenario.parse(String(contentsOf: root.appendingPathComponent("Scenarios/demo.json"), encoding: .utf8))
+        let output = Simulator(scenario).run()
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("visits-\(UUID().uuidString.prefix(8)).nmea")
+        try Data(output.nmea).write(to: path)
+        defer { try? FileManager.default.removeItem(at: path) }
+
+        let replay = try LocationCtlReplayTests.run(["replay", path.path, "--events", "visits,significant"])
+        #expect(replay.status == 0, "\(replay.err)")
+        let expected = replay.out.split(separator: "\n").map(String.init)
+        // Three stays: three arrivals, two departures; significant changes after the drive.
+        #expect(expected.filter { $0.contains("\"event\":\"arrival\"") }.count == output.truth.count)
+        #expect(expected.filter { $0.contains("\"event\":\"departure\"") }.count == output.truth.count - 1)
+        #expect(expected.contains { $0.hasPrefix("{\"type\":\"significant\"") })
+
+        let daemon = try DaemonProcess(arguments: ["--replay", path.path, "--speed", "0"])
+        defer { daemon.stop() }
+        let client = try await daemon.connect()
+        defer { client.close() }
+        var reader = MessageReader(client)
+        var options = SubscriptionOptions()
+        options.events = [.visits, .significant]
+        try client.send(.subscribe(id: .number(1), options: options))
+        let messages = try await reader.read(timeout: 60) { $0.states.filter { $0 == .disconnected }.count >= 2 }
+        #expect(messages.fixes.isEmpty, "no location events were asked for")
+        let received = messages.compactMap { m -> String? in
+            switch m {
+            case .visit, .significant: String(m.line.dropLast())
+            default: nil
+            }
+        }
+        #expect(received == expected)
+        // The subscription was acknowledged with the kinds asked for.
+        #expect(messages.contains { if case .subscribed(_, let o) = $0 { o.events == [.visits, .significant] } else { false } })
     }
 }

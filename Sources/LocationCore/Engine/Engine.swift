@@ -8,6 +8,7 @@ public struct Engine: Sendable {
     @usableFromInline struct Subscription: Sendable {
         var id: SubscriberID
         var filter: LocationFilter
+        var extras: SubscriptionExtras? = nil
     }
 
     @usableFromInline var subscriptions: [Subscription] = []
@@ -30,8 +31,14 @@ public struct Engine: Sendable {
         case .fix(let fix):
             setState(.fix, time: fix.time, into: &out)
             lastFix = fix
-            for i in subscriptions.indices where subscriptions[i].filter.offer(fix) {
-                out.append(Delivery(subscriber: subscriptions[i].id, event: .location(fix)))
+            for i in subscriptions.indices {
+                if subscriptions[i].filter.options.events.contains(.location), subscriptions[i].filter.offer(fix) {
+                    out.append(Delivery(subscriber: subscriptions[i].id, event: .location(fix)))
+                }
+                if subscriptions[i].extras != nil {
+                    let id = subscriptions[i].id
+                    subscriptions[i].extras!.offer(fix, for: id, into: &out)
+                }
             }
         case .noFix(let time):
             setState(.noFix, time: time, into: &out)
@@ -40,7 +47,8 @@ public struct Engine: Sendable {
         case .subscribe(let id, let options):
             // Subscribing again replaces the options and restarts the filters, like setting a
             // new distanceFilter on CLLocationManager.
-            let sub = Subscription(id: id, filter: LocationFilter(options: options))
+            let sub = Subscription(id: id, filter: LocationFilter(options: options),
+                                   extras: SubscriptionExtras(options: options))
             if let i = indexByID[id] {
                 subscriptions[i] = sub
             } else {

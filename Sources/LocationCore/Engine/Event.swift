@@ -22,6 +22,10 @@ public enum Event: Hashable, Sendable {
     case location(Fix)
     /// The source changed state; `time` is the fix time it was observed at when known.
     case status(SourceState, time: Timestamp?)
+    /// A visit arrival or departure (subscriptions with `visits`).
+    case visit(Visit)
+    /// A significant change of position (subscriptions with `significant`).
+    case significant(Fix)
 }
 
 /// An event addressed to one subscriber.

@@ -7,11 +7,23 @@ public struct SubscriptionOptions: Hashable, Sendable {
     public var desiredAccuracy: Double?
     /// Deliver at most one fix per this many seconds of fix time.
     public var minimumInterval: Double
+    /// Which events to deliver (default: location only).
+    public var events: EventKinds = .location
+    /// Visit detection parameters (docs/semantics.md, "Visits").
+    public var visitParameters = VisitDetector.Parameters()
+    /// Significant-change parameters (docs/semantics.md, "Significant change").
+    public var significantParameters = SignificantChange.Parameters()
 
     public init(distanceFilter: Double = 0, desiredAccuracy: Double? = nil, minimumInterval: Double = 0) {
         self.distanceFilter = distanceFilter
         self.desiredAccuracy = desiredAccuracy
         self.minimumInterval = minimumInterval
+    }
+
+    public init(distanceFilter: Double = 0, desiredAccuracy: Double? = nil, minimumInterval: Double = 0,
+                events: EventKinds) {
+        self.init(distanceFilter: distanceFilter, desiredAccuracy: desiredAccuracy, minimumInterval: minimumInterval)
+        self.events = events
     }
 
     public static let limits = (distanceFilter: 0.0...1_000_000.0,

@@ -261,6 +261,10 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
         case .status(let state, let time):
             pendingStatus = (state, time)
             locationIsNewest = false
+        default:
+            // Visit and significant events are rare (at most one per dwell time / interval) and
+            // cannot be replaced by a newer one: written even to a slow reader, like replies.
+            context.writeAndFlush(wrapOutboundOut(encoded), promise: nil)
         }
     }
 

@@ -1,0 +1,56 @@
+/// Significant-change delivery (docs/semantics.md, "Significant change"): the first fix at
+/// once; afterwards a fix once the device is ≥ `distance` metres from the last *delivered* fix
+/// and ≥ `interval` seconds after it — confirmed by the next fix, so one wild fix never
+/// triggers. O(1) state, no allocation.
+public struct SignificantChange: Hashable, Sendable {
+    public struct Parameters: Hashable, Sendable {
+        /// Metres from the last delivered fix.
+        public var distance: Double
+        /// Seconds of fix time since the last delivered fix.
+        public var interval: Double
+        /// Fixes with a 95 % accuracy worse than this are ignored, metres.
+        public var maximumAccuracy: Double
+        /// The fastest plausible ground speed between a candidate and its confirming fix, m/s.
+        public var maximumSpeed: Double
+
+        public init(distance: Double = 500, interval: Double = 300, maximumAccuracy: Double = 200, maximumSpeed: Double = 70) {
+            self.distance = distance; self.interval = interval
+            self.maximumAccuracy = maximumAccuracy; self.maximumSpeed = maximumSpeed
+        }
+    }
+
+    public let parameters: Parameters
+    public private(set) var lastDelivered: Fix?
+    /// A fix that met both thresholds, waiting for the next fix to confirm it.
+    @usableFromInline var candidate: Fix?
+
+    public init(parameters: Parameters = Parameters()) { self.parameters = parameters }
+
+    /// Offers a fix; returns the fix to deliver as a significant change, if any.
+    public mutating func offer(_ fix: Fix) -> Fix? {
+        if let a = fix.horizontalAccuracy, a > parameters.maximumAccuracy { return nil }
+        guard let last = lastDelivered else {
+            lastDelivered = fix
+            return fix
+        }
+        guard qualifies(fix, after: last) else {
+            candidate = nil
+            return nil
+        }
+        if let c = candidate, fix.time > c.time {
+            let slack = 100 + parameters.maximumSpeed * (fix.time - c.time)
+            if Geodesy.distance(c.coordinate, fix.coordinate) <= slack {
+                candidate = nil
+                lastDelivered = fix
+                return fix
+            }
+        }
+        candidate = fix
+        return nil
+    }
+
+    @inlinable func qualifies(_ fix: Fix, after last: Fix) -> Bool {
+        fix.time - last.time >= parameters.interval
+            && Geodesy.distance(last.coordinate, fix.coordinate) >= parameters.distance
+    }
+}

@@ -1,0 +1,271 @@
+/// A visit: the device stayed at one place (docs/semantics.md, "Visits").
+public struct Visit: Hashable, Sendable {
+    public enum Kind: String, Hashable, Sendable { case arrival, departure }
+    public var kind: Kind
+    /// Time of the first fix of the stay (back-dated; the event is emitted later).
+    public var arrival: Timestamp
+    /// Time of the last fix of the stay; `nil` in an `arrival` event.
+    public var departure: Timestamp?
+    /// Robust centre of the stay's fixes.
+    public var coordinate: Coordinate
+    /// 95 % radius, metres, of the stay's fixes around `coordinate`.
+    public var horizontalAccuracy: Double
+
+    public init(kind: Kind, arrival: Timestamp, departure: Timestamp?, coordinate: Coordinate, horizontalAccuracy: Double) {
+        self.kind = kind; self.arrival = arrival; self.departure = departure
+        self.coordinate = coordinate; self.horizontalAccuracy = horizontalAccuracy
+    }
+}
+
+/// Streaming visit detection with O(1) state per subscription (docs/semantics.md, "Visits").
+///
+/// A *stay* is a run of fixes within `radius` of the stay's running centre. It becomes a visit
+/// (an `arrival` event, back-dated) once its fixes span `dwell` seconds; it ends (a `departure`
+/// event) once `departureFixes` consecutive fixes spanning `departureSeconds` lie outside —
+/// never because fixes stop. All state is a fixed number of scalars plus a fixed-capacity
+/// buffer of early fixes allocated once at init, so offering a fix never allocates.
+public struct VisitDetector: Sendable {
+    public struct Parameters: Hashable, Sendable {
+        /// A fix farther than this from the stay's centre is outside it, metres.
+        public var radius: Double
+        /// Fixes of a stay must span this long before the arrival is emitted, seconds.
+        public var dwell: Double
+        /// The stay's own fixes are those within this distance of its centre: arrival is the
+        /// first of them, departure the last, metres.
+        public var coreRadius: Double
+        /// Consecutive outside fixes needed to end a stay…
+        public var departureFixes: Int
+        /// …spanning at least this long, seconds.
+        public var departureSeconds: Double
+        /// Fixes with a 95 % accuracy worse than this are ignored (treated as fix loss), metres.
+        public var maximumAccuracy: Double
+        /// Until its arrival is emitted, a stay's centre forgets older fixes with this time
+        /// constant, so it follows a moving device instead of lagging behind it, seconds.
+        public var candidateMemory: Double
+
+        public init(radius: Double = 100, dwell: Double = 300, coreRadius: Double = 50,
+                    departureFixes: Int = 3, departureSeconds: Double = 10, maximumAccuracy: Double = 200,
+                    candidateMemory: Double = 30) {
+            self.radius = radius; self.dwell = dwell; self.coreRadius = coreRadius
+            self.departureFixes = departureFixes; self.departureSeconds = departureSeconds
+            self.maximumAccuracy = maximumAccuracy
+            self.candidateMemory = candidateMemory
+        }
+    }
+
+    /// One stay's running statistics in a local east/north plane (metres) around its first fix.
+    @usableFromInline struct Stay: Hashable, Sendable {
+        var anchor: Coordinate
+        var metresPerDegreeLon: Double
+        var start: Timestamp
+        var lastInside: Timestamp
+        /// Last fix within the core radius of the centre (departure time).
+        var lastCore: Timestamp
+        var count: Int = 0
+        // Weighted Welford: weight sum, mean, sum of weighted squared deviations.
+        var weight: Double = 0
+        var meanX: Double = 0, meanY: Double = 0
+        var m2: Double = 0
+        var fastX: Double = 0, fastY: Double = 0
+
+        static let metresPerDegreeLat = Geodesy.earthRadius * Double.pi / 180
+
+        init(_ fix: Fix) {
+            anchor = fix.coordinate
+            metresPerDegreeLon = Stay.metresPerDegreeLat * cos(Geodesy.radians(fix.coordinate.latitude))
+            start = fix.time; lastInside = fix.time; lastCore = fix.time
+        }
+
+        func local(_ c: Coordinate) -> (x: Double, y: Double) {
+            var dLon = c.longitude - anchor.longitude
+            if dLon > 180 { dLon -= 360 } else if dLon < -180 { dLon += 360 }
+            return (dLon * metresPerDegreeLon, (c.latitude - anchor.latitude) * Stay.metresPerDegreeLat)
+        }
+
+        func distanceFromCentre(_ c: Coordinate) -> Double {
+            let p = local(c)
+            let dx = p.x - meanX, dy = p.y - meanY
+            return (dx * dx + dy * dy).squareRoot()
+        }
+
+        var centre: Coordinate {
+            Coordinate(latitude: anchor.latitude + meanY / Stay.metresPerDegreeLat,
+                       longitude: anchor.longitude + meanX / metresPerDegreeLon)
+        }
+
+        /// 95 % radius of the fixes around the centre: for a 2-D normal spread the 95 % radius
+        /// is 2.45 σ and the RMS distance √2 σ, so 1.73 × RMS.
+        var spread95: Double { weight > 0 ? 1.731 * (m2 / weight).squareRoot() : 0 }
+
+        /// Adds an inside fix: weight 1/accuracy², softly trimmed beyond half the radius so one
+        /// far fix cannot drag the centre.
+        /// Adds an inside fix. Until the stay is confirmed (`memory` > 0), a fast average with
+        /// that time constant runs beside the mean; when the two part by more than the core
+        /// radius the mean restarts from the fast one, so a device on the move does not
+        /// leave a trail of old fixes in the centre.
+        mutating func add(_ fix: Fix, distance: Double, radius: Double, coreRadius: Double, memory: Double = 0) {
+            let p0 = local(fix.coordinate)
+            if memory > 0 {
+                if count == 0 {
+                    fastX = p0.x; fastY = p0.y
+                } else {
+                    let a = 1 - exp(-max(0, fix.time - lastInside) / memory)
+                    fastX += a * (p0.x - fastX); fastY += a * (p0.y - fastY)
+                    let dx = fastX - meanX, dy = fastY - meanY
+                    if (dx * dx + dy * dy).squareRoot() > coreRadius {
+                        meanX = fastX; meanY = fastY
+                        weight *= 0.05
+                        m2 *= 0.05
+                    }
+                }
+            }
+            let accuracy = max(fix.horizontalAccuracy ?? 50, 3)
+            var w = 1 / (accuracy * accuracy)
+            let half = radius / 2
+            if count >= 3 && distance > half { w *= (half / distance) * (half / distance) }
+            let p = local(fix.coordinate)
+            count += 1
+            weight += w
+            let dx = p.x - meanX, dy = p.y - meanY
+            meanX += dx * w / weight
+            meanY += dy * w / weight
+            m2 += w * (dx * (p.x - meanX) + dy * (p.y - meanY))
+            lastInside = fix.time
+            if distance <= coreRadius { lastCore = fix.time }
+        }
+    }
+
+    public let parameters: Parameters
+    @usableFromInline var current: Stay?
+    @usableFromInline var confirmed = false
+    /// The arrival time emitted for the current stay (its departure repeats it).
+    @usableFromInline var arrival = Timestamp(nanoseconds: 0)
+    /// Outside fixes since the last inside one, and the tentative next stay they form.
+    @usableFromInline var outsideCount = 0
+    @usableFromInline var firstOutside = Timestamp(nanoseconds: 0)
+    @usableFromInline var pending: Stay?
+    /// Early fixes of the current (unconfirmed) stay, one per `dwell / capacity` seconds, to
+    /// back-date the arrival to the first fix near the final centre. Fixed capacity.
+    @usableFromInline var early: [(time: Timestamp, coordinate: Coordinate)]
+    @usableFromInline var pendingEarly: [(time: Timestamp, coordinate: Coordinate)]
+    static let earlyCapacity = 64
+
+    public init(parameters: Parameters = Parameters()) {
+        self.parameters = parameters
+        early = []; early.reserveCapacity(Self.earlyCapacity)
+        pendingEarly = []; pendingEarly.reserveCapacity(Self.earlyCapacity)
+    }
+
+    /// Whether an arrival has been emitted for the current stay (and no departure yet).
+    public var isVisiting: Bool { confirmed }
+
+    /// Offers one fix; calls `emit` with an arrival or departure when one is decided.
+    public mutating func offer(_ fix: Fix, _ emit: (Visit) -> Void) {
+        if let a = fix.horizontalAccuracy, a > parameters.maximumAccuracy { return }
+        guard var stay = current else { start(fix); return }
+        if fix.time <= stay.lastInside && outsideCount == 0 { return }  // same epoch or clock going back
+        let d = stay.distanceFromCentre(fix.coordinate)
+        if d <= parameters.radius {
+            stay.add(fix, distance: d, radius: parameters.radius, coreRadius: parameters.coreRadius,
+                     memory: confirmed ? 0 : parameters.candidateMemory)
+            // An unconfirmed stay whose centre has moved a radius from its first fix is a device
+            // on the move: start afresh here. (Three radii: multipath wander does not get that far.)
+            if !confirmed && (stay.meanX * stay.meanX + stay.meanY * stay.meanY).squareRoot() > 3 * parameters.radius {
+                start(fix)
+                return
+            }
+            current = stay
+            outsideCount = 0
+            pending = nil
+            if confirmed {
+                return
+            }
+            remember(fix, in: &early, start: stay.start)
+            confirmIfDwelt(emit)
+            return
+        }
+        // Outside: one outlier does not end a stay; a confirmed run of outside fixes does.
+        outsideCount += 1
+        if outsideCount == 1 {
+            firstOutside = fix.time
+            pending = Stay(fix)
+            pending!.add(fix, distance: 0, radius: parameters.radius, coreRadius: parameters.coreRadius)
+            pendingEarly.removeAll(keepingCapacity: true)
+            remember(fix, in: &pendingEarly, start: fix.time)
+        } else if var p = pending {
+            let dp = p.distanceFromCentre(fix.coordinate)
+            if dp <= parameters.radius {
+                p.add(fix, distance: dp, radius: parameters.radius, coreRadius: parameters.coreRadius,
+                      memory: parameters.candidateMemory)
+                remember(fix, in: &pendingEarly, start: p.start)
+            } else {
+                p = Stay(fix)
+                p.add(fix, distance: 0, radius: parameters.radius, coreRadius: parameters.coreRadius)
+                pendingEarly.removeAll(keepingCapacity: true)
+                remember(fix, in: &pendingEarly, start: fix.time)
+            }
+            pending = p
+        }
+        guard outsideCount >= parameters.departureFixes,
+              fix.time - firstOutside >= parameters.departureSeconds else { return }
+        if confirmed {
+            emit(Visit(kind: .departure, arrival: arrival, departure: stay.lastCore,
+                       coordinate: stay.centre, horizontalAccuracy: stay.spread95))
+        }
+        current = pending
+        swap(&early, &pendingEarly)
+        pendingEarly.removeAll(keepingCapacity: true)
+        pending = nil
+        confirmed = false
+        outsideCount = 0
+        // The new stay may already have spanned the dwell (e.g. a stop whose first fixes came
+        // in as an outside run): decide it now.
+        confirmIfDwelt(emit)
+    }
+
+    /// Emits the arrival once the stay's own fixes — from the first to the last within the
+    /// core radius — span the dwell time. The cheap check on the whole stay's span comes first;
+    /// the scan of the early fixes (≤ 64) runs only once that has passed.
+    mutating func confirmIfDwelt(_ emit: (Visit) -> Void) {
+        guard !confirmed, let s = current, s.count >= 3, s.lastCore - s.start >= parameters.dwell else { return }
+        guard let arrival = arrivalTime(of: s), s.lastCore - arrival >= parameters.dwell else { return }
+        confirmed = true
+        self.arrival = arrival
+        emit(Visit(kind: .arrival, arrival: arrival, departure: nil, coordinate: s.centre, horizontalAccuracy: s.spread95))
+    }
+
+    mutating func start(_ fix: Fix) {
+        var s = Stay(fix)
+        s.add(fix, distance: 0, radius: parameters.radius, coreRadius: parameters.coreRadius)
+        current = s
+        confirmed = false
+        outsideCount = 0
+        pending = nil
+        early.removeAll(keepingCapacity: true)
+        remember(fix, in: &early, start: fix.time)
+    }
+
+    /// Keeps at most `earlyCapacity` early fixes, spaced `dwell / capacity` apart.
+    func remember(_ fix: Fix, in buffer: inout [(time: Timestamp, coordinate: Coordinate)], start: Timestamp) {
+        guard buffer.count < Self.earlyCapacity else { return }
+        if let last = buffer.last, fix.time - last.time < parameters.dwell / Double(Self.earlyCapacity) { return }
+        buffer.append((fix.time, fix.coordinate))
+    }
+
+    /// The first remembered fix within the core radius of the stay's centre (the stay's first
+    /// own fix); `nil` when none is — the device was moving through, not staying.
+    func arrivalTime(of stay: Stay) -> Timestamp? {
+        for e in early where stay.distanceFromCentre(e.coordinate) <= parameters.coreRadius {
+            return max(e.time, stay.start)
+        }
+        return nil
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif

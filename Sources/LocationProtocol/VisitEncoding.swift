@@ -1,0 +1,112 @@
+import LocationCore
+
+// Encoding of `visit` and `significant` events (docs/protocol.md, "Events").
+extension EventEncoder {
+    @inlinable public func appendVisit(_ visit: Visit, to out: inout [UInt8]) {
+        JSONWriter.appendASCII("{\"type\":\"visit\",\"event\":", to: &out)
+        switch visit.kind {
+        case .arrival: JSONWriter.appendASCII("\"arrival\"", to: &out)
+        case .departure: JSONWriter.appendASCII("\"departure\"", to: &out)
+        }
+        JSONWriter.appendASCII(",\"arrival\":", to: &out)
+        EventEncoder.appendTime(visit.arrival, to: &out)
+        JSONWriter.appendASCII(",\"departure\":", to: &out)
+        EventEncoder.appendTime(visit.departure, to: &out)
+        JSONWriter.appendASCII(",\"latitude\":", to: &out)
+        DecimalFormat.appendFixed(visit.coordinate.latitude, decimals: 9, to: &out)
+        JSONWriter.appendASCII(",\"longitude\":", to: &out)
+        DecimalFormat.appendFixed(visit.coordinate.longitude, decimals: 9, to: &out)
+        JSONWriter.appendASCII(",\"horizontalAccuracy\":", to: &out)
+        DecimalFormat.appendFixed(visit.horizontalAccuracy, decimals: 3, to: &out)
+        JSONWriter.appendASCII("}\n", to: &out)
+    }
+
+    @inlinable public func appendSignificant(_ fix: Fix, to out: inout [UInt8]) {
+        JSONWriter.appendASCII("{\"type\":\"significant\",\"time\":", to: &out)
+        EventEncoder.appendTime(fix.time, to: &out)
+        JSONWriter.appendASCII(",\"latitude\":", to: &out)
+        DecimalFormat.appendFixed(fix.coordinate.latitude, decimals: 9, to: &out)
+        JSONWriter.appendASCII(",\"longitude\":", to: &out)
+        DecimalFormat.appendFixed(fix.coordinate.longitude, decimals: 9, to: &out)
+        JSONWriter.appendASCII(",\"horizontalAccuracy\":", to: &out)
+        if let h = fix.horizontalAccuracy {
+            DecimalFormat.appendFixed(h, decimals: 3, to: &out)
+        } else {
+            JSONWriter.appendASCII("null", to: &out)
+        }
+        JSONWriter.appendASCII("}\n", to: &out)
+    }
+
+    /// `,"events":["location","visits"]` (leading comma included).
+    public static func appendEvents(_ kinds: EventKinds, to out: inout [UInt8]) {
+        JSONWriter.appendASCII(",\"events\":[", to: &out)
+        var first = true
+        for (name, kind) in EventKinds.names where kinds.contains(kind) {
+            if !first { out.append(0x2C) }
+            first = false
+            JSONWriter.appendString(name, to: &out)
+        }
+        out.append(0x5D)
+    }
+}
+
+extension Request {
+    /// `events`: absent or `null` → `["location"]`; otherwise a non-empty array of known names.
+    static func eventKinds(_ object: [String: JSONValue], id: RequestID?) throws(ProtocolError) -> EventKinds {
+        switch object["events"] {
+        case nil, .null?: return .location
+        case .array(let items)?:
+            var kinds: EventKinds = []
+            for item in items {
+                guard case .string(let name) = item else {
+                    throw ProtocolError(.badField, "events must be an array of strings, not contain \(item.kindName)", id: id)
+                }
+                guard let k = EventKinds.names.first(where: { $0.name == name })?.kind else {
+                    throw ProtocolError(.outOfRange, "events: unknown event type \(JSONWriter.quoted(name)); expected location, visits, significant", id: id)
+                }
+                kinds.insert(k)
+            }
+            guard !kinds.isEmpty else {
+                throw ProtocolError(.outOfRange, "events must name at least one of location, visits, significant", id: id)
+            }
+            return kinds
+        case let other?:
+            throw ProtocolError(.badField, "events must be an array of strings, not \(other.kindName)", id: id)
+        }
+    }
+}
+
+extension ServerMessage {
+    static func decodeEvents(_ o: [String: JSONValue]) throws(DecodingError) -> EventKinds {
+        guard case .array(let items)? = o["events"] else { return .location }
+        var kinds: EventKinds = []
+        for item in items {
+            guard case .string(let name) = item, let k = EventKinds.names.first(where: { $0.name == name })?.kind else {
+                throw DecodingError("events has an unknown entry")
+            }
+            kinds.insert(k)
+        }
+        return kinds
+    }
+
+    static func decodeVisit(_ o: [String: JSONValue]) throws(DecodingError) -> Visit {
+        let kind: Visit.Kind
+        switch o["event"] {
+        case .string("arrival")?: kind = .arrival
+        case .string("departure")?: kind = .departure
+        default: throw DecodingError("visit has no valid event")
+        }
+        guard let arrival = try optionalTime(o, "arrival") else { throw DecodingError("visit has no arrival") }
+        let departure = try optionalTime(o, "departure")
+        if kind == .departure && departure == nil { throw DecodingError("departure has no departure time") }
+        return Visit(kind: kind, arrival: arrival, departure: departure,
+                     coordinate: Coordinate(latitude: try number(o, "latitude"), longitude: try number(o, "longitude")),
+                     horizontalAccuracy: try number(o, "horizontalAccuracy"))
+    }
+
+    static func decodeSignificant(_ o: [String: JSONValue]) throws(DecodingError) -> Fix {
+        guard let time = try optionalTime(o, "time") else { throw DecodingError("significant has no time") }
+        return Fix(time: time, coordinate: Coordinate(latitude: try number(o, "latitude"), longitude: try number(o, "longitude")),
+                   horizontalAccuracy: try optionalNumber(o, "horizontalAccuracy"))
+    }
+}

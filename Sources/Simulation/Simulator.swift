@@ -1,0 +1,196 @@
+import LocationCore
+import LocationProtocol
+import NMEA
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A true visit of a scenario: a stay of at least `minimumVisit` seconds.
+public struct TrueVisit: Hashable, Sendable {
+    public var place: String?
+    public var arrival: Timestamp
+    /// `nil` when the scenario ends during the stay.
+    public var departure: Timestamp?
+    public var coordinate: Coordinate
+    public var indoors: Bool
+
+    public init(place: String?, arrival: Timestamp, departure: Timestamp?, coordinate: Coordinate, indoors: Bool) {
+        self.place = place; self.arrival = arrival; self.departure = departure
+        self.coordinate = coordinate; self.indoors = indoors
+    }
+
+    /// One JSON line (with `\n`).
+    public var line: String {
+        var out: [UInt8] = []
+        JSONWriter.appendASCII("{\"type\":\"visit\",\"place\":", to: &out)
+        if let place { JSONWriter.appendString(place, to: &out) } else { JSONWriter.appendASCII("null", to: &out) }
+        JSONWriter.appendASCII(",\"arrival\":", to: &out)
+        EventEncoder.appendTime(arrival, to: &out)
+        JSONWriter.appendASCII(",\"departure\":", to: &out)
+        EventEncoder.appendTime(departure, to: &out)
+        JSONWriter.appendASCII(",\"latitude\":", to: &out)
+        DecimalFormat.appendFixed(coordinate.latitude, decimals: 9, to: &out)
+        JSONWriter.appendASCII(",\"longitude\":", to: &out)
+        DecimalFormat.appendFixed(coordinate.longitude, decimals: 9, to: &out)
+        JSONWriter.appendASCII(indoors ? ",\"indoors\":true}\n" : ",\"indoors\":false}\n", to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    public static func parse(lines text: String) throws(Scenario.ParseError) -> [TrueVisit] {
+        var visits: [TrueVisit] = []
+        let parser = JSONParser(maxDepth: 4, maxBytes: 65_536)
+        for (n, line) in text.split(separator: "\n").enumerated() where !line.allSatisfy({ $0 == " " || $0 == "\r" }) {
+            guard case .object(let o)? = try? parser.parse(String(line)),
+                  case .string(let a)? = o["arrival"], let arrival = ISO8601.parse(a),
+                  case .number(let lat)? = o["latitude"], case .number(let lon)? = o["longitude"] else {
+                throw Scenario.ParseError("truth line \(n + 1): expected {arrival, departure, latitude, longitude}")
+            }
+            var departure: Timestamp? = nil
+            if case .string(let d)? = o["departure"] { departure = ISO8601.parse(d) }
+            var place: String? = nil
+            if case .string(let p)? = o["place"] { place = p }
+            var indoors = false
+            if case .bool(let b)? = o["indoors"] { indoors = b }
+            visits.append(TrueVisit(place: place, arrival: arrival, departure: departure,
+                                    coordinate: Coordinate(latitude: lat, longitude: lon), indoors: indoors))
+        }
+        return visits
+    }
+}
+
+/// Turns a scenario into an NMEA log (RMC+GGA+GSA+GST per epoch, RMC/GGA/GSA with status V
+/// while the fix is lost) and its ground truth. Deterministic for the scenario's seed.
+public struct Simulator {
+    public var scenario: Scenario
+    public init(_ scenario: Scenario) { self.scenario = scenario }
+
+    public struct Output {
+        public var nmea: [UInt8]
+        public var truth: [TrueVisit]
+        /// Time of the last epoch.
+        public var end: Timestamp
+    }
+
+    /// The ground truth only (cheap: no noise, no NMEA).
+    public var truth: [TrueVisit] { run(writeNMEA: false).truth }
+
+    public func run(writeNMEA: Bool = true) -> Output {
+        var rng = SplitMix64(seed: scenario.seed)
+        let writer = NMEAWriter()
+        var nmea: [UInt8] = []
+        var truth: [TrueVisit] = []
+        let dt = scenario.sampleInterval
+        let mPerDegLat = Geodesy.earthRadius * Double.pi / 180
+        var position = scenario.origin
+        var elapsed = 0.0          // seconds since start of the next epoch
+        var mpNorth = 0.0, mpEast = 0.0
+        var lost = false
+
+        func epoch(_ truthPosition: Coordinate, speed: Double, course: Double?, noise: Scenario.Noise, forcedLoss: Bool) {
+            let time = scenario.start.adding(seconds: elapsed)
+            elapsed += dt
+            guard writeNMEA else { return }
+            // Multipath: first-order Gauss–Markov offset, per axis.
+            let a = exp(-dt / noise.multipathSeconds)
+            let b = (1 - a * a).squareRoot() * noise.multipathSigma
+            mpNorth = a * mpNorth + b * rng.gaussian()
+            mpEast = a * mpEast + b * rng.gaussian()
+            // Fix loss: a two-state Markov chain with the given long-run fraction and burst length.
+            let exitP = min(1, dt / noise.lossBurstSeconds)
+            let enterP = noise.lossFraction > 0 ? min(1, exitP * noise.lossFraction / (1 - noise.lossFraction)) : 0
+            let u = Double(rng.next() >> 11) / Double(1 << 53)
+            lost = lost ? u >= exitP : u < enterP
+            let outlierDraw = Double(rng.next() >> 11) / Double(1 << 53)
+            let gn = rng.gaussian(), ge = rng.gaussian(), galt = rng.gaussian(), gv = rng.gaussian()
+            if lost || forcedLoss {
+                nmea.append(contentsOf: writer.noFixEpoch(at: time).utf8)
+                return
+            }
+            var dn = mpNorth + gn * noise.sigma, de = mpEast + ge * noise.sigma
+            if outlierDraw < noise.outlierRate {
+                let angle = Double(rng.next() >> 11) / Double(1 << 53) * 2 * Double.pi
+                let r = noise.outlierDistance * (0.5 + Double(rng.next() >> 11) / Double(1 << 53))
+                dn += r * cos(angle); de += r * sin(angle)
+            }
+            let coordinate = Coordinate(
+                latitude: truthPosition.latitude + dn / mPerDegLat,
+                longitude: truthPosition.longitude + de / (mPerDegLat * cos(Geodesy.radians(truthPosition.latitude))))
+            // The receiver's own error estimate knows its white noise and part of multipath,
+            // never an outlier.
+            let reported = (noise.sigma * noise.sigma + noise.multipathSigma * noise.multipathSigma / 4).squareRoot()
+            var quality = NMEAWriter.Quality()
+            quality.sigmaLatitude = reported; quality.sigmaLongitude = reported; quality.sigmaAltitude = reported * 1.5
+            quality.geoidSeparation = 39.5
+            quality.hdop = max(0.6, reported / 4)
+            let fix = Fix(time: time, coordinate: coordinate, mode: .threeD, altitudeMSL: 34 + galt * reported,
+                          speed: max(0, speed + gv * 0.2), course: course)
+            nmea.append(contentsOf: writer.epoch(fix, quality: quality).utf8)
+        }
+
+        for leg in scenario.legs {
+            switch leg {
+            case .stay(let seconds, let indoors, let place):
+                let arrival = scenario.start.adding(seconds: elapsed)
+                let n = max(1, Int((seconds / dt).rounded()))
+                for _ in 0..<n {
+                    epoch(position, speed: 0, course: nil, noise: indoors ? scenario.indoor : scenario.outdoor, forcedLoss: false)
+                }
+                if seconds >= scenario.minimumVisit {
+                    truth.append(TrueVisit(place: place, arrival: arrival, departure: scenario.start.adding(seconds: elapsed),
+                                           coordinate: position, indoors: indoors))
+                }
+            case .move(_, let target, let speed, let signalLost):
+                let to: Coordinate
+                switch target {
+                case .coordinate(let c): to = c
+                case .offset(let north, let east):
+                    to = Coordinate(latitude: position.latitude + north / mPerDegLat,
+                                    longitude: position.longitude + east / (mPerDegLat * cos(Geodesy.radians(position.latitude))))
+                }
+                let from = position
+                let distance = Geodesy.distance(from, to)
+                let steps = max(1, Int((distance / speed / dt).rounded()))
+                let course = Self.bearing(from, to)
+                for i in 1...steps {
+                    let f = Double(i) / Double(steps)
+                    position = Coordinate(latitude: from.latitude + (to.latitude - from.latitude) * f,
+                                          longitude: from.longitude + (to.longitude - from.longitude) * f)
+                    epoch(position, speed: speed, course: course, noise: scenario.outdoor, forcedLoss: signalLost)
+                }
+            }
+        }
+        // A stay that runs to the end of the scenario has no known departure.
+        if case .stay? = scenario.legs.last, !truth.isEmpty,
+           truth[truth.count - 1].departure == scenario.start.adding(seconds: elapsed) {
+            truth[truth.count - 1].departure = nil
+        }
+        return Output(nmea: nmea, truth: truth, end: scenario.start.adding(seconds: elapsed - dt))
+    }
+
+    static func bearing(_ a: Coordinate, _ b: Coordinate) -> Double {
+        let p1 = Geodesy.radians(a.latitude), p2 = Geodesy.radians(b.latitude)
+        let dl = Geodesy.radians(b.longitude - a.longitude)
+        let y = sin(dl) * cos(p2), x = cos(p1) * sin(p2) - sin(p1) * cos(p2) * cos(dl)
+        let deg = atan2(y, x) * 180 / Double.pi
+        return deg < 0 ? deg + 360 : deg
+    }
+}
+
+/// SplitMix64: tiny, fast and fully deterministic across platforms (unlike the system RNG).
+public struct SplitMix64: RandomNumberGenerator, Sendable {
+    public var state: UInt64
+    public init(seed: UInt64) { state = seed }
+    public mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+    /// A standard normal sample (Box–Muller).
+    public mutating func gaussian() -> Double {
+        let u1 = max(Double(next() >> 11) / Double(1 << 53), .leastNonzeroMagnitude)
+        let u2 = Double(next() >> 11) / Double(1 << 53)
+        return (-2 * log(u1)).squareRoot() * cos(2 * Double.pi * u2)
+    }
+}

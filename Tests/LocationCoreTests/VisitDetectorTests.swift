@@ -1,0 +1,257 @@
+import LocationCore
+import Testing
+
+/// A point `north`/`east` metres from `origin` (small offsets).
+func offset(_ north: Double, _ east: Double) -> Coordinate {
+    let m = Geodesy.earthRadius * Double.pi / 180
+    return Coordinate(latitude: origin.latitude + north / m,
+                      longitude: origin.longitude + east / (m * cos(Geodesy.radians(origin.latitude))))
+}
+
+/// Deterministic ±amplitude jitter that does not repeat with a short period.
+func jitter(_ i: Int, _ amplitude: Double) -> (Double, Double) {
+    let a = Double(i) * 2.399963  // golden angle
+    let r = amplitude * Double((i * 7919) % 101) / 100
+    return (r * cos(a), r * sin(a))
+}
+
+struct VisitRecorder {
+    var detector: VisitDetector
+    var events: [(at: Timestamp, visit: Visit)] = []
+    init(_ p: VisitDetector.Parameters = .init()) { detector = VisitDetector(parameters: p) }
+    mutating func feed(_ f: Fix) {
+        var got: [Visit] = []
+        detector.offer(f) { got.append($0) }
+        for v in got { events.append((f.time, v)) }
+    }
+    /// 1 Hz fixes at a place (with small jitter) for `seconds`, starting at `from`.
+    mutating func stay(at north: Double, _ east: Double, from: Double, seconds: Int, jitterMetres: Double = 4, accuracy: Double = 8) {
+        for i in 0..<seconds {
+            let (dn, de) = jitter(i + Int(from), jitterMetres)
+            feed(fix(at: from + Double(i), offset(north + dn, east + de), accuracy: accuracy))
+        }
+    }
+    var arrivals: [Visit] { events.map(\.visit).filter { $0.kind == .arrival } }
+    var departures: [Visit] { events.map(\.visit).filter { $0.kind == .departure } }
+}
+
+@Suite struct VisitDetectorTests {
+    @Test func arrivalIsEmittedAfterTheDwellAndBackDatedToTheFirstFix() {
+        var r = VisitRecorder()
+        r.stay(at: 0, 0, from: 0, seconds: 300)     // fixes at 0…299: spans 299 s
+        #expect(r.events.isEmpty, "not certain before the dwell")
+        r.stay(at: 0, 0, from: 300, seconds: 5)
+        #expect(r.arrivals.count == 1)
+        #expect(r.events.first?.at == t0.adding(seconds: 300))
+        #expect(r.arrivals.first?.arrival == t0)
+        #expect(r.arrivals.first?.departure == nil)
+        let centre = r.arrivals.first!.coordinate
+        #expect(Geodesy.distance(centre, origin) < 3)
+    }
+
+    @Test func arrivalAfterAnApproachIsBackDatedToNearThePlace() {
+        var r = VisitRecorder()
+        // Walk 1.4 m/s from 400 m south to the place, arriving at t = 286 s, then stay 10 min.
+        for i in 0..<286 { r.feed(fix(at: Double(i), offset(-400 + 1.4 * Double(i), 0))) }
+        r.stay(at: 0, 0, from: 286, seconds: 600)
+        #expect(r.arrivals.count == 1)
+        let arrival = r.arrivals[0].arrival - t0
+        // The stay's first fix: within the 50 m core of a centre that settles within metres of
+        // the place (36 s of walking), plus one 4.7 s sample step and the centre's offset: ≤ 50 s.
+        #expect(arrival <= 286 && arrival >= 286 - 50, "arrival \(arrival) s after the walk began")
+        #expect(r.events[0].at - t0 <= 286 + 300 + 1)
+    }
+
+    @Test func aShortStopBelowTheDwellIsNoVisit() {
+        var r = VisitRecorder()
+        r.stay(at: 0, 0, from: 0, seconds: 290)
+        for i in 1...120 { r.feed(fix(at: 290 + Double(i), offset(Double(i) * 10, 0))) }  // drive away
+        r.stay(at: 1200, 0, from: 411, seconds: 200)
+        #expect(r.events.isEmpty)
+    }
+
+    @Test func aGapInsideKeepsTheVisit() {
+        var r = VisitRecorder()
+        r.stay(at: 0, 0, from: 0, seconds: 400)
+        #expect(r.arrivals.count == 1)
+        // 40 minutes without fixes (indoors), then fixes resume at the place for a minute.
+        r.stay(at: 5, 5, from: 2800, seconds: 60)
+        #expect(r.departures.isEmpty)
+        for i in 1...30 { r.feed(fix(at: 2860 + Double(i), offset(0, 20 * Double(i)))) }
+        #expect(r.arrivals.count == 1)
+        #expect(r.departures.count == 1)
+        let d = r.departures[0]
+        #expect(d.arrival == t0)
+        // Departure: the last fix of the stay (within the 50 m core: 2 fixes into the drive-off).
+        #expect(d.departure == t0.adding(seconds: 2862))
+    }
+
+    @Test func aGapEndingFarAwayEndsTheVisitAtTheLastFixInside() {
+        var r = VisitRecorder()
+        r.stay(at: 0, 0, from: 0, seconds: 400)
+        // Fixes lost at 399; they resume 3 km away 30 minutes later.
+        r.stay(at: 3000, 0, from: 2200, seconds: 20)
+        #expect(r.departures.count == 1)
+        #expect(r.departures.first?.departure == t0.adding(seconds: 399))
+        #expect(r.departures.first?.arrival == t0)
+    }
+
+    @Test func aLongGapThatEndsFarFromWhereItBeganIsNoVisit() {
+        var r = VisitRecorder()
+        r.stay(at: 0, 0, from: 0, seconds: 60)
+        r.stay(at: 2000, 500, from: 3600, seconds: 60)
+        #expect(r.events.isEmpty)
+    }
+
+    @Test func aGapInsideBeforeTheDwellCompletesTheStay() {
+        var r = VisitRecorder()
+        r.stay(at: 0, 0, from: 0, seconds: 60)
+        r.stay(at: 0, 0, from: 1800, seconds: 3)
+        #expect(r.arrivals.count == 1)
+        #expect(r.arrivals.first?.arrival == t0)
+        #expect(r.events.first?.at == t0.adding(seconds: 1800))
+    }
+
+    @Test func singleOutliersDoNotEndAVisit() {
+        var r = VisitRecorder()
+        for i in 0..<1200 {
+            let wild = i % 60 == 30 || i % 97 == 50 || i % 97 == 51  // single and paired outliers
+            let p = wild ? offset(800, -300) : offset(jitter(i, 4).0, jitter(i, 4).1)
+            r.feed(fix(at: Double(i), p, accuracy: 8))
+        }
+        #expect(r.arrivals.count == 1)
+        #expect(r.departures.isEmpty)
+        #expect(Geodesy.distance(r.arrivals[0].coordinate, origin) < 5, "outliers do not drag the centre")
+    }
+
+    @Test func outsideFixesMustLastBeforeADeparture() {
+        var r = VisitRecorder()
+        r.stay(at: 0, 0, from: 0, seconds: 400)
+        // Five consecutive fixes 500 m away (spanning 4 s < 10 s), then back.
+        for i in 0..<5 { r.feed(fix(at: 400 + Double(i), offset(500, 0))) }
+        r.stay(at: 0, 0, from: 405, seconds: 30)
+        #expect(r.departures.isEmpty)
+        // Eleven (spanning 10 s) end it.
+        for i in 0..<11 { r.feed(fix(at: 435 + Double(i), offset(500, 0))) }
+        #expect(r.departures.count == 1)
+        #expect(r.departures[0].departure == t0.adding(seconds: 434))
+    }
+
+    @Test func heavyJitterIndoorsKeepsOneVisit() {
+        var r = VisitRecorder()
+        r.stay(at: 0, 0, from: 0, seconds: 3600, jitterMetres: 70, accuracy: 60)
+        #expect(r.arrivals.count == 1)
+        #expect(r.departures.isEmpty)
+        #expect(Geodesy.distance(r.arrivals[0].coordinate, origin) < 15)
+        #expect(r.arrivals[0].horizontalAccuracy > 20 && r.arrivals[0].horizontalAccuracy < 150)
+    }
+
+    @Test func veryInaccurateFixesAreIgnored() {
+        var r = VisitRecorder()
+        r.stay(at: 0, 0, from: 0, seconds: 400)
+        for i in 0..<60 { r.feed(fix(at: 400 + Double(i), offset(1000, 0), accuracy: 500)) }
+        r.stay(at: 0, 0, from: 460, seconds: 10)
+        #expect(r.departures.isEmpty)
+    }
+
+    @Test func parametersAreHonoured() {
+        var p = VisitDetector.Parameters()
+        p.dwell = 60
+        var r = VisitRecorder(p)
+        r.stay(at: 0, 0, from: 0, seconds: 61)
+        #expect(r.arrivals.count == 1)
+        #expect(r.events.first?.at == t0.adding(seconds: 60))
+    }
+}
+
+@Suite struct SignificantChangeTests {
+    @Test func firstFixIsDeliveredAtOnce() {
+        var s = SignificantChange()
+        #expect(s.offer(fix(at: 0, origin)) != nil)
+        #expect(s.offer(fix(at: 1, origin)) == nil)
+    }
+
+    @Test func needsBothDistanceAndTime() {
+        var s = SignificantChange()
+        _ = s.offer(fix(at: 0, origin))
+        // 600 m away after 100 s: too soon.
+        #expect(s.offer(fix(at: 100, offset(600, 0))) == nil)
+        #expect(s.offer(fix(at: 101, offset(601, 0))) == nil)
+        // 499 m after 10 minutes: too close.
+        #expect(s.offer(fix(at: 600, offset(499, 0))) == nil)
+        #expect(s.offer(fix(at: 601, offset(499, 0))) == nil)
+        // 510 m after 5 minutes: the candidate, confirmed by the next fix.
+        #expect(s.offer(fix(at: 700, offset(510, 0))) == nil)
+        let delivered = s.offer(fix(at: 701, offset(512, 0)))
+        #expect(delivered?.time == t0.adding(seconds: 701))
+        #expect(s.lastDelivered?.time == t0.adding(seconds: 701))
+    }
+
+    @Test func oneWildFixDoesNotTrigger() {
+        var s = SignificantChange()
+        _ = s.offer(fix(at: 0, origin))
+        for i in 1...1200 {
+            let p = i == 600 || i == 900 ? offset(2000, 1000) : origin
+            #expect(s.offer(fix(at: Double(i), p)) == nil)
+        }
+        // Two wild fixes in a row that disagree with each other do not trigger either.
+        #expect(s.offer(fix(at: 1201, offset(3000, 0))) == nil)
+        #expect(s.offer(fix(at: 1202, offset(-3000, 0))) == nil)
+    }
+
+    @Test func aSlowCreepIsMeasuredFromTheLastDelivered() {
+        var s = SignificantChange()
+        var delivered: [Fix] = []
+        for i in 0...1800 {  // 1 m/s for 30 minutes
+            if let f = s.offer(fix(at: Double(i), offset(Double(i), 0))) { delivered.append(f) }
+        }
+        #expect(delivered.count == 4)  // t = 0, then every ≈ 501 s: 501, 1002, 1503
+        for (a, b) in zip(delivered, delivered.dropFirst()) {
+            #expect(Geodesy.distance(a.coordinate, b.coordinate) >= 500)
+            #expect(b.time - a.time >= 300 && b.time - a.time <= 502)
+        }
+    }
+
+    @Test func inaccurateFixesAreIgnored() {
+        var s = SignificantChange()
+        #expect(s.offer(fix(at: 0, origin, accuracy: 900)) == nil)
+        #expect(s.offer(fix(at: 1, origin, accuracy: 20)) != nil)
+    }
+}
+
+@Suite struct EngineEventKindTests {
+    @Test func subscriptionsGetOnlyTheKindsTheyAskFor() {
+        var engine = Engine()
+        let loc = SubscriberID(1), visits = SubscriberID(2), sig = SubscriberID(3)
+        var out: [Delivery] = []
+        engine.handle(.subscribe(loc, SubscriptionOptions()), into: &out)
+        engine.handle(.subscribe(visits, SubscriptionOptions(events: .visits)), into: &out)
+        // The distance filter does not apply to significant changes.
+        engine.handle(.subscribe(sig, SubscriptionOptions(distanceFilter: 100_000, events: [.significant, .location])), into: &out)
+        out.removeAll()
+        for i in 0..<400 { engine.handle(.fix(fix(at: Double(i), origin)), into: &out) }
+        for i in 0..<20 { engine.handle(.fix(fix(at: 1000 + Double(i), offset(3000, 0))), into: &out) }
+        func kinds(_ id: SubscriberID) -> [String] {
+            out.filter { $0.subscriber == id }.map {
+                switch $0.event {
+                case .location: "location"
+                case .status: "status"
+                case .visit(let v): v.kind.rawValue
+                case .significant: "significant"
+                }
+            }
+        }
+        #expect(Set(kinds(loc)) == ["status", "location"])
+        #expect(kinds(visits).filter { $0 != "status" } == ["arrival", "departure"])
+        #expect(kinds(sig).filter { $0 == "significant" }.count == 2)
+        #expect(kinds(sig).filter { $0 == "location" }.count == 1)
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif

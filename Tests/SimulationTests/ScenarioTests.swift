@@ -1,0 +1,137 @@
+import LocationCore
+import NMEA
+import Simulation
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+let repositoryRoot: String = {
+    // …/Tests/SimulationTests/ScenarioTests.swift → the repository root.
+    var parts = String(#filePath).split(separator: "/", omittingEmptySubsequences: false)
+    parts.removeLast(3)
+    return parts.joined(separator: "/")
+}()
+
+func readFile(_ path: String) -> String? {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 1 << 16)
+    while true {
+        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        if n <= 0 { break }
+        bytes.append(contentsOf: chunk[0..<n])
+    }
+    return String(decoding: bytes, as: UTF8.self)
+}
+
+func bundled(_ name: String) throws -> Scenario {
+    let text = try #require(readFile("\(repositoryRoot)/Scenarios/\(name).json"), "Scenarios/\(name).json")
+    return try Scenario.parse(text)
+}
+
+let bundledNames = ["demo", "commuter", "delivery", "hike", "parked-car"]
+
+@Suite struct ScenarioTests {
+    @Test func builtInDemoIsTheBundledFile() throws {
+        #expect(readFile("\(repositoryRoot)/Scenarios/demo.json") == demoScenarioJSON)
+    }
+
+    @Test func simulationIsDeterministicForASeed() throws {
+        var s = try bundled("demo")
+        let a = Simulator(s).run(), b = Simulator(s).run()
+        #expect(a.nmea == b.nmea)
+        s.seed += 1
+        #expect(Simulator(s).run().nmea != a.nmea)
+        #expect(Simulator(s).run().truth == a.truth, "truth does not depend on the noise")
+    }
+
+    @Test func logHasOneEpochPerSampleAndNoFixEpochsDuringLoss() throws {
+        let s = try Scenario.parse("""
+            {"start":"2026-01-01T00:00:00Z","origin":{"latitude":50,"longitude":8},"sampleInterval":2,
+             "outdoor":{"sigma":2},
+             "legs":[{"stay":600,"place":"a"},{"walk":{"north":1400},"speed":1.4,"signal":"lost"},{"stay":400,"place":"b"},
+                     {"walk":{"north":100}},{"stay":120}]}
+            """)
+        let out = Simulator(s).run()
+        var fixes = 0, noFix = 0, times: [Timestamp] = []
+        var decoder = NMEADecoder()
+        decoder.feed(out.nmea) { e in
+            if e.fix != nil { fixes += 1 } else { noFix += 1 }
+            if let t = e.time { times.append(t) }
+        }
+        decoder.finish { e in if e.fix != nil { fixes += 1 } else { noFix += 1 } }
+        // 300 + 500 + 200 + 36 + 60 epochs at 2 s; the 1000 s walk is all no-fix.
+        #expect(noFix == 500)
+        #expect(fixes == 300 + 200 + 36 + 60)
+        #expect(zip(times, times.dropFirst()).allSatisfy { $1 - $0 == 2 })
+        // Stays of at least 300 s are the true visits; the last one (120 s) is not.
+        #expect(out.truth.map(\.place) == ["a", "b"])
+        #expect(out.truth[0].arrival == s.start && out.truth[0].departure == s.start.adding(seconds: 600))
+        #expect(out.truth[1].arrival == s.start.adding(seconds: 1600))
+        let truthLines = out.truth.map(\.line).joined()
+        let parsed = try TrueVisit.parse(lines: truthLines)
+        #expect(parsed.map(\.arrival) == out.truth.map(\.arrival))
+        #expect(parsed.map(\.departure) == out.truth.map(\.departure))
+        #expect(parsed.map(\.place) == out.truth.map(\.place))
+        #expect(zip(parsed, out.truth).allSatisfy { Geodesy.distance($0.coordinate, $1.coordinate) < 0.01 })
+    }
+
+    @Test func badScenariosAreClearErrors() {
+        #expect(throws: Scenario.ParseError.self) { try Scenario.parse("{\"legs\":[]}") }
+        do {
+            _ = try Scenario.parse("""
+                {"start":"2026-01-01T00:00:00Z","origin":{"latitude":50,"longitude":8},"legs":[{"stay":60,"indoor":true}]}
+                """)
+            Issue.record("typo accepted")
+        } catch {
+            #expect(error.description.contains("unknown field \"indoor\""))
+        }
+    }
+
+    @Test func scoringMatchesByTimeOverlap() {
+        let t = Timestamp(seconds: 1_000_000)
+        func truth(_ a: Double, _ d: Double?) -> TrueVisit {
+            TrueVisit(place: nil, arrival: t.adding(seconds: a), departure: d.map { t.adding(seconds: $0) },
+                      coordinate: Coordinate(latitude: 0, longitude: 0), indoors: false)
+        }
+        func det(_ a: Double, _ d: Double?, emitted: Double) -> DetectedVisit {
+            DetectedVisit(arrival: t.adding(seconds: a), departure: d.map { t.adding(seconds: $0) },
+                          coordinate: Coordinate(latitude: 0, longitude: 0), arrivalEmitted: t.adding(seconds: emitted))
+        }
+        // Two true visits; one found (60 s late arrival, 30 s early departure), one false
+        // detection in between, the second truth split in two (one matched, one false).
+        let s = scoreVisits(
+            detected: [det(60, 970, emitted: 360), det(1500, 1600, emitted: 1800), det(2000, 2500, emitted: 2300), det(2600, nil, emitted: 2900)],
+            truth: [truth(0, 1000), truth(1900, nil)], end: t.adding(seconds: 4000))
+        #expect(s.matched == 2)
+        #expect(s.precision == 0.5 && s.recall == 1)
+        #expect(abs(s.f1 - 2.0 / 3.0) < 1e-12)
+        #expect(s.arrivalErrors == [60, 700])
+        #expect(s.departureErrors == [30])
+        #expect(s.emissionDelays == [360, 1000])
+        #expect(VisitScore.quantile([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 0.9) == 9)
+        #expect(VisitScore.quantile([1, 2, 3], 0.5) == 2)
+    }
+}
+
+/// The acceptance bar of issue 5 on every bundled scenario, with the default parameters.
+@Suite struct BundledScenarioEvaluationTests {
+    @Test(arguments: bundledNames)
+    func visitsMeetTheBar(name: String) throws {
+        let scenario = try bundled(name)
+        let output = Simulator(scenario).run()
+        #expect(!output.truth.isEmpty)
+        let detected = detectVisits(nmea: output.nmea)
+        let score = scoreVisits(detected: detected, truth: output.truth, end: output.end)
+        let dwell = VisitDetector.Parameters().dwell
+        #expect(score.f1 >= 0.95, "\(name): \(score)")
+        #expect((VisitScore.quantile(score.arrivalErrors, 0.5) ?? .infinity) <= 120, "\(name): \(score)")
+        if output.truth.contains(where: { $0.departure != nil }) {
+            #expect((VisitScore.quantile(score.departureErrors, 0.5) ?? .infinity) <= 120, "\(name): \(score)")
+        }
+        #expect((score.emissionDelays.last ?? .infinity) <= dwell + 60, "\(name): \(score)")
+    }
+}
