@@ -41,6 +41,8 @@ let package = Package(
             swiftSettings: strict),
         .target(name: "LocationClient", dependencies: ["LocationProtocol", "LocationCore"], swiftSettings: strict),
         .executableTarget(name: "locationd", dependencies: ["LocationDaemon"], swiftSettings: strict),
+        // Benchmark of region re-ranking (docs/regions.md): swift run -c release bench-regions
+        .executableTarget(name: "bench-regions", dependencies: ["LocationCore"], swiftSettings: strict),
         .executableTarget(
             name: "locationctl",
             dependencies: [

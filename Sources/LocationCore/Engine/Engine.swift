@@ -15,6 +15,8 @@ public struct Engine: Sendable {
     public private(set) var sourceState: SourceState = .disconnected
     /// The most recent fix seen, delivered or not.
     public private(set) var lastFix: Fix?
+    /// Geofences per program, and which program each subscriber belongs to (Engine+Regions.swift).
+    @usableFromInline var regionPrograms = RegionPrograms()
 
     public init() {}
 
@@ -33,6 +35,7 @@ public struct Engine: Sendable {
             for i in subscriptions.indices where subscriptions[i].filter.offer(fix) {
                 out.append(Delivery(subscriber: subscriptions[i].id, event: .location(fix)))
             }
+            regionPrograms.handle(fix, into: &out)
         case .noFix(let time):
             setState(.noFix, time: time, into: &out)
         case .source(let state):
@@ -57,6 +60,7 @@ public struct Engine: Sendable {
                 indexByID[subscriptions[i].id] = i
             }
             subscriptions.removeLast()
+            regionPrograms.unbind(id)
         }
     }
 

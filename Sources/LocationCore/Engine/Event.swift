@@ -22,6 +22,8 @@ public enum Event: Hashable, Sendable {
     case location(Fix)
     /// The source changed state; `time` is the fix time it was observed at when known.
     case status(SourceState, time: Timestamp?)
+    /// A geofence event of the subscriber's program (docs/regions.md).
+    case region(RegionEvent)
 }
 
 /// An event addressed to one subscriber.
@@ -44,4 +46,13 @@ public enum EngineInput: Hashable, Sendable {
     case source(SourceState)
     case subscribe(SubscriberID, SubscriptionOptions)
     case unsubscribe(SubscriberID)
+}
+
+/// The program a subscriber belongs to, as the shell identifies it (for now the peer's uid and
+/// executable path). Regions belong to a program, not to a connection.
+public struct ProgramID: Hashable, Sendable, Comparable, CustomStringConvertible {
+    public var rawValue: String
+    public init(_ rawValue: String) { self.rawValue = rawValue }
+    public static func < (a: ProgramID, b: ProgramID) -> Bool { a.rawValue < b.rawValue }
+    public var description: String { rawValue }
 }
