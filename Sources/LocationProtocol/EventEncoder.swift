@@ -16,6 +16,7 @@ public struct EventEncoder: Sendable {
         switch event {
         case .location(let fix): appendLocation(fix, skipped: skipped, to: &out)
         case .status(let state, let time): appendStatus(state, time: time, to: &out)
+        case .region(let e): RegionCodec.appendEvent(e, to: &out)
         }
     }
 

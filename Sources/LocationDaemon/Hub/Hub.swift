@@ -27,6 +27,8 @@ public final class Hub: Sendable {
     public let eventLoop: any EventLoop
     /// What positions come from, e.g. `gpsd localhost:2947` (shown in status replies).
     public let sourceDescription: String
+    /// Called on the loop after a program's registrations change (the store persists them).
+    public let regionsChanged: (@Sendable (ProgramID, [RegionRecord]) -> Void)?
     private let logger: Logger
     private let box: NIOLoopBoundBox<State>
 
@@ -43,11 +45,16 @@ public final class Hub: Sendable {
         var firstSubscriptionWaiters: [@Sendable () -> Void] = []
     }
 
-    public init(eventLoop: any EventLoop, sourceDescription: String, logger: Logger = Logger(label: "locationd.hub")) {
+    public init(eventLoop: any EventLoop, sourceDescription: String, logger: Logger = Logger(label: "locationd.hub"),
+                regionLimits: RegionMonitor.Limits = RegionMonitor.Limits(),
+                regionsChanged: (@Sendable (ProgramID, [RegionRecord]) -> Void)? = nil) {
         self.eventLoop = eventLoop
         self.sourceDescription = sourceDescription
+        self.regionsChanged = regionsChanged
         self.logger = logger
-        self.box = NIOLoopBoundBox.makeBoxSendingValue(State(), as: State.self, eventLoop: eventLoop)
+        let state = State()
+        state.engine.regionLimits = regionLimits
+        self.box = NIOLoopBoundBox.makeBoxSendingValue(state, as: State.self, eventLoop: eventLoop)
     }
 
     // MARK: Any thread
@@ -113,6 +120,33 @@ public final class Hub: Sendable {
     public func unsubscribe(_ id: SubscriberID) {
         guard box.value.subscribers.removeValue(forKey: id) != nil else { return }
         handle(.unsubscribe(id))
+    }
+
+    // MARK: Regions (on the loop; docs/regions.md)
+
+    /// Region events of `program` go to subscriber `id` from now on.
+    public func bind(_ id: SubscriberID, to program: ProgramID) {
+        box.value.engine.bind(id, to: program)
+    }
+
+    /// Registers `regions` for `program`, all or none; returns how many are registered now.
+    public func addRegions(_ regions: [Region], for program: ProgramID) throws(RegionError) -> Int {
+        try box.value.engine.addRegions(regions, for: program)
+        regionsChanged?(program, box.value.engine.regionRecords(of: program))
+        return box.value.engine.regionRecords(of: program).count
+    }
+
+    /// Unregisters `ids` (nil: all) of `program`, all or none; returns (removed, registered).
+    public func removeRegions(_ ids: [String]?, for program: ProgramID) throws(RegionError) -> (removed: Int, registered: Int) {
+        let before = box.value.engine.regionRecords(of: program).count
+        try box.value.engine.removeRegions(ids, for: program)
+        let after = box.value.engine.regionRecords(of: program)
+        regionsChanged?(program, after)
+        return (before - after.count, after.count)
+    }
+
+    public func regionRecords(of program: ProgramID) -> [RegionRecord] {
+        box.value.engine.regionRecords(of: program)
     }
 
     private func handle(_ input: EngineInput) {
