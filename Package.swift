@@ -26,13 +26,14 @@ let package = Package(
     targets: [
         .systemLibrary(name: "CGPS", path: "Sources/CGPS"),
         .systemLibrary(name: "CSystemd", path: "Sources/CSystemd"),
+        .systemLibrary(name: "CSQLite", path: "Sources/CSQLite"),
         .target(name: "LocationCore", swiftSettings: strict),
         .target(name: "NMEA", dependencies: ["LocationCore"], swiftSettings: strict),
         .target(name: "LocationProtocol", dependencies: ["LocationCore"], swiftSettings: strict),
         .target(
             name: "LocationDaemon",
             dependencies: [
-                "LocationCore", "NMEA", "LocationProtocol", "CGPS", "CSystemd",
+                "LocationCore", "NMEA", "LocationProtocol", "CGPS", "CSystemd", "CSQLite",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

@@ -74,6 +74,26 @@ import Testing
         print("rotation seed \(seed): \(a.count) events (\(a.filter(\.inferred).count) inferred), \(capped.reranks) re-ranks, \(mean) regions evaluated per fix")
     }
 
+    @Test func indexFindsTheSameNearestBoundariesAsBruteForce() {
+        var rng = SeededRandom(seed: 21)
+        let regions = Self.regions(&rng, count: 3000)
+        let index = RegionIndex(centers: regions.map(\.center), radii: regions.map(\.radius))
+        for _ in 0..<200 {
+            let p = offset(origin, east: rng.uniform(-25_000...25_000), north: rng.uniform(-25_000...25_000))
+            let within = rng.uniform(0...2000)
+            let brute = regions.enumerated().map { (abs(Geodesy.distance(p, $0.element.center) - $0.element.radius), $0.offset) }
+                .sorted { $0.0 != $1.0 ? $0.0 < $1.0 : $0.1 < $1.1 }
+            let found = index.nearest(to: p, k: 21, within: within)
+            let expected = brute.enumerated().filter { $0.offset < 21 || $0.element.0 <= within }.map(\.element.1)
+            // Keys agree to rounding; compare the sets (ties may order differently by a ulp).
+            #expect(Set(found.map(\.slot)).symmetricDifference(expected).allSatisfy { s in
+                let k = abs(Geodesy.distance(p, regions[s].center) - regions[s].radius)
+                return abs(k - brute[20].0) < 1e-6 || abs(k - within) < 1e-6
+            })
+            #expect(abs(found[20].key - brute[20].0) < 1e-6)
+        }
+    }
+
     @Test func regionsLeavingAndReturningToTheActiveSetKeepTheirState() throws {
         // 30 regions along a line; the device drives past all of them and back.
         var regions: [Region] = []

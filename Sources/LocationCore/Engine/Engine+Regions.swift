@@ -76,6 +76,16 @@ extension Engine {
         regionPrograms.monitors[program]?.records ?? []
     }
 
+    /// Region records whose state changed since the last call, per program (to persist them).
+    public mutating func drainRegionChanges() -> [(program: ProgramID, records: [RegionRecord])] {
+        var out: [(program: ProgramID, records: [RegionRecord])] = []
+        for p in regionPrograms.order {
+            let records = regionPrograms.monitors[p]!.drainChanges()
+            if !records.isEmpty { out.append((p, records)) }
+        }
+        return out
+    }
+
     /// Programs with registered regions.
     public var regionProgramIDs: [ProgramID] { regionPrograms.order.filter { regionPrograms.monitors[$0]!.count > 0 } }
 }

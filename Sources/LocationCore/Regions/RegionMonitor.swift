@@ -79,6 +79,9 @@ public struct RegionMonitor: Sendable {
     var previous: Fix?
     var generation: UInt32 = 0
     var scratch: [RegionEvent] = []
+    /// Slots whose persistent part (state, entry time, dwell reported) changed since the last
+    /// `drainChanges()`.
+    var changed: Set<Int> = []
     /// Regions evaluated for the last fix (diagnostics, tests, benchmark).
     public private(set) var evaluatedLastFix = 0
     /// Times the active set was re-ranked (diagnostics, tests, benchmark).
@@ -96,6 +99,13 @@ public struct RegionMonitor: Sendable {
     public func state(of id: String) -> RegionState? { slotByID[id].map { slots[$0].state } }
     public func record(of id: String) -> RegionRecord? {
         slotByID[id].map { let s = slots[$0]; return RegionRecord(region: s.region, state: s.state, enteredAt: s.enteredAt, dwellReported: s.dwellReported) }
+    }
+
+    /// The records whose state changed since the last call (to persist them).
+    public mutating func drainChanges() -> [RegionRecord] {
+        guard !changed.isEmpty else { return [] }
+        defer { changed.removeAll(keepingCapacity: true) }
+        return changed.sorted().map { let s = slots[$0]; return RegionRecord(region: s.region, state: s.state, enteredAt: s.enteredAt, dwellReported: s.dwellReported) }
     }
 
     // MARK: Registration (all or nothing)
@@ -153,6 +163,7 @@ public struct RegionMonitor: Sendable {
             kept.append(s)
         }
         slots = kept
+        changed = []
         slotByID = [:]
         for (i, s) in slots.enumerated() { slotByID[s.region.id] = i }
         watch = Set(watch.compactMap { remap[$0] >= 0 ? remap[$0] : nil })
@@ -201,7 +212,9 @@ public struct RegionMonitor: Sendable {
         evaluatedLastFix = list.count
         scratch.removeAll(keepingCapacity: true)
         for s in list {
+            let before = (slots[s].state, slots[s].enteredAt, slots[s].dwellReported)
             evaluate(s, fix, prev)
+            if before != (slots[s].state, slots[s].enteredAt, slots[s].dwellReported) { changed.insert(s) }
             if slots[s].isSettled { watch.remove(s) } else { watch.insert(s) }
         }
         scratch.sort { a, b in

@@ -11,12 +11,14 @@ public struct DaemonOptions: Sendable, Equatable {
     public var socketPath = "/run/locationd/locationd.sock"
     public var source = Source.gpsd(host: "localhost", port: "2947")
     public var logLevel = "info"
+    /// SQLite database of region registrations and states; `nil` (`--database none`) keeps them in memory only.
+    public var databasePath: String? = "/var/lib/locationd/locationd.db"
 
     public init() {}
 
     public static let usage = """
         USAGE: locationd [--socket PATH] [--gpsd HOST[:PORT] | --replay LOG [--speed N] [--loop]]
-                         [--log-level LEVEL]
+                         [--log-level LEVEL] [--database PATH|none]
 
         Location daemon: reads fixes from gpsd (or replays an NMEA log) and serves them to
         subscribers over a Unix socket as JSON lines (see docs/protocol.md).
@@ -30,6 +32,8 @@ public struct DaemonOptions: Sendable, Equatable {
           --speed N           replay at N× real time; 0 = as fast as possible (default: 1)
           --loop              replay the log again and again
           --log-level LEVEL   trace, debug, info, notice, warning, error or critical (default: info)
+          --database PATH     SQLite database of region registrations and states
+                              (default: /var/lib/locationd/locationd.db; none = memory only)
           --version           print the version
           -h, --help          show this help
         """
@@ -76,6 +80,10 @@ public struct DaemonOptions: Sendable, Equatable {
                 speed = s
                 sawSpeed = true
             case "--loop": loop = true
+            case "--database":
+                let v = try value(arg)
+                guard !v.isEmpty else { throw UsageError(description: "--database needs a path (or none)") }
+                options.databasePath = v == "none" ? nil : v
             case "--log-level":
                 let v = try value(arg)
                 guard Self.logLevels.contains(v) else {

@@ -27,8 +27,8 @@ public final class Hub: Sendable {
     public let eventLoop: any EventLoop
     /// What positions come from, e.g. `gpsd localhost:2947` (shown in status replies).
     public let sourceDescription: String
-    /// Called on the loop after a program's registrations change (the store persists them).
-    public let regionsChanged: (@Sendable (ProgramID, [RegionRecord]) -> Void)?
+    /// Keeps registrations and region states across restarts (written on the loop).
+    public let regionStore: (any RegionPersistence)?
     private let logger: Logger
     private let box: NIOLoopBoundBox<State>
 
@@ -47,10 +47,10 @@ public final class Hub: Sendable {
 
     public init(eventLoop: any EventLoop, sourceDescription: String, logger: Logger = Logger(label: "locationd.hub"),
                 regionLimits: RegionMonitor.Limits = RegionMonitor.Limits(),
-                regionsChanged: (@Sendable (ProgramID, [RegionRecord]) -> Void)? = nil) {
+                regionStore: (any RegionPersistence)? = nil) {
         self.eventLoop = eventLoop
         self.sourceDescription = sourceDescription
-        self.regionsChanged = regionsChanged
+        self.regionStore = regionStore
         self.logger = logger
         let state = State()
         state.engine.regionLimits = regionLimits
@@ -132,7 +132,7 @@ public final class Hub: Sendable {
     /// Registers `regions` for `program`, all or none; returns how many are registered now.
     public func addRegions(_ regions: [Region], for program: ProgramID) throws(RegionError) -> Int {
         try box.value.engine.addRegions(regions, for: program)
-        regionsChanged?(program, box.value.engine.regionRecords(of: program))
+        regionStore?.replaceRegions(of: program, with: box.value.engine.regionRecords(of: program))
         return box.value.engine.regionRecords(of: program).count
     }
 
@@ -141,8 +141,13 @@ public final class Hub: Sendable {
         let before = box.value.engine.regionRecords(of: program).count
         try box.value.engine.removeRegions(ids, for: program)
         let after = box.value.engine.regionRecords(of: program)
-        regionsChanged?(program, after)
+        regionStore?.replaceRegions(of: program, with: after)
         return (before - after.count, after.count)
+    }
+
+    /// Registers remembered regions (daemon start, before any fix).
+    public func restoreRegions(_ records: [RegionRecord], for program: ProgramID) throws(RegionError) {
+        try box.value.engine.restoreRegions(records, for: program)
     }
 
     public func regionRecords(of program: ProgramID) -> [RegionRecord] {
@@ -155,6 +160,10 @@ public final class Hub: Sendable {
         s.deliveries.removeAll(keepingCapacity: true)
         s.engine.handle(input, into: &s.deliveries)
         s.processedInputs &+= 1
+        if case .fix = input, let store = regionStore {
+            // Persist new states before the events leave: after a crash no transition repeats.
+            for change in s.engine.drainRegionChanges() { store.updateStates(of: change.program, change.records) }
+        }
         guard !s.deliveries.isEmpty else { return }
         s.encoded.removeAll(keepingCapacity: true)
         for delivery in s.deliveries {
