@@ -26,6 +26,7 @@ let package = Package(
     targets: [
         .systemLibrary(name: "CGPS", path: "Sources/CGPS"),
         .systemLibrary(name: "CSystemd", path: "Sources/CSystemd"),
+        .systemLibrary(name: "CSQLite", path: "Sources/CSQLite"),
         .target(name: "LocationCore", swiftSettings: strict),
         .target(name: "NMEA", dependencies: ["LocationCore"], swiftSettings: strict),
         .target(name: "LocationProtocol", dependencies: ["LocationCore"], swiftSettings: strict),
@@ -33,7 +34,7 @@ let package = Package(
         .target(
             name: "LocationDaemon",
             dependencies: [
-                "LocationCore", "NMEA", "LocationProtocol", "CGPS", "CSystemd",
+                "LocationCore", "NMEA", "LocationProtocol", "CGPS", "CSystemd", "CSQLite",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -44,6 +45,8 @@ let package = Package(
             swiftSettings: strict),
         .target(name: "LocationClient", dependencies: ["LocationProtocol", "LocationCore"], swiftSettings: strict),
         .executableTarget(name: "locationd", dependencies: ["LocationDaemon"], swiftSettings: strict),
+        // Benchmark of region re-ranking (docs/regions.md): swift run -c release bench-regions
+        .executableTarget(name: "bench-regions", dependencies: ["LocationCore"], swiftSettings: strict),
         .executableTarget(
             name: "locationctl",
             dependencies: [

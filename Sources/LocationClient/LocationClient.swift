@@ -109,6 +109,12 @@ public final class LocationClient: Sendable {
         return s
     }
 
+    /// Sends a request and waits for its reply (the request's id is replaced by the client's).
+    /// An error reply throws `ProtocolError`.
+    public func request(_ make: @escaping (RequestID) -> Request) async throws -> ServerMessage {
+        try await core.request(make)
+    }
+
     /// Closes the connection; `messages` finishes.
     public func close() { core.shutdown() }
 }
@@ -235,7 +241,8 @@ final class Core: Sendable {
         case .subscribed(let id, _), .unsubscribed(let id): replyID = id
         case .statusReply(let s): replyID = s.id
         case .error(let e): replyID = e.id
-        case .location, .status, .visit, .significant: replyID = nil
+        case .regions(let id, _), .regionsChanged(let id, _, _, _): replyID = id
+        case .location, .status, .visit, .significant, .region: replyID = nil
         }
         let waiter: CheckedContinuation<ServerMessage, any Error>? = state.withLock { s in
             if let w = s.helloWaiter, case .hello = message {

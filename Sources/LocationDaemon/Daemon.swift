@@ -20,8 +20,10 @@ public enum Daemon {
     public static func run(_ options: DaemonOptions, logControl: LogControl = LogControl(), logger: Logger) async throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let loop = group.next()
-        let hub = Hub(eventLoop: loop, sourceDescription: describe(options.source), logger: logger)
+        let store = try options.databasePath.map { try RegionStore(path: $0) }
+        let hub = Hub(eventLoop: loop, sourceDescription: describe(options.source), logger: logger, regionStore: store)
         defer { group.shutdownGracefully { _ in } }
+        if let store { try await restoreRegions(from: store, into: hub, logger: logger) }
         // The socket is bound inside the service, after the group has installed its signal
         // handlers: a SIGTERM sent as soon as the socket exists must shut down gracefully.
         let service = DaemonService(options: options, hub: hub, logControl: logControl, logger: logger)
@@ -34,6 +36,21 @@ public enum Daemon {
         configuration.maximumGracefulShutdownDuration = .milliseconds(Int64(options.shutdownTimeout * 1000))
         configuration.maximumCancellationDuration = .seconds(1)
         try await ServiceGroup(configuration: configuration).run()
+    }
+
+    /// Loads the remembered regions and states into the engine before anything is served.
+    static func restoreRegions(from store: RegionStore, into hub: Hub, logger: Logger) async throws {
+        let programs = try store.load()
+        try await hub.eventLoop.submit {
+            for p in programs {
+                do { try hub.restoreRegions(p.records, for: p.program) } catch {
+                    logger.error("cannot restore regions", metadata: ["program": "\(p.program)", "error": "\(error)"])
+                }
+            }
+        }.get()
+        logger.info("regions restored", metadata: ["programs": "\(programs.count)",
+                                                   "regions": "\(programs.reduce(0) { $0 + $1.records.count })",
+                                                   "database": "\(store.path)"])
     }
 
     static func describe(_ source: DaemonOptions.Source) -> String {

@@ -18,6 +18,7 @@ public struct EventEncoder: Sendable {
         case .status(let state, let time): appendStatus(state, time: time, to: &out)
         case .visit(let visit): appendVisit(visit, to: &out)
         case .significant(let fix): appendSignificant(fix, to: &out)
+        case .region(let e): RegionCodec.appendEvent(e, to: &out)
         }
     }
 

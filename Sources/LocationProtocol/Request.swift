@@ -43,6 +43,14 @@ public enum ErrorCode: String, Hashable, Sendable, CaseIterable {
     case lineTooLong
     /// Requests faster than the rate limit; the server closes the connection.
     case flood
+    /// A region is malformed (radius, coordinates, id, dwell, metadata); nothing was applied.
+    case invalidRegion
+    /// A region id is already registered or given twice; nothing was applied.
+    case duplicateRegion
+    /// More regions than the program may register; nothing was applied.
+    case tooManyRegions
+    /// `regions.remove` named an unregistered id; nothing was applied.
+    case unknownRegion
 }
 
 /// A rejected request (or an abusive peer), as sent in an error reply.
@@ -69,10 +77,19 @@ public enum Request: Hashable, Sendable {
     case subscribe(id: RequestID?, options: SubscriptionOptions)
     case unsubscribe(id: RequestID?)
     case status(id: RequestID?)
+    /// Register regions for the connection's program (all or none).
+    case regionsAdd(id: RequestID?, regions: [Region])
+    /// Unregister regions by id (all must exist), or all of them when `ids` is nil.
+    case regionsRemove(id: RequestID?, ids: [String]?)
+    /// The program's regions with their states.
+    case regionsList(id: RequestID?)
+    /// The states of the given regions (all when `ids` is nil).
+    case regionsState(id: RequestID?, ids: [String]?)
 
     public var id: RequestID? {
         switch self {
-        case .hello(let id), .subscribe(let id, _), .unsubscribe(let id), .status(let id): id
+        case .hello(let id), .subscribe(let id, _), .unsubscribe(let id), .status(let id),
+             .regionsAdd(let id, _), .regionsRemove(let id, _), .regionsList(let id), .regionsState(let id, _): id
         }
     }
 
@@ -113,7 +130,7 @@ public enum Request: Hashable, Sendable {
             throw ProtocolError(.badField, "id must be a number or a string, not \(other.kindName)")
         }
         guard let typeValue = object["type"] else {
-            throw ProtocolError(.missingField, "missing field type; expected one of hello, subscribe, unsubscribe, status", id: id)
+            throw ProtocolError(.missingField, "missing field type; expected one of hello, subscribe, unsubscribe, status, regions.add, regions.remove, regions.list, regions.state", id: id)
         }
         guard case .string(let type) = typeValue else {
             throw ProtocolError(.badField, "type must be a string, not \(typeValue.kindName)", id: id)
@@ -141,8 +158,20 @@ public enum Request: Hashable, Sendable {
             return .unsubscribe(id: id)
         case "status":
             return .status(id: id)
+        case "regions.add":
+            return .regionsAdd(id: id, regions: try RegionCodec.decodeRegions(object["regions"], id: id))
+        case "regions.remove":
+            if object["all"] == .bool(true) { return .regionsRemove(id: id, ids: nil) }
+            guard let ids = try RegionCodec.decodeIDs(object["ids"], id: id) else {
+                throw ProtocolError(.missingField, "missing field ids (an array of region ids), or \"all\":true", id: id)
+            }
+            return .regionsRemove(id: id, ids: ids)
+        case "regions.list":
+            return .regionsList(id: id)
+        case "regions.state":
+            return .regionsState(id: id, ids: try RegionCodec.decodeIDs(object["ids"], id: id))
         default:
-            throw ProtocolError(.unknownType, "unknown request type \(JSONWriter.quoted(type)); expected one of hello, subscribe, unsubscribe, status", id: id)
+            throw ProtocolError(.unknownType, "unknown request type \(JSONWriter.quoted(type)); expected one of hello, subscribe, unsubscribe, status, regions.add, regions.remove, regions.list, regions.state", id: id)
         }
     }
 
@@ -183,12 +212,45 @@ public enum Request: Hashable, Sendable {
             if options.events != .location { EventEncoder.appendEvents(options.events, to: &out) }
         case .unsubscribe: type("unsubscribe")
         case .status: type("status")
+        case .regionsAdd(_, let regions):
+            type("regions.add")
+            JSONWriter.appendASCII(",\"regions\":[", to: &out)
+            for (i, r) in regions.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                var body: [UInt8] = []
+                RegionCodec.appendRegion(RegionRecord(region: r, state: .unknown), to: &body)
+                // The request carries no state: drop the trailing `,"state":"unknown"}`.
+                body.removeLast(",\"state\":\"unknown\"}".utf8.count)
+                out.append(contentsOf: body)
+                out.append(UInt8(ascii: "}"))
+            }
+            out.append(UInt8(ascii: "]"))
+        case .regionsRemove(_, let ids):
+            type("regions.remove")
+            Request.appendIDs(ids, all: true, to: &out)
+        case .regionsList: type("regions.list")
+        case .regionsState(_, let ids):
+            type("regions.state")
+            Request.appendIDs(ids, all: false, to: &out)
         }
         if let id {
             JSONWriter.appendASCII(",\"id\":", to: &out)
             id.append(to: &out)
         }
         JSONWriter.appendASCII("}\n", to: &out)
+    }
+
+    static func appendIDs(_ ids: [String]?, all: Bool, to out: inout [UInt8]) {
+        guard let ids else {
+            if all { JSONWriter.appendASCII(",\"all\":true", to: &out) }
+            return
+        }
+        JSONWriter.appendASCII(",\"ids\":[", to: &out)
+        for (i, id) in ids.enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            JSONWriter.appendString(id, to: &out)
+        }
+        out.append(UInt8(ascii: "]"))
     }
 
     public var line: String {

@@ -53,6 +53,12 @@ public enum ServerMessage: Hashable, Sendable {
     case visit(Visit)
     /// A significant-change event.
     case significant(Fix)
+    /// Reply to `regions.list` / `regions.state`: regions with their states.
+    case regions(id: RequestID?, regions: [RegionRecord])
+    /// Reply to `regions.add` / `regions.remove`: how many changed, how many are registered.
+    case regionsChanged(id: RequestID?, added: Int, removed: Int, registered: Int)
+    /// A geofence event.
+    case region(RegionEvent)
 
     // MARK: Encoding
 
@@ -102,6 +108,27 @@ public enum ServerMessage: Hashable, Sendable {
             EventEncoder().appendLocation(fix, skipped: skipped, to: &out)
         case .status(let state, let time):
             EventEncoder().appendStatus(state, time: time, to: &out)
+        case .regions(let id, let regions):
+            JSONWriter.appendASCII("{\"type\":\"regions\"", to: &out)
+            appendID(id, to: &out)
+            JSONWriter.appendASCII(",\"regions\":[", to: &out)
+            for (i, r) in regions.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                RegionCodec.appendRegion(r, to: &out)
+            }
+            JSONWriter.appendASCII("]}\n", to: &out)
+        case .regionsChanged(let id, let added, let removed, let registered):
+            JSONWriter.appendASCII("{\"type\":\"regions.changed\"", to: &out)
+            appendID(id, to: &out)
+            JSONWriter.appendASCII(",\"added\":", to: &out)
+            DecimalFormat.appendInteger(Int64(added), to: &out)
+            JSONWriter.appendASCII(",\"removed\":", to: &out)
+            DecimalFormat.appendInteger(Int64(removed), to: &out)
+            JSONWriter.appendASCII(",\"registered\":", to: &out)
+            DecimalFormat.appendInteger(Int64(registered), to: &out)
+            JSONWriter.appendASCII("}\n", to: &out)
+        case .region(let e):
+            RegionCodec.appendEvent(e, to: &out)
         case .error(let e):
             JSONWriter.appendASCII("{\"type\":\"error\"", to: &out)
             JSONWriter.appendASCII(",\"id\":", to: &out)
@@ -204,6 +231,13 @@ public enum ServerMessage: Hashable, Sendable {
             return .visit(try decodeVisit(o))
         case "significant":
             return .significant(try decodeSignificant(o))
+        case "regions":
+            return .regions(id: id, regions: try RegionCodec.decodeRecords(o["regions"]))
+        case "regions.changed":
+            return .regionsChanged(id: id, added: try int(o, "added"), removed: try int(o, "removed"),
+                                   registered: try int(o, "registered"))
+        case "region":
+            return .region(try RegionCodec.decodeEvent(o))
         case "error":
             let codeText = try string(o, "code")
             guard let code = ErrorCode(rawValue: codeText) else { throw DecodingError("unknown error code \(codeText)") }

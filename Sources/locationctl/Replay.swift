@@ -14,22 +14,32 @@ struct Replay: ParsableCommand {
             have been sent. Use - to read standard input.
             """)
 
-    enum EventKind: String, ExpressibleByArgument, CaseIterable { case location, status, visits, significant }
+    enum EventKind: String, ExpressibleByArgument, CaseIterable { case location, status, visits, significant, region }
 
     @Argument(help: "NMEA 0183 log file, or - for standard input.") var log: String
     @OptionGroup var subscription: SubscriptionFlags
-    @Option(help: "Event types to print, comma-separated: location, status, visits, significant.", transform: Replay.parseKinds)
-    var events: Set<EventKind> = [.location, .status]
+    @Option(help: "Event types to print, comma-separated: location, status, visits, significant, region (default: location,status; region alone with --regions).", transform: Replay.parseKinds)
+    var events: Set<EventKind>?
+    @Option(help: "Monitor the regions of this GeoJSON file (FeatureCollection of Points with id and radius) and print their events.")
+    var regions: String?
+    @Option(name: .customLong("max-active"), help: "Regions evaluated per fix: a number, or unlimited (default 20).")
+    var maxActive: String = "20"
 
     static func parseKinds(_ text: String) throws -> Set<EventKind> {
         var kinds = Set<EventKind>()
         for part in text.split(separator: ",") {
             guard let k = EventKind(rawValue: String(part)) else {
-                throw ValidationError("--events: unknown event type '\(part)'; expected location, status, visits or significant")
+                throw ValidationError("--events: unknown event type '\(part)'; expected location, status, visits, significant or region")
             }
             kinds.insert(k)
         }
         return kinds
+    }
+
+    static func parseMaxActive(_ text: String) throws -> Int? {
+        if text == "unlimited" { return nil }
+        guard let n = Int(text), n >= 1 else { throw ValidationError("--max-active '\(text)': expected a number ≥ 1 or unlimited") }
+        return n
     }
 
     func run() throws {
@@ -38,15 +48,26 @@ struct Replay: ParsableCommand {
         let encoder = EventEncoder()
         var deliveries: [Delivery] = []
         var out = StandardOutput()
-        let printLocations = events.contains(.location), printStatus = events.contains(.status)
+        let kinds = events ?? (regions == nil ? [.location, .status] : [.region])
+        let printLocations = kinds.contains(.location), printStatus = kinds.contains(.status)
+        let printRegions = kinds.contains(.region)
         var options = subscription.options
-        options.events = Replay.subscribedKinds(events)
+        options.events = Replay.subscribedKinds(kinds)
         engine.handle(.subscribe(subscriber, options), into: &deliveries)
+        if let regions {
+            // The daemon's code path: the regions belong to one program, bound to the subscriber.
+            let list = try RegionsGeoJSON.read(path: regions)
+            engine.regionLimits = RegionMonitor.Limits(maxActive: try Replay.parseMaxActive(maxActive), maxRegistered: max(list.count, 1))
+            let program = ProgramID("replay")
+            engine.bind(subscriber, to: program)
+            do { try engine.addRegions(list, for: program) } catch { throw ValidationError("\(regions): \(error.message)") }
+        }
         func emit() {
             for d in deliveries {
                 switch d.event {
                 case .location: if printLocations { encoder.append(d.event, to: &out.buffer) }
                 case .status: if printStatus { encoder.append(d.event, to: &out.buffer) }
+                case .region: if printRegions { encoder.append(d.event, to: &out.buffer) }
                 default: encoder.append(d.event, to: &out.buffer)  // only subscribed kinds are delivered
                 }
             }

@@ -238,6 +238,7 @@ struct VisitRecorder {
                 case .status: "status"
                 case .visit(let v): v.kind.rawValue
                 case .significant: "significant"
+                case .region: "region"
                 }
             }
         }

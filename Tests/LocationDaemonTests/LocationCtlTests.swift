@@ -48,3 +48,38 @@ import Testing
         #expect(missing.err.contains("/nonexistent.nmea: cannot open NMEA log"))
     }
 }
+
+/// `locationctl replay --regions` runs the same engine path as the daemon and prints region events.
+@Suite struct LocationCtlRegionReplayTests {
+    @Test func replayWithRegionsPrintsRegionEventsIdenticallyCappedAndUnlimited() throws {
+        let log = DaemonEndToEndTests.walk(count: 300, startSecond: 0)  // 1.3 m/s north, 390 m
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ctl-regions-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try Data(log.bytes).write(to: dir.appendingPathComponent("walk.nmea"))
+        // 30 regions of 40 m along the walk (one every 12 m northwards): cap 3 must rotate.
+        let start = log.fixes[0].coordinate
+        var features: [String] = []
+        for i in 0..<30 {
+            let lat = start.latitude + (60 + 10 * Double(i)) / 111_195.0
+            features.append(#"{"type":"Feature","geometry":{"type":"Point","coordinates":[\#(start.longitude),\#(lat)]},"properties":{"id":"r\#(i)","radius":15}}"#)
+        }
+        let geojson = #"{"type":"FeatureCollection","features":["# + features.joined(separator: ",") + "]}"
+        try Data(geojson.utf8).write(to: dir.appendingPathComponent("regions.geojson"))
+
+        let capped = try LocationCtlReplayTests.run(["replay", dir.appendingPathComponent("walk.nmea").path,
+                                                     "--regions", dir.appendingPathComponent("regions.geojson").path, "--max-active", "3"])
+        let unlimited = try LocationCtlReplayTests.run(["replay", dir.appendingPathComponent("walk.nmea").path,
+                                                        "--regions", dir.appendingPathComponent("regions.geojson").path, "--max-active", "unlimited"])
+        #expect(capped.status == 0, "\(capped.err)")
+        #expect(capped.out == unlimited.out)
+        let events = try capped.out.split(separator: "\n").map { try ServerMessage.decode(String($0)) }
+        let kinds = events.compactMap { if case .region(let e) = $0 { e.kind } else { nil } }
+        #expect(kinds.count == events.count)
+        #expect(kinds.filter { $0 == .enter }.count >= 20, "\(capped.out)")
+
+        let bad = try LocationCtlReplayTests.run(["replay", dir.appendingPathComponent("walk.nmea").path, "--regions", "/nonexistent.geojson"])
+        #expect(bad.status != 0)
+        #expect(bad.err.contains("/nonexistent.geojson: cannot open"))
+    }
+}

@@ -16,6 +16,8 @@ public struct Engine: Sendable {
     public private(set) var sourceState: SourceState = .disconnected
     /// The most recent fix seen, delivered or not.
     public private(set) var lastFix: Fix?
+    /// Geofences per program, and which program each subscriber belongs to (Engine+Regions.swift).
+    @usableFromInline var regionPrograms = RegionPrograms()
 
     public init() {}
 
@@ -40,6 +42,7 @@ public struct Engine: Sendable {
                     subscriptions[i].extras!.offer(fix, for: id, into: &out)
                 }
             }
+            regionPrograms.handle(fix, into: &out)
         case .noFix(let time):
             setState(.noFix, time: time, into: &out)
         case .source(let state):
@@ -65,6 +68,7 @@ public struct Engine: Sendable {
                 indexByID[subscriptions[i].id] = i
             }
             subscriptions.removeLast()
+            regionPrograms.unbind(id)
         }
     }
 

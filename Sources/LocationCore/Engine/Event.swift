@@ -26,6 +26,8 @@ public enum Event: Hashable, Sendable {
     case visit(Visit)
     /// A significant change of position (subscriptions with `significant`).
     case significant(Fix)
+    /// A geofence event of the subscriber's program (docs/regions.md).
+    case region(RegionEvent)
 }
 
 /// An event addressed to one subscriber.
@@ -48,4 +50,13 @@ public enum EngineInput: Hashable, Sendable {
     case source(SourceState)
     case subscribe(SubscriberID, SubscriptionOptions)
     case unsubscribe(SubscriberID)
+}
+
+/// The program a subscriber belongs to, as the shell identifies it (for now the peer's uid and
+/// executable path). Regions belong to a program, not to a connection.
+public struct ProgramID: Hashable, Sendable, Comparable, CustomStringConvertible {
+    public var rawValue: String
+    public init(_ rawValue: String) { self.rawValue = rawValue }
+    public static func < (a: ProgramID, b: ProgramID) -> Bool { a.rawValue < b.rawValue }
+    public var description: String { rawValue }
 }

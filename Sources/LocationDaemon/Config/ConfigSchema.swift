@@ -82,6 +82,7 @@ public enum ConfigSchema {
         .boolean("replay", "loop", \.replayLoop),
         .string("log", "level", live: true, \.logLevel, oneOf: DaemonOptions.logLevels),
         .boolean("log", "precise_coordinates", live: true, \.preciseCoordinates),
+        .string("store", "database", \.database),
         .number("daemon", "shutdown_timeout", \.shutdownTimeout, range: 0.1...300, unit: " s"),
         .boolean("systemd", "watchdog", \.watchdog),
     ]

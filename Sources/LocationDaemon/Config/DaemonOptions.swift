@@ -32,6 +32,9 @@ public struct DaemonOptions: Sendable, Equatable {
     public var logLevel = "info"
     /// Log coordinates as received; off: rounded to 0.01° (≈ 1 km), see design.md "Logs".
     public var preciseCoordinates = false
+    // [store]
+    /// SQLite database of region registrations and states; "" or "none": memory only.
+    public var database = "/var/lib/locationd/locationd.db"
     // [daemon]
     /// Bound on the graceful shutdown after SIGTERM, seconds; then remaining work is cancelled.
     public var shutdownTimeout = 5.0
@@ -46,6 +49,9 @@ public struct DaemonOptions: Sendable, Equatable {
 
     public init() {}
 
+    /// The store's file, or nil to keep registrations in memory only.
+    public var databasePath: String? { database.isEmpty || database == "none" ? nil : database }
+
     public var source: Source {
         replayFile.isEmpty ? .gpsd(host: gpsdHost, port: String(gpsdPort))
                            : .replay(path: replayFile, speed: replaySpeed, loop: replayLoop)
@@ -53,7 +59,7 @@ public struct DaemonOptions: Sendable, Equatable {
 
     public static let usage = """
         USAGE: locationd [--config FILE] [--socket PATH] [--gpsd HOST[:PORT] | --replay LOG [--speed N] [--loop]]
-                         [--log-level LEVEL]
+                         [--log-level LEVEL] [--database PATH|none]
                locationd --check-config [FILE]
 
         Location daemon: reads fixes from gpsd (or replays an NMEA log) and serves them to
@@ -78,6 +84,8 @@ public struct DaemonOptions: Sendable, Equatable {
           --speed N           replay at N× real time; 0 = as fast as possible (default: 1)
           --loop              replay the log again and again
           --log-level LEVEL   trace, debug, info, notice, warning, error or critical (default: info)
+          --database PATH     SQLite database of region registrations and states
+                              (default: /var/lib/locationd/locationd.db; none = memory only)
           --version           print the version
           -h, --help          show this help
 
@@ -174,6 +182,10 @@ public struct DaemonOptions: Sendable, Equatable {
             case "--loop":
                 flags.append { $0.replayLoop = true }
                 sawSpeedOrLoop = true
+            case "--database":
+                let v = try value(arg)
+                guard !v.isEmpty else { throw .usage("--database needs a path (or none)") }
+                flags.append { $0.database = v }
             case "--log-level":
                 let v = try value(arg)
                 guard logLevels.contains(v) else {

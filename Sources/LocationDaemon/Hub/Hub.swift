@@ -27,6 +27,8 @@ public final class Hub: Sendable {
     public let eventLoop: any EventLoop
     /// What positions come from, e.g. `gpsd localhost:2947` (shown in status replies).
     public let sourceDescription: String
+    /// Keeps registrations and region states across restarts (written on the loop).
+    public let regionStore: (any RegionPersistence)?
     private let logger: Logger
     private let box: NIOLoopBoundBox<State>
 
@@ -43,11 +45,16 @@ public final class Hub: Sendable {
         var firstSubscriptionWaiters: [@Sendable () -> Void] = []
     }
 
-    public init(eventLoop: any EventLoop, sourceDescription: String, logger: Logger = Logger(label: "locationd.hub")) {
+    public init(eventLoop: any EventLoop, sourceDescription: String, logger: Logger = Logger(label: "locationd.hub"),
+                regionLimits: RegionMonitor.Limits = RegionMonitor.Limits(),
+                regionStore: (any RegionPersistence)? = nil) {
         self.eventLoop = eventLoop
         self.sourceDescription = sourceDescription
+        self.regionStore = regionStore
         self.logger = logger
-        self.box = NIOLoopBoundBox.makeBoxSendingValue(State(), as: State.self, eventLoop: eventLoop)
+        let state = State()
+        state.engine.regionLimits = regionLimits
+        self.box = NIOLoopBoundBox.makeBoxSendingValue(state, as: State.self, eventLoop: eventLoop)
     }
 
     // MARK: Any thread
@@ -115,12 +122,48 @@ public final class Hub: Sendable {
         handle(.unsubscribe(id))
     }
 
+    // MARK: Regions (on the loop; docs/regions.md)
+
+    /// Region events of `program` go to subscriber `id` from now on.
+    public func bind(_ id: SubscriberID, to program: ProgramID) {
+        box.value.engine.bind(id, to: program)
+    }
+
+    /// Registers `regions` for `program`, all or none; returns how many are registered now.
+    public func addRegions(_ regions: [Region], for program: ProgramID) throws(RegionError) -> Int {
+        try box.value.engine.addRegions(regions, for: program)
+        regionStore?.replaceRegions(of: program, with: box.value.engine.regionRecords(of: program))
+        return box.value.engine.regionRecords(of: program).count
+    }
+
+    /// Unregisters `ids` (nil: all) of `program`, all or none; returns (removed, registered).
+    public func removeRegions(_ ids: [String]?, for program: ProgramID) throws(RegionError) -> (removed: Int, registered: Int) {
+        let before = box.value.engine.regionRecords(of: program).count
+        try box.value.engine.removeRegions(ids, for: program)
+        let after = box.value.engine.regionRecords(of: program)
+        regionStore?.replaceRegions(of: program, with: after)
+        return (before - after.count, after.count)
+    }
+
+    /// Registers remembered regions (daemon start, before any fix).
+    public func restoreRegions(_ records: [RegionRecord], for program: ProgramID) throws(RegionError) {
+        try box.value.engine.restoreRegions(records, for: program)
+    }
+
+    public func regionRecords(of program: ProgramID) -> [RegionRecord] {
+        box.value.engine.regionRecords(of: program)
+    }
+
     private func handle(_ input: EngineInput) {
         eventLoop.preconditionInEventLoop()
         let s = box.value
         s.deliveries.removeAll(keepingCapacity: true)
         s.engine.handle(input, into: &s.deliveries)
         s.processedInputs &+= 1
+        if case .fix = input, let store = regionStore {
+            // Persist new states before the events leave: after a crash no transition repeats.
+            for change in s.engine.drainRegionChanges() { store.updateStates(of: change.program, change.records) }
+        }
         guard !s.deliveries.isEmpty else { return }
         s.encoded.removeAll(keepingCapacity: true)
         for delivery in s.deliveries {

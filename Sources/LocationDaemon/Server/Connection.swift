@@ -76,6 +76,8 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
     var skippedSincePending = 0
     var skippedTotal = 0
     var unwritableTimer: Scheduled<Void>?
+    /// The program this connection speaks for (regions belong to it); set at connect time.
+    var program = ProgramID("unknown")
 
     init(hub: Hub, configuration: SocketServer.Configuration, registry: ConnectionRegistry, logger: Logger) {
         self.hub = hub
@@ -105,6 +107,7 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
     func channelActive(context: ChannelHandlerContext) {
         registry.add(self)
         peer = Self.peerCredentials(of: context.channel)
+        program = ProgramIdentity.program(of: peer)
         if let peer {
             logger[metadataKey: "peer"] = "\(peer)"
         }
@@ -200,6 +203,7 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
             send(.subscribed(id: rid, options: options), flush: false)
             isSubscribed = true
             hub.subscribe(id, options: options, subscriber: self)
+            hub.bind(id, to: program)
         case .unsubscribe(let rid):
             if isSubscribed {
                 hub.unsubscribe(id)
@@ -211,6 +215,8 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
             let s = hub.loopSnapshot
             send(.statusReply(StatusReply(id: rid, state: s.state, subscribers: s.subscriberCount,
                                           source: s.sourceDescription, lastFix: s.lastFix?.time)), flush: false)
+        case .regionsAdd, .regionsRemove, .regionsList, .regionsState:
+            handleRegions(request)
         }
     }
 
@@ -261,9 +267,10 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
         case .status(let state, let time):
             pendingStatus = (state, time)
             locationIsNewest = false
-        default:
-            // Visit and significant events are rare (at most one per dwell time / interval) and
-            // cannot be replaced by a newer one: written even to a slow reader, like replies.
+        case .visit, .significant, .region:
+            // Visits, significant changes and region events are rare and cannot be replaced by a
+            // newer one: never dropped, written behind the held-back events (order is kept).
+            flushPending()
             context.writeAndFlush(wrapOutboundOut(encoded), promise: nil)
         }
     }

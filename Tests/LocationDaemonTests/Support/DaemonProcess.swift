@@ -18,15 +18,17 @@ final class DaemonProcess: @unchecked Sendable {
             .deletingLastPathComponent().appendingPathComponent("locationd")
     }
 
-    init(arguments: [String]) throws {
+    /// `database`: the region store's path (default: a fresh file in the temp folder).
+    init(arguments: [String], database: String? = nil, directory reuse: URL? = nil) throws {
         guard FileManager.default.isExecutableFile(atPath: Self.executable.path) else {
             throw Failure(description: "locationd not built at \(Self.executable.path); run swift build first")
         }
-        directory = FileManager.default.temporaryDirectory
+        directory = reuse ?? FileManager.default.temporaryDirectory
             .appendingPathComponent("locationd-test-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         process.executableURL = Self.executable
-        process.arguments = ["--socket", directory.appendingPathComponent("locationd.sock").path, "--log-level", "debug"] + arguments
+        process.arguments = ["--socket", directory.appendingPathComponent("locationd.sock").path, "--log-level", "debug",
+                             "--database", database ?? directory.appendingPathComponent("locationd.db").path] + arguments
         process.standardError = stderrPipe
         process.standardOutput = FileHandle.nullDevice
         try process.run()

@@ -1,0 +1,91 @@
+/// The engine's geofence part: one `RegionMonitor` per program, fed every fix (whatever the
+/// subscriptions' filters), its events addressed to every subscriber of that program.
+public struct RegionPrograms: Sendable {
+    var monitors: [ProgramID: RegionMonitor] = [:]
+    var order: [ProgramID] = []
+    var subscribers: [ProgramID: [SubscriberID]] = [:]
+    var programOf: [SubscriberID: ProgramID] = [:]
+    var scratch: [RegionEvent] = []
+    public var limits = RegionMonitor.Limits()
+
+    public init() {}
+
+    mutating func handle(_ fix: Fix, into out: inout [Delivery]) {
+        for p in order {
+            scratch.removeAll(keepingCapacity: true)
+            monitors[p]!.handle(fix, into: &scratch)
+            guard !scratch.isEmpty, let subs = subscribers[p] else { continue }
+            for e in scratch {
+                for s in subs { out.append(Delivery(subscriber: s, event: .region(e))) }
+            }
+        }
+    }
+
+    mutating func bind(_ subscriber: SubscriberID, to program: ProgramID) {
+        unbind(subscriber)
+        programOf[subscriber] = program
+        subscribers[program, default: []].append(subscriber)
+    }
+
+    mutating func unbind(_ subscriber: SubscriberID) {
+        guard let p = programOf.removeValue(forKey: subscriber) else { return }
+        subscribers[p]?.removeAll { $0 == subscriber }
+        if subscribers[p]?.isEmpty == true { subscribers[p] = nil }
+    }
+
+    mutating func withMonitor<T>(_ program: ProgramID, _ body: (inout RegionMonitor) throws(RegionError) -> T) throws(RegionError) -> T {
+        if monitors[program] == nil {
+            monitors[program] = RegionMonitor(limits: limits)
+            order.append(program)
+        }
+        return try body(&monitors[program]!)
+    }
+}
+
+extension Engine {
+    /// Limits for programs created from now on (the daemon's configuration).
+    public var regionLimits: RegionMonitor.Limits {
+        get { regionPrograms.limits }
+        set { regionPrograms.limits = newValue }
+    }
+
+    /// Region events of `program` go to `subscriber` (until it unsubscribes).
+    public mutating func bind(_ subscriber: SubscriberID, to program: ProgramID) {
+        regionPrograms.bind(subscriber, to: program)
+    }
+
+    /// Registers regions for `program`: all of them, or none (the error says why).
+    public mutating func addRegions(_ regions: [Region], for program: ProgramID) throws(RegionError) {
+        try regionPrograms.withMonitor(program) { (m: inout RegionMonitor) throws(RegionError) in try m.add(regions) }
+    }
+
+    /// Registers remembered regions with their last state (daemon start).
+    public mutating func restoreRegions(_ records: [RegionRecord], for program: ProgramID) throws(RegionError) {
+        try regionPrograms.withMonitor(program) { (m: inout RegionMonitor) throws(RegionError) in try m.restore(records) }
+    }
+
+    /// Unregisters `ids` of `program` (all must exist), or none; `nil` removes all.
+    public mutating func removeRegions(_ ids: [String]?, for program: ProgramID) throws(RegionError) {
+        try regionPrograms.withMonitor(program) { (m: inout RegionMonitor) throws(RegionError) in
+            if let ids { try m.remove(ids) } else { try m.removeAll() }
+        }
+    }
+
+    /// The program's regions with their states, in registration order.
+    public func regionRecords(of program: ProgramID) -> [RegionRecord] {
+        regionPrograms.monitors[program]?.records ?? []
+    }
+
+    /// Region records whose state changed since the last call, per program (to persist them).
+    public mutating func drainRegionChanges() -> [(program: ProgramID, records: [RegionRecord])] {
+        var out: [(program: ProgramID, records: [RegionRecord])] = []
+        for p in regionPrograms.order {
+            let records = regionPrograms.monitors[p]!.drainChanges()
+            if !records.isEmpty { out.append((p, records)) }
+        }
+        return out
+    }
+
+    /// Programs with registered regions.
+    public var regionProgramIDs: [ProgramID] { regionPrograms.order.filter { regionPrograms.monitors[$0]!.count > 0 } }
+}

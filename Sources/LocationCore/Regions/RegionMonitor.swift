@@ -1,0 +1,407 @@
+/// A rejected region request: nothing of the request was applied.
+public struct RegionError: Error, Hashable, Sendable, CustomStringConvertible {
+    public enum Code: String, Hashable, Sendable {
+        /// A region is malformed (radius, coordinates, id, dwell, metadata).
+        case invalidRegion
+        /// The id is already registered, or given twice in the request.
+        case duplicateRegion
+        /// More regions than the program may register.
+        case tooManyRegions
+        /// `remove` named an id that is not registered.
+        case unknownRegion
+    }
+    public var code: Code
+    public var message: String
+    public init(_ code: Code, _ message: String) { self.code = code; self.message = message }
+    public var description: String { "\(code.rawValue): \(message)" }
+}
+
+/// What is remembered of a region across restarts.
+public struct RegionRecord: Hashable, Sendable {
+    public var region: Region
+    public var state: RegionState
+    /// When the device entered (for dwell), if inside.
+    public var enteredAt: Timestamp?
+    public var dwellReported: Bool
+    public init(region: Region, state: RegionState, enteredAt: Timestamp? = nil, dwellReported: Bool = false) {
+        self.region = region; self.state = state; self.enteredAt = enteredAt; self.dwellReported = dwellReported
+    }
+}
+
+/// One program's geofences: registration, per-region state machines with accuracy-aware
+/// hysteresis and confirmation, crossing inference across fix gaps, and the active set with
+/// rotation. Pure: `(state, fix) -> events`. Every rule, and the argument that rotation never
+/// changes the events, is in docs/regions.md.
+public struct RegionMonitor: Sendable {
+    public struct Limits: Hashable, Sendable {
+        /// Regions evaluated per fix in steady state; `nil` = all (no rotation).
+        public var maxActive: Int?
+        /// Regions a program may register.
+        public var maxRegistered: Int
+        public init(maxActive: Int? = 20, maxRegistered: Int = 10_000) {
+            self.maxActive = maxActive; self.maxRegistered = maxRegistered
+        }
+    }
+
+    struct Slot: Sendable {
+        var region: Region
+        var state: RegionState = .unknown
+        /// Whether the last fix evaluated for this region was inside its circle (`nil`: none yet).
+        var lastInside: Bool?
+        /// Consecutive fixes deciding the side opposite to `state`, and the first of them.
+        var evidence = 0
+        var evidenceStart: Fix?
+        /// The last fix deciding "outside" before a run of inside evidence: the start of a
+        /// possible pass (enter and exit between two outside fixes).
+        var anchor: Fix?
+        var enteredAt: Timestamp?
+        var dwellReported = false
+        var stamp: UInt32 = 0
+
+        var isSettled: Bool {
+            guard state != .unknown, evidence == 0, anchor == nil, let inside = lastInside else { return false }
+            if inside != (state == .inside) { return false }
+            if state == .inside, region.dwell != nil, !dwellReported { return false }
+            return true
+        }
+    }
+
+    public let limits: Limits
+    var slots: [Slot] = []
+    var slotByID: [String: Int] = [:]
+    var index = RegionIndex()
+    var indexDirty = false
+    var active: [Int] = []
+    /// Regions with business that cannot wait for rotation (see `Slot.isSettled`).
+    var watch: Set<Int> = []
+    var reference: Coordinate?
+    var safeDistance = 0.0
+    var previous: Fix?
+    var generation: UInt32 = 0
+    var scratch: [RegionEvent] = []
+    /// Slots whose persistent part (state, entry time, dwell reported) changed since the last
+    /// `drainChanges()`.
+    var changed: Set<Int> = []
+    /// Regions evaluated for the last fix (diagnostics, tests, benchmark).
+    public private(set) var evaluatedLastFix = 0
+    /// Times the active set was re-ranked (diagnostics, tests, benchmark).
+    public private(set) var reranks = 0
+    /// Distances are compared with this slack (metres) so rounding never skips a re-rank.
+    static let slack = 1.0
+
+    public init(limits: Limits = Limits()) { self.limits = limits }
+
+    public var count: Int { slots.count }
+    public var regions: [Region] { slots.map(\.region) }
+    public var records: [RegionRecord] {
+        slots.map { RegionRecord(region: $0.region, state: $0.state, enteredAt: $0.enteredAt, dwellReported: $0.dwellReported) }
+    }
+    public func state(of id: String) -> RegionState? { slotByID[id].map { slots[$0].state } }
+    public func record(of id: String) -> RegionRecord? {
+        slotByID[id].map { let s = slots[$0]; return RegionRecord(region: s.region, state: s.state, enteredAt: s.enteredAt, dwellReported: s.dwellReported) }
+    }
+
+    /// The records whose state changed since the last call (to persist them).
+    public mutating func drainChanges() -> [RegionRecord] {
+        guard !changed.isEmpty else { return [] }
+        defer { changed.removeAll(keepingCapacity: true) }
+        return changed.sorted().map { let s = slots[$0]; return RegionRecord(region: s.region, state: s.state, enteredAt: s.enteredAt, dwellReported: s.dwellReported) }
+    }
+
+    // MARK: Registration (all or nothing)
+
+    /// Checks `regions` against the registered ones and the limits without changing anything.
+    public func validate(_ regions: [Region]) throws(RegionError) {
+        var seen = Set<String>()
+        for r in regions {
+            if let reason = r.invalidReason { throw RegionError(.invalidRegion, reason) }
+            if slotByID[r.id] != nil { throw RegionError(.duplicateRegion, "region \(r.id) is already registered") }
+            if !seen.insert(r.id).inserted { throw RegionError(.duplicateRegion, "region \(r.id) is given twice") }
+        }
+        if slots.count + regions.count > limits.maxRegistered {
+            throw RegionError(.tooManyRegions, "\(slots.count) registered + \(regions.count) new is more than the limit of \(limits.maxRegistered) regions per program")
+        }
+    }
+
+    /// Registers `regions` (state unknown until a fix decides it), or none of them.
+    public mutating func add(_ regions: [Region]) throws(RegionError) {
+        try validate(regions)
+        for r in regions { append(RegionRecord(region: r, state: .unknown)) }
+    }
+
+    /// Registers remembered regions with their state (after a restart). The first fix
+    /// evaluates each of them once (the device may have moved meanwhile).
+    public mutating func restore(_ records: [RegionRecord]) throws(RegionError) {
+        try validate(records.map(\.region))
+        for r in records { append(r) }
+    }
+
+    private mutating func append(_ record: RegionRecord) {
+        var slot = Slot(region: record.region)
+        slot.state = record.state
+        slot.enteredAt = record.state == .inside ? record.enteredAt : nil
+        slot.dwellReported = record.dwellReported
+        slotByID[record.region.id] = slots.count
+        watch.insert(slots.count)
+        slots.append(slot)
+        indexDirty = true
+    }
+
+    /// Unregisters `ids` (all must be registered), or none.
+    public mutating func remove(_ ids: [String]) throws(RegionError) {
+        var doomed = Set<Int>()
+        for id in ids {
+            guard let s = slotByID[id] else { throw RegionError(.unknownRegion, "region \(id) is not registered") }
+            doomed.insert(s)
+        }
+        guard !doomed.isEmpty else { return }
+        var kept: [Slot] = []
+        kept.reserveCapacity(slots.count - doomed.count)
+        var remap = [Int](repeating: -1, count: slots.count)
+        for (i, s) in slots.enumerated() where !doomed.contains(i) {
+            remap[i] = kept.count
+            kept.append(s)
+        }
+        slots = kept
+        changed = []
+        slotByID = [:]
+        for (i, s) in slots.enumerated() { slotByID[s.region.id] = i }
+        watch = Set(watch.compactMap { remap[$0] >= 0 ? remap[$0] : nil })
+        active = []
+        reference = nil
+        indexDirty = true
+    }
+
+    public mutating func removeAll() throws(RegionError) { try remove(slots.map(\.region.id)) }
+
+    // MARK: Fixes
+
+    /// Runs one fix through the regions, appending their events (sorted by time, then id).
+    public mutating func handle(_ fix: Fix, into out: inout [RegionEvent]) {
+        guard fix.coordinate.isValid, !slots.isEmpty else { previous = fix; return }
+        if let p = previous {
+            if fix.time == p.time { return }            // one epoch, one evaluation
+            if fix.time < p.time { previous = nil }     // the receiver's clock jumped back: a gap
+        }
+        let prev = previous
+        generation &+= 1
+        var list: [Int] = []
+        if let cap = limits.maxActive, slots.count > cap {
+            if indexDirty {
+                index = RegionIndex(centers: slots.map(\.region.center), radii: slots.map(\.region.radius))
+                indexDirty = false
+                reference = nil
+            }
+            let moved = reference.map { Geodesy.distance($0, fix.coordinate) } ?? .infinity
+            if moved >= safeDistance - RegionMonitor.slack {
+                // Re-rank here. Every region whose boundary the segment from the previous fix
+                // could have crossed is evaluated for this fix too, however many there are.
+                let jump = prev.map { Geodesy.distance($0.coordinate, fix.coordinate) } ?? 0
+                let near = index.nearest(to: fix.coordinate, k: cap + 1, within: jump + RegionMonitor.slack)
+                active = near.prefix(cap).map(\.slot)
+                safeDistance = near.count > cap ? near[cap].key : .infinity
+                reference = fix.coordinate
+                reranks += 1
+                for n in near where slots[n.slot].stamp != generation { slots[n.slot].stamp = generation; list.append(n.slot) }
+            }
+            for s in active where slots[s].stamp != generation { slots[s].stamp = generation; list.append(s) }
+            for s in watch where slots[s].stamp != generation { slots[s].stamp = generation; list.append(s) }
+        } else {
+            list = Array(slots.indices)
+        }
+        evaluatedLastFix = list.count
+        scratch.removeAll(keepingCapacity: true)
+        for s in list {
+            let before = (slots[s].state, slots[s].enteredAt, slots[s].dwellReported)
+            evaluate(s, fix, prev)
+            if before != (slots[s].state, slots[s].enteredAt, slots[s].dwellReported) { changed.insert(s) }
+            if slots[s].isSettled { watch.remove(s) } else { watch.insert(s) }
+        }
+        scratch.sort { a, b in
+            if a.time != b.time { return a.time < b.time }
+            if a.region != b.region { return a.region < b.region }
+            return RegionMonitor.rank(a.kind) < RegionMonitor.rank(b.kind)
+        }
+        out.append(contentsOf: scratch)
+        previous = fix
+    }
+
+    static func rank(_ k: RegionEventKind) -> Int {
+        switch k {
+        case .inside, .outside: 0
+        case .enter: 1
+        case .dwell: 2
+        case .exit: 3
+        }
+    }
+
+    private mutating func emit(_ s: Int, _ kind: RegionEventKind, _ time: Timestamp, _ c: Coordinate, inferred: Bool = false) {
+        let r = slots[s].region
+        switch kind {
+        case .enter: guard r.notifyOnEntry else { return }
+        case .exit: guard r.notifyOnExit else { return }
+        case .inside, .outside: guard r.notifyInitialState else { return }
+        case .dwell: break
+        }
+        scratch.append(RegionEvent(region: r.id, kind: kind, time: time, coordinate: c, inferred: inferred))
+    }
+
+    private func decides(_ s: Int, _ f: Fix, inside: Bool) -> Bool {
+        let r = slots[s].region
+        let d = Geodesy.distance(r.center, f.coordinate)
+        return inside ? RegionRules.decidesInside(distance: d, radius: r.radius, accuracy: f.horizontalAccuracy)
+                      : RegionRules.decidesOutside(distance: d, radius: r.radius, accuracy: f.horizontalAccuracy)
+    }
+
+    private mutating func evaluate(_ s: Int, _ fix: Fix, _ prev: Fix?) {
+        let r = slots[s].region
+        let d = Geodesy.distance(r.center, fix.coordinate)
+        let a = fix.horizontalAccuracy
+        let inside = d < r.radius
+        let decIn = RegionRules.decidesInside(distance: d, radius: r.radius, accuracy: a)
+        let decOut = RegionRules.decidesOutside(distance: d, radius: r.radius, accuracy: a)
+        // After a gap a single fix is all the evidence there is; in a dense stream a transition
+        // needs `confirmationFixes + 1` consecutive deciding fixes (docs/regions.md).
+        let afterGap = prev.map { fix.time - $0.time > RegionRules.confirmationWindow } ?? true
+        let needed = RegionRules.confirmationFixes + 1
+        if let anchor = slots[s].anchor, fix.time - anchor.time > RegionRules.maxInferenceGap {
+            slots[s].anchor = nil
+        }
+        switch slots[s].state {
+        case .unknown:
+            if decIn {
+                slots[s].state = .inside
+                slots[s].enteredAt = fix.time
+                slots[s].dwellReported = false
+                emit(s, .inside, fix.time, fix.coordinate)
+            } else if decOut {
+                slots[s].state = .outside
+                emit(s, .outside, fix.time, fix.coordinate)
+            }
+        case .outside:
+            if decIn {
+                if slots[s].evidence == 0 {
+                    slots[s].evidenceStart = fix
+                    if slots[s].anchor == nil, let p = prev, fix.time - p.time <= RegionRules.maxInferenceGap,
+                       decides(s, p, inside: false) {
+                        slots[s].anchor = p
+                    }
+                }
+                slots[s].evidence += 1
+                if slots[s].evidence >= needed || afterGap {
+                    let start = slots[s].evidenceStart ?? fix
+                    slots[s].state = .inside
+                    slots[s].enteredAt = start.time
+                    slots[s].dwellReported = false
+                    slots[s].evidence = 0
+                    slots[s].evidenceStart = nil
+                    slots[s].anchor = nil
+                    emit(s, .enter, start.time, start.coordinate)
+                }
+            } else {
+                slots[s].evidence = 0
+                slots[s].evidenceStart = nil
+                if decOut {
+                    // Back outside for sure: did the way from the last sure-outside fix pass through?
+                    let from = slots[s].anchor ?? prev.flatMap { decides(s, $0, inside: false) ? $0 : nil }
+                    slots[s].anchor = nil
+                    if let from { inferPass(s, from, fix) }
+                }
+            }
+        case .inside:
+            if decOut {
+                if slots[s].evidence == 0 { slots[s].evidenceStart = fix }
+                slots[s].evidence += 1
+                if slots[s].evidence >= needed || afterGap {
+                    let start = slots[s].evidenceStart ?? fix
+                    slots[s].state = .outside
+                    slots[s].enteredAt = nil
+                    slots[s].evidence = 0
+                    slots[s].evidenceStart = nil
+                    emit(s, .exit, start.time, start.coordinate)
+                }
+            } else {
+                slots[s].evidence = 0
+                slots[s].evidenceStart = nil
+            }
+        }
+        if slots[s].state == .inside, let dwell = r.dwell, !slots[s].dwellReported,
+           let entered = slots[s].enteredAt, fix.time - entered >= dwell {
+            slots[s].dwellReported = true
+            emit(s, .dwell, fix.time, fix.coordinate)
+        }
+        slots[s].lastInside = inside
+    }
+
+    /// Enter and exit of a region the straight segment `from → to` passes through, both ends
+    /// being sure-outside fixes (docs/regions.md, "Crossings between fixes").
+    private mutating func inferPass(_ s: Int, _ from: Fix, _ to: Fix) {
+        let r = slots[s].region
+        let dt = to.time - from.time
+        guard dt > 0, dt <= RegionRules.maxInferenceGap else { return }
+        let length = Geodesy.distance(from.coordinate, to.coordinate)
+        guard length / dt <= RegionRules.maxInferenceSpeed else { return }
+        guard let crossing = RegionGeometry.segmentCrossing(
+            from: from.coordinate, to: to.coordinate, center: r.center, radius: r.radius) else { return }
+        let margin = RegionRules.enterFactor * Swift.max(from.horizontalAccuracy ?? .infinity, to.horizontalAccuracy ?? .infinity)
+        guard crossing.closest <= r.radius - margin else { return }
+        let tIn = from.time.adding(seconds: crossing.enter * dt)
+        let tOut = from.time.adding(seconds: crossing.exit * dt)
+        emit(s, .enter, tIn, RegionGeometry.interpolate(from.coordinate, to.coordinate, crossing.enter), inferred: true)
+        if let dwell = r.dwell, (crossing.exit - crossing.enter) * dt >= dwell {
+            let f = crossing.enter + dwell / dt
+            emit(s, .dwell, from.time.adding(seconds: f * dt), RegionGeometry.interpolate(from.coordinate, to.coordinate, f), inferred: true)
+        }
+        emit(s, .exit, tOut, RegionGeometry.interpolate(from.coordinate, to.coordinate, crossing.exit), inferred: true)
+    }
+}
+
+/// Planar geometry near a region (local equirectangular projection about its centre; the
+/// segments it is used on are at most a few kilometres long).
+public enum RegionGeometry {
+    static let metresPerDegree = Geodesy.earthRadius * Double.pi / 180
+
+    static func wrap(_ dLon: Double) -> Double {
+        var d = dLon
+        while d > 180 { d -= 360 }
+        while d < -180 { d += 360 }
+        return d
+    }
+
+    /// Where the segment meets the circle: fractions of the segment (0…1) at which it enters
+    /// and leaves it, and its closest distance to the centre; `nil` if it misses the circle.
+    public static func segmentCrossing(from a: Coordinate, to b: Coordinate, center: Coordinate, radius: Double)
+        -> (enter: Double, exit: Double, closest: Double)? {
+        let k = cos(Geodesy.radians(center.latitude)) * metresPerDegree
+        let ax = wrap(a.longitude - center.longitude) * k, ay = (a.latitude - center.latitude) * metresPerDegree
+        let bx = wrap(b.longitude - center.longitude) * k, by = (b.latitude - center.latitude) * metresPerDegree
+        let dx = bx - ax, dy = by - ay
+        let len2 = dx * dx + dy * dy
+        guard len2 > 0 else { return nil }
+        let tc = Swift.min(1, Swift.max(0, -(ax * dx + ay * dy) / len2))
+        let cx = ax + tc * dx, cy = ay + tc * dy
+        let closest = (cx * cx + cy * cy).squareRoot()
+        guard closest < radius else { return nil }
+        // |a + t d|² = R²  →  len2 t² + 2 (a·d) t + |a|² − R² = 0
+        let bq = ax * dx + ay * dy, cq = ax * ax + ay * ay - radius * radius
+        let disc = bq * bq - len2 * cq
+        guard disc >= 0 else { return nil }
+        let root = disc.squareRoot()
+        let t1 = Swift.max(0, (-bq - root) / len2), t2 = Swift.min(1, (-bq + root) / len2)
+        return (t1, t2, closest)
+    }
+
+    public static func interpolate(_ a: Coordinate, _ b: Coordinate, _ t: Double) -> Coordinate {
+        var lon = a.longitude + wrap(b.longitude - a.longitude) * t
+        if lon > 180 { lon -= 360 } else if lon < -180 { lon += 360 }
+        return Coordinate(latitude: a.latitude + (b.latitude - a.latitude) * t, longitude: lon)
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif

@@ -1,0 +1,61 @@
+import Glibc
+import LocationCore
+import LocationProtocol
+
+/// Who a peer is, for owning regions: its uid and executable (`/proc/PID/exe`). Provisional:
+/// the identity issue formalises this.
+enum ProgramIdentity {
+    static func program(of peer: PeerCredentials?) -> ProgramID {
+        guard let peer else { return ProgramID("unknown") }
+        return ProgramID("uid=\(peer.uid) exe=\(executable(pid: peer.pid) ?? "?")")
+    }
+
+    static func executable(pid: Int32) -> String? {
+        var buffer = [CChar](repeating: 0, count: 4097)
+        let n = readlink("/proc/\(pid)/exe", &buffer, 4096)
+        guard n > 0 else { return nil }
+        return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
+
+extension Connection {
+    static func protocolError(_ e: RegionError, id: RequestID?) -> ProtocolError {
+        let code: ErrorCode = switch e.code {
+        case .invalidRegion: .invalidRegion
+        case .duplicateRegion: .duplicateRegion
+        case .tooManyRegions: .tooManyRegions
+        case .unknownRegion: .unknownRegion
+        }
+        return ProtocolError(code, e.message, id: id)
+    }
+
+    func handleRegions(_ request: Request) {
+        do throws(RegionError) {
+            switch request {
+            case .regionsAdd(let rid, let regions):
+                let registered = try hub.addRegions(regions, for: program)
+                send(.regionsChanged(id: rid, added: regions.count, removed: 0, registered: registered), flush: false)
+            case .regionsRemove(let rid, let ids):
+                let r = try hub.removeRegions(ids, for: program)
+                send(.regionsChanged(id: rid, added: 0, removed: r.removed, registered: r.registered), flush: false)
+            case .regionsList(let rid):
+                send(.regions(id: rid, regions: hub.regionRecords(of: program)), flush: false)
+            case .regionsState(let rid, let ids):
+                var records = hub.regionRecords(of: program)
+                if let ids {
+                    let byID = Dictionary(records.map { ($0.region.id, $0) }, uniquingKeysWith: { a, _ in a })
+                    records = []
+                    for id in ids {
+                        guard let r = byID[id] else { throw RegionError(.unknownRegion, "region \(id) is not registered") }
+                        records.append(r)
+                    }
+                }
+                send(.regions(id: rid, regions: records), flush: false)
+            default:
+                break
+            }
+        } catch {
+            send(.error(Self.protocolError(error, id: request.id)), flush: false)
+        }
+    }
+}

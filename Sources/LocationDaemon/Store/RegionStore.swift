@@ -1,0 +1,168 @@
+import CSQLite
+import Glibc
+import LocationCore
+
+/// Where registrations and region states are kept across restarts.
+public protocol RegionPersistence: AnyObject, Sendable {
+    /// The program's registrations changed: `records` is the complete new list.
+    func replaceRegions(of program: ProgramID, with records: [RegionRecord])
+    /// These regions' states changed.
+    func updateStates(of program: ProgramID, _ records: [RegionRecord])
+}
+
+public struct StoreError: Error, CustomStringConvertible, Sendable {
+    public var description: String
+}
+
+/// Registrations and last states in a SQLite database (docs/regions.md, "Persistence").
+///
+/// WAL journal, `synchronous=NORMAL`: a committed write survives the daemon being killed
+/// (`kill -9`); a power cut may lose the last transactions, never corrupt the file. Writes are
+/// synchronous on the hub's loop: registrations and state changes are rare (a state change is a
+/// region event), and a row update takes tens of microseconds. Used only from the hub's loop
+/// (and from the daemon before the loop runs).
+public final class RegionStore: RegionPersistence, @unchecked Sendable {
+    private var db: OpaquePointer?
+    public let path: String
+
+    public init(path: String) throws {
+        self.path = path
+        if path != ":memory:", let slash = path.lastIndex(of: "/"), slash != path.startIndex {
+            let dir = String(path[..<slash])
+            if access(dir, F_OK) != 0, mkdir(dir, 0o750) != 0, errno != EEXIST {
+                throw StoreError(description: "\(dir): cannot create the database directory: \(String(cString: strerror(errno)))")
+            }
+        }
+        guard sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nil) == SQLITE_OK else {
+            let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+            sqlite3_close(db)
+            throw StoreError(description: "\(path): cannot open the database: \(message)")
+        }
+        try exec("PRAGMA journal_mode=WAL")
+        try exec("PRAGMA synchronous=NORMAL")
+        try exec("""
+            CREATE TABLE IF NOT EXISTS regions (
+              program TEXT NOT NULL, id TEXT NOT NULL, position INTEGER NOT NULL,
+              latitude REAL NOT NULL, longitude REAL NOT NULL, radius REAL NOT NULL,
+              notify_entry INTEGER NOT NULL, notify_exit INTEGER NOT NULL, notify_initial INTEGER NOT NULL,
+              dwell REAL, metadata TEXT,
+              state TEXT NOT NULL, entered_at INTEGER, dwell_reported INTEGER NOT NULL,
+              PRIMARY KEY (program, id))
+            """)
+    }
+
+    deinit { sqlite3_close(db) }
+
+    private func exec(_ sql: String) throws {
+        var error: UnsafeMutablePointer<CChar>?
+        guard sqlite3_exec(db, sql, nil, nil, &error) == SQLITE_OK else {
+            let message = error.map { String(cString: $0) } ?? "?"
+            sqlite3_free(error)
+            throw StoreError(description: "\(path): \(message)")
+        }
+    }
+
+    private func prepare(_ sql: String) throws -> OpaquePointer {
+        var stmt: OpaquePointer?
+        guard sqlite3_prepare_v2(db, sql, -1, &stmt, nil) == SQLITE_OK, let stmt else {
+            throw StoreError(description: "\(path): \(String(cString: sqlite3_errmsg(db)))")
+        }
+        return stmt
+    }
+
+    private func transaction(_ body: () throws -> Void) throws {
+        try exec("BEGIN IMMEDIATE")
+        do { try body(); try exec("COMMIT") } catch { try? exec("ROLLBACK"); throw error }
+    }
+
+    /// Every program's remembered regions, in registration order.
+    public func load() throws -> [(program: ProgramID, records: [RegionRecord])] {
+        let stmt = try prepare("""
+            SELECT program, id, latitude, longitude, radius, notify_entry, notify_exit, notify_initial,
+                   dwell, metadata, state, entered_at, dwell_reported FROM regions ORDER BY program, position
+            """)
+        defer { sqlite3_finalize(stmt) }
+        var out: [(program: ProgramID, records: [RegionRecord])] = []
+        while sqlite3_step(stmt) == SQLITE_ROW {
+            func text(_ i: Int32) -> String? { sqlite3_column_text(stmt, i).map { String(cString: $0) } }
+            func isNull(_ i: Int32) -> Bool { sqlite3_column_type(stmt, i) == SQLITE_NULL }
+            let program = ProgramID(text(0) ?? "")
+            let region = Region(
+                id: text(1) ?? "", center: Coordinate(latitude: sqlite3_column_double(stmt, 2), longitude: sqlite3_column_double(stmt, 3)),
+                radius: sqlite3_column_double(stmt, 4), notifyOnEntry: sqlite3_column_int(stmt, 5) != 0,
+                notifyOnExit: sqlite3_column_int(stmt, 6) != 0, notifyInitialState: sqlite3_column_int(stmt, 7) != 0,
+                dwell: isNull(8) ? nil : sqlite3_column_double(stmt, 8), metadata: text(9))
+            let record = RegionRecord(
+                region: region, state: RegionState(rawValue: text(10) ?? "") ?? .unknown,
+                enteredAt: isNull(11) ? nil : Timestamp(nanoseconds: sqlite3_column_int64(stmt, 11)),
+                dwellReported: sqlite3_column_int(stmt, 12) != 0)
+            if out.last?.program == program { out[out.count - 1].records.append(record) } else { out.append((program, [record])) }
+        }
+        return out
+    }
+
+    public func replaceRegions(of program: ProgramID, with records: [RegionRecord]) {
+        do {
+            try transaction {
+                let delete = try prepare("DELETE FROM regions WHERE program = ?")
+                defer { sqlite3_finalize(delete) }
+                locationd_sqlite3_bind_text(delete, 1, program.rawValue)
+                guard sqlite3_step(delete) == SQLITE_DONE else { throw StoreError(description: String(cString: sqlite3_errmsg(db))) }
+                let insert = try prepare("""
+                    INSERT INTO regions (program, id, position, latitude, longitude, radius, notify_entry, notify_exit,
+                      notify_initial, dwell, metadata, state, entered_at, dwell_reported)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """)
+                defer { sqlite3_finalize(insert) }
+                for (i, r) in records.enumerated() {
+                    sqlite3_reset(insert)
+                    locationd_sqlite3_bind_text(insert, 1, program.rawValue)
+                    locationd_sqlite3_bind_text(insert, 2, r.region.id)
+                    sqlite3_bind_int64(insert, 3, Int64(i))
+                    sqlite3_bind_double(insert, 4, r.region.center.latitude)
+                    sqlite3_bind_double(insert, 5, r.region.center.longitude)
+                    sqlite3_bind_double(insert, 6, r.region.radius)
+                    sqlite3_bind_int(insert, 7, r.region.notifyOnEntry ? 1 : 0)
+                    sqlite3_bind_int(insert, 8, r.region.notifyOnExit ? 1 : 0)
+                    sqlite3_bind_int(insert, 9, r.region.notifyInitialState ? 1 : 0)
+                    if let d = r.region.dwell { sqlite3_bind_double(insert, 10, d) } else { sqlite3_bind_null(insert, 10) }
+                    if let m = r.region.metadata { locationd_sqlite3_bind_text(insert, 11, m) } else { sqlite3_bind_null(insert, 11) }
+                    bindState(insert, r, state: 12, entered: 13, dwell: 14)
+                    guard sqlite3_step(insert) == SQLITE_DONE else { throw StoreError(description: String(cString: sqlite3_errmsg(db))) }
+                }
+            }
+        } catch {
+            report(error)
+        }
+    }
+
+    public func updateStates(of program: ProgramID, _ records: [RegionRecord]) {
+        do {
+            try transaction {
+                let update = try prepare("UPDATE regions SET state = ?, entered_at = ?, dwell_reported = ? WHERE program = ? AND id = ?")
+                defer { sqlite3_finalize(update) }
+                for r in records {
+                    sqlite3_reset(update)
+                    bindState(update, r, state: 1, entered: 2, dwell: 3)
+                    locationd_sqlite3_bind_text(update, 4, program.rawValue)
+                    locationd_sqlite3_bind_text(update, 5, r.region.id)
+                    guard sqlite3_step(update) == SQLITE_DONE else { throw StoreError(description: String(cString: sqlite3_errmsg(db))) }
+                }
+            }
+        } catch {
+            report(error)
+        }
+    }
+
+    private func bindState(_ stmt: OpaquePointer, _ r: RegionRecord, state: Int32, entered: Int32, dwell: Int32) {
+        locationd_sqlite3_bind_text(stmt, state, r.state.rawValue)
+        if let e = r.enteredAt { sqlite3_bind_int64(stmt, entered, e.nanoseconds) } else { sqlite3_bind_null(stmt, entered) }
+        sqlite3_bind_int(stmt, dwell, r.dwellReported ? 1 : 0)
+    }
+
+    /// A failed write is reported on stderr (the daemon keeps monitoring in memory).
+    private func report(_ error: any Error) {
+        let line = "locationd: region store \(path): \(error)\n"
+        _ = line.withCString { write(STDERR_FILENO, $0, strlen($0)) }
+    }
+}

@@ -1,0 +1,169 @@
+import LocationCore
+
+/// Wire form of regions, region requests, replies and events (docs/protocol.md, "Regions").
+public enum RegionCodec {
+    /// One region object: `id`, `latitude`, `longitude`, `radius` required; `notifyOnEntry`,
+    /// `notifyOnExit` (default true), `notifyInitialState` (default false), `dwell` (seconds),
+    /// `metadata` (any JSON, kept as text) optional.
+    public static func decodeRegion(_ value: JSONValue, at index: Int, id rid: RequestID?) throws(ProtocolError) -> Region {
+        let at = "regions[\(index)]"
+        guard case .object(let o) = value else {
+            throw ProtocolError(.badField, "\(at) must be an object, not \(value.kindName)", id: rid)
+        }
+        guard case .string(let id)? = o["id"] else {
+            throw ProtocolError(o["id"] == nil ? .missingField : .badField, "\(at).id must be a string", id: rid)
+        }
+        func number(_ name: String) throws(ProtocolError) -> Double? {
+            switch o[name] {
+            case nil, .null?: return nil
+            case .number(let n)?: return n
+            case let other?: throw ProtocolError(.badField, "\(at).\(name) must be a number, not \(other.kindName)", id: rid)
+            }
+        }
+        func required(_ name: String) throws(ProtocolError) -> Double {
+            guard let n = try number(name) else { throw ProtocolError(.missingField, "\(at) (\(id)) has no \(name)", id: rid) }
+            return n
+        }
+        func flag(_ name: String, _ def: Bool) throws(ProtocolError) -> Bool {
+            switch o[name] {
+            case nil, .null?: return def
+            case .bool(let b)?: return b
+            case let other?: throw ProtocolError(.badField, "\(at).\(name) must be a boolean, not \(other.kindName)", id: rid)
+            }
+        }
+        var metadata: String? = nil
+        if let m = o["metadata"], m != .null {
+            var out: [UInt8] = []
+            JSONWriter.appendValue(m, to: &out)
+            metadata = String(decoding: out, as: UTF8.self)
+        }
+        let region = Region(
+            id: id, center: Coordinate(latitude: try required("latitude"), longitude: try required("longitude")),
+            radius: try required("radius"), notifyOnEntry: try flag("notifyOnEntry", true),
+            notifyOnExit: try flag("notifyOnExit", true), notifyInitialState: try flag("notifyInitialState", false),
+            dwell: try number("dwell"), metadata: metadata)
+        if let reason = region.invalidReason {
+            throw ProtocolError(.invalidRegion, "\(at): \(reason)", id: rid)
+        }
+        return region
+    }
+
+    public static func appendRegion(_ r: RegionRecord, to out: inout [UInt8]) {
+        JSONWriter.appendASCII("{\"id\":", to: &out)
+        JSONWriter.appendString(r.region.id, to: &out)
+        JSONWriter.appendASCII(",\"latitude\":", to: &out)
+        DecimalFormat.appendFixed(r.region.center.latitude, decimals: 9, to: &out)
+        JSONWriter.appendASCII(",\"longitude\":", to: &out)
+        DecimalFormat.appendFixed(r.region.center.longitude, decimals: 9, to: &out)
+        JSONWriter.appendASCII(",\"radius\":", to: &out)
+        DecimalFormat.appendFixed(r.region.radius, decimals: 3, to: &out)
+        JSONWriter.appendASCII(r.region.notifyOnEntry ? ",\"notifyOnEntry\":true" : ",\"notifyOnEntry\":false", to: &out)
+        JSONWriter.appendASCII(r.region.notifyOnExit ? ",\"notifyOnExit\":true" : ",\"notifyOnExit\":false", to: &out)
+        JSONWriter.appendASCII(r.region.notifyInitialState ? ",\"notifyInitialState\":true" : ",\"notifyInitialState\":false", to: &out)
+        if let d = r.region.dwell {
+            JSONWriter.appendASCII(",\"dwell\":", to: &out)
+            JSONWriter.appendNumber(d, to: &out)
+        }
+        if let m = r.region.metadata {
+            JSONWriter.appendASCII(",\"metadata\":", to: &out)
+            out.append(contentsOf: m.utf8)
+        }
+        JSONWriter.appendASCII(",\"state\":\"", to: &out)
+        out.append(contentsOf: r.state.rawValue.utf8)
+        JSONWriter.appendASCII("\"}", to: &out)
+    }
+
+    /// `{"type":"region","event":…,"region":…,"time":…,"latitude":…,"longitude":…,"inferred":…}`
+    public static func appendEvent(_ e: RegionEvent, to out: inout [UInt8]) {
+        JSONWriter.appendASCII("{\"type\":\"region\",\"event\":\"", to: &out)
+        out.append(contentsOf: e.kind.rawValue.utf8)
+        JSONWriter.appendASCII("\",\"region\":", to: &out)
+        JSONWriter.appendString(e.region, to: &out)
+        JSONWriter.appendASCII(",\"time\":\"", to: &out)
+        ISO8601.append(e.time, to: &out)
+        JSONWriter.appendASCII("\",\"latitude\":", to: &out)
+        DecimalFormat.appendFixed(e.coordinate.latitude, decimals: 9, to: &out)
+        JSONWriter.appendASCII(",\"longitude\":", to: &out)
+        DecimalFormat.appendFixed(e.coordinate.longitude, decimals: 9, to: &out)
+        JSONWriter.appendASCII(e.inferred ? ",\"inferred\":true}\n" : ",\"inferred\":false}\n", to: &out)
+    }
+
+    static func decodeRegions(_ value: JSONValue?, id rid: RequestID?) throws(ProtocolError) -> [Region] {
+        guard let value else { throw ProtocolError(.missingField, "missing field regions (an array of regions)", id: rid) }
+        guard case .array(let items) = value else {
+            throw ProtocolError(.badField, "regions must be an array, not \(value.kindName)", id: rid)
+        }
+        var out: [Region] = []
+        for (i, item) in items.enumerated() { out.append(try decodeRegion(item, at: i, id: rid)) }
+        return out
+    }
+
+    static func decodeIDs(_ value: JSONValue?, id rid: RequestID?) throws(ProtocolError) -> [String]? {
+        switch value {
+        case nil, .null?: return nil
+        case .array(let items)?:
+            var ids: [String] = []
+            for item in items {
+                guard case .string(let s) = item else { throw ProtocolError(.badField, "ids must be an array of strings", id: rid) }
+                ids.append(s)
+            }
+            return ids
+        case let other?: throw ProtocolError(.badField, "ids must be an array of strings, not \(other.kindName)", id: rid)
+        }
+    }
+
+    /// Decodes a region event line's object (clients).
+    static func decodeEvent(_ o: [String: JSONValue]) throws(ServerMessage.DecodingError) -> RegionEvent {
+        guard case .string(let k)? = o["event"], let kind = RegionEventKind(rawValue: k) else {
+            throw ServerMessage.DecodingError("region event has no valid event")
+        }
+        guard let time = try ServerMessage.optionalTime(o, "time") else { throw ServerMessage.DecodingError("region event has no time") }
+        return RegionEvent(region: try ServerMessage.string(o, "region"), kind: kind, time: time,
+                           coordinate: Coordinate(latitude: try ServerMessage.number(o, "latitude"),
+                                                  longitude: try ServerMessage.number(o, "longitude")),
+                           inferred: o["inferred"] == .bool(true))
+    }
+
+    /// Decodes the `regions` array of a `regions` reply (clients).
+    static func decodeRecords(_ value: JSONValue?) throws(ServerMessage.DecodingError) -> [RegionRecord] {
+        guard case .array(let items)? = value else { throw ServerMessage.DecodingError("regions reply has no regions array") }
+        var out: [RegionRecord] = []
+        for (i, item) in items.enumerated() {
+            let region: Region
+            do { region = try decodeRegion(item, at: i, id: nil) } catch { throw ServerMessage.DecodingError(error.message) }
+            guard case .string(let s)? = item["state"], let state = RegionState(rawValue: s) else {
+                throw ServerMessage.DecodingError("regions[\(i)] has no valid state")
+            }
+            out.append(RegionRecord(region: region, state: state))
+        }
+        return out
+    }
+}
+
+extension JSONWriter {
+    /// Appends any JSON value (objects' keys sorted, so the text is canonical).
+    public static func appendValue(_ v: JSONValue, to out: inout [UInt8]) {
+        switch v {
+        case .null: appendASCII("null", to: &out)
+        case .bool(let b): appendASCII(b ? "true" : "false", to: &out)
+        case .number(let n): appendNumber(n, to: &out)
+        case .string(let s): appendString(s, to: &out)
+        case .array(let a):
+            out.append(UInt8(ascii: "["))
+            for (i, e) in a.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                appendValue(e, to: &out)
+            }
+            out.append(UInt8(ascii: "]"))
+        case .object(let o):
+            out.append(UInt8(ascii: "{"))
+            for (i, k) in o.keys.sorted().enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                appendString(k, to: &out)
+                out.append(UInt8(ascii: ":"))
+                appendValue(o[k]!, to: &out)
+            }
+            out.append(UInt8(ascii: "}"))
+        }
+    }
+}

@@ -1,0 +1,117 @@
+import ArgumentParser
+import LocationClient
+import LocationCore
+import LocationProtocol
+
+/// `locationctl regions …`: the calling program's geofences in the daemon. Regions belong to
+/// the program (uid + executable), so regions added here belong to locationctl itself.
+struct Regions: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Add, remove, list, import or export geofences in locationd.",
+        subcommands: [Add.self, Remove.self, List.self, Import.self, Export.self])
+
+    struct Add: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Register one circular region.")
+        @OptionGroup var socket: SocketFlag
+        @Argument(help: "Region id.") var id: String
+        @Option(help: "Centre latitude, degrees.") var latitude: Double
+        @Option(help: "Centre longitude, degrees.") var longitude: Double
+        @Option(help: "Radius, metres (10…100000).") var radius: Double
+        @Option(help: "Report dwell after this many seconds inside.") var dwell: Double?
+        @Flag(help: "Report the initial state (inside/outside).") var initialState = false
+
+        func run() async throws {
+            let region = Region(id: id, center: Coordinate(latitude: latitude, longitude: longitude), radius: radius,
+                                notifyInitialState: initialState, dwell: dwell)
+            try await Regions.add([region], socket: socket.path)
+        }
+    }
+
+    struct Remove: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Unregister regions by id (or --all).")
+        @OptionGroup var socket: SocketFlag
+        @Argument(help: "Region ids.") var ids: [String] = []
+        @Flag(help: "Remove every region.") var all = false
+
+        func run() async throws {
+            guard all || !ids.isEmpty else { throw ValidationError("give region ids or --all") }
+            let reply = try await Regions.request(socket.path) { .regionsRemove(id: $0, ids: all ? nil : ids) }
+            guard case .regionsChanged(_, _, let removed, let registered) = reply else { throw ValidationError("unexpected reply \(reply.line)") }
+            print("removed \(removed); \(registered) registered")
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List regions with their states (NDJSON with --json).")
+        @OptionGroup var socket: SocketFlag
+        @Flag(help: "Print the daemon's JSON reply.") var json = false
+
+        func run() async throws {
+            let reply = try await Regions.request(socket.path) { .regionsList(id: $0) }
+            guard case .regions(_, let records) = reply else { throw ValidationError("unexpected reply \(reply.line)") }
+            var out = StandardOutput()
+            if json { out.line(reply.line.trimmingSuffixNewline) } else {
+                for r in records {
+                    out.line("\(r.region.id)  \(DecimalText.fixed(r.region.center.latitude, 6)),\(DecimalText.fixed(r.region.center.longitude, 6))  r=\(DecimalText.fixed(r.region.radius, 1)) m  \(r.state.rawValue)")
+                }
+            }
+            out.flush()
+        }
+    }
+
+    struct Import: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Register the regions of a GeoJSON FeatureCollection (see docs/regions.md).")
+        @OptionGroup var socket: SocketFlag
+        @Argument(help: "GeoJSON file, or - for standard input.") var file: String
+
+        func run() async throws {
+            try await Regions.add(try RegionsGeoJSON.read(path: file), socket: socket.path)
+        }
+    }
+
+    struct Export: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Print the regions as GeoJSON (opens in any GeoJSON viewer).")
+        @OptionGroup var socket: SocketFlag
+        @Option(help: "Write to this file instead of standard output.") var output: String?
+
+        func run() async throws {
+            let reply = try await Regions.request(socket.path) { .regionsList(id: $0) }
+            guard case .regions(_, let records) = reply else { throw ValidationError("unexpected reply \(reply.line)") }
+            try writeText(RegionsGeoJSON.export(records), to: output)
+        }
+    }
+
+    static func request(_ path: String, _ make: @escaping @Sendable (RequestID) -> Request) async throws -> ServerMessage {
+        let client = try await connect(path: path, wait: 0)
+        defer { client.close() }
+        do { return try await client.request(make) } catch let e as ProtocolError {
+            throw ValidationError("locationd refused: \(e.code.rawValue): \(e.message)")
+        }
+    }
+
+    /// Sends regions in requests that fit the line limit; each request is all-or-nothing.
+    static func add(_ regions: [Region], socket: String) async throws {
+        let client = try await connect(path: socket, wait: 0)
+        defer { client.close() }
+        var start = 0, registered = 0
+        while start < regions.count {
+            var end = min(regions.count, start + 200)
+            while end > start + 1, Request.regionsAdd(id: .number(1), regions: Array(regions[start..<end])).line.utf8.count > LocationProtocol.maxLineBytes - 64 {
+                end = start + (end - start) / 2
+            }
+            let batch = Array(regions[start..<end])
+            let reply: ServerMessage
+            do { reply = try await client.request { .regionsAdd(id: $0, regions: batch) } } catch let e as ProtocolError {
+                throw ValidationError("locationd refused regions \(start + 1)…\(end) (the \(start) before were registered): \(e.code.rawValue): \(e.message)")
+            }
+            guard case .regionsChanged(_, _, _, let r) = reply else { throw ValidationError("unexpected reply \(reply.line)") }
+            registered = r
+            start = end
+        }
+        print("added \(regions.count); \(registered) registered")
+    }
+}
+
+extension String {
+    var trimmingSuffixNewline: String { hasSuffix("\n") ? String(dropLast()) : self }
+}

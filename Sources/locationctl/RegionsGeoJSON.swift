@@ -1,0 +1,89 @@
+import ArgumentParser
+import LocationCore
+import LocationProtocol
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The GeoJSON convention for regions (docs/regions.md): a FeatureCollection of Point features,
+/// `properties.id` (string or number), `properties.radius` (metres), optional `dwell`
+/// (seconds), `notifyOnEntry`/`notifyOnExit`/`notifyInitialState` (booleans) and `metadata`.
+enum RegionsGeoJSON {
+    static func read(path: String) throws -> [Region] {
+        let bytes = try readFile(path)
+        let value: JSONValue
+        do { value = try JSONParser(maxDepth: 32, maxBytes: 1 << 28).parse(bytes) } catch {
+            throw ValidationError("\(path): not JSON: \(error)")
+        }
+        return try parse(value, name: path)
+    }
+
+    static func parse(_ value: JSONValue, name: String) throws -> [Region] {
+        guard value["type"] == .string("FeatureCollection"), case .array(let features)? = value["features"] else {
+            throw ValidationError("\(name): expected a GeoJSON FeatureCollection with a features array")
+        }
+        var regions: [Region] = []
+        for (i, f) in features.enumerated() {
+            let at = "\(name): features[\(i)]"
+            guard f["geometry"]?["type"] == .string("Point"),
+                  case .array(let c)? = f["geometry"]?["coordinates"], c.count >= 2,
+                  case .number(let lon) = c[0], case .number(let lat) = c[1] else {
+                throw ValidationError("\(at): geometry must be a Point with [longitude, latitude]")
+            }
+            guard case .object(var p)? = f["properties"] else { throw ValidationError("\(at): no properties") }
+            let id: String
+            switch p["id"] ?? f["id"] {
+            case .string(let s)?: id = s
+            case .number(let n)?: id = JSONWriter.numberText(n)
+            default: throw ValidationError("\(at): properties.id must be a string or a number")
+            }
+            p["id"] = .string(id)
+            p["latitude"] = .number(lat)
+            p["longitude"] = .number(lon)
+            p.removeValue(forKey: "state")
+            do {
+                regions.append(try RegionCodec.decodeRegion(.object(p), at: i, id: nil))
+            } catch {
+                throw ValidationError("\(at): \(error.message)")
+            }
+        }
+        return regions
+    }
+
+    static func export(_ records: [RegionRecord]) -> String {
+        var out: [UInt8] = []
+        JSONWriter.appendASCII("{\"type\":\"FeatureCollection\",\"features\":[", to: &out)
+        for (i, r) in records.enumerated() {
+            if i > 0 { JSONWriter.appendASCII(",\n", to: &out) } else { out.append(0x0A) }
+            JSONWriter.appendASCII("{\"type\":\"Feature\",\"geometry\":{\"type\":\"Point\",\"coordinates\":[", to: &out)
+            DecimalFormat.appendFixed(r.region.center.longitude, decimals: 9, to: &out)
+            out.append(UInt8(ascii: ","))
+            DecimalFormat.appendFixed(r.region.center.latitude, decimals: 9, to: &out)
+            JSONWriter.appendASCII("]},\"properties\":", to: &out)
+            // The region object without latitude/longitude (they are the geometry).
+            var body: [UInt8] = []
+            RegionCodec.appendRegion(r, to: &body)
+            guard case .object(var p)? = try? JSONParser(maxDepth: 32, maxBytes: 1 << 20).parse(body) else { continue }
+            p.removeValue(forKey: "latitude"); p.removeValue(forKey: "longitude")
+            JSONWriter.appendValue(.object(p), to: &out)
+            out.append(UInt8(ascii: "}"))
+        }
+        JSONWriter.appendASCII("\n]}\n", to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    static func readFile(_ path: String) throws -> [UInt8] {
+        let fd = path == "-" ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw ValidationError("\(path): cannot open: \(String(cString: strerror(errno)))") }
+        defer { if fd != STDIN_FILENO { close(fd) } }
+        var data: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, $0.count) }
+            if n < 0 { if errno == EINTR { continue }; throw ValidationError("\(path): read failed: \(String(cString: strerror(errno)))") }
+            if n == 0 { break }
+            data.append(contentsOf: chunk[0..<n])
+        }
+        return data
+    }
+}

@@ -1,0 +1,73 @@
+import Foundation
+import LocationClient
+import LocationCore
+import LocationProtocol
+import NMEA
+import Testing
+
+/// Registrations and states survive `kill -9`: the real daemon, its SQLite file, restarted.
+@Suite(.serialized) struct RegionPersistenceTests {
+    static let center = Coordinate(latitude: 48.137_154, longitude: 11.576_124)
+
+    /// An NMEA log of 1 Hz fixes at `northMetres[i]` from the centre.
+    static func log(_ northMetres: [Double], startSecond: Int) -> [UInt8] {
+        let writer = NMEAWriter()
+        let t0 = CivilTime(year: 2026, month: 3, day: 14, hour: 9).timestamp
+        var text = ""
+        for (i, n) in northMetres.enumerated() {
+            var q = NMEAWriter.Quality()
+            q.sigmaLatitude = 2.5; q.sigmaLongitude = 3.5; q.sigmaAltitude = 4
+            let c = Coordinate(latitude: center.latitude + n / 111_195.0, longitude: center.longitude)
+            text += writer.epoch(Fix(time: t0.adding(seconds: Double(startSecond + i)), coordinate: c, mode: .threeD,
+                                     altitudeMSL: 519.5, speed: 0, course: 0), quality: q)
+        }
+        return Array(text.utf8)
+    }
+
+    static func regionEvents(_ messages: [ServerMessage]) -> [RegionEvent] {
+        messages.compactMap { if case .region(let e) = $0 { e } else { nil } }
+    }
+
+    @Test func registrationsAndStatesSurviveKill9WithoutDuplicateOrLostTransitions() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("regions-persist-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let database = dir.appendingPathComponent("state/locationd.db").path  // the directory is created
+        // Log 1: 5 fixes 400 m south, then inside for 5 minutes (replayed at 10×: killed long before its end).
+        let log1 = dir.appendingPathComponent("one.nmea"), log2 = dir.appendingPathComponent("two.nmea")
+        try Data(Self.log(Array(repeating: -400, count: 5) + Array(repeating: 0, count: 300), startSecond: 0)).write(to: log1)
+        // Log 2 (after the restart): still inside for 10 s, then 400 m north.
+        try Data(Self.log(Array(repeating: 0, count: 10) + Array(repeating: 400, count: 20), startSecond: 1000)).write(to: log2)
+
+        let first = try DaemonProcess(arguments: ["--replay", log1.path, "--speed", "10"], database: database)
+        let client = try await first.connect()
+        _ = try await client.request { .regionsAdd(id: $0, regions: [
+            Region(id: "A", center: Self.center, radius: 100),
+            Region(id: "B", center: Coordinate(latitude: Self.center.latitude + 0.05, longitude: Self.center.longitude),
+                   radius: 200, notifyInitialState: true, metadata: #"{"name":"far"}"#)]) }
+        var reader = MessageReader(client)
+        try client.send(.subscribe(id: .number(9), options: SubscriptionOptions(desiredAccuracy: 1)))
+        let before = try await reader.read { Self.regionEvents($0).count >= 2 }
+        #expect(Self.regionEvents(before).map { "\($0.kind.rawValue) \($0.region)" } == ["outside B", "enter A"])
+        first.signal(SIGKILL)
+        _ = first.waitForExit()
+        client.close()
+
+        let second = try DaemonProcess(arguments: ["--replay", log2.path, "--speed", "0"], database: database)
+        defer { second.stop() }
+        let again = try await second.connect()
+        defer { again.close() }
+        guard case .regions(_, let listed) = try await again.request({ .regionsList(id: $0) }) else { Issue.record("no list"); return }
+        #expect(listed.map(\.region.id) == ["A", "B"])
+        #expect(listed.map(\.state) == [.inside, .outside])
+        #expect(listed[1].region.metadata == #"{"name":"far"}"#)
+        var reader2 = MessageReader(again)
+        try again.send(.subscribe(id: .number(10), options: SubscriptionOptions(desiredAccuracy: 1)))
+        let after = try await reader2.read { $0.states.filter { $0 == .disconnected }.count >= 2 }
+        // No second enter A, no second initial state of B: only the real exit, back-dated to its first fix.
+        let events = Self.regionEvents(after)
+        #expect(events.map { "\($0.kind.rawValue) \($0.region)" } == ["exit A"])
+        #expect(events.first?.time == CivilTime(year: 2026, month: 3, day: 14, hour: 9).timestamp.adding(seconds: 1010))
+        first.stop()
+    }
+}

@@ -1,0 +1,76 @@
+import LocationClient
+import LocationCore
+import LocationProtocol
+import Testing
+@testable import LocationDaemon
+
+@Suite(.serialized) struct RegionServerTests {
+    static let home = Coordinate(latitude: 50.0, longitude: 8.5)
+
+    func fixAt(_ i: Int, northMetres: Double) -> Fix {
+        Fix(time: Timestamp(seconds: 1_780_000_000 + Int64(i)),
+            coordinate: Coordinate(latitude: Self.home.latitude + northMetres / 111_195.08, longitude: Self.home.longitude),
+            mode: .threeD, horizontalAccuracy: 5)
+    }
+
+    @Test func addListRemoveAndEventsOverTheSocket() async throws {
+        let h = try await ServerHarness.start()
+        let client = try await LocationClient.connect(path: h.path)
+        var messages = client.messages.makeAsyncIterator()
+        try await client.subscribe()
+        #expect(try await messages.expectNext() == .status(.disconnected, nil))
+
+        let added = try await client.request { .regionsAdd(id: $0, regions: [
+            Region(id: "home", center: Self.home, radius: 100, notifyInitialState: true),
+            Region(id: "far", center: Coordinate(latitude: 51, longitude: 8.5), radius: 100)]) }
+        #expect(added == .regionsChanged(id: .number(2), added: 2, removed: 0, registered: 2))
+
+        // All or nothing: one bad region (a duplicate id) and nothing of the request is applied.
+        do {
+            _ = try await client.request { .regionsAdd(id: $0, regions: [
+                Region(id: "new", center: Self.home, radius: 100), Region(id: "home", center: Self.home, radius: 100)]) }
+            Issue.record("duplicate accepted")
+        } catch let e as ProtocolError {
+            #expect(e.code == .duplicateRegion)
+            #expect(e.message == "region home is already registered")
+        }
+        do {
+            _ = try await client.request { .regionsRemove(id: $0, ids: ["far", "nope"]) }
+            Issue.record("unknown id removed")
+        } catch let e as ProtocolError {
+            #expect(e.code == .unknownRegion)
+        }
+        guard case .regions(_, let listed) = try await client.request({ .regionsList(id: $0) }) else { Issue.record("no list"); return }
+        #expect(listed.map(\.region.id) == ["home", "far"])
+        #expect(listed.map(\.state) == [.unknown, .unknown])
+
+        // Outside, then walk in: initial state, then an enter (3 confirming fixes at 1 Hz).
+        h.hub.submit(.fix(fixAt(0, northMetres: 400)))
+        for i in 1...10 { h.hub.submit(.fix(fixAt(i, northMetres: 0))) }
+        var regionEvents: [RegionEvent] = []
+        while regionEvents.count < 2 {
+            if case .region(let e) = try await messages.expectNext() { regionEvents.append(e) }
+        }
+        #expect(regionEvents.map(\.kind) == [.outside, .enter])
+        #expect(regionEvents[1].time == fixAt(1, northMetres: 0).time)
+        guard case .regions(_, let states) = try await client.request({ .regionsState(id: $0, ids: ["home"]) }) else { Issue.record("no state"); return }
+        #expect(states.map(\.state) == [.inside])
+
+        #expect(try await client.request { .regionsRemove(id: $0, ids: nil) } == .regionsChanged(id: .number(7), added: 0, removed: 2, registered: 0))
+        client.close()
+        await h.stop()
+    }
+
+    @Test func regionsBelongToTheProgramNotTheConnection() async throws {
+        let h = try await ServerHarness.start()
+        let first = try await LocationClient.connect(path: h.path)
+        _ = try await first.request { .regionsAdd(id: $0, regions: [Region(id: "a", center: Self.home, radius: 100)]) }
+        first.close()
+        // Same process (same uid and executable): a new connection sees the same regions.
+        let second = try await LocationClient.connect(path: h.path)
+        guard case .regions(_, let listed) = try await second.request({ .regionsList(id: $0) }) else { Issue.record("no list"); return }
+        #expect(listed.map(\.region.id) == ["a"])
+        second.close()
+        await h.stop()
+    }
+}

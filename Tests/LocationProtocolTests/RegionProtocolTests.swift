@@ -1,0 +1,59 @@
+import LocationCore
+import LocationProtocol
+import Testing
+
+@Suite struct RegionProtocolTests {
+    @Test func regionsAddDecodesEveryFieldAndRoundTrips() throws {
+        let line = #"{"type":"regions.add","id":4,"regions":[{"id":"home","latitude":52.5,"longitude":13.4,"radius":150,"dwell":300,"notifyInitialState":true,"metadata":{"name":"Home","floor":2}},{"id":"work","latitude":52.52,"longitude":13.41,"radius":80,"notifyOnExit":false}]}"#
+        let request = try Request.decode(line)
+        guard case .regionsAdd(let id, let regions) = request else { Issue.record("\(request)"); return }
+        #expect(id == .number(4))
+        #expect(regions.count == 2)
+        #expect(regions[0] == Region(id: "home", center: Coordinate(latitude: 52.5, longitude: 13.4), radius: 150,
+                                     notifyInitialState: true, dwell: 300, metadata: #"{"floor":2,"name":"Home"}"#))
+        #expect(regions[1].notifyOnExit == false && regions[1].notifyOnEntry)
+        #expect(try Request.decode(request.line.trimmingCharacters()) == request)
+    }
+
+    @Test(arguments: [
+        (#"{"type":"regions.add","id":1}"#, ErrorCode.missingField, "missing field regions"),
+        (#"{"type":"regions.add","id":1,"regions":{}}"#, .badField, "regions must be an array"),
+        (#"{"type":"regions.add","id":1,"regions":[{"id":"a","latitude":1,"longitude":2}]}"#, .missingField, "regions[0] (a) has no radius"),
+        (#"{"type":"regions.add","id":1,"regions":[{"id":"a","latitude":1,"longitude":2,"radius":5}]}"#, .invalidRegion, "regions[0]: region a: radius 5.0 is out of range; expected 10…100000 metres"),
+        (#"{"type":"regions.add","id":1,"regions":[{"id":"a","latitude":100,"longitude":2,"radius":50}]}"#, .invalidRegion, "latitude must be in -90…90"),
+        (#"{"type":"regions.add","id":1,"regions":[{"id":7,"latitude":1,"longitude":2,"radius":50}]}"#, .badField, "regions[0].id must be a string"),
+        (#"{"type":"regions.add","id":1,"regions":[{"id":"a","latitude":1,"longitude":2,"radius":50,"notifyOnEntry":1}]}"#, .badField, "notifyOnEntry must be a boolean"),
+        (#"{"type":"regions.remove","id":1}"#, .missingField, "missing field ids"),
+        (#"{"type":"regions.state","id":1,"ids":[1]}"#, .badField, "ids must be an array of strings"),
+    ])
+    func badRegionRequestsAreClearErrors(line: String, code: ErrorCode, text: String) {
+        do {
+            _ = try Request.decode(line)
+            Issue.record("accepted \(line)")
+        } catch {
+            #expect(error.code == code, "\(error)")
+            #expect(error.message.contains(text), "\(error.message)")
+            #expect(error.id == .number(1))
+        }
+    }
+
+    @Test func regionEventAndRepliesRoundTrip() throws {
+        let event = RegionEvent(region: "home", kind: .enter, time: Timestamp(seconds: 1_780_000_000, nanoseconds: 500_000_000),
+                                coordinate: Coordinate(latitude: 52.5, longitude: 13.4), inferred: true)
+        var out: [UInt8] = []
+        EventEncoder().append(.region(event), to: &out)
+        let line = String(decoding: out, as: UTF8.self)
+        #expect(line == #"{"type":"region","event":"enter","region":"home","time":"2026-05-28T20:26:40.5Z","latitude":52.5,"longitude":13.4,"inferred":true}"# + "\n")
+        #expect(try ServerMessage.decode(line.trimmingCharacters()) == .region(event))
+        let records = [RegionRecord(region: Region(id: "a", center: Coordinate(latitude: 1, longitude: 2), radius: 50, dwell: 60,
+                                                   metadata: #"{"k":"v"}"#), state: .inside)]
+        let reply = ServerMessage.regions(id: .string("x"), regions: records)
+        #expect(try ServerMessage.decode(reply.line.trimmingCharacters()) == reply)
+        let changed = ServerMessage.regionsChanged(id: .number(2), added: 3, removed: 0, registered: 10)
+        #expect(try ServerMessage.decode(changed.line.trimmingCharacters()) == changed)
+    }
+}
+
+extension String {
+    func trimmingCharacters() -> String { hasSuffix("\n") ? String(dropLast()) : self }
+}
