@@ -40,9 +40,9 @@ release:
 
 test: deps
 	$(SWIFT) build --build-tests $(WERROR)
-	$(SWIFT) test $(WERROR)
 	scripts/check-units "$$($(SWIFT) build --show-bin-path)"
 	scripts/check-install "$$($(SWIFT) build --show-bin-path)"
+	$(SWIFT) test $(WERROR)
 
 check-units:
 	scripts/check-units "$$($(SWIFT) build --show-bin-path)"
