@@ -21,7 +21,8 @@ public enum Daemon {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let loop = group.next()
         let store = try options.databasePath.map { try RegionStore(path: $0) }
-        let hub = Hub(eventLoop: loop, sourceDescription: describe(options.source), logger: logger, regionStore: store)
+        let hub = Hub(eventLoop: loop, sourceDescription: describe(options.source), logger: logger,
+                      regionLimits: options.regionLimits, regionStore: store)
         defer { group.shutdownGracefully { _ in } }
         if let store { try await restoreRegions(from: store, into: hub, logger: logger) }
         // The socket is bound inside the service, after the group has installed its signal
@@ -96,7 +97,7 @@ final class DaemonService: Service {
             server = try await SocketServer.start(hub: hub, configuration: configuration, logger: logger)
             logger.info("serving", metadata: ["socket": "\(options.socketPath)", "source": "\(hub.sourceDescription)"])
         }
-        // The socket accepts connections now. (When the durable store exists, it opens before this.)
+        // The socket accepts connections now, and the store was opened before the group started.
         supervisor.notify("READY=1\nMAINPID=\(getpid())\nSTATUS=\(try await supervisor.currentStatus())")
         supervisor.start()
 

@@ -22,8 +22,8 @@ import Testing
         let cases: [(String, String)] = [
             // unknown key, unknown table, top-level key
             ("[gpsd]\nhost = \"a\"\nhots = \"x\"\n", "locationd.toml:3: unknown key 'gpsd.hots'; expected one of host, port"),
-            ("# c\n[gspd]\n", "locationd.toml:2: unknown table [gspd]; expected one of socket, gpsd, replay, log, store, daemon, systemd"),
-            ("port = 1\n", "locationd.toml:1: unknown key 'port'; every option belongs in a table: [socket], [gpsd], [replay], [log], [store], [daemon], [systemd]"),
+            ("# c\n[gspd]\n", "locationd.toml:2: unknown table [gspd]; expected one of socket, gpsd, replay, log, regions, store, daemon, systemd"),
+            ("port = 1\n", "locationd.toml:1: unknown key 'port'; every option belongs in a table: [socket], [gpsd], [replay], [log], [regions], [store], [daemon], [systemd]"),
             // bad types
             ("[gpsd]\nport = \"2947\"\n", "locationd.toml:2: 'gpsd.port' must be an integer, not a string"),
             ("[log]\nlevel = 3\n", "locationd.toml:2: 'log.level' must be a string, not an integer"),

@@ -71,3 +71,26 @@ import Testing
         first.stop()
     }
 }
+
+/// The `[regions]` limits of the config file reach the daemon's region monitor.
+@Suite struct RegionConfigTests {
+    @Test func maxRegisteredFromTheConfigFileIsEnforced() async throws {
+        let config = FileManager.default.temporaryDirectory.appendingPathComponent("regions-\(UUID().uuidString.prefix(8)).toml")
+        try "[regions]\nmax_registered = 2\n".write(to: config, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: config) }
+        let daemon = try DaemonProcess(arguments: ["--config", config.path, "--gpsd", "127.0.0.1:1"], database: "none")
+        defer { daemon.stop() }
+        let client = try await daemon.connect()
+        defer { client.close() }
+        let c = Coordinate(latitude: 48.1, longitude: 11.5)
+        let two = [Region(id: "a", center: c, radius: 100), Region(id: "b", center: c, radius: 200)]
+        let ok = try await client.request { .regionsAdd(id: $0, regions: two) }
+        guard case .regionsChanged(_, 2, 0, 2) = ok else { Issue.record("expected 2 added, got \(ok)"); return }
+        do {
+            _ = try await client.request { .regionsAdd(id: $0, regions: [Region(id: "c", center: c, radius: 300)]) }
+            Issue.record("a third region was accepted past max_registered = 2")
+        } catch let error as ProtocolError {
+            #expect(error.code.rawValue == "tooManyRegions")
+        }
+    }
+}

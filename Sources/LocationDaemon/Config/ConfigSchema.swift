@@ -82,6 +82,8 @@ public enum ConfigSchema {
         .boolean("replay", "loop", \.replayLoop),
         .string("log", "level", live: true, \.logLevel, oneOf: DaemonOptions.logLevels),
         .boolean("log", "precise_coordinates", live: true, \.preciseCoordinates),
+        .integer("regions", "max_active", \.regionsMaxActive, range: 0...1_000_000),
+        .integer("regions", "max_registered", \.regionsMaxRegistered, range: 1...1_000_000),
         .string("store", "database", \.database),
         .number("daemon", "shutdown_timeout", \.shutdownTimeout, range: 0.1...300, unit: " s"),
         .boolean("systemd", "watchdog", \.watchdog),

@@ -1,3 +1,4 @@
+import LocationCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -32,6 +33,11 @@ public struct DaemonOptions: Sendable, Equatable {
     public var logLevel = "info"
     /// Log coordinates as received; off: rounded to 0.01° (≈ 1 km), see design.md "Logs".
     public var preciseCoordinates = false
+    // [regions]
+    /// Regions evaluated per fix per program (the rest rotate in by distance); 0 = all.
+    public var regionsMaxActive = 20
+    /// Regions one program may register.
+    public var regionsMaxRegistered = 10_000
     // [store]
     /// SQLite database of region registrations and states; "" or "none": memory only.
     public var database = "/var/lib/locationd/locationd.db"
@@ -48,6 +54,10 @@ public struct DaemonOptions: Sendable, Equatable {
     public var arguments: [String] = []
 
     public init() {}
+
+    public var regionLimits: RegionMonitor.Limits {
+        RegionMonitor.Limits(maxActive: regionsMaxActive == 0 ? nil : regionsMaxActive, maxRegistered: regionsMaxRegistered)
+    }
 
     /// The store's file, or nil to keep registrations in memory only.
     public var databasePath: String? { database.isEmpty || database == "none" ? nil : database }
