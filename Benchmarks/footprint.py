@@ -29,6 +29,13 @@ def status(pid, key):
                 return int(line.split()[1])  # kB
 
 
+def rollup(pid, key):
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])  # kB
+
+
 def cpu(pid):
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
@@ -59,8 +66,12 @@ try:
     p = start(["--gpsd", "127.0.0.1:1"], os.path.join(work, "idle.sock"))
     time.sleep(3)  # settling before a one-off reading; nothing is synchronised on it
     rss, hwm = status(p.pid, "VmRSS"), status(p.pid, "VmHWM")
+    anon, pss = rollup(p.pid, "Anonymous"), rollup(p.pid, "Pss")
     p.terminate(); p.wait()
-    print(f"| idle RSS (no gpsd, no subscribers) | VmRSS / VmHWM | {rss / 1024:.1f} / {hwm / 1024:.1f} MiB | — | target ≤ 8 MiB |")
+    # RSS counts every mapped page, shared library text included; Pss splits shared pages
+    # among their users; Anonymous is the daemon's own heap, stacks and relocated data.
+    print(f"| idle memory (no gpsd, no subscribers) | VmRSS / VmHWM / Pss / Anonymous"
+          f" | {rss / 1024:.1f} / {hwm / 1024:.1f} / {pss / 1024:.1f} / {anon / 1024:.1f} MiB | — | target RSS ≤ 8 MiB |")
 
     if os.path.exists(log):
         sock = os.path.join(work, "busy.sock")
