@@ -56,3 +56,139 @@ struct FaultTests {
         print("gpsd kill/restart: \(cycles) cycles in \(clock.now - began), worst reconnect + fixes \(worst)")
     }
 }
+
+/// A raw, non-blocking Unix-socket client: many of them in one thread, no client library.
+struct RawClient {
+    let fd: CInt
+    var buffer: [UInt8] = []
+
+    init(path: String) throws {
+        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw DaemonProcess.Failure(description: "socket: \(String(cString: strerror(errno)))") }
+        let rc = withSockaddr(path) { connect(fd, $0, $1) }
+        guard rc == 0 else {
+            let e = errno
+            Glibc.close(fd)
+            throw DaemonProcess.Failure(description: "connect \(path): \(String(cString: strerror(e)))")
+        }
+    }
+
+    func send(_ text: String) { sendBytes(Array(text.utf8)) }
+
+    func sendBytes(_ bytes: [UInt8]) {
+        var off = 0
+        while off < bytes.count {
+            let n = bytes[off...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n <= 0 { return }  // the daemon closed on us: what some tests expect
+            off += n
+        }
+    }
+
+    /// Reads what is there (non-blocking); false at end of stream or error.
+    mutating func readAvailable() -> Bool {
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            if n > 0 { buffer.append(contentsOf: chunk[0..<n]); continue }
+            if n == 0 { return false }
+            return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR
+        }
+    }
+
+    /// Complete lines received so far (consumed).
+    mutating func takeLines() -> [String] {
+        guard let last = buffer.lastIndex(of: 0x0A) else { return [] }
+        let lines = buffer[...last].split(separator: 0x0A).map { String(decoding: $0, as: UTF8.self) }
+        buffer.removeSubrange(...last)
+        return lines
+    }
+
+    /// Blocks (poll, with a deadline that only guards against a hang) until a line containing
+    /// `needle` arrives; returns the lines read, or nil at end of stream / deadline.
+    mutating func waitFor(_ needle: String, timeout: Double = 10) -> [String]? {
+        var seen: [String] = []
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            _ = poll(&p, 1, 100)
+            let open = readAvailable()
+            seen += takeLines()
+            if seen.contains(where: { $0.contains(needle) }) { return seen }
+            if !open { return nil }
+        }
+        return nil
+    }
+
+    func close() { Glibc.close(fd) }
+}
+
+func residentKiB(_ pid: Int32) -> Int {
+    guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return 0 }
+    for line in text.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+        return Int(line.split(separator: " ", omittingEmptySubsequences: true)[1]) ?? 0
+    }
+    return 0
+}
+
+@Suite(.serialized)
+struct HostileClientTests {
+    /// Oversized lines, binary garbage, half-open connections and clients vanishing mid-request,
+    /// 200 of each kind: the daemon answers each per docs/protocol.md, stays up, serves a
+    /// well-behaved client normally afterwards, and its memory does not grow with them.
+    @Test func garbageOversizedHalfOpenAndVanishingClients() async throws {
+        let daemon = try DaemonProcess(arguments: ["--gpsd", "127.0.0.1:1", "--log-level", "warning"])
+        defer { daemon.stop() }
+        _ = try await daemon.connect().close()
+        let pid = try #require(daemon.pid)
+        var probe = try RawClient(path: daemon.socketPath)
+        #expect(probe.waitFor("\"hello\"") != nil)
+        let baseline = residentKiB(pid)
+        var rng = SystemRandomNumberGenerator()
+
+        for round in 0..<200 {
+            // Oversized: a line over 65,536 bytes → lineTooLong, then closed.
+            var big = try RawClient(path: daemon.socketPath)
+            big.sendBytes([UInt8](repeating: UInt8(ascii: "x"), count: 70_000) + [0x0A])
+            if round < 5 {
+                let lines = big.waitFor("lineTooLong")
+                #expect(lines != nil, "no lineTooLong error")
+                #expect(big.waitFor("never") == nil, "connection not closed after lineTooLong")
+            }
+            big.close()
+
+            // Binary garbage with newlines: per-line errors (or flood), never a crash.
+            let garbage = (0..<4096).map { _ in UInt8.random(in: 0...255, using: &rng) }
+            let g = try RawClient(path: daemon.socketPath)
+            g.sendBytes(garbage + [0x0A])
+            g.close()
+
+            // Half-open: a partial request, then the write side shut; the read side stays.
+            let h = try RawClient(path: daemon.socketPath)
+            h.send("{\"type\":\"subscribe\",\"id\":")
+            shutdown(h.fd, Int32(SHUT_WR))
+            if round % 50 == 0 {
+                var hh = h
+                #expect(hh.waitFor("\"hello\"") != nil, "half-open connection got no hello")
+            }
+            h.close()
+
+            // Vanishing mid-request: connect, send half a line, close at once.
+            let v = try RawClient(path: daemon.socketPath)
+            v.send("{\"type\":\"regions.add\",\"regions\":[{\"id\":\"a\",\"lati")
+            v.close()
+        }
+
+        // Still serving: a status request on the old connection and on a new one.
+        probe.send("{\"type\":\"status\",\"id\":\"after\"}\n")
+        #expect(probe.waitFor("\"id\":\"after\"") != nil)
+        var fresh = try RawClient(path: daemon.socketPath)
+        fresh.send("{\"type\":\"status\",\"id\":2}\n")
+        let reply = fresh.waitFor("\"subscribers\"")
+        #expect(reply != nil)
+        #expect(daemon.isRunning)
+        let after = residentKiB(pid)
+        #expect(after < baseline + 16 * 1024, "VmRSS grew from \(baseline) to \(after) KiB over 800 hostile clients")
+        print("hostile clients: VmRSS \(baseline) → \(after) KiB")
+        probe.close(); fresh.close()
+    }
+}
