@@ -192,3 +192,116 @@ struct HostileClientTests {
         probe.close(); fresh.close()
     }
 }
+
+@Suite(.serialized)
+struct ManyConnectionsTests {
+    /// Occurrences of `needle` and of newlines in a chunk (libc, fast even in a debug build).
+    static func count(_ needle: [UInt8], in chunk: UnsafeRawBufferPointer) -> (needles: Int, lines: Int) {
+        var needles = 0, lines = 0
+        guard let base = chunk.baseAddress else { return (0, 0) }
+        var p = base, left = chunk.count
+        while left > 0, let hit = memchr(p, 0x0A, left) {
+            lines += 1
+            let next = UnsafeRawPointer(hit) + 1
+            left -= next - p; p = next
+        }
+        p = base; left = chunk.count
+        // memmem is a GNU extension Glibc's module does not export: memchr the first byte, memcmp the rest.
+        while left >= needle.count, let hit = memchr(p, Int32(needle[0]), left - needle.count + 1) {
+            let at = UnsafeRawPointer(hit)
+            let same = needle.withUnsafeBytes { memcmp(at, $0.baseAddress!, needle.count) == 0 }
+            if same { needles += 1 }
+            let next = at + (same ? needle.count : 1)
+            left -= next - p; p = next
+        }
+        return (needles, lines)
+    }
+
+    /// 1,000 concurrent subscribers of a 20 Hz replay, 100 of which never read: the 900 others
+    /// receive every event with bounded gaps and never a `skipped` one; the daemon's VmRSS stays
+    /// bounded; the non-readers stay connected (docs/protocol.md, "Slow readers": closed only
+    /// after 30 s not writable) and, reading at last, get their backlog. The daemon starts with
+    /// the soft descriptor limit systemd gives services (1,024). 20 Hz because the daemon under
+    /// test is the debug build: at 200 Hz × 1,000 subscribers it cannot keep up (release can).
+    /// The held-event/`skipped` policy itself is covered by ServerTests' slow-reader tests.
+    @Test func thousandConnectionsHundredNeverRead() async throws {
+        let epochs = 400
+        let log = DaemonEndToEndTests.walk(count: epochs, startSecond: 0)
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("many-\(UUID().uuidString.prefix(8)).nmea")
+        try Data(log.bytes).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+
+        var limit = rlimit()
+        getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        let original = limit
+        limit.rlim_cur = min(1024, limit.rlim_max)
+        setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        let daemon: DaemonProcess
+        do {
+            defer { var o = original; setrlimit(Int32(RLIMIT_NOFILE.rawValue), &o) }
+            daemon = try DaemonProcess(arguments: ["--replay", file.path, "--speed", "20", "--log-level", "warning"])
+        }
+        defer { daemon.stop() }
+        var raised = original
+        raised.rlim_cur = max(original.rlim_cur, min(original.rlim_max, 4096))
+        setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised)
+        try #require(raised.rlim_cur >= 2048, "cannot raise RLIMIT_NOFILE to hold 1,000 connections")
+        _ = try await daemon.connect().close()
+        let pid = try #require(daemon.pid)
+
+        var clients: [RawClient] = []
+        for i in 0..<1000 {
+            var c = try RawClient(path: daemon.socketPath)
+            try #require(c.waitFor("\"hello\"") != nil, "connection \(i): no hello")
+            clients.append(c)
+        }
+        let baseline = residentKiB(pid)
+        for c in clients { c.send("{\"type\":\"subscribe\",\"id\":1}\n") }  // the first starts the replay
+        let readers = clients[..<900], silent = clients[900...]
+
+        let location = Array("\"type\":\"location\"".utf8), skippedField = Array("\"skipped\"".utf8)
+        var received = [Int](repeating: 0, count: 900), skipped = [Int](repeating: 0, count: 900)
+        var last = [ContinuousClock.Instant?](repeating: nil, count: 900)
+        var worstGap: Duration = .zero, peak = baseline
+        let clock = ContinuousClock()
+        let deadline = clock.now + .seconds(60)
+        var fds = readers.map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) }
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        var lastSample = clock.now
+        let wanted = 300
+        while received.min()! < wanted && clock.now < deadline {
+            _ = poll(&fds, nfds_t(fds.count), 100)
+            let now = clock.now
+            for i in fds.indices where fds[i].revents != 0 {
+                while true {
+                    let n = chunk.withUnsafeMutableBytes { recv(fds[i].fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+                    guard n > 0 else { break }
+                    let c = chunk.withUnsafeBytes { Self.count(location, in: UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+                    received[i] += c.needles
+                    skipped[i] += chunk.withUnsafeBytes { Self.count(skippedField, in: UnsafeRawBufferPointer(rebasing: $0[0..<n])).needles }
+                    if c.needles > 0 {
+                        if let l = last[i], received[i] > c.needles { worstGap = max(worstGap, now - l) }
+                        last[i] = now
+                    }
+                }
+                fds[i].revents = 0
+            }
+            if now - lastSample > .milliseconds(100) { peak = max(peak, residentKiB(pid)); lastSample = now }
+        }
+        let state = daemon.isRunning ? "running" : String(daemon.stderrText().suffix(2000))
+        #expect(received.min()! >= wanted, "a reader got only \(received.min()!) of \(wanted) locations; \(received.filter { $0 == 0 }.count) got none, most \(received.max()!); daemon: \(state)")
+        #expect(skipped.reduce(0, +) == 0, "readers that keep up were sent skipped events")
+        // 20 Hz: events 50 ms apart; a stall of one reader behind the others would show here.
+        #expect(worstGap < .seconds(1), "worst gap between two events at a reader: \(worstGap)")
+        // 100 stalled connections × (64 KiB outbox + two held events): a few MiB, not 3,000 events each.
+        #expect(peak < baseline + 64 * 1024, "VmRSS \(baseline) → peak \(peak) KiB")
+        #expect(daemon.isRunning)
+
+        // A non-reader catches up: still connected, its backlog is there.
+        var late = silent[silent.startIndex]
+        let backlog = late.waitFor("\"type\":\"location\"", timeout: 10)
+        #expect(backlog != nil, "a stalled subscriber was disconnected or lost its backlog")
+        print("1000 connections: VmRSS \(baseline) → peak \(peak) KiB; worst gap \(worstGap); min received \(received.min()!)")
+        for c in clients { c.close() }
+    }
+}
