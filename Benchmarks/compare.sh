@@ -99,7 +99,15 @@ if ! skip latency; then
     while IFS= read -r line; do rows+=("$line"); done < <(python3 Benchmarks/latency.py "$BIN/locationd" || echo "| latency | failed | | | |")
 fi
 if ! skip footprint; then
-    while IFS= read -r line; do rows+=("$line"); done < <(python3 Benchmarks/footprint.py "$BIN/locationd" || echo "| footprint | failed | | | |")
+    # The dynamic release build and the installed one (make install: static Swift runtime).
+    swift build -c release --static-swift-stdlib --scratch-path .build-install --product locationd >&2
+    STATIC="$(swift build -c release --static-swift-stdlib --scratch-path .build-install --show-bin-path)/locationd"
+    sync  # freshly written binaries' page-cache pages would otherwise show as dirty
+    for b in "$BIN/locationd" "$STATIC"; do
+        kind=$([ "$b" = "$STATIC" ] && echo "static runtime (make install)" || echo "dynamic runtime")
+        while IFS= read -r line; do rows+=("${line/| locationd |/| locationd, $kind |}"); done \
+            < <(python3 Benchmarks/footprint.py "$b" "${FOOTPRINT_SECONDS:-30}" | sed "s/^| idle memory/| idle memory, $kind/; s/^| CPU at 1 Hz/| CPU at 1 Hz, $kind/" || echo "| footprint | failed | | | |")
+    done
 fi
 
 echo

@@ -12,8 +12,9 @@ records, with one monotonic clock:
   t_sub   when each subscriber's location event for that second is read.
 Reported, p50/p99: gpsd (t_pipe - t_feed; gpsd + gpspipe, the peer's own path), locationd
 end to end (t_sub - t_feed) and added by locationd (t_sub - t_pipe for the same epoch). The
-reader is this one Python process: with 1000 subscribers it reads them one after another,
-so later sockets are read later; those numbers include that fan-in (an upper bound).
+reader is this one Python process; a line's time is when epoll reported its socket readable
+(one timestamp per epoll batch), so the reader's own per-socket work is not added, but while it
+processes one batch later arrivals wait: with 1000 subscribers the numbers are an upper bound.
 Prints markdown table rows.
 """
 import os
@@ -111,13 +112,14 @@ def run(locationd, subscribers, epochs):
 
         def drain(until):
             while time.monotonic() < until:
-                for key, _ in sel.select(max(0.0, until - time.monotonic())):
+                ready = sel.select(max(0.0, until - time.monotonic()))
+                now = time.monotonic()  # readiness time, shared by the whole batch
+                for key, _ in ready:
                     kind, buf = key.data
                     try:
                         data = os.read(key.fd, 1 << 20)
                     except BlockingIOError:
                         continue
-                    now = time.monotonic()
                     buf += data
                     while True:
                         nl = buf.find(b"\n")
