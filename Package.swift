@@ -47,6 +47,8 @@ let package = Package(
         .executableTarget(name: "locationd", dependencies: ["LocationDaemon"], swiftSettings: strict),
         // Benchmark of region re-ranking (docs/regions.md): swift run -c release bench-regions
         .executableTarget(name: "bench-regions", dependencies: ["LocationCore"], swiftSettings: strict),
+        // Benchmarks of decoding and the whole engine (docs/benchmarks.md, Benchmarks/compare.sh).
+        .executableTarget(name: "locationd-bench", dependencies: ["LocationCore", "NMEA", "LocationProtocol"], swiftSettings: strict),
         .executableTarget(
             name: "locationctl",
             dependencies: [
@@ -64,3 +66,19 @@ let package = Package(
             swiftSettings: strict),
     ]
 )
+
+// libFuzzer targets (scripts/fuzz): only when LOCATIOND_FUZZ is set, so that ordinary builds
+// never try to link an executable whose main is libFuzzer's.
+if Context.environment["LOCATIOND_FUZZ"] != nil {
+    let fuzz: [SwiftSetting] = strict + [.unsafeFlags(["-parse-as-library"])]
+    package.targets += [
+        .executableTarget(name: "fuzz-nmea", dependencies: ["NMEA", "LocationCore", "LocationProtocol"],
+                          path: "Fuzz/fuzz-nmea", swiftSettings: fuzz),
+        .executableTarget(name: "fuzz-request", dependencies: ["LocationProtocol"],
+                          path: "Fuzz/fuzz-request", swiftSettings: fuzz),
+    ]
+    package.products += [
+        .executable(name: "fuzz-nmea", targets: ["fuzz-nmea"]),
+        .executable(name: "fuzz-request", targets: ["fuzz-request"]),
+    ]
+}

@@ -51,6 +51,9 @@ final class DaemonProcess: @unchecked Sendable {
 
     var isRunning: Bool { process.isRunning }
 
+    /// The daemon's pid while it runs (for /proc readings).
+    var pid: Int32? { process.isRunning ? process.processIdentifier : nil }
+
     func signal(_ sig: Int32) { if process.isRunning { kill(process.processIdentifier, sig) } }
 
     /// Waits for exit (after a signal); returns the termination status.

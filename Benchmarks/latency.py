@@ -1,0 +1,182 @@
+"""End-to-end latency through a real gpsd: locationd's subscribers vs gpspipe -w.
+
+Usage: python3 latency.py PATH/TO/locationd [EPOCHS]
+
+Set-up (all on this machine): this script serves NMEA on a local TCP "feed" port; a real gpsd
+(`gpsd -N -b -S PORT tcp://127.0.0.1:FEED`) reads it; `gpspipe -w` and locationd (`--gpsd`)
+are both gpsd clients; N subscribers (1, 100, 1000) are connected to locationd's socket with
+no filter. For each epoch (RMC+GGA+GST, a new whole second each, written every 50 ms) it
+records, with one monotonic clock:
+  t_feed  the write of the epoch's last sentence to gpsd,
+  t_pipe  when gpspipe's TPV line for that second is read from its stdout (a pipe),
+  t_sub   when each subscriber's location event for that second is read.
+Reported, p50/p99: gpsd (t_pipe - t_feed; gpsd + gpspipe, the peer's own path), locationd
+end to end (t_sub - t_feed) and added by locationd (t_sub - t_pipe for the same epoch). The
+reader is this one Python process; a line's time is when epoll reported its socket readable
+(one timestamp per epoll batch), so the reader's own per-socket work is not added, but while it
+processes one batch later arrivals wait: with 1000 subscribers the numbers are an upper bound.
+Prints markdown table rows.
+"""
+import os
+import selectors
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def nmea(body):
+    c = 0
+    for ch in body.encode():
+        c ^= ch
+    return f"${body}*{c:02X}\r\n"
+
+
+def epoch(k):
+    s = 36000 + k
+    hh, mm, ss = s // 3600, s // 60 % 60, s % 60
+    t = f"{hh:02d}{mm:02d}{ss:02d}.00"
+    lat = f"4806.{72008 + k:05d}"
+    return (nmea(f"GPRMC,{t},A,{lat},N,01132.22306,E,0.500,45.0,100326,,,A")
+            + nmea(f"GPGGA,{t},{lat},N,01132.22306,E,1,09,0.9,36.3,M,39.5,M,,")
+            + nmea(f"GPGST,{t},3.1,2.5,2.5,0.0,2.5,2.5,3.8")).encode()
+
+
+def second_of(line):
+    i = line.find(b'"time":"')
+    if i < 0:
+        return None
+    ts = line[i + 8:i + 27].decode()          # 2026-03-10T10:00:05
+    h, m, s = int(ts[11:13]), int(ts[14:16]), int(ts[17:19])
+    return h * 3600 + m * 60 + s - 36000
+
+
+def pct(values, p):
+    v = sorted(values)
+    return v[min(len(v) - 1, int(p / 100 * len(v)))]
+
+
+def us(x):
+    return f"{x * 1e6:,.0f} µs"
+
+
+def run(locationd, subscribers, epochs):
+    work = tempfile.mkdtemp(prefix="latency-", dir=".build-bench")
+    feed = socket.socket()
+    feed.bind(("127.0.0.1", 0))
+    feed.listen(1)
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    gport = probe.getsockname()[1]
+    probe.close()
+    procs = []
+    try:
+        gpsd = subprocess.Popen(["gpsd", "-N", "-b", "-n", "-S", str(gport), f"tcp://127.0.0.1:{feed.getsockname()[1]}"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        procs.append(gpsd)
+        time.sleep(0.5)  # set-up only (gpsd binding its port); nothing is timed across it
+        sock_path = os.path.join(work, "l.sock")
+        daemon = subprocess.Popen([locationd, "--gpsd", f"127.0.0.1:{gport}", "--socket", sock_path,
+                                   "--database", "none", "--log-level", "error"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        procs.append(daemon)
+        pipe = subprocess.Popen(["gpspipe", "-w", f"127.0.0.1:{gport}"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        procs.append(pipe)
+        deadline = time.monotonic() + 10
+        while not os.path.exists(sock_path):
+            if time.monotonic() > deadline:
+                raise RuntimeError("locationd socket did not appear")
+            time.sleep(0.02)
+        sel = selectors.DefaultSelector()
+        subs = []
+        for i in range(subscribers):
+            c = socket.socket(socket.AF_UNIX)
+            c.connect(sock_path)
+            c.sendall(b'{"type":"subscribe","id":1}\n')
+            subs.append(c)
+        for c in subs:
+            buf = b""
+            while b'"subscribed"' not in buf:
+                buf += c.recv(65536)
+            c.setblocking(False)
+            sel.register(c, selectors.EVENT_READ, ("sub", bytearray()))
+        os.set_blocking(pipe.stdout.fileno(), False)
+        sel.register(pipe.stdout, selectors.EVENT_READ, ("pipe", bytearray()))
+        feed.settimeout(10)
+        conn, _ = feed.accept()   # gpsd opens the feed once a client watches
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        t_feed, t_pipe, t_sub = {}, {}, {}
+        warm = 5  # gpsd learns the cycle's last sentence in the first epochs; not counted
+
+        def drain(until):
+            while time.monotonic() < until:
+                ready = sel.select(max(0.0, until - time.monotonic()))
+                now = time.monotonic()  # readiness time, shared by the whole batch
+                for key, _ in ready:
+                    kind, buf = key.data
+                    try:
+                        data = os.read(key.fd, 1 << 20)
+                    except BlockingIOError:
+                        continue
+                    buf += data
+                    while True:
+                        nl = buf.find(b"\n")
+                        if nl < 0:
+                            break
+                        line = bytes(buf[:nl])
+                        del buf[:nl + 1]
+                        if kind == "pipe" and b'"class":"TPV"' in line and b'"lat"' in line:
+                            k = second_of(line)
+                            if k is not None:
+                                t_pipe.setdefault(k, now)
+                        elif kind == "sub" and b'"type":"location"' in line:
+                            k = second_of(line)
+                            if k is not None:
+                                t_sub.setdefault(k, []).append(now)
+
+        for k in range(epochs + warm):
+            data = epoch(k)
+            conn.sendall(data)
+            t_feed[k] = time.monotonic()
+            drain(time.monotonic() + 0.05)
+        drain(time.monotonic() + 1.0)
+        gpsd_lat = [t_pipe[k] - t_feed[k] for k in range(warm, epochs + warm) if k in t_pipe]
+        e2e = [t - t_feed[k] for k in range(warm, epochs + warm) for t in t_sub.get(k, [])]
+        added = [t - t_pipe[k] for k in range(warm, epochs + warm) if k in t_pipe for t in t_sub.get(k, [])]
+        missing = subscribers * epochs - len(e2e)
+        conn.close()
+        for c in subs:
+            c.close()
+        return gpsd_lat, e2e, added, missing
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        feed.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main():
+    locationd = sys.argv[1]
+    epochs = int(sys.argv[2]) if len(sys.argv) > 2 else 200
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 65536), hard))
+    for n in (1, 100, 1000):
+        g, e, a, missing = run(locationd, n, epochs)
+        if not e or not g:
+            print(f"| latency, {n} subscriber(s) | {epochs} epochs | no events received | | |")
+            continue
+        print(f"| latency gpsd → subscriber, {n} subscriber(s), p50 / p99 | {epochs} epochs via real gpsd"
+              f" | end to end {us(pct(e, 50))} / {us(pct(e, 99))}; added vs gpspipe {us(pct(a, 50))} / {us(pct(a, 99))}"
+              f"{'' if missing == 0 else f'; {missing} events missing'}"
+              f" | gpspipe -w (gpsd + client) {us(pct(g, 50))} / {us(pct(g, 99))} | — |")
+
+
+main()

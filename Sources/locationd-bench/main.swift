@@ -1,0 +1,192 @@
+// Benchmarks (not tests) of the hot paths, release-built: Benchmarks/compare.sh runs them next
+// to the peers (gpsdecode, pynmea2, gpspipe) and docs/benchmarks.md records the numbers.
+//
+//   locationd-bench decode LOG...      NMEA → epochs → fixes, and NMEA → location JSON lines
+//   locationd-bench pipeline LOG       100 subscribers + 10,000 regions (20 active) + visits
+//                                      + significant change, every delivery encoded
+//
+// Each measurement repeats its work until at least MIN_SECONDS (default 1) have passed and
+// reports the rate over all repetitions; inputs are read into memory first (no I/O timed).
+import LocationCore
+import LocationProtocol
+import NMEA
+#if canImport(Glibc)
+import Glibc
+#endif
+
+func seconds(_ d: Duration) -> Double { Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18 }
+let clock = ContinuousClock()
+let minSeconds = getenv("MIN_SECONDS").flatMap { Double(String(cString: $0)) } ?? 1.0
+
+func fail(_ message: String) -> Never {
+    let line = Array("locationd-bench: \(message)\n".utf8)
+    _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+    exit(2)
+}
+
+func readFile(_ path: String) -> [UInt8] {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { fail("\(path): \(String(cString: strerror(errno)))") }
+    defer { close(fd) }
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 1 << 16)
+    while true {
+        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        if n < 0 { if errno == EINTR { continue }; fail("\(path): read: \(String(cString: strerror(errno)))") }
+        if n == 0 { break }
+        bytes.append(contentsOf: chunk[0..<n])
+    }
+    return bytes
+}
+
+/// Runs `body` (one pass over the input) until `minSeconds` have passed; returns passes and time.
+func repeatTimed(_ body: () -> Void) -> (passes: Int, seconds: Double) {
+    body()  // warm-up, not timed
+    var passes = 0
+    let start = clock.now
+    var elapsed = 0.0
+    repeat {
+        body()
+        passes += 1
+        elapsed = seconds(clock.now - start)
+    } while elapsed < minSeconds
+    return (passes, elapsed)
+}
+
+func fmt(_ x: Double, _ decimals: Int = 1) -> String {
+    var s = String(Int64((x * pow(10, Double(decimals))).rounded()))
+    if decimals > 0 {
+        while s.count <= decimals { s = "0" + s }
+        s.insert(".", at: s.index(s.endIndex, offsetBy: -decimals))
+    }
+    return s
+}
+
+/// `decode`: per file, one line per measurement, tab-separated, machine-readable:
+/// `decode <file> bytes=N epochs=N fixes=N fixes_per_s=X epochs_per_s=X mb_per_s=X`
+/// `json <file> ... lines=N` (decode + encode every fix as a protocol `location` line).
+func decode(_ paths: [String]) {
+    for path in paths {
+        let bytes = readFile(path)
+        let name = path.split(separator: "/").last.map(String.init) ?? path
+        var epochs = 0, fixes = 0
+        let r1 = repeatTimed {
+            var decoder = NMEADecoder()
+            epochs = 0; fixes = 0
+            bytes.withUnsafeBytes { raw in
+                decoder.feed(raw) { e in epochs += 1; if e.fix != nil { fixes += 1 } }
+            }
+            decoder.finish { e in epochs += 1; if e.fix != nil { fixes += 1 } }
+        }
+        report("decode", name, bytes.count, epochs, fixes, r1, extra: "")
+        var lines = 0, outBytes = 0
+        let encoder = EventEncoder()
+        var out: [UInt8] = []
+        out.reserveCapacity(1 << 16)
+        let r2 = repeatTimed {
+            var decoder = NMEADecoder()
+            lines = 0; outBytes = 0
+            let onEpoch = { (e: NMEAEpoch) in
+                if let fix = e.fix {
+                    encoder.appendLocation(fix, to: &out)
+                    lines += 1
+                    if out.count > 60_000 { outBytes += out.count; out.removeAll(keepingCapacity: true) }
+                }
+            }
+            bytes.withUnsafeBytes { raw in decoder.feed(raw, onEpoch: onEpoch) }
+            decoder.finish(onEpoch: onEpoch)
+            outBytes += out.count
+            out.removeAll(keepingCapacity: true)
+        }
+        report("json", name, bytes.count, epochs, fixes, r2, extra: "\tlines=\(lines)\tjson_bytes=\(outBytes)")
+    }
+}
+
+func report(_ kind: String, _ name: String, _ bytes: Int, _ epochs: Int, _ fixes: Int,
+            _ r: (passes: Int, seconds: Double), extra: String) {
+    let per = r.seconds / Double(r.passes)
+    print("\(kind)\t\(name)\tbytes=\(bytes)\tepochs=\(epochs)\tfixes=\(fixes)"
+          + "\tfixes_per_s=\(fmt(Double(fixes) / per, 0))\tepochs_per_s=\(fmt(Double(epochs) / per, 0))"
+          + "\tmb_per_s=\(fmt(Double(bytes) / per / 1e6, 1))\tpasses=\(r.passes)" + extra)
+}
+
+struct SplitMix: RandomNumberGenerator {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// `pipeline LOG`: the whole engine as the daemon runs it, over a decoded log: 100 subscribers
+/// (distance filters 0…99 m, events location+visits+significant), one program with 10,000
+/// regions (20 active, rotated) bound to every subscriber, every delivery encoded as its line.
+/// Decoding is not timed (see `decode`); the inputs are decoded once up front.
+func pipeline(_ path: String, subscribers: Int, regionCount: Int) {
+    var inputs: [EngineInput] = []
+    try! NMEAReplay.inputs(fromFile: path) { inputs.append($0) }
+    let fixes = inputs.reduce(0) { n, i in if case .fix = i { return n + 1 }; return n }
+    guard let firstFix = inputs.lazy.compactMap({ i -> Fix? in if case .fix(let f) = i { return f }; return nil }).first
+    else { fail("\(path): no fixes") }
+    // Regions scattered over ±20 km around the log's first fix, radii 50 m – 2 km.
+    var rng = SplitMix(state: 7)
+    let o = firstFix.coordinate
+    let m = Geodesy.earthRadius * Double.pi / 180
+    let regions = (0..<regionCount).map { i in
+        let n = Double.random(in: -20_000...20_000, using: &rng), e = Double.random(in: -20_000...20_000, using: &rng)
+        return Region(id: "r\(i)", center: Coordinate(latitude: o.latitude + n / m,
+                                                     longitude: o.longitude + e / (m * cos(o.latitude * Double.pi / 180))),
+                      radius: exp(Double.random(in: log(50)...log(2000), using: &rng)), dwell: 300)
+    }
+    var delivered = 0, encodedBytes = 0
+    let r = repeatTimed {
+        var engine = Engine()
+        engine.regionLimits = RegionMonitor.Limits(maxActive: 20, maxRegistered: regionCount)
+        var deliveries: [Delivery] = []
+        let program = ProgramID("bench")
+        for s in 0..<subscribers {
+            let id = SubscriberID(UInt64(s + 1))
+            engine.handle(.subscribe(id, SubscriptionOptions(distanceFilter: Double(s % 100), events: [.location, .visits, .significant])),
+                          into: &deliveries)
+            engine.bind(id, to: program)
+        }
+        try! engine.addRegions(regions, for: program)
+        let encoder = EventEncoder()
+        var out: [UInt8] = []
+        out.reserveCapacity(1 << 16)
+        delivered = 0; encodedBytes = 0
+        for input in inputs {
+            deliveries.removeAll(keepingCapacity: true)
+            engine.handle(input, into: &deliveries)
+            for d in deliveries {
+                encoder.append(d.event, to: &out)
+                if out.count > 60_000 { encodedBytes += out.count; out.removeAll(keepingCapacity: true) }
+            }
+            delivered += deliveries.count
+        }
+        encodedBytes += out.count
+    }
+    let per = r.seconds / Double(r.passes)
+    print("pipeline\t\(path.split(separator: "/").last.map(String.init) ?? path)\tsubscribers=\(subscribers)\tregions=\(regionCount)"
+          + "\tfixes=\(fixes)\tdeliveries=\(delivered)\tjson_bytes=\(encodedBytes)"
+          + "\tfixes_per_s=\(fmt(Double(fixes) / per, 0))\tus_per_fix=\(fmt(per / Double(fixes) * 1e6, 2))\tpasses=\(r.passes)")
+}
+
+var args = Array(CommandLine.arguments.dropFirst())
+guard let command = args.first else {
+    fail("usage: locationd-bench decode LOG... | pipeline LOG [SUBSCRIBERS [REGIONS]]")
+}
+args.removeFirst()
+switch command {
+case "decode":
+    guard !args.isEmpty else { fail("decode: no logs given") }
+    decode(args)
+case "pipeline":
+    guard let log = args.first else { fail("pipeline: no log given") }
+    pipeline(log, subscribers: args.count > 1 ? Int(args[1]) ?? 100 : 100, regionCount: args.count > 2 ? Int(args[2]) ?? 10_000 : 10_000)
+default:
+    fail("unknown command \(command); expected decode or pipeline")
+}
