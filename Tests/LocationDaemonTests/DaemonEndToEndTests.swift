@@ -99,7 +99,7 @@ struct DaemonEndToEndTests {
         #expect(part2.states.prefix(2) == [.connected, .fix])
         Self.expectSame(part2.fixes, second.fixes)
         // Reconnection within 2 s of gpsd being back (backoff capped at 1 s; docs/gpsd.md).
-        #expect(ContinuousClock.now - restartedAt < .seconds(2) + .seconds(second.fixes.count) / 100)
+        #expect(ContinuousClock.now - restartedAt < reconnectBound + .seconds(second.fixes.count) / 100)
         #expect(daemon.isRunning)
     }
 

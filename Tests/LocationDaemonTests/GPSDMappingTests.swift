@@ -78,4 +78,13 @@ struct GPSDMappingTests {
         b.reset()
         #expect(b.next() == 0.1)
     }
+
+    /// The daemon's defaults keep every wait between attempts ≤ 1 s, so once gpsd is back the
+    /// next attempt comes within 1 s (+ one poll interval): the "≤ 2 s" promise of docs/gpsd.md.
+    @Test func defaultPolicyRetriesWithinOneSecond() {
+        let c = GPSDSource.Configuration()
+        #expect(c.maximumBackoff <= 1.0 && c.pollInterval <= 0.5)
+        var b = Backoff(initial: c.initialBackoff, maximum: c.maximumBackoff)
+        #expect((0..<50).map { _ in b.next() }.allSatisfy { $0 <= 1.0 })
+    }
 }
