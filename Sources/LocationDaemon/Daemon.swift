@@ -22,6 +22,9 @@ public enum Daemon {
         let loop = group.next()
         let store = try options.databasePath.map { try RegionStore(path: $0) }
         let hub = Hub(eventLoop: loop, sourceDescription: describe(options.source), logger: logger, regionStore: store)
+        try await loop.submit { hub.policy = options.policy }.get()
+        logger.info("policy", metadata: ["rules": "\(options.policy.rules.map(\.name))",
+                                         "default": "\(options.policy.defaultRule.authorization.rawValue) \(options.policy.defaultRule.accuracy.rawValue)"])
         defer { group.shutdownGracefully { _ in } }
         if let store { try await restoreRegions(from: store, into: hub, logger: logger) }
         // The socket is bound inside the service, after the group has installed its signal
@@ -149,7 +152,7 @@ final class DaemonService: Service {
             tasks.addTask { (try? await gracefulShutdown()) != nil }
             tasks.addTask { for await _ in finishedStream {}; return true }
             tasks.addTask {
-                for await _ in hangups { await self.reload(supervisor) }
+                for await _ in hangups { await self.reload(supervisor, server: server) }
                 return false
             }
             if let stalls {
@@ -174,7 +177,7 @@ final class DaemonService: Service {
 
     /// SIGHUP: re-read the config file (command-line flags still win), apply what can change
     /// live (log level, coordinate precision), log what needs a restart.
-    func reload(_ supervisor: ServiceSupervisor) async {
+    func reload(_ supervisor: ServiceSupervisor, server: SocketServer) async {
         supervisor.notify("RELOADING=1\nMONOTONIC_USEC=\(SystemdNotifier.monotonicMicroseconds())\nSTATUS=reloading configuration")
         let old = current.withLock { $0 }
         do {
@@ -189,6 +192,12 @@ final class DaemonService: Service {
                 } else {
                     logger.warning("reload: changed, applies after a restart (systemctl restart locationd)", metadata: meta)
                 }
+            }
+            if new.policy != old.policy {
+                // Access rules apply live, to new and open sessions (docs/privacy.md).
+                kept.policy = new.policy
+                try? await server.applyPolicy(new.policy)
+                logger.notice("reload: policy applied", metadata: ["rules": "\(new.policy.rules.map(\.name))"])
             }
             if let level = Logger.Level(rawValue: kept.logLevel) { logControl.level = level }
             logControl.preciseCoordinates = kept.preciseCoordinates

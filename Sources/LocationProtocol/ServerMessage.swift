@@ -59,6 +59,8 @@ public enum ServerMessage: Hashable, Sendable {
     case regionsChanged(id: RequestID?, added: Int, removed: Int, registered: Int)
     /// A geofence event.
     case region(RegionEvent)
+    /// A session reply or change (docs/protocol.md, "Sessions").
+    case session(SessionInfo)
 
     // MARK: Encoding
 
@@ -88,6 +90,8 @@ public enum ServerMessage: Hashable, Sendable {
             JSONWriter.appendNumber(o.minimumInterval, to: &out)
             EventEncoder.appendEvents(o.events, to: &out)
             JSONWriter.appendASCII("}\n", to: &out)
+        case .session(let info):
+            info.append(to: &out)
         case .unsubscribed(let id):
             JSONWriter.appendASCII("{\"type\":\"unsubscribed\"", to: &out)
             appendID(id, to: &out)
@@ -200,6 +204,8 @@ public enum ServerMessage: Hashable, Sendable {
                 events: try decodeEvents(o)))
         case "unsubscribed":
             return .unsubscribed(id: id)
+        case "session":
+            return .session(try SessionInfo.decode(o, id: id))
         case "status":
             let state = try sourceState(o)
             let time = try optionalTime(o, "time")

@@ -15,6 +15,8 @@ struct Watch: AsyncParsableCommand {
     @OptionGroup var subscription: SubscriptionFlags
     @Flag(help: "Print the daemon's JSON lines (NDJSON) instead of human-readable lines.") var json = false
     @Option(help: "Exit after this many location events.") var count: Int?
+    @Option(help: "The session to open first: when-in-use (delivery while connected) or always.") var session: String = "when-in-use"
+    @Option(help: "A purpose key the policy lists, for precise fixes during this session.") var purpose: String?
     @Option(help: "Keep trying to connect for this many seconds (while the daemon starts).") var wait: Double = 0
     @Option(help: "Event types to subscribe to, comma-separated: location, visits, significant (status events always come).",
             transform: Replay.parseKinds)
@@ -26,6 +28,14 @@ struct Watch: AsyncParsableCommand {
         var out = StandardOutput()
         var options = subscription.options
         options.events = Replay.subscribedKinds(events)
+        guard let authorization = Authorization(rawValue: session), authorization != .denied else {
+            throw ValidationError("--session must be when-in-use or always, not '\(session)'")
+        }
+        // Nothing is delivered without a session (docs/protocol.md, "Sessions").
+        let grant = try await client.startSession(authorization, purpose: purpose)
+        if json { out.line(ServerMessage.session(grant).line.dropLast().description) } else {
+            out.line("session: \(grant.authorization?.rawValue ?? "?"), \(grant.accuracy?.rawValue ?? "?") (\(grant.reason ?? ""))")
+        }
         try client.send(.subscribe(id: .number(1), options: options))
         var locations = 0
         for try await message in client.messages {

@@ -41,6 +41,8 @@ public struct DaemonOptions: Sendable, Equatable {
     // [systemd]
     /// Send WATCHDOG=1 when the service manager asks for it (WatchdogSec=).
     public var watchdog = true
+    /// Access rules, `[policy.NAME]` tables (docs/privacy.md); a reload applies them live.
+    public var policy = Policy()
 
     /// The config file these options were read from, if any.
     public var configFile: String?
@@ -256,6 +258,6 @@ public struct DaemonOptions: Sendable, Equatable {
     public static let logLevels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
 
     public static func == (a: DaemonOptions, b: DaemonOptions) -> Bool {
-        ConfigSchema.changes(from: a, to: b).isEmpty && a.configFile == b.configFile
+        ConfigSchema.changes(from: a, to: b).isEmpty && a.configFile == b.configFile && a.policy == b.policy
     }
 }

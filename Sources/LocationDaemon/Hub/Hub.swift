@@ -43,6 +43,7 @@ public final class Hub: Sendable {
         var processedInputs: UInt64 = 0
         var hadSubscription = false
         var firstSubscriptionWaiters: [@Sendable () -> Void] = []
+        var policy = Policy()
     }
 
     public init(eventLoop: any EventLoop, sourceDescription: String, logger: Logger = Logger(label: "locationd.hub"),
@@ -120,6 +121,15 @@ public final class Hub: Sendable {
     public func unsubscribe(_ id: SubscriberID) {
         guard box.value.subscribers.removeValue(forKey: id) != nil else { return }
         handle(.unsubscribe(id))
+    }
+
+    // MARK: Policy (on the loop; docs/privacy.md)
+
+    /// The access policy in force; connections resolve their peer against it at connect and
+    /// on every reload.
+    public var policy: Policy {
+        get { box.value.policy }
+        set { box.value.policy = newValue }
     }
 
     // MARK: Regions (on the loop; docs/regions.md)
