@@ -22,7 +22,14 @@ public enum Daemon {
         let loop = group.next()
         let store = try options.databasePath.map { try RegionStore(path: $0) }
         let hub = Hub(eventLoop: loop, sourceDescription: describe(options.source), logger: logger, regionStore: store)
-        try await loop.submit { hub.policy = options.policy }.get()
+        // The approximate-location grid: a fixed seed (replays, tests) or the device secret,
+        // created once in the state directory (docs/privacy.md).
+        let secret = try options.privacySeed ?? options.databasePath.map { try DeviceSecret.load(path: DeviceSecret.path(forDatabase: $0)) }
+            ?? DeviceSecret.random()
+        try await loop.submit {
+            hub.policy = options.policy
+            hub.privacySecret = secret
+        }.get()
         logger.info("policy", metadata: ["rules": "\(options.policy.rules.map(\.name))",
                                          "default": "\(options.policy.defaultRule.authorization.rawValue) \(options.policy.defaultRule.accuracy.rawValue)"])
         defer { group.shutdownGracefully { _ in } }

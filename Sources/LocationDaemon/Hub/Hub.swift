@@ -132,6 +132,12 @@ public final class Hub: Sendable {
         set { box.value.policy = newValue }
     }
 
+    /// Sets the approximate-location grid's secret (before the first fix).
+    public var privacySecret: UInt64 {
+        get { 0 }
+        set { box.value.engine.privacy = ApproximateLocation(grid: PrivacyGrid(secret: newValue)) }
+    }
+
     // MARK: Regions (on the loop; docs/regions.md)
 
     /// Region events of `program` go to subscriber `id` from now on.

@@ -219,9 +219,7 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
             send(.error(notAuthorized(rid)), flush: false)
         case .subscribe(let rid, let options):
             send(.subscribed(id: rid, options: options), flush: false)
-            isSubscribed = true
-            hub.subscribe(id, options: options, subscriber: self)
-            hub.bind(id, to: program)
+            subscribe(options)
         case .unsubscribe(let rid):
             if isSubscribed {
                 hub.unsubscribe(id)
@@ -243,6 +241,21 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
     }
 
     // MARK: Sessions (docs/protocol.md, "Sessions")
+
+    /// The options the client asked for (the session's accuracy is applied on top).
+    var requestedOptions = SubscriptionOptions()
+
+    /// Opens (or re-opens) the subscription under the session's accuracy: approximate sessions
+    /// run through the privacy stage and get no region events.
+    func subscribe(_ options: SubscriptionOptions) {
+        guard let session else { return }
+        requestedOptions = options
+        var effective = options
+        effective.accuracy = session.grant.accuracy
+        isSubscribed = true
+        hub.subscribe(id, options: effective, subscriber: self)
+        if effective.accuracy == .precise { hub.bind(id, to: program) }
+    }
 
     func notAuthorized(_ rid: RequestID?) -> ProtocolError {
         ProtocolError(.notAuthorized, rule.authorization == .denied
@@ -270,7 +283,9 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
         case .failure(.fullAccuracyDenied(let why)):
             send(.error(ProtocolError(.fullAccuracyDenied, why, id: rid)), flush: false)
         case .success(let grant):
+            let accuracyChanged = session?.grant.accuracy != grant.accuracy
             session = (grant, requested, purpose)
+            if isSubscribed && accuracyChanged { subscribe(requestedOptions) }
             logger.info("session started", metadata: ["authorization": "\(grant.authorization.rawValue)",
                                                       "accuracy": "\(grant.accuracy.rawValue)", "rule": "\(grant.rule)"])
             send(.session(info(id: rid, state: .active)), flush: false)
@@ -307,6 +322,7 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
         case .success(let grant):
             guard grant != session.grant else { return }
             self.session = (grant, session.requested, session.purpose)
+            if isSubscribed && grant.accuracy != session.grant.accuracy { subscribe(requestedOptions) }
             send(.session(info(id: nil, state: .changed)), flush: true)
         case .failure(let error):
             endSession()
