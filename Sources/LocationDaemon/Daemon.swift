@@ -137,7 +137,11 @@ final class DaemonService: Service {
         switch options.source {
         case .gpsd(let host, let port):
             let source = GPSDSource(configuration: .init(host: host, port: port), sink: sink)
+            // Receiver gating: watch gpsd only while a session, subscription or region monitor
+            // needs fixes (docs/privacy.md, "Receiver").
+            source.setWanted(false)
             source.start()
+            try await hub.eventLoop.submit { hub.onDemandChange { source.setWanted($0) } }.get()
             stopSource = { source.stop() }
         case .replay(let path, let speed, let loop):
             let source = ReplaySource(path: path, speed: speed, loop: loop, sink: sink)

@@ -100,7 +100,7 @@ struct Watch: AsyncParsableCommand {
 
 /// `locationctl status`: the daemon's state.
 struct Status: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Show locationd's source, fix state and subscribers.")
+    static let configuration = CommandConfiguration(abstract: "Show locationd's source, fix state, subscribers, sessions, whether the receiver is watched, and this program's identity and grant.")
 
     @OptionGroup var socket: SocketFlag
     @Flag(help: "Print the daemon's JSON reply.") var json = false
@@ -118,6 +118,10 @@ struct Status: AsyncParsableCommand {
             out.line("state:        \(reply.state.rawValue)")
             out.line("last fix:     \(reply.lastFix.map(ISO8601.string) ?? "none")")
             out.line("subscribers:  \(reply.subscribers)")
+            if let n = reply.sessions { out.line("sessions:     \(n)") }
+            if let r = reply.receiver { out.line("receiver:     \(r)") }
+            if let i = reply.identity { out.line("identity:     \(i)") }
+            if let g = reply.grant { out.line("grant:        \(g)") }
         }
         out.flush()
     }

@@ -132,6 +132,7 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
     func channelInactive(context: ChannelHandlerContext) {
         unwritableTimer?.cancel()
         unwritableTimer = nil
+        endSession()
         if isSubscribed {
             hub.unsubscribe(id)
             isSubscribed = false
@@ -229,8 +230,17 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
             send(.unsubscribed(id: rid), flush: false)
         case .status(let rid):
             let s = hub.loopSnapshot
-            send(.statusReply(StatusReply(id: rid, state: s.state, subscribers: s.subscriberCount,
-                                          source: s.sourceDescription, lastFix: s.lastFix?.time)), flush: false)
+            var reply = StatusReply(id: rid, state: s.state, subscribers: s.subscriberCount,
+                                    source: s.sourceDescription, lastFix: s.lastFix?.time)
+            reply.sessions = hub.openSessions
+            reply.receiver = hub.receiverWatched.map { $0 ? "watching" : "released" }
+            reply.identity = program.rawValue
+            if let session {
+                reply.grant = "\(session.grant.authorization.rawValue) \(session.grant.accuracy.rawValue) (rule \(session.grant.rule))"
+            } else {
+                reply.grant = "no session; at most \(rule.authorization.rawValue) \(rule.accuracy.rawValue) (rule \(rule.name))"
+            }
+            send(.statusReply(reply), flush: false)
         case .regionsAdd, .regionsRemove, .regionsList, .regionsState:
             if let error = regionsRefusal(request.id) {
                 send(.error(error), flush: false)
@@ -284,6 +294,7 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
             send(.error(ProtocolError(.fullAccuracyDenied, why, id: rid)), flush: false)
         case .success(let grant):
             let accuracyChanged = session?.grant.accuracy != grant.accuracy
+            if session == nil { hub.sessionOpened() }
             session = (grant, requested, purpose)
             if isSubscribed && accuracyChanged { subscribe(requestedOptions) }
             logger.info("session started", metadata: ["authorization": "\(grant.authorization.rawValue)",
@@ -307,6 +318,7 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
             hub.unsubscribe(id)
             isSubscribed = false
         }
+        hub.sessionClosed()
         dropPending()
         logger.info("session ended")
     }
