@@ -145,3 +145,30 @@ import Testing
         await h.stop()
     }
 }
+
+/// A bad policy stops the daemon from starting; `locationctl policy check` says why (and
+/// prints the rules of a good file).
+@Suite struct PolicyFileTests {
+    @Test func daemonRefusesABadPolicyAndPolicyCheckExplains() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("policy-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let bad = dir.appendingPathComponent("policy.toml")
+        try "[log]\nlevel = \"info\"\n\n[policy.nav]\nuser = 0\nauthorization = \"alway\"\n".write(to: bad, atomically: true, encoding: .utf8)
+        let message = "\(bad.path):6: unknown authorization 'alway'; expected denied, when-in-use or always"
+
+        let start = try ConfigTests.run(["--config", bad.path, "--socket", dir.appendingPathComponent("s.sock").path, "--database", "none"])
+        #expect(start.status == 78)
+        #expect(start.err.contains(message), "\(start.err)")
+
+        let check = try LocationCtlReplayTests.run(["policy", "check", bad.path])
+        #expect(check.status == 78)
+        #expect(check.err.contains(message), "\(check.err)")
+
+        let good = dir.appendingPathComponent("good.toml")
+        try "[policy.nav]\nuser = 0\nauthorization = \"always\"\naccuracy = \"precise\"\n".write(to: good, atomically: true, encoding: .utf8)
+        let ok = try LocationCtlReplayTests.run(["policy", "check", good.path])
+        #expect(ok.status == 0, "\(ok.err)")
+        #expect(ok.out.contains("[policy.nav]\nuser = 0\nauthorization = \"always\"\naccuracy = \"precise\""))
+    }
+}
