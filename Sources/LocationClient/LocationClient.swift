@@ -98,6 +98,20 @@ public final class LocationClient: Sendable {
         return effective
     }
 
+    /// Opens this connection's session (nothing is delivered without one); returns the grant.
+    /// A denied peer gets a `notAuthorized` `ProtocolError`.
+    @discardableResult
+    public func startSession(_ authorization: Authorization = .whenInUse, purpose: String? = nil) async throws -> SessionInfo {
+        let reply = try await core.request { .sessionStart(id: $0, authorization: authorization, purpose: purpose) }
+        guard case .session(let info) = reply else { throw LocationClientError.unexpectedReply(reply.line) }
+        return info
+    }
+
+    public func endSession() async throws {
+        let reply = try await core.request { .sessionEnd(id: $0) }
+        guard case .session = reply else { throw LocationClientError.unexpectedReply(reply.line) }
+    }
+
     public func unsubscribe() async throws {
         let reply = try await core.request { .unsubscribe(id: $0) }
         guard case .unsubscribed = reply else { throw LocationClientError.unexpectedReply(reply.line) }
@@ -242,6 +256,7 @@ final class Core: Sendable {
         case .statusReply(let s): replyID = s.id
         case .error(let e): replyID = e.id
         case .regions(let id, _), .regionsChanged(let id, _, _, _): replyID = id
+        case .session(let info): replyID = info.id
         case .location, .status, .visit, .significant, .region: replyID = nil
         }
         let waiter: CheckedContinuation<ServerMessage, any Error>? = state.withLock { s in

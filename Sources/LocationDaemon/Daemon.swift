@@ -23,6 +23,16 @@ public enum Daemon {
         let store = try options.databasePath.map { try RegionStore(path: $0) }
         let hub = Hub(eventLoop: loop, sourceDescription: describe(options.source), logger: logger,
                       regionLimits: options.regionLimits, regionStore: store)
+        // The approximate-location grid: a fixed seed (replays, tests) or the device secret,
+        // created once in the state directory (docs/privacy.md).
+        let secret = try options.privacySeed ?? options.databasePath.map { try DeviceSecret.load(path: DeviceSecret.path(forDatabase: $0)) }
+            ?? DeviceSecret.random()
+        try await loop.submit {
+            hub.policy = options.policy
+            hub.privacySecret = secret
+        }.get()
+        logger.info("policy", metadata: ["rules": "\(options.policy.rules.map(\.name))",
+                                         "default": "\(options.policy.defaultRule.authorization.rawValue) \(options.policy.defaultRule.accuracy.rawValue)"])
         defer { group.shutdownGracefully { _ in } }
         if let store { try await restoreRegions(from: store, into: hub, logger: logger) }
         // The socket is bound inside the service, after the group has installed its signal
@@ -128,7 +138,11 @@ final class DaemonService: Service {
         switch options.source {
         case .gpsd(let host, let port):
             let source = GPSDSource(configuration: .init(host: host, port: port), sink: sink)
+            // Receiver gating: watch gpsd only while a session, subscription or region monitor
+            // needs fixes (docs/privacy.md, "Receiver").
+            source.setWanted(false)
             source.start()
+            try await hub.eventLoop.submit { hub.onDemandChange { source.setWanted($0) } }.get()
             stopSource = { source.stop() }
         case .replay(let path, let speed, let loop):
             let source = ReplaySource(path: path, speed: speed, loop: loop, sink: sink)
@@ -150,7 +164,7 @@ final class DaemonService: Service {
             tasks.addTask { (try? await gracefulShutdown()) != nil }
             tasks.addTask { for await _ in finishedStream {}; return true }
             tasks.addTask {
-                for await _ in hangups { await self.reload(supervisor) }
+                for await _ in hangups { await self.reload(supervisor, server: server) }
                 return false
             }
             if let stalls {
@@ -175,7 +189,7 @@ final class DaemonService: Service {
 
     /// SIGHUP: re-read the config file (command-line flags still win), apply what can change
     /// live (log level, coordinate precision), log what needs a restart.
-    func reload(_ supervisor: ServiceSupervisor) async {
+    func reload(_ supervisor: ServiceSupervisor, server: SocketServer) async {
         supervisor.notify("RELOADING=1\nMONOTONIC_USEC=\(SystemdNotifier.monotonicMicroseconds())\nSTATUS=reloading configuration")
         let old = current.withLock { $0 }
         do {
@@ -190,6 +204,12 @@ final class DaemonService: Service {
                 } else {
                     logger.warning("reload: changed, applies after a restart (systemctl restart locationd)", metadata: meta)
                 }
+            }
+            if new.policy != old.policy {
+                // Access rules apply live, to new and open sessions (docs/privacy.md).
+                kept.policy = new.policy
+                try? await server.applyPolicy(new.policy)
+                logger.notice("reload: policy applied", metadata: ["rules": "\(new.policy.rules.map(\.name))"])
             }
             if let level = Logger.Level(rawValue: kept.logLevel) { logControl.level = level }
             logControl.preciseCoordinates = kept.preciseCoordinates

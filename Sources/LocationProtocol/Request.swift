@@ -51,6 +51,13 @@ public enum ErrorCode: String, Hashable, Sendable, CaseIterable {
     case tooManyRegions
     /// `regions.remove` named an unregistered id; nothing was applied.
     case unknownRegion
+    /// No active session (or the policy denies this peer); nothing is delivered without one.
+    case notAuthorized
+    /// The session's authorization is too low for the request (e.g. regions need `always`).
+    case insufficientAuthorization
+    /// The request needs precise location and the session is approximate (regions), or the
+    /// purpose key is not allowed by the policy.
+    case fullAccuracyDenied
 }
 
 /// A rejected request (or an abusive peer), as sent in an error reply.
@@ -79,6 +86,9 @@ public enum Request: Hashable, Sendable {
     case status(id: RequestID?)
     /// Register regions for the connection's program (all or none).
     case regionsAdd(id: RequestID?, regions: [Region])
+    /// Open this connection's session (docs/protocol.md, "Sessions").
+    case sessionStart(id: RequestID?, authorization: Authorization, purpose: String?)
+    case sessionEnd(id: RequestID?)
     /// Unregister regions by id (all must exist), or all of them when `ids` is nil.
     case regionsRemove(id: RequestID?, ids: [String]?)
     /// The program's regions with their states.
@@ -89,7 +99,8 @@ public enum Request: Hashable, Sendable {
     public var id: RequestID? {
         switch self {
         case .hello(let id), .subscribe(let id, _), .unsubscribe(let id), .status(let id),
-             .regionsAdd(let id, _), .regionsRemove(let id, _), .regionsList(let id), .regionsState(let id, _): id
+             .regionsAdd(let id, _), .regionsRemove(let id, _), .regionsList(let id), .regionsState(let id, _),
+             .sessionStart(let id, _, _), .sessionEnd(let id): id
         }
     }
 
@@ -130,7 +141,7 @@ public enum Request: Hashable, Sendable {
             throw ProtocolError(.badField, "id must be a number or a string, not \(other.kindName)")
         }
         guard let typeValue = object["type"] else {
-            throw ProtocolError(.missingField, "missing field type; expected one of hello, subscribe, unsubscribe, status, regions.add, regions.remove, regions.list, regions.state", id: id)
+            throw ProtocolError(.missingField, "missing field type; expected one of hello, session.start, session.end, subscribe, unsubscribe, status, regions.add, regions.remove, regions.list, regions.state", id: id)
         }
         guard case .string(let type) = typeValue else {
             throw ProtocolError(.badField, "type must be a string, not \(typeValue.kindName)", id: id)
@@ -168,10 +179,14 @@ public enum Request: Hashable, Sendable {
             return .regionsRemove(id: id, ids: ids)
         case "regions.list":
             return .regionsList(id: id)
+        case "session.start":
+            return try decodeSessionStart(object, id: id)
+        case "session.end":
+            return .sessionEnd(id: id)
         case "regions.state":
             return .regionsState(id: id, ids: try RegionCodec.decodeIDs(object["ids"], id: id))
         default:
-            throw ProtocolError(.unknownType, "unknown request type \(JSONWriter.quoted(type)); expected one of hello, subscribe, unsubscribe, status, regions.add, regions.remove, regions.list, regions.state", id: id)
+            throw ProtocolError(.unknownType, "unknown request type \(JSONWriter.quoted(type)); expected one of hello, session.start, session.end, subscribe, unsubscribe, status, regions.add, regions.remove, regions.list, regions.state", id: id)
         }
     }
 
@@ -229,6 +244,15 @@ public enum Request: Hashable, Sendable {
             type("regions.remove")
             Request.appendIDs(ids, all: true, to: &out)
         case .regionsList: type("regions.list")
+        case .sessionStart(_, let authorization, let purpose):
+            type("session.start")
+            JSONWriter.appendASCII(",\"authorization\":", to: &out)
+            JSONWriter.appendString(authorization.rawValue, to: &out)
+            if let purpose {
+                JSONWriter.appendASCII(",\"purpose\":", to: &out)
+                JSONWriter.appendString(purpose, to: &out)
+            }
+        case .sessionEnd: type("session.end")
         case .regionsState(_, let ids):
             type("regions.state")
             Request.appendIDs(ids, all: false, to: &out)

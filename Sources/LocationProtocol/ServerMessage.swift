@@ -29,6 +29,14 @@ public struct StatusReply: Hashable, Sendable {
     public var source: String
     /// Time of the most recent fix seen (delivered or not).
     public var lastFix: Timestamp?
+    /// Open sessions on the daemon (all connections).
+    public var sessions: Int?
+    /// `watching` (a gpsd watch is open) or `released` (nobody needs fixes); absent for a replay.
+    public var receiver: String?
+    /// The asking connection's program (uid + executable), when it has a session.
+    public var identity: String?
+    /// The asking connection's grant, e.g. `always precise (rule owner)`, when it has a session.
+    public var grant: String?
 
     public init(id: RequestID?, state: SourceState, subscribers: Int, source: String, lastFix: Timestamp?) {
         self.id = id; self.state = state; self.subscribers = subscribers
@@ -59,6 +67,8 @@ public enum ServerMessage: Hashable, Sendable {
     case regionsChanged(id: RequestID?, added: Int, removed: Int, registered: Int)
     /// A geofence event.
     case region(RegionEvent)
+    /// A session reply or change (docs/protocol.md, "Sessions").
+    case session(SessionInfo)
 
     // MARK: Encoding
 
@@ -88,6 +98,8 @@ public enum ServerMessage: Hashable, Sendable {
             JSONWriter.appendNumber(o.minimumInterval, to: &out)
             EventEncoder.appendEvents(o.events, to: &out)
             JSONWriter.appendASCII("}\n", to: &out)
+        case .session(let info):
+            info.append(to: &out)
         case .unsubscribed(let id):
             JSONWriter.appendASCII("{\"type\":\"unsubscribed\"", to: &out)
             appendID(id, to: &out)
@@ -103,6 +115,17 @@ public enum ServerMessage: Hashable, Sendable {
             JSONWriter.appendString(s.source, to: &out)
             JSONWriter.appendASCII(",\"lastFix\":", to: &out)
             EventEncoder.appendTime(s.lastFix, to: &out)
+            if let n = s.sessions {
+                JSONWriter.appendASCII(",\"sessions\":", to: &out)
+                DecimalFormat.appendInteger(Int64(n), to: &out)
+            }
+            for (name, value) in [("receiver", s.receiver), ("identity", s.identity), ("grant", s.grant)] {
+                guard let value else { continue }
+                out.append(UInt8(ascii: ","))
+                JSONWriter.appendString(name, to: &out)
+                out.append(UInt8(ascii: ":"))
+                JSONWriter.appendString(value, to: &out)
+            }
             JSONWriter.appendASCII("}\n", to: &out)
         case .location(let fix, let skipped):
             EventEncoder().appendLocation(fix, skipped: skipped, to: &out)
@@ -200,14 +223,21 @@ public enum ServerMessage: Hashable, Sendable {
                 events: try decodeEvents(o)))
         case "unsubscribed":
             return .unsubscribed(id: id)
+        case "session":
+            return .session(try SessionInfo.decode(o, id: id))
         case "status":
             let state = try sourceState(o)
             let time = try optionalTime(o, "time")
             // A status reply has `subscribers`; a status event does not.
             if o["subscribers"] != nil {
-                return .statusReply(StatusReply(
+                var reply = StatusReply(
                     id: id, state: state, subscribers: try int(o, "subscribers"),
-                    source: try string(o, "source"), lastFix: try optionalTime(o, "lastFix")))
+                    source: try string(o, "source"), lastFix: try optionalTime(o, "lastFix"))
+                if o["sessions"] != nil { reply.sessions = try int(o, "sessions") }
+                if case .string(let r)? = o["receiver"] { reply.receiver = r }
+                if case .string(let r)? = o["identity"] { reply.identity = r }
+                if case .string(let r)? = o["grant"] { reply.grant = r }
+                return .statusReply(reply)
             }
             return .status(state, time)
         case "location":

@@ -83,6 +83,7 @@ struct Regions: AsyncParsableCommand {
 
     static func request(_ path: String, _ make: @escaping @Sendable (RequestID) -> Request) async throws -> ServerMessage {
         let client = try await connect(path: path, wait: 0)
+        try await client.startSession(.always)  // regions need an always, precise session
         defer { client.close() }
         do { return try await client.request(make) } catch let e as ProtocolError {
             throw ValidationError("locationd refused: \(e.code.rawValue): \(e.message)")
@@ -92,6 +93,7 @@ struct Regions: AsyncParsableCommand {
     /// Sends regions in requests that fit the line limit; each request is all-or-nothing.
     static func add(_ regions: [Region], socket: String) async throws {
         let client = try await connect(path: socket, wait: 0)
+        try await client.startSession(.always)  // regions need an always, precise session
         defer { client.close() }
         var start = 0, registered = 0
         while start < regions.count {

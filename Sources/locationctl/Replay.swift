@@ -24,6 +24,10 @@ struct Replay: ParsableCommand {
     var regions: String?
     @Option(name: .customLong("max-active"), help: "Regions evaluated per fix: a number, or unlimited (default 20).")
     var maxActive: String = "20"
+    @Option(help: "precise, or approximate: print what an approximate program would receive (the daemon's privacy stage).")
+    var accuracy: String = "precise"
+    @Option(name: .customLong("privacy-seed"), help: "Seed of the approximate grid (the daemon's --privacy-seed; default 1).")
+    var privacySeed: UInt64 = 1
 
     static func parseKinds(_ text: String) throws -> Set<EventKind> {
         var kinds = Set<EventKind>()
@@ -53,6 +57,14 @@ struct Replay: ParsableCommand {
         let printRegions = kinds.contains(.region)
         var options = subscription.options
         options.events = Replay.subscribedKinds(kinds)
+        guard let level = Accuracy(rawValue: accuracy) else {
+            throw ValidationError("--accuracy '\(accuracy)': expected precise or approximate")
+        }
+        if level == .approximate && regions != nil {
+            throw ValidationError("--regions needs precise accuracy: approximate programs are refused region monitoring")
+        }
+        options.accuracy = level
+        engine.privacy = ApproximateLocation(grid: PrivacyGrid(secret: privacySeed))
         engine.handle(.subscribe(subscriber, options), into: &deliveries)
         if let regions {
             // The daemon's code path: the regions belong to one program, bound to the subscriber.

@@ -15,6 +15,8 @@ struct Watch: AsyncParsableCommand {
     @OptionGroup var subscription: SubscriptionFlags
     @Flag(help: "Print the daemon's JSON lines (NDJSON) instead of human-readable lines.") var json = false
     @Option(help: "Exit after this many location events.") var count: Int?
+    @Option(help: "The session to open first: when-in-use (delivery while connected) or always.") var session: String = "when-in-use"
+    @Option(help: "A purpose key the policy lists, for precise fixes during this session.") var purpose: String?
     @Option(help: "Keep trying to connect for this many seconds (while the daemon starts).") var wait: Double = 0
     @Option(help: "Event types to subscribe to, comma-separated: location, visits, significant (status events always come).",
             transform: Replay.parseKinds)
@@ -26,6 +28,14 @@ struct Watch: AsyncParsableCommand {
         var out = StandardOutput()
         var options = subscription.options
         options.events = Replay.subscribedKinds(events)
+        guard let authorization = Authorization(rawValue: session), authorization != .denied else {
+            throw ValidationError("--session must be when-in-use or always, not '\(session)'")
+        }
+        // Nothing is delivered without a session (docs/protocol.md, "Sessions").
+        let grant = try await client.startSession(authorization, purpose: purpose)
+        if json { out.line(ServerMessage.session(grant).line.dropLast().description) } else {
+            out.line("session: \(grant.authorization?.rawValue ?? "?"), \(grant.accuracy?.rawValue ?? "?") (\(grant.reason ?? ""))")
+        }
         try client.send(.subscribe(id: .number(1), options: options))
         var locations = 0
         for try await message in client.messages {
@@ -90,7 +100,7 @@ struct Watch: AsyncParsableCommand {
 
 /// `locationctl status`: the daemon's state.
 struct Status: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Show locationd's source, fix state and subscribers.")
+    static let configuration = CommandConfiguration(abstract: "Show locationd's source, fix state, subscribers, sessions, whether the receiver is watched, and this program's identity and grant.")
 
     @OptionGroup var socket: SocketFlag
     @Flag(help: "Print the daemon's JSON reply.") var json = false
@@ -108,6 +118,10 @@ struct Status: AsyncParsableCommand {
             out.line("state:        \(reply.state.rawValue)")
             out.line("last fix:     \(reply.lastFix.map(ISO8601.string) ?? "none")")
             out.line("subscribers:  \(reply.subscribers)")
+            if let n = reply.sessions { out.line("sessions:     \(n)") }
+            if let r = reply.receiver { out.line("receiver:     \(r)") }
+            if let i = reply.identity { out.line("identity:     \(i)") }
+            if let g = reply.grant { out.line("grant:        \(g)") }
         }
         out.flush()
     }

@@ -60,6 +60,7 @@ struct DaemonEndToEndTests {
         let client = try await daemon.connect()
         defer { client.close() }
         var reader = MessageReader(client)
+        try await client.startSession(.always)
         try client.send(.subscribe(id: .string("e2e"), options: SubscriptionOptions()))
         let before = try await reader.read { $0.states.count >= 1 }
         #expect(before.states == [.disconnected])
@@ -81,6 +82,7 @@ struct DaemonEndToEndTests {
         let client = try await daemon.connect()
         defer { client.close() }
         var reader = MessageReader(client)
+        try await client.startSession(.always)
         try client.send(.subscribe(id: .number(1), options: SubscriptionOptions()))
         _ = try await reader.read { $0.states.count >= 1 }
 
@@ -142,6 +144,7 @@ struct ReplayDaemonTests {
         let client = try await daemon.connect()
         defer { client.close() }
         var reader = MessageReader(client)
+        try await client.startSession(.always)
         try client.send(.subscribe(id: .number(1), options: options))
         let messages = try await reader.read { $0.states.filter { $0 == .disconnected }.count >= 2 }
         #expect(messages.fixes.map(\.time) == expectedFixes.map(\.time))
@@ -178,6 +181,7 @@ struct VisitDaemonTests {
         var reader = MessageReader(client)
         var options = SubscriptionOptions()
         options.events = [.visits, .significant]
+        try await client.startSession(.always)
         try client.send(.subscribe(id: .number(1), options: options))
         let messages = try await reader.read(timeout: 60) { $0.states.filter { $0 == .disconnected }.count >= 2 }
         #expect(messages.fixes.isEmpty, "no location events were asked for")

@@ -41,6 +41,7 @@ import Testing
 
         let first = try DaemonProcess(arguments: ["--replay", log1.path, "--speed", "10"], database: database)
         let client = try await first.connect()
+        try await client.startSession(.always)
         _ = try await client.request { .regionsAdd(id: $0, regions: [
             Region(id: "A", center: Self.center, radius: 100),
             Region(id: "B", center: Coordinate(latitude: Self.center.latitude + 0.05, longitude: Self.center.longitude),
@@ -57,6 +58,7 @@ import Testing
         defer { second.stop() }
         let again = try await second.connect()
         defer { again.close() }
+        try await again.startSession(.always)
         guard case .regions(_, let listed) = try await again.request({ .regionsList(id: $0) }) else { Issue.record("no list"); return }
         #expect(listed.map(\.region.id) == ["A", "B"])
         #expect(listed.map(\.state) == [.inside, .outside])

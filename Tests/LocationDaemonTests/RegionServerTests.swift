@@ -17,13 +17,14 @@ import Testing
         let h = try await ServerHarness.start()
         let client = try await LocationClient.connect(path: h.path)
         var messages = client.messages.makeAsyncIterator()
+        try await client.startSession(.always)
         try await client.subscribe()
         #expect(try await messages.expectNext() == .status(.disconnected, nil))
 
         let added = try await client.request { .regionsAdd(id: $0, regions: [
             Region(id: "home", center: Self.home, radius: 100, notifyInitialState: true),
             Region(id: "far", center: Coordinate(latitude: 51, longitude: 8.5), radius: 100)]) }
-        #expect(added == .regionsChanged(id: .number(2), added: 2, removed: 0, registered: 2))
+        #expect(added == .regionsChanged(id: .number(3), added: 2, removed: 0, registered: 2))
 
         // All or nothing: one bad region (a duplicate id) and nothing of the request is applied.
         do {
@@ -56,7 +57,7 @@ import Testing
         guard case .regions(_, let states) = try await client.request({ .regionsState(id: $0, ids: ["home"]) }) else { Issue.record("no state"); return }
         #expect(states.map(\.state) == [.inside])
 
-        #expect(try await client.request { .regionsRemove(id: $0, ids: nil) } == .regionsChanged(id: .number(7), added: 0, removed: 2, registered: 0))
+        #expect(try await client.request { .regionsRemove(id: $0, ids: nil) } == .regionsChanged(id: .number(8), added: 0, removed: 2, registered: 0))
         client.close()
         await h.stop()
     }
@@ -64,10 +65,12 @@ import Testing
     @Test func regionsBelongToTheProgramNotTheConnection() async throws {
         let h = try await ServerHarness.start()
         let first = try await LocationClient.connect(path: h.path)
+        try await first.startSession(.always)
         _ = try await first.request { .regionsAdd(id: $0, regions: [Region(id: "a", center: Self.home, radius: 100)]) }
         first.close()
         // Same process (same uid and executable): a new connection sees the same regions.
         let second = try await LocationClient.connect(path: h.path)
+        try await second.startSession(.always)
         guard case .regions(_, let listed) = try await second.request({ .regionsList(id: $0) }) else { Issue.record("no list"); return }
         #expect(listed.map(\.region.id) == ["a"])
         second.close()

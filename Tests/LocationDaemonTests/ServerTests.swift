@@ -13,6 +13,7 @@ import Testing
         #expect(client.hello == ServerHello())
         var messages = client.messages.makeAsyncIterator()
         let options = SubscriptionOptions(distanceFilter: 10, desiredAccuracy: 50, minimumInterval: 1)
+        try await client.startSession(.always)
         #expect(try await client.subscribe(options) == options)
         #expect(try await messages.expectNext() == .status(.disconnected, nil))
         h.hub.submit(.source(.connected))
@@ -33,6 +34,7 @@ import Testing
         let h = try await ServerHarness.start()
         let client = try await LocationClient.connect(path: h.path)
         var messages = client.messages.makeAsyncIterator()
+        try await client.startSession(.always)
         try await client.subscribe()
         #expect(try await messages.expectNext() == .status(.disconnected, nil))
         for i in 0..<200 { h.hub.submit(.fix(testFix(i))) }
@@ -59,6 +61,7 @@ import Testing
         let client = try await LocationClient.connect(path: h.path)
         var messages = client.messages.makeAsyncIterator()
         let options = SubscriptionOptions(distanceFilter: 100)
+        try await client.startSession(.always)
         try await client.subscribe(options)
         _ = try await messages.expectNext()  // status
         // Steps of ~30 m; the reference engine says which fixes pass.
@@ -108,6 +111,7 @@ import Testing
         #expect(!e.message.isEmpty)
         // Still usable.
         #expect(try await client.status().subscribers == 0)
+        try await client.startSession(.always)
         try await client.subscribe()
         #expect(try await messages.expectNext() == .status(.disconnected, nil))
         client.close()
@@ -117,7 +121,8 @@ import Testing
     @Test func outOfRangeMessageNamesFieldValueAndRange() async throws {
         let h = try await ServerHarness.start()
         let client = try await LocationClient.connect(path: h.path)
-        await #expect(throws: ProtocolError(.outOfRange, "distanceFilter -3 is out of range; expected 0…1000000 metres", id: .number(1))) {
+        try await client.startSession(.always)
+        await #expect(throws: ProtocolError(.outOfRange, "distanceFilter -3 is out of range; expected 0…1000000 metres", id: .number(2))) {
             try await client.subscribe(SubscriptionOptions(distanceFilter: -3))
         }
         client.close()
@@ -158,8 +163,9 @@ import Testing
     @Test func slowReaderDoesNotStallOthersAndStaysBounded() async throws {
         let h = try await ServerHarness.start()
         let slow = RawSocket(path: h.path)
-        slow.send("{\"type\":\"subscribe\",\"id\":\"slow\"}\n")  // and never read (for now)
+        slow.send("{\"type\":\"session.start\"}\n{\"type\":\"subscribe\",\"id\":\"slow\"}\n")  // and never read (for now)
         let client = try await LocationClient.connect(path: h.path)
+        try await client.startSession(.always)
         try await client.subscribe()
         let count = 20_000
         let last = testFix(count - 1).time
@@ -230,7 +236,9 @@ import Testing
         let h = try await ServerHarness.start()
         let a = try await LocationClient.connect(path: h.path)
         let b = try await LocationClient.connect(path: h.path)
+        try await a.startSession(.always)
         try await a.subscribe()
+        try await b.startSession(.always)
         try await b.subscribe()
         #expect(try await h.hub.snapshot().subscriberCount == 2)
         a.close()

@@ -58,6 +58,7 @@ import Glibc
         #expect(span > 0.2 && span < 2.0, "4 intervals of 100 ms took \(span) s")
 
         // STATUS= follows the subscriber count.
+        try await client.startSession(.always)
         _ = try await client.subscribe()
         _ = try Self.read(notify) { $0.contains("STATUS=gpsd 127.0.0.1:1: not connected; 1 subscriber") }
 

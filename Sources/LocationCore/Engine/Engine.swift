@@ -9,6 +9,7 @@ public struct Engine: Sendable {
         var id: SubscriberID
         var filter: LocationFilter
         var extras: SubscriptionExtras? = nil
+        var approximate = false
     }
 
     @usableFromInline var subscriptions: [Subscription] = []
@@ -18,6 +19,9 @@ public struct Engine: Sendable {
     public private(set) var lastFix: Fix?
     /// Geofences per program, and which program each subscriber belongs to (Engine+Regions.swift).
     @usableFromInline var regionPrograms = RegionPrograms()
+    /// The device's approximate position for approximate subscriptions (docs/privacy.md); the
+    /// shell sets the grid from the device secret before any fix.
+    public var privacy = ApproximateLocation(grid: PrivacyGrid(secret: 0))
 
     public init() {}
 
@@ -33,13 +37,18 @@ public struct Engine: Sendable {
         case .fix(let fix):
             setState(.fix, time: fix.time, into: &out)
             lastFix = fix
+            privacy.offer(fix)
             for i in subscriptions.indices {
-                if subscriptions[i].filter.options.events.contains(.location), subscriptions[i].filter.offer(fix) {
-                    out.append(Delivery(subscriber: subscriptions[i].id, event: .location(fix)))
+                if subscriptions[i].filter.options.events.contains(.location) {
+                    // Approximate subscriptions: the privacy stage first, then their filter.
+                    let shown = subscriptions[i].approximate ? privacy.approximate(fix) : fix
+                    if subscriptions[i].filter.offer(shown) {
+                        out.append(Delivery(subscriber: subscriptions[i].id, event: .location(shown)))
+                    }
                 }
                 if subscriptions[i].extras != nil {
                     let id = subscriptions[i].id
-                    subscriptions[i].extras!.offer(fix, for: id, into: &out)
+                    subscriptions[i].extras!.offer(fix, for: id, privacy: privacy, into: &out)
                 }
             }
             regionPrograms.handle(fix, into: &out)
@@ -50,8 +59,9 @@ public struct Engine: Sendable {
         case .subscribe(let id, let options):
             // Subscribing again replaces the options and restarts the filters, like setting a
             // new distanceFilter on CLLocationManager.
-            let sub = Subscription(id: id, filter: LocationFilter(options: options),
-                                   extras: SubscriptionExtras(options: options))
+            let sub = Subscription(id: id, filter: LocationFilter(options: options.effectiveForFilter),
+                                   extras: SubscriptionExtras(options: options),
+                                   approximate: options.accuracy == .approximate)
             if let i = indexByID[id] {
                 subscriptions[i] = sub
             } else {

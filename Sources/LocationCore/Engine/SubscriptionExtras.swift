@@ -19,6 +19,7 @@ public struct EventKinds: OptionSet, Hashable, Sendable {
 @usableFromInline struct SubscriptionExtras: Sendable {
     var visits: VisitDetector?
     var significant: SignificantChange?
+    var approximate = false
 
     init?(options: SubscriptionOptions) {
         guard options.events.contains(.visits) || options.events.contains(.significant) else { return nil }
@@ -27,17 +28,33 @@ public struct EventKinds: OptionSet, Hashable, Sendable {
             var p = options.significantParameters
             // A program asking for 20 m is not handed an 80 m significant change either.
             if let a = options.desiredAccuracy { p.maximumAccuracy = min(p.maximumAccuracy, a) }
+            if options.accuracy == .approximate {
+                // Runs on cell centres: a significant change is a change of cell.
+                p.maximumAccuracy = .infinity
+                p.maximumSpeed = .infinity
+            }
             significant = SignificantChange(parameters: p)
         }
+        approximate = options.accuracy == .approximate
     }
 
     /// Runs the fix through the detectors, appending their events for `id`.
-    mutating func offer(_ fix: Fix, for id: SubscriberID, into out: inout [Delivery]) {
+    /// Approximate subscriptions: visits are detected on precise fixes and reported as their
+    /// cell with 15-minute times; significant changes run on the approximate fixes.
+    mutating func offer(_ fix: Fix, for id: SubscriberID, privacy: ApproximateLocation, into out: inout [Delivery]) {
         if visits != nil {
-            visits!.offer(fix) { out.append(Delivery(subscriber: id, event: .visit($0))) }
+            let approximate = self.approximate
+            visits!.offer(fix) { out.append(Delivery(subscriber: id, event: .visit(approximate ? privacy.approximate($0) : $0))) }
         }
-        if significant != nil, let f = significant!.offer(fix) {
-            out.append(Delivery(subscriber: id, event: .significant(f)))
+        if significant != nil {
+            if approximate {
+                if var f = significant!.offer(privacy.approximate(fix)) {
+                    f.time = ApproximateLocation.coarse(f.time)
+                    out.append(Delivery(subscriber: id, event: .significant(f)))
+                }
+            } else if let f = significant!.offer(fix) {
+                out.append(Delivery(subscriber: id, event: .significant(f)))
+            }
         }
     }
 }

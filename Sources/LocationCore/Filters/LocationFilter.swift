@@ -13,6 +13,22 @@ public struct SubscriptionOptions: Hashable, Sendable {
     public var visitParameters = VisitDetector.Parameters()
     /// Significant-change parameters (docs/semantics.md, "Significant change").
     public var significantParameters = SignificantChange.Parameters()
+    /// What the session allows (set by the daemon from the session, not by the client):
+    /// `approximate` runs the subscription through `ApproximateLocation` (docs/privacy.md).
+    public var accuracy: Accuracy = .precise
+
+    /// The options the location filter of an approximate subscription runs with: at most one
+    /// fix per `approximateInterval`, and no accuracy gate (approximate fixes are ~2 km).
+    public var effectiveForFilter: SubscriptionOptions {
+        guard accuracy == .approximate else { return self }
+        var o = self
+        o.desiredAccuracy = nil
+        o.minimumInterval = Swift.max(minimumInterval, Self.approximateInterval)
+        return o
+    }
+
+    /// One approximate fix per 10 minutes (Android's rule for coarse clients).
+    public static let approximateInterval = 600.0
 
     public init(distanceFilter: Double = 0, desiredAccuracy: Double? = nil, minimumInterval: Double = 0) {
         self.distanceFilter = distanceFilter

@@ -100,11 +100,12 @@ public enum ConfigSchema {
     /// values out of range are errors naming the key and its line.
     public static func apply(_ document: TOMLDocument, file: String, to options: inout DaemonOptions) throws(ConfigError) {
         let tableNames = tables
-        for header in document.tables where !tableNames.contains(header.name) {
+        options.policy = try Policy.parse(document, file: file)
+        for header in document.tables where !tableNames.contains(header.name) && !header.name.hasPrefix("policy.") {
             throw ConfigError(file: file, line: header.line,
                               message: "unknown table [\(header.name)]; expected one of \(tableNames.joined(separator: ", "))")
         }
-        for entry in document.entries {
+        for entry in document.entries where !entry.table.hasPrefix("policy.") {
             guard !entry.table.isEmpty else {
                 throw ConfigError(file: file, line: entry.line,
                                   message: "unknown key '\(entry.key)'; every option belongs in a table: \(tableNames.map { "[\($0)]" }.joined(separator: ", "))")
@@ -128,6 +129,14 @@ public enum ConfigSchema {
             for key in keys where key.table == table {
                 out += "\(key.key) = \(key.get(options))\n"
             }
+        }
+        for rule in options.policy.rules + [options.policy.defaultRule] {
+            out += "\n[policy.\(rule.name)]\n"
+            if let u = rule.user { out += "user = \(u)\n" }
+            if let g = rule.group { out += "group = \(g)\n" }
+            if let e = rule.executable { out += "executable = \(TOMLValue.string(e))\n" }
+            out += "authorization = \"\(rule.authorization.rawValue)\"\naccuracy = \"\(rule.accuracy.rawValue)\"\n"
+            out += "purposes = \(TOMLValue.array(rule.purposes.map(TOMLValue.string)))\nmax_regions = \(rule.maxRegions)\n"
         }
         return out
     }

@@ -47,6 +47,10 @@ public struct DaemonOptions: Sendable, Equatable {
     // [systemd]
     /// Send WATCHDOG=1 when the service manager asks for it (WatchdogSec=).
     public var watchdog = true
+    /// A fixed seed for the approximate-location grid (`--privacy-seed`); nil: the secret file.
+    public var privacySeed: UInt64?
+    /// Access rules, `[policy.NAME]` tables (docs/privacy.md); a reload applies them live.
+    public var policy = Policy()
 
     /// The config file these options were read from, if any.
     public var configFile: String?
@@ -69,7 +73,7 @@ public struct DaemonOptions: Sendable, Equatable {
 
     public static let usage = """
         USAGE: locationd [--config FILE] [--socket PATH] [--gpsd HOST[:PORT] | --replay LOG [--speed N] [--loop]]
-                         [--log-level LEVEL] [--database PATH|none]
+                         [--log-level LEVEL] [--database PATH|none] [--privacy-seed N]
                locationd --check-config [FILE]
 
         Location daemon: reads fixes from gpsd (or replays an NMEA log) and serves them to
@@ -96,6 +100,8 @@ public struct DaemonOptions: Sendable, Equatable {
           --log-level LEVEL   trace, debug, info, notice, warning, error or critical (default: info)
           --database PATH     SQLite database of region registrations and states
                               (default: /var/lib/locationd/locationd.db; none = memory only)
+          --privacy-seed N    derive the approximate-location grid from N instead of the
+                              secret in the state directory (replays and tests only)
           --version           print the version
           -h, --help          show this help
 
@@ -196,6 +202,10 @@ public struct DaemonOptions: Sendable, Equatable {
                 let v = try value(arg)
                 guard !v.isEmpty else { throw .usage("--database needs a path (or none)") }
                 flags.append { $0.database = v }
+            case "--privacy-seed":
+                let v = try value(arg)
+                guard let n = UInt64(v) else { throw .usage("--privacy-seed '\(v)': expected an integer 0…18446744073709551615") }
+                flags.append { $0.privacySeed = n }
             case "--log-level":
                 let v = try value(arg)
                 guard logLevels.contains(v) else {
@@ -266,6 +276,6 @@ public struct DaemonOptions: Sendable, Equatable {
     public static let logLevels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
 
     public static func == (a: DaemonOptions, b: DaemonOptions) -> Bool {
-        ConfigSchema.changes(from: a, to: b).isEmpty && a.configFile == b.configFile
+        ConfigSchema.changes(from: a, to: b).isEmpty && a.configFile == b.configFile && a.policy == b.policy && a.privacySeed == b.privacySeed
     }
 }

@@ -3,7 +3,7 @@
 /// literal ('…') strings, integers (decimal, `_` separators, `0x`/`0o`/`0b`), floats (incl.
 /// exponents, `inf`, `nan`), booleans, one-line arrays of those, and `#` comments.
 /// Not supported (an error names it): multi-line strings, dotted keys, inline tables, arrays of
-/// tables, dates.
+/// tables, dates. One nested form exists: `[policy.NAME]` tables (access rules).
 public enum TOMLValue: Equatable, Sendable, CustomStringConvertible {
     case string(String)
     case integer(Int64)
@@ -106,8 +106,15 @@ public struct TOMLDocument: Equatable, Sendable {
                 p.index += 1
                 p.skipSpaces()
                 if p.peek == UInt8(ascii: "[") { throw p.error("arrays of tables ([[…]]) are not supported") }
-                let name = try p.bareKey(what: "table name")
+                var name = try p.bareKey(what: "table name")
                 p.skipSpaces()
+                // One exception to flat tables: access rules are [policy.NAME] (docs/privacy.md).
+                if name == "policy", p.peek == UInt8(ascii: ".") {
+                    p.index += 1
+                    p.skipSpaces()
+                    name += "." + (try p.bareKey(what: "policy rule name"))
+                    p.skipSpaces()
+                }
                 if p.peek == UInt8(ascii: ".") { throw p.error("nested tables ([\(name).…]) are not supported") }
                 guard p.peek == UInt8(ascii: "]") else { throw p.error("expected ']' after table name '\(name)'") }
                 p.index += 1

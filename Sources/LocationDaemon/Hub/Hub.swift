@@ -43,6 +43,10 @@ public final class Hub: Sendable {
         var processedInputs: UInt64 = 0
         var hadSubscription = false
         var firstSubscriptionWaiters: [@Sendable () -> Void] = []
+        var policy = Policy()
+        var openSessions = 0
+        var demandHandler: (@Sendable (Bool) -> Void)?
+        var receiverWatched: Bool?
     }
 
     public init(eventLoop: any EventLoop, sourceDescription: String, logger: Logger = Logger(label: "locationd.hub"),
@@ -108,6 +112,7 @@ public final class Hub: Sendable {
     public func subscribe(_ id: SubscriberID, options: SubscriptionOptions, subscriber: any HubSubscriber) {
         box.value.subscribers[id] = subscriber
         handle(.subscribe(id, options))
+        updateDemand()
         if !box.value.hadSubscription {
             box.value.hadSubscription = true
             let waiters = box.value.firstSubscriptionWaiters
@@ -120,6 +125,56 @@ public final class Hub: Sendable {
     public func unsubscribe(_ id: SubscriberID) {
         guard box.value.subscribers.removeValue(forKey: id) != nil else { return }
         handle(.unsubscribe(id))
+        updateDemand()
+    }
+
+    // MARK: Policy (on the loop; docs/privacy.md)
+
+    /// The access policy in force; connections resolve their peer against it at connect and
+    /// on every reload.
+    public var policy: Policy {
+        get { box.value.policy }
+        set { box.value.policy = newValue }
+    }
+
+    // MARK: Receiver gating (on the loop; docs/privacy.md, "Receiver")
+
+    /// Whether anyone needs fixes: an open session, a subscription, or a program's regions
+    /// (background monitoring).
+    public var needsFixes: Bool {
+        let s = box.value
+        return s.openSessions > 0 || s.engine.subscriberCount > 0 || !s.engine.regionProgramIDs.isEmpty
+    }
+
+    /// Whether the receiver is watched now (nil: the source is not gated, e.g. a replay).
+    public var receiverWatched: Bool? { box.value.receiverWatched }
+
+    /// `handler(needed)` is called now and whenever the need for fixes changes.
+    public func onDemandChange(_ handler: @escaping @Sendable (Bool) -> Void) {
+        box.value.demandHandler = handler
+        box.value.receiverWatched = nil
+        updateDemand()
+    }
+
+    public var openSessions: Int { box.value.openSessions }
+
+    public func sessionOpened() { box.value.openSessions += 1; updateDemand() }
+    public func sessionClosed() { box.value.openSessions -= 1; updateDemand() }
+
+    func updateDemand() {
+        let s = box.value
+        guard let handler = s.demandHandler else { return }
+        let need = needsFixes
+        guard s.receiverWatched != need else { return }
+        s.receiverWatched = need
+        logger.info(need ? "receiver: watching (fixes needed)" : "receiver: released (no session or monitor needs fixes)")
+        handler(need)
+    }
+
+    /// Sets the approximate-location grid's secret (before the first fix).
+    public var privacySecret: UInt64 {
+        get { 0 }
+        set { box.value.engine.privacy = ApproximateLocation(grid: PrivacyGrid(secret: newValue)) }
     }
 
     // MARK: Regions (on the loop; docs/regions.md)
@@ -133,6 +188,7 @@ public final class Hub: Sendable {
     public func addRegions(_ regions: [Region], for program: ProgramID) throws(RegionError) -> Int {
         try box.value.engine.addRegions(regions, for: program)
         regionStore?.replaceRegions(of: program, with: box.value.engine.regionRecords(of: program))
+        updateDemand()
         return box.value.engine.regionRecords(of: program).count
     }
 
@@ -142,6 +198,7 @@ public final class Hub: Sendable {
         try box.value.engine.removeRegions(ids, for: program)
         let after = box.value.engine.regionRecords(of: program)
         regionStore?.replaceRegions(of: program, with: after)
+        updateDemand()
         return (before - after.count, after.count)
     }
 

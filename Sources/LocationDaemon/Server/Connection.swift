@@ -78,6 +78,12 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
     var unwritableTimer: Scheduled<Void>?
     /// The program this connection speaks for (regions belong to it); set at connect time.
     var program = ProgramID("unknown")
+    /// The peer as resolved at connect time (nil when SO_PEERCRED failed: the default rule applies).
+    var identity: PeerIdentity?
+    /// The policy rule that applies to the peer (re-resolved on reload).
+    var rule = Policy().defaultRule
+    /// The open session, if any (docs/protocol.md, "Sessions"): nothing is delivered without one.
+    var session: (grant: Grant, requested: Authorization, purpose: String?)?
 
     init(hub: Hub, configuration: SocketServer.Configuration, registry: ConnectionRegistry, logger: Logger) {
         self.hub = hub
@@ -107,13 +113,18 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
     func channelActive(context: ChannelHandlerContext) {
         registry.add(self)
         peer = Self.peerCredentials(of: context.channel)
-        program = ProgramIdentity.program(of: peer)
+        identity = peer.map(PeerIdentity.resolve)
+        program = identity?.program ?? ProgramID("unknown")
+        rule = identity.map { hub.policy.rule(for: $0) } ?? hub.policy.defaultRule
         if let peer {
             logger[metadataKey: "peer"] = "\(peer)"
         }
-        logger.debug("connection opened", metadata: ["uid": "\(peer.map { "\($0.uid)" } ?? "?")",
-                                                     "gid": "\(peer.map { "\($0.gid)" } ?? "?")",
-                                                     "pid": "\(peer.map { "\($0.pid)" } ?? "?")"])
+        logger.info("connection opened", metadata: ["uid": "\(peer.map { "\($0.uid)" } ?? "?")",
+                                                    "gid": "\(peer.map { "\($0.gid)" } ?? "?")",
+                                                    "pid": "\(peer.map { "\($0.pid)" } ?? "?")",
+                                                    "exe": "\(identity?.executable ?? "?")",
+                                                    "rule": "\(rule.name)",
+                                                    "max": "\(rule.authorization.rawValue) \(rule.accuracy.rawValue)"])
         send(.hello(ServerHello()), flush: true)
         context.fireChannelActive()
     }
@@ -121,6 +132,7 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
     func channelInactive(context: ChannelHandlerContext) {
         unwritableTimer?.cancel()
         unwritableTimer = nil
+        endSession()
         if isSubscribed {
             hub.unsubscribe(id)
             isSubscribed = false
@@ -199,11 +211,16 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
         switch request {
         case .hello(let rid):
             send(.hello(ServerHello(id: rid)), flush: false)
+        case .sessionStart(let rid, let requested, let purpose):
+            startSession(requested: requested, purpose: purpose, id: rid)
+        case .sessionEnd(let rid):
+            endSession()
+            send(.session(SessionInfo(id: rid, state: .ended)), flush: false)
+        case .subscribe(let rid, _) where session == nil:
+            send(.error(notAuthorized(rid)), flush: false)
         case .subscribe(let rid, let options):
             send(.subscribed(id: rid, options: options), flush: false)
-            isSubscribed = true
-            hub.subscribe(id, options: options, subscriber: self)
-            hub.bind(id, to: program)
+            subscribe(options)
         case .unsubscribe(let rid):
             if isSubscribed {
                 hub.unsubscribe(id)
@@ -213,10 +230,116 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
             send(.unsubscribed(id: rid), flush: false)
         case .status(let rid):
             let s = hub.loopSnapshot
-            send(.statusReply(StatusReply(id: rid, state: s.state, subscribers: s.subscriberCount,
-                                          source: s.sourceDescription, lastFix: s.lastFix?.time)), flush: false)
+            var reply = StatusReply(id: rid, state: s.state, subscribers: s.subscriberCount,
+                                    source: s.sourceDescription, lastFix: s.lastFix?.time)
+            reply.sessions = hub.openSessions
+            reply.receiver = hub.receiverWatched.map { $0 ? "watching" : "released" }
+            reply.identity = program.rawValue
+            if let session {
+                reply.grant = "\(session.grant.authorization.rawValue) \(session.grant.accuracy.rawValue) (rule \(session.grant.rule))"
+            } else {
+                reply.grant = "no session; at most \(rule.authorization.rawValue) \(rule.accuracy.rawValue) (rule \(rule.name))"
+            }
+            send(.statusReply(reply), flush: false)
         case .regionsAdd, .regionsRemove, .regionsList, .regionsState:
-            handleRegions(request)
+            if let error = regionsRefusal(request.id) {
+                send(.error(error), flush: false)
+            } else {
+                handleRegions(request)
+            }
+        }
+    }
+
+    // MARK: Sessions (docs/protocol.md, "Sessions")
+
+    /// The options the client asked for (the session's accuracy is applied on top).
+    var requestedOptions = SubscriptionOptions()
+
+    /// Opens (or re-opens) the subscription under the session's accuracy: approximate sessions
+    /// run through the privacy stage and get no region events.
+    func subscribe(_ options: SubscriptionOptions) {
+        guard let session else { return }
+        requestedOptions = options
+        var effective = options
+        effective.accuracy = session.grant.accuracy
+        isSubscribed = true
+        hub.subscribe(id, options: effective, subscriber: self)
+        if effective.accuracy == .precise { hub.bind(id, to: program) }
+    }
+
+    func notAuthorized(_ rid: RequestID?) -> ProtocolError {
+        ProtocolError(.notAuthorized, rule.authorization == .denied
+            ? "policy rule '\(rule.name)' denies location access to this program"
+            : "no active session; send session.start first", id: rid)
+    }
+
+    /// Why this connection may not use regions, or nil: regions need an `always`, precise session.
+    func regionsRefusal(_ rid: RequestID?) -> ProtocolError? {
+        guard let session else { return notAuthorized(rid) }
+        if session.grant.accuracy != .precise {
+            return ProtocolError(.fullAccuracyDenied, "region monitoring needs precise location; this session is approximate (rule '\(session.grant.rule)')", id: rid)
+        }
+        if session.grant.authorization < .always {
+            return ProtocolError(.insufficientAuthorization, "region monitoring needs an always session; this one is \(session.grant.authorization.rawValue)", id: rid)
+        }
+        return nil
+    }
+
+    func startSession(requested: Authorization, purpose: String?, id rid: RequestID?) {
+        switch Grant.decide(requested: requested, purpose: purpose, rule: rule) {
+        case .failure(.notAuthorized(let why)):
+            endSession()
+            send(.error(ProtocolError(.notAuthorized, why, id: rid)), flush: false)
+        case .failure(.fullAccuracyDenied(let why)):
+            send(.error(ProtocolError(.fullAccuracyDenied, why, id: rid)), flush: false)
+        case .success(let grant):
+            let accuracyChanged = session?.grant.accuracy != grant.accuracy
+            if session == nil { hub.sessionOpened() }
+            session = (grant, requested, purpose)
+            if isSubscribed && accuracyChanged { subscribe(requestedOptions) }
+            logger.info("session started", metadata: ["authorization": "\(grant.authorization.rawValue)",
+                                                      "accuracy": "\(grant.accuracy.rawValue)", "rule": "\(grant.rule)"])
+            send(.session(info(id: rid, state: .active)), flush: false)
+        }
+    }
+
+    func info(id rid: RequestID?, state: SessionInfo.State) -> SessionInfo {
+        guard let session else { return SessionInfo(id: rid, state: state) }
+        return SessionInfo(id: rid, state: state, requested: session.requested, authorization: session.grant.authorization,
+                           accuracy: session.grant.accuracy, temporaryPrecise: session.grant.temporaryPrecise,
+                           purpose: session.purpose, rule: session.grant.rule, reason: session.grant.reason)
+    }
+
+    /// Ends the session: `when-in-use` delivery stops with it.
+    func endSession() {
+        guard session != nil else { return }
+        session = nil
+        if isSubscribed {
+            hub.unsubscribe(id)
+            isSubscribed = false
+        }
+        hub.sessionClosed()
+        dropPending()
+        logger.info("session ended")
+    }
+
+    /// A reload: the peer is resolved against the new policy; an open session is re-decided
+    /// and told (`changed`, or `ended` when the new rule denies it).
+    func applyPolicy(_ policy: Policy) {
+        let new = identity.map { policy.rule(for: $0) } ?? policy.defaultRule
+        guard new != rule else { return }
+        rule = new
+        guard let session else { return }
+        switch Grant.decide(requested: session.requested, purpose: session.purpose, rule: new) {
+        case .success(let grant):
+            guard grant != session.grant else { return }
+            self.session = (grant, session.requested, session.purpose)
+            if isSubscribed && grant.accuracy != session.grant.accuracy { subscribe(requestedOptions) }
+            send(.session(info(id: nil, state: .changed)), flush: true)
+        case .failure(let error):
+            endSession()
+            let why = switch error { case .notAuthorized(let w), .fullAccuracyDenied(let w): w }
+            send(.session(SessionInfo(state: .ended, reason: why)), flush: true)
         }
     }
 

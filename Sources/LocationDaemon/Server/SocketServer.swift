@@ -119,6 +119,14 @@ public final class SocketServer: Sendable {
     public var closeFuture: EventLoopFuture<Void> { channel.closeFuture }
 
     /// The open connections' state (read on the loop).
+    /// Puts a new access policy in force for new and open connections (a reload).
+    public func applyPolicy(_ policy: Policy) async throws {
+        try await hub.eventLoop.submit {
+            self.hub.policy = policy
+            for c in self.registry.all { c.applyPolicy(policy) }
+        }.get()
+    }
+
     public func connectionStats() async throws -> [ConnectionStats] {
         try await hub.eventLoop.submit {
             self.registry.all.map(\.stats).sorted { $0.subscriber < $1.subscriber }

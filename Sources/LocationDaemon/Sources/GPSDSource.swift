@@ -72,6 +72,7 @@ public final class GPSDSource: @unchecked Sendable {
     private var thread: pthread_t?
     private var stopRequested = false
     private var stats = Statistics()
+    private var wanted = true
 
     /// - Parameters:
     ///   - configuration: host, port, backoff.
@@ -131,6 +132,20 @@ public final class GPSDSource: @unchecked Sendable {
 
     public var isRunning: Bool { lock.withLock { thread != nil } }
 
+    /// Receiver gating (docs/privacy.md, "Receiver"): with `false` the source closes its gpsd
+    /// connection (so gpsd may close the device) and stays closed until `true` again.
+    public func setWanted(_ value: Bool) {
+        lock.withLock {
+            wanted = value
+            lock.broadcast()
+        }
+    }
+
+    /// Whether the source holds (or tries to hold) a gpsd watch now.
+    public var isWanted: Bool { lock.withLock { wanted } }
+
+    private var shouldRead: Bool { lock.withLock { wanted && !stopRequested } }
+
     public var statistics: Statistics { lock.withLock { stats } }
 
     // MARK: - The reader thread
@@ -155,6 +170,12 @@ public final class GPSDSource: @unchecked Sendable {
         }
 
         while !shouldStop {
+            // Released: no connection to gpsd until someone needs fixes again.
+            let stop = lock.withLock { () -> Bool in
+                while !wanted && !stopRequested { _ = lock.wait(seconds: 1) { wanted || stopRequested } }
+                return stopRequested
+            }
+            if stop { break }
             let connection = makeConnection()
             if let error = connection.open(host: configuration.host, port: configuration.port) {
                 count { $0.failedAttempts += 1; $0.lastError = error }
@@ -168,6 +189,7 @@ public final class GPSDSource: @unchecked Sendable {
 
             let lost = readLoop(connection)
             connection.close()
+            if lost == nil { report(.disconnected) }  // released (or stopping)
             if let lost {
                 count { $0.connectionsLost += 1; $0.lastError = lost }
                 report(.disconnected)
@@ -180,7 +202,7 @@ public final class GPSDSource: @unchecked Sendable {
 
     /// Reads until the connection fails (returns the error) or `stop()` (returns nil).
     private func readLoop(_ connection: any GPSDConnection) -> GPSDError? {
-        while !shouldStop {
+        while shouldRead {
             switch connection.wait(timeout: configuration.pollInterval) {
             case .timeout:
                 continue

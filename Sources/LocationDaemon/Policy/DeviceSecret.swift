@@ -1,0 +1,39 @@
+import Glibc
+
+/// The per-device secret of the approximate-location grid (docs/privacy.md): 8 random bytes
+/// generated once (the system CSPRNG) into `privacy-secret` next to the database, mode 0600, and read
+/// back on every start, so the grid is the same across restarts. Without a database a fresh
+/// secret per start (memory-only mode).
+enum DeviceSecret {
+    static func random() -> UInt64 {
+        // SystemRandomNumberGenerator reads getrandom(2) on Linux.
+        UInt64.random(in: .min ... .max)
+    }
+
+    static func path(forDatabase database: String) -> String {
+        guard let slash = database.lastIndex(of: "/") else { return "privacy-secret" }
+        return String(database[..<slash]) + "/privacy-secret"
+    }
+
+    /// Reads the secret at `path`, creating it when absent.
+    static func load(path: String) throws -> UInt64 {
+        if let text = try DaemonOptions.readFile(path) {
+            let trimmed = text.split(whereSeparator: { $0 == "\n" || $0 == " " }).first.map(String.init) ?? ""
+            guard let v = UInt64(trimmed, radix: 16) else {
+                throw ConfigError(file: path, line: 1, message: "not a privacy secret (16 hex digits); remove it to generate a new one")
+            }
+            return v
+        }
+        let v = random()
+        var hex = String(v, radix: 16)
+        hex = String(repeating: "0", count: 16 - hex.count) + hex + "\n"
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw ConfigError(file: path, line: 0, message: String(cString: strerror(errno))) }
+        defer { close(fd) }
+        let bytes = Array(hex.utf8)
+        guard write(fd, bytes, bytes.count) == bytes.count, fsync(fd) == 0 else {
+            throw ConfigError(file: path, line: 0, message: String(cString: strerror(errno)))
+        }
+        return v
+    }
+}

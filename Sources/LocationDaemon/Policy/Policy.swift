@@ -1,0 +1,250 @@
+import Glibc
+import LocationCore
+
+/// Who is at the other end of a connection: `SO_PEERCRED` (pid, uid, gid) at connect, the
+/// supplementary groups and executable of that pid (`/proc/PID/status`, `/proc/PID/exe`).
+/// Persistent state (regions, the background queue) is keyed by `program`: uid + executable.
+public struct PeerIdentity: Hashable, Sendable, CustomStringConvertible {
+    public var pid: Int32
+    public var uid: UInt32
+    public var gid: UInt32
+    /// Primary and supplementary groups.
+    public var groups: [UInt32]
+    /// `/proc/PID/exe`, or nil when unreadable (process gone, or not ours to read).
+    public var executable: String?
+
+    public init(pid: Int32, uid: UInt32, gid: UInt32, groups: [UInt32]? = nil, executable: String?) {
+        self.pid = pid; self.uid = uid; self.gid = gid
+        self.groups = groups ?? [gid]
+        self.executable = executable
+    }
+
+    /// Reads what the kernel tells about `peer` now (at connect time).
+    public static func resolve(_ peer: PeerCredentials) -> PeerIdentity {
+        var groups: Set<UInt32> = [peer.gid]
+        if let status = try? DaemonOptions.readFile("/proc/\(peer.pid)/status") {
+            for line in status.split(separator: "\n") where line.hasPrefix("Groups:") {
+                for word in line.dropFirst(7).split(separator: " ") { if let g = UInt32(word) { groups.insert(g) } }
+            }
+        }
+        return PeerIdentity(pid: peer.pid, uid: peer.uid, gid: peer.gid, groups: groups.sorted(),
+                            executable: ProgramIdentity.executable(pid: peer.pid))
+    }
+
+    /// What regions and queued events belong to: the same user running the same executable.
+    public var program: ProgramID { ProgramID("uid=\(uid) exe=\(executable ?? "?")") }
+
+    public var description: String { "pid=\(pid) uid=\(uid) gid=\(gid) exe=\(executable ?? "?")" }
+}
+
+/// One `[policy.NAME]` table: what it matches and what it allows.
+public struct PolicyRule: Hashable, Sendable {
+    public var name: String
+    /// The line of its `[policy.NAME]` header (0 for built-in rules).
+    public var line: Int
+    public var user: UInt32?
+    public var group: UInt32?
+    public var executable: String?
+    public var authorization: Authorization
+    public var accuracy: Accuracy
+    /// Purpose keys that let an approximate program ask for precise fixes for one session.
+    public var purposes: [String]
+    /// Regions the program may register (at most the daemon's own limit).
+    public var maxRegions: Int
+
+    public init(name: String, line: Int = 0, user: UInt32? = nil, group: UInt32? = nil, executable: String? = nil,
+                authorization: Authorization, accuracy: Accuracy, purposes: [String] = [], maxRegions: Int = 10_000) {
+        self.name = name; self.line = line; self.user = user; self.group = group; self.executable = executable
+        self.authorization = authorization; self.accuracy = accuracy; self.purposes = purposes; self.maxRegions = maxRegions
+    }
+
+    public func matches(_ who: PeerIdentity) -> Bool {
+        if let user, user != who.uid { return false }
+        if let group, !who.groups.contains(group) { return false }
+        if let executable, executable != who.executable { return false }
+        return true
+    }
+
+    var summary: String {
+        var parts: [String] = []
+        if let user { parts.append("user \(user)") }
+        if let group { parts.append("group \(group)") }
+        if let executable { parts.append("executable \(executable)") }
+        return parts.isEmpty ? "everyone" : parts.joined(separator: ", ")
+    }
+}
+
+/// The access policy (docs/privacy.md, "Policy"): `[policy.NAME]` rules in file order, the first
+/// matching one wins; then the built-in `owner` rule (root and the daemon's own user: always,
+/// precise); then `[policy.default]` (built in: denied).
+public struct Policy: Hashable, Sendable {
+    public var rules: [PolicyRule] = []
+    public var defaultRule = PolicyRule(name: "default", authorization: .denied, accuracy: .approximate)
+    /// The daemon's own uid (besides root) trusted by the built-in `owner` rule.
+    public var ownerUID: UInt32 = getuid()
+    /// Whether the built-in owner rule applies (tests turn it off; the config cannot).
+    public var ownerRule = true
+
+    public init() {}
+
+    public var owner: PolicyRule {
+        PolicyRule(name: "owner (built in: root and the daemon's user)", authorization: .always, accuracy: .precise)
+    }
+
+    /// The rule that applies to `who`.
+    public func rule(for who: PeerIdentity) -> PolicyRule {
+        if let r = rules.first(where: { $0.matches(who) }) { return r }
+        if ownerRule, who.uid == 0 || who.uid == ownerUID { return owner }
+        return defaultRule
+    }
+
+    public static let keys = ["user", "group", "executable", "authorization", "accuracy", "purposes", "max_regions"]
+
+    /// Builds the policy from the `[policy.NAME]` tables of a document (others are ignored).
+    public static func parse(_ document: TOMLDocument, file: String,
+                             users: (String) -> UInt32? = lookUpUser, groups: (String) -> UInt32? = lookUpGroup) throws(ConfigError) -> Policy {
+        var policy = Policy()
+        var byName: [String: PolicyRule] = [:]
+        var order: [String] = []
+        var seenKeys: Set<String> = []
+        for header in document.tables where header.name.hasPrefix("policy.") {
+            let name = String(header.name.dropFirst(7))
+            order.append(name)
+            byName[name] = PolicyRule(name: name, line: header.line, authorization: .denied, accuracy: .approximate)
+        }
+        func fail(_ line: Int, _ message: String) -> ConfigError { ConfigError(file: file, line: line, message: message) }
+        for entry in document.entries where entry.table.hasPrefix("policy.") {
+            let name = String(entry.table.dropFirst(7))
+            var rule = byName[name]!
+            let key = "'\(entry.path)'"
+            func string() throws(ConfigError) -> String {
+                guard case .string(let s) = entry.value else { throw fail(entry.line, "\(key) must be a string, not \(entry.value.typeName)") }
+                return s
+            }
+            func id(_ kind: String, _ lookUp: (String) -> UInt32?) throws(ConfigError) -> UInt32 {
+                switch entry.value {
+                case .integer(let i):
+                    guard let n = UInt32(exactly: i) else { throw fail(entry.line, "\(key) is \(i); expected a \(kind) id 0…4294967295") }
+                    return n
+                case .string(let s):
+                    guard let n = lookUp(s) else { throw fail(entry.line, "unknown \(kind) '\(s)'") }
+                    return n
+                default:
+                    throw fail(entry.line, "\(key) must be a \(kind) name or number, not \(entry.value.typeName)")
+                }
+            }
+            switch entry.key {
+            case "user": rule.user = try id("user", users)
+            case "group": rule.group = try id("group", groups)
+            case "executable":
+                let s = try string()
+                guard s.hasPrefix("/") else { throw fail(entry.line, "\(key) is \(TOMLValue.string(s)); expected an absolute path") }
+                rule.executable = s
+            case "authorization":
+                let s = try string()
+                guard let a = Authorization(rawValue: s) else {
+                    throw fail(entry.line, "unknown authorization '\(s)'; expected \(Authorization.expected)")
+                }
+                rule.authorization = a
+            case "accuracy":
+                let s = try string()
+                guard let a = Accuracy(rawValue: s) else { throw fail(entry.line, "unknown accuracy '\(s)'; expected \(Accuracy.expected)") }
+                rule.accuracy = a
+            case "purposes":
+                guard case .array(let items) = entry.value else { throw fail(entry.line, "\(key) must be an array of strings, not \(entry.value.typeName)") }
+                var keys: [String] = []
+                for item in items {
+                    guard case .string(let s) = item, !s.isEmpty else { throw fail(entry.line, "\(key) must be an array of non-empty strings") }
+                    keys.append(s)
+                }
+                rule.purposes = keys
+            case "max_regions":
+                guard case .integer(let i) = entry.value else { throw fail(entry.line, "\(key) must be an integer, not \(entry.value.typeName)") }
+                guard (0...10_000).contains(i) else { throw fail(entry.line, "\(key) is \(i); expected 0…10000") }
+                rule.maxRegions = Int(i)
+            default:
+                throw fail(entry.line, "unknown key \(key); expected one of \(keys.joined(separator: ", "))")
+            }
+            seenKeys.insert(entry.path)
+            byName[name] = rule
+        }
+        for name in order {
+            let rule = byName[name]!
+            if !seenKeys.contains("policy.\(name).authorization") {
+                throw fail(rule.line, "[policy.\(name)] has no authorization; expected \(Authorization.expected)")
+            }
+            if name == "default" {
+                if rule.user != nil || rule.group != nil || rule.executable != nil {
+                    throw fail(rule.line, "[policy.default] applies to everyone; it takes no user, group or executable")
+                }
+                policy.defaultRule = rule
+            } else {
+                if rule.user == nil && rule.group == nil && rule.executable == nil {
+                    throw fail(rule.line, "[policy.\(name)] matches no one; give user, group and/or executable (or name it [policy.default])")
+                }
+                policy.rules.append(rule)
+            }
+        }
+        return policy
+    }
+
+    public static func lookUpUser(_ name: String) -> UInt32? {
+        if let n = UInt32(name) { return n }
+        return getpwnam(name).map { $0.pointee.pw_uid }
+    }
+
+    public static func lookUpGroup(_ name: String) -> UInt32? {
+        if let n = UInt32(name) { return n }
+        return getgrnam(name).map { $0.pointee.gr_gid }
+    }
+}
+
+/// What a session was granted, and why (the `session` reply).
+public struct Grant: Hashable, Sendable {
+    public var authorization: Authorization
+    public var accuracy: Accuracy
+    /// The rule it came from.
+    public var rule: String
+    public var reason: String
+    /// Precise fixes for this session only, by an allowed purpose key.
+    public var temporaryPrecise: Bool
+    public var maxRegions: Int
+
+    /// Decides a `session.start`: the requested authorization capped by the rule; `nil` reason
+    /// in the result's error when the rule denies everything.
+    public static func decide(requested: Authorization, purpose: String?, rule: PolicyRule) -> Result<Grant, GrantError> {
+        if rule.authorization == .denied || requested == .denied {
+            return .failure(.notAuthorized("policy rule '\(rule.name)' (\(rule.summary)) denies location access"))
+        }
+        var reasons: [String] = []
+        let authorization = min(requested, rule.authorization)
+        if authorization < requested {
+            reasons.append("requested \(requested.rawValue), rule '\(rule.name)' allows at most \(rule.authorization.rawValue)")
+        } else {
+            reasons.append("rule '\(rule.name)' allows \(rule.authorization.rawValue)")
+        }
+        var accuracy = rule.accuracy
+        var temporary = false
+        if let purpose {
+            if rule.accuracy == .precise {
+                reasons.append("precise already")
+            } else if rule.purposes.contains(purpose) {
+                accuracy = .precise
+                temporary = true
+                reasons.append("purpose '\(purpose)' allows precise for this session")
+            } else {
+                return .failure(.fullAccuracyDenied("purpose '\(purpose)' is not allowed by rule '\(rule.name)'" +
+                    (rule.purposes.isEmpty ? " (it allows none)" : "; allowed: \(rule.purposes.joined(separator: ", "))")))
+            }
+        } else {
+            reasons.append(rule.accuracy == .precise ? "precise" : "approximate")
+        }
+        return .success(Grant(authorization: authorization, accuracy: accuracy, rule: rule.name,
+                              reason: reasons.joined(separator: "; "), temporaryPrecise: temporary, maxRegions: rule.maxRegions))
+    }
+}
+
+public enum GrantError: Error, Hashable, Sendable {
+    case notAuthorized(String)
+    case fullAccuracyDenied(String)
+}

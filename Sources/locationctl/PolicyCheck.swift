@@ -1,0 +1,37 @@
+import ArgumentParser
+import Glibc
+
+/// `locationctl policy check FILE`: validates a config file's access rules with the daemon's
+/// own parser (it runs `locationd --check-config FILE`, found next to locationctl or on PATH),
+/// printing `FILE:LINE: problem` or the effective rules.
+struct Policy: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Access policy tools.", subcommands: [Check.self])
+
+    struct Check: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Check a config file's [policy.NAME] rules (and the rest of it) with locationd's parser; exit 0 when valid, 78 otherwise.")
+
+        @Argument(help: "The config file (e.g. /etc/locationd/locationd.toml).") var file: String
+
+        func run() throws {
+            var buffer = [CChar](repeating: 0, count: 4097)
+            let n = readlink("/proc/self/exe", &buffer, 4096)
+            var candidates: [String] = []
+            if n > 0 {
+                let me = String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                if let slash = me.lastIndex(of: "/") { candidates.append(String(me[..<slash]) + "/locationd") }
+            }
+            if let path = getenv("PATH").map({ String(cString: $0) }) {
+                candidates += path.split(separator: ":").map { "\($0)/locationd" }
+            }
+            guard let daemon = candidates.first(where: { access($0, X_OK) == 0 }) else {
+                throw ValidationError("locationd not found next to locationctl or on PATH")
+            }
+            let args = [daemon, "--check-config", file]
+            var argv: [UnsafeMutablePointer<CChar>?] = args.map { strdup($0) } + [nil]
+            execv(daemon, &argv)
+            throw ValidationError("cannot run \(daemon): \(String(cString: strerror(errno)))")
+        }
+    }
+}

@@ -1,0 +1,177 @@
+import Foundation
+import LocationCore
+import Testing
+
+/// The approximate-location stage against the attacks of docs/privacy.md: averaging, pooling,
+/// reconnecting, boundary watching, and leaks through visits and significant changes.
+@Suite struct ApproximateLocationTests {
+    static let secret: UInt64 = 0x5EED_1234_ABCD_0001  // the fixed test seed
+    static let grid = PrivacyGrid(secret: secret)
+
+    /// `c` moved by metres north and east.
+    static func offset(_ c: Coordinate, north: Double, east: Double) -> Coordinate {
+        Coordinate(latitude: c.latitude + north / 111_320,
+                   longitude: c.longitude + east / (111_320 * cos(c.latitude * .pi / 180)))
+    }
+
+    /// Deterministic gaussian noise (Box–Muller over splitmix64).
+    struct Noise {
+        var state: UInt64
+        mutating func uniform() -> Double { Double(PrivacyGrid.splitMix(&state) >> 11) / Double(1 << 53) + 1e-12 }
+        mutating func gaussian(_ sigma: Double) -> Double { sigma * (-2 * log(uniform())).squareRoot() * cos(2 * .pi * uniform()) }
+    }
+
+    /// 24 h of 1 Hz fixes of a stationary device at `truth` with 5 m (1σ) noise.
+    static func stationary(at truth: Coordinate, seconds: Int = 86_400, seed: UInt64 = 7) -> [Fix] {
+        var noise = Noise(state: seed)
+        return (0..<seconds).map { i in
+            let c = offset(truth, north: noise.gaussian(5), east: noise.gaussian(5))
+            return fix(at: Double(i), c, accuracy: 12)
+        }
+    }
+
+    static func engine() -> Engine {
+        var e = Engine()
+        e.privacy = ApproximateLocation(grid: grid)
+        return e
+    }
+
+    static var approximate: SubscriptionOptions {
+        var o = SubscriptionOptions()
+        o.accuracy = .approximate
+        return o
+    }
+
+    static func mean(_ cs: [Coordinate]) -> Coordinate {
+        Coordinate(latitude: cs.map(\.latitude).reduce(0, +) / Double(cs.count),
+                   longitude: cs.map(\.longitude).reduce(0, +) / Double(cs.count))
+    }
+
+    static func median(_ cs: [Coordinate]) -> Coordinate {
+        func med(_ v: [Double]) -> Double { let s = v.sorted(); return s[s.count / 2] }
+        return Coordinate(latitude: med(cs.map(\.latitude)), longitude: med(cs.map(\.longitude)))
+    }
+
+    /// A truth 1.1 km from the centre of its cell under the test secret. (No snapping can keep
+    /// every position ≥ 1 km away: a device near a cell centre is reported near itself; what the
+    /// stage guarantees is that averaging never gets closer than the cell centre. docs/privacy.md.)
+    static var truth: Coordinate {
+        let c = grid.centre(of: grid.cell(of: Coordinate(latitude: 52.52, longitude: 13.40)).cell)
+        return offset(c, north: 780, east: -780)
+    }
+
+    @Test func averagingOnePersistentProgramAndThreePooledNeverBeatsTheCell() {
+        var e = Self.engine()
+        let a = SubscriberID(1), b = SubscriberID(2), c = SubscriberID(3)
+        _ = e.handle(.subscribe(a, Self.approximate))
+        var delivered: [SubscriberID: [Fix]] = [:]
+        for (i, f) in Self.stationary(at: Self.truth).enumerated() {
+            // b joins after 3 h; c reconnects every hour (a fresh subscription each time).
+            if i == 3 * 3600 { _ = e.handle(.subscribe(b, Self.approximate)) }
+            if i % 3600 == 0 { _ = e.handle(.unsubscribe(c)); _ = e.handle(.subscribe(c, Self.approximate)) }
+            for d in e.handle(.fix(f)) { if case .location(let x) = d.event { delivered[d.subscriber, default: []].append(x) } }
+        }
+        let one = delivered[a]!.map(\.coordinate)
+        let pooled = [a, b, c].flatMap { delivered[$0]!.map(\.coordinate) }
+        // Rate limit: one fix per 10 minutes per subscription.
+        #expect(delivered[a]!.count == 144)
+        for (name, set) in [("one", one), ("pooled", pooled)] {
+            let dMean = Geodesy.distance(Self.mean(set), Self.truth)
+            let dMedian = Geodesy.distance(Self.median(set), Self.truth)
+            #expect(dMean >= 1000 && dMedian >= 1000, "\(name): mean \(dMean) m, median \(dMedian) m")
+        }
+        // Every report is the same point (the cell centre): more samples add nothing.
+        #expect(Set(pooled).count == 1)
+        // Speed, course, altitude withheld; accuracy honest (the device is within it).
+        let f = delivered[a]![0]
+        #expect(f.speed == nil && f.course == nil && f.altitudeMSL == nil && f.altitudeHAE == nil && f.verticalAccuracy == nil)
+        #expect(f.horizontalAccuracy! >= Geodesy.distance(f.coordinate, Self.truth))
+    }
+
+    /// For many positions and secrets: the average of a day of reports is exactly the cell
+    /// centre — no closer to the truth than a single report.
+    @Test func averagingConvergesToTheCellCentreNotTheTruth() {
+        var noise = Noise(state: 99)
+        for k in 0..<20 {
+            var e = Engine()
+            e.privacy = ApproximateLocation(grid: PrivacyGrid(secret: UInt64(k) &* 0x9E37_79B9))
+            _ = e.handle(.subscribe(SubscriberID(1), Self.approximate))
+            let truth = Self.offset(Coordinate(latitude: 48, longitude: 11), north: noise.uniform() * 20_000, east: noise.uniform() * 20_000)
+            var reports: [Coordinate] = []
+            for f in Self.stationary(at: truth, seconds: 6 * 3600, seed: UInt64(k)) {
+                reports += e.handle(.fix(f)).locations(for: SubscriberID(1)).map(\.coordinate)
+            }
+            let single = Geodesy.distance(reports[0], truth)
+            #expect(abs(Geodesy.distance(Self.mean(reports), truth) - single) < 1e-6)
+            #expect(single <= e.privacy.grid.reportedAccuracy)
+        }
+    }
+
+    /// Parked 5 m from a cell boundary, on either side, arriving from the same direction: the
+    /// reports are the same, and a day of GPS noise across the boundary never flips the cell.
+    @Test func parkedFiveMetresFromABoundaryDoesNotRevealTheSide() {
+        // The boundary between the truth's cell and the cell south of it.
+        let base = Self.grid.centre(of: Self.grid.cell(of: Coordinate(latitude: 52.52, longitude: 13.40)).cell)
+        let boundary = Self.offset(base, north: -1000, east: 0)
+        var outcomes: [[Coordinate]] = []
+        for side in [5.0, -5.0] {
+            var e = Self.engine()
+            _ = e.handle(.subscribe(SubscriberID(1), Self.approximate))
+            var reports: [Coordinate] = []
+            // Drive in from 3 km north at 15 m/s, then park.
+            for i in 0..<200 {
+                let c = Self.offset(boundary, north: 3000 - Double(i) * 15 + side, east: 0)
+                reports += e.handle(.fix(fix(at: Double(i), c, accuracy: 8))).locations(for: SubscriberID(1)).map(\.coordinate)
+            }
+            let parked = Self.offset(boundary, north: side, east: 0)
+            var cells = Set<PrivacyGrid.Cell>()
+            for f in Self.stationary(at: parked, seed: 3) {
+                let g = Fix(time: f.time.adding(seconds: 200), coordinate: f.coordinate, mode: .threeD, horizontalAccuracy: 8)
+                reports += e.handle(.fix(g)).locations(for: SubscriberID(1)).map(\.coordinate)
+                cells.insert(e.privacy.cell!)
+            }
+            #expect(cells.count == 1, "the cell flipped while parked")
+            outcomes.append(reports)
+        }
+        #expect(outcomes[0] == outcomes[1])
+    }
+
+    @Test func visitsAndSignificantChangesCarryOnlyTheCellAndCoarseTimes() {
+        var e = Self.engine()
+        var o = Self.approximate
+        o.events = [.visits, .significant]
+        _ = e.handle(.subscribe(SubscriberID(1), o))
+        var events: [Event] = []
+        // A 40-minute stay, a 5 km drive south, another stay.
+        var t = 0.0
+        var fixes: [Fix] = []
+        for f in Self.stationary(at: Self.truth, seconds: 2400, seed: 5) { fixes.append(f); t = 2400 }
+        for i in 0..<340 { fixes.append(fix(at: t + Double(i), Self.offset(Self.truth, north: -Double(i) * 15, east: 0), accuracy: 8)) }
+        let second = Self.offset(Self.truth, north: -5100, east: 0)
+        for f in Self.stationary(at: second, seconds: 2400, seed: 6) {
+            fixes.append(Fix(time: f.time.adding(seconds: t + 340), coordinate: f.coordinate, mode: .threeD, horizontalAccuracy: 12))
+        }
+        for f in fixes { events += e.handle(.fix(f)).map(\.event) }
+        var visits = 0, significant = 0
+        for ev in events {
+            switch ev {
+            case .visit(let v):
+                visits += 1
+                #expect(Self.isCellCentre(v.coordinate))
+                #expect(v.arrival.nanoseconds % 900_000_000_000 == 0)
+                #expect(v.departure.map { $0.nanoseconds % 900_000_000_000 == 0 } ?? true)
+                #expect(v.horizontalAccuracy == Self.grid.reportedAccuracy)
+            case .significant(let f):
+                significant += 1
+                #expect(Self.isCellCentre(f.coordinate))
+                #expect(f.time.nanoseconds % 900_000_000_000 == 0)
+            default: break
+            }
+        }
+        #expect(visits >= 2 && significant >= 2, "visits \(visits), significant \(significant)")
+    }
+
+    static func isCellCentre(_ c: Coordinate) -> Bool {
+        Geodesy.distance(c, grid.centre(of: grid.cell(of: c).cell)) < 0.01
+    }
+}

@@ -1,0 +1,174 @@
+import Foundation
+import LocationClient
+import LocationCore
+import LocationProtocol
+import Testing
+@testable import LocationDaemon
+
+/// Policy rules in the config: parsing, every kind of bad rule with its message, matching.
+@Suite struct PolicyTests {
+    static func error(_ text: String) -> String? { ConfigTests.error(text) }
+
+    @Test func everyBadPolicyHasItsMessage() {
+        let cases: [(String, String)] = [
+            ("[policy.nav]\nuser = 0\nauthorization = \"alway\"\n",
+             "locationd.toml:3: unknown authorization 'alway'; expected denied, when-in-use or always"),
+            ("[policy.nav]\nuser = 0\nauthorization = \"always\"\naccuracy = \"exact\"\n",
+             "locationd.toml:4: unknown accuracy 'exact'; expected precise or approximate"),
+            ("[policy.nav]\nuser = \"no-such-user-xyz\"\nauthorization = \"always\"\n",
+             "locationd.toml:2: unknown user 'no-such-user-xyz'"),
+            ("[policy.nav]\ngroup = \"no-such-group-xyz\"\nauthorization = \"always\"\n",
+             "locationd.toml:2: unknown group 'no-such-group-xyz'"),
+            ("[policy.nav]\nexecutable = \"navit\"\nauthorization = \"always\"\n",
+             "locationd.toml:2: 'policy.nav.executable' is \"navit\"; expected an absolute path"),
+            ("[policy.nav]\nuser = 0\n",
+             "locationd.toml:1: [policy.nav] has no authorization; expected denied, when-in-use or always"),
+            ("\n[policy.nav]\nauthorization = \"always\"\n",
+             "locationd.toml:2: [policy.nav] matches no one; give user, group and/or executable (or name it [policy.default])"),
+            ("[policy.default]\nuser = 0\nauthorization = \"always\"\n",
+             "locationd.toml:1: [policy.default] applies to everyone; it takes no user, group or executable"),
+            ("[policy.nav]\nuser = 0\nauthorization = \"always\"\ncolour = 1\n",
+             "locationd.toml:4: unknown key 'policy.nav.colour'; expected one of user, group, executable, authorization, accuracy, purposes, max_regions"),
+            ("[policy.nav]\nuser = 0\nauthorization = \"always\"\npurposes = \"nav\"\n",
+             "locationd.toml:4: 'policy.nav.purposes' must be an array of strings, not a string"),
+            ("[policy.nav]\nuser = 0\nauthorization = \"always\"\nmax_regions = 20000\n",
+             "locationd.toml:4: 'policy.nav.max_regions' is 20000; expected 0…10000"),
+            ("[policy.nav]\nuser = -1\nauthorization = \"always\"\n",
+             "locationd.toml:2: 'policy.nav.user' is -1; expected a user id 0…4294967295"),
+            ("[policy.nav]\nuser = 0\nauthorization = 2\n",
+             "locationd.toml:3: 'policy.nav.authorization' must be a string, not an integer"),
+            ("[policy.a.b]\n", "locationd.toml:1: nested tables ([policy.a.…]) are not supported"),
+            ("[policy.nav]\nuser = 0\nauthorization = \"always\"\n[policy.nav]\n",
+             "locationd.toml:4: duplicate table [policy.nav] (first defined on line 1)"),
+        ]
+        for (text, message) in cases {
+            #expect(Self.error(text) == message, "\(text)")
+        }
+    }
+
+    @Test func rulesMatchInOrderThenOwnerThenDefault() throws {
+        let o = try ConfigTests.load("""
+            [policy.nav]
+            user = "nobody"
+            executable = "/usr/bin/navit"
+            authorization = "always"
+            accuracy = "precise"
+            [policy.weather]
+            group = 65534
+            authorization = "when-in-use"
+            accuracy = "approximate"
+            purposes = ["radar"]
+            max_regions = 0
+            [policy.default]
+            authorization = "denied"
+
+            """)
+        let nobody = UInt32(65534)
+        var p = o.policy
+        p.ownerUID = 0
+        #expect(p.rule(for: PeerIdentity(pid: 1, uid: nobody, gid: nobody, executable: "/usr/bin/navit")).name == "nav")
+        #expect(p.rule(for: PeerIdentity(pid: 1, uid: nobody, gid: nobody, executable: "/usr/bin/x")).name == "weather")
+        #expect(p.rule(for: PeerIdentity(pid: 1, uid: 1000, gid: 1000, groups: [1000, nobody], executable: nil)).name == "weather")
+        #expect(p.rule(for: PeerIdentity(pid: 1, uid: 1000, gid: 1000, executable: nil)).name == "default")
+        #expect(p.rule(for: PeerIdentity(pid: 1, uid: 0, gid: 0, executable: nil)).authorization == .always)
+        // Grants: capped by the rule; purpose keys; denial.
+        let weather = p.rules[1]
+        guard case .success(let g) = Grant.decide(requested: .always, purpose: nil, rule: weather) else { Issue.record(); return }
+        #expect(g.authorization == .whenInUse && g.accuracy == .approximate)
+        #expect(g.reason.contains("requested always, rule 'weather' allows at most when-in-use"))
+        guard case .success(let r) = Grant.decide(requested: .whenInUse, purpose: "radar", rule: weather) else { Issue.record(); return }
+        #expect(r.accuracy == .precise && r.temporaryPrecise)
+        guard case .failure(.fullAccuracyDenied) = Grant.decide(requested: .whenInUse, purpose: "spy", rule: weather) else { Issue.record(); return }
+        guard case .failure(.notAuthorized) = Grant.decide(requested: .whenInUse, purpose: nil, rule: p.defaultRule) else { Issue.record(); return }
+        // --check-config prints the rules.
+        #expect(ConfigSchema.render(o).contains("[policy.weather]\ngroup = 65534\nauthorization = \"when-in-use\"\naccuracy = \"approximate\"\npurposes = [\"radar\"]\nmax_regions = 0\n"))
+    }
+}
+
+/// Sessions through the socket (in process; the test runs as root, so the built-in owner rule
+/// applies unless the hub's policy says otherwise).
+@Suite struct SessionServerTests {
+    @Test func nothingWithoutASessionAndWhenInUseStopsAtSessionEnd() async throws {
+        let h = try await ServerHarness.start()
+        let client = try await LocationClient.connect(path: h.path)
+        var messages = client.messages.makeAsyncIterator()
+        await #expect(throws: ProtocolError.self) { try await client.subscribe() }
+        do { try await client.subscribe() } catch let e as ProtocolError {
+            #expect(e.code == .notAuthorized)
+            #expect(e.message == "no active session; send session.start first")
+        }
+        do { _ = try await client.request { .regionsList(id: $0) } } catch let e as ProtocolError { #expect(e.code == .notAuthorized) }
+        let grant = try await client.startSession()
+        #expect(grant.state == .active && grant.authorization == .whenInUse && grant.accuracy == .precise)
+        // when-in-use may not monitor regions.
+        do { _ = try await client.request { .regionsAdd(id: $0, regions: []) } } catch let e as ProtocolError {
+            #expect(e.code == .insufficientAuthorization)
+        }
+        try await client.subscribe()
+        #expect(try await messages.expectNext() == .status(.disconnected, nil))
+        h.hub.submit(.fix(testFix(0)))
+        #expect(try await messages.expectNext() == .status(.fix, testFix(0).time))
+        guard case .location = try await messages.expectNext() else { Issue.record("expected a location"); return }
+        try await client.endSession()
+        h.hub.submit(.fix(testFix(1)))
+        await h.hub.processed()
+        // Replies and events share one ordered stream: nothing arrived before this reply.
+        let status = try await client.status()
+        #expect(status.subscribers == 0)
+        client.close()
+        while let m = try await messages.next() { Issue.record("delivered after session end: \(m)") }
+        await h.stop()
+    }
+
+    @Test func deniedByPolicyAndApproximateRefusedRegions() async throws {
+        let h = try await ServerHarness.start()
+        var policy = Policy()
+        policy.ownerRule = false
+        policy.rules = [PolicyRule(name: "me-approx", user: getuid(), authorization: .always, accuracy: .approximate, purposes: ["nav"])]
+        try await h.server.applyPolicy(policy)
+        let client = try await LocationClient.connect(path: h.path)
+        let g = try await client.startSession(.always)
+        #expect(g.accuracy == .approximate && g.rule == "me-approx")
+        do { _ = try await client.request { .regionsAdd(id: $0, regions: []) } } catch let e as ProtocolError {
+            #expect(e.code == .fullAccuracyDenied)
+        }
+        do { try await client.startSession(.always, purpose: "spy") } catch let e as ProtocolError { #expect(e.code == .fullAccuracyDenied) }
+        let t = try await client.startSession(.always, purpose: "nav")
+        #expect(t.accuracy == .precise && t.temporaryPrecise)
+        // A reload that denies this program ends the open session, with the reason.
+        var messages = client.messages.makeAsyncIterator()
+        policy.rules = []
+        try await h.server.applyPolicy(policy)
+        #expect(try await messages.expectNext() == .session(SessionInfo(state: .ended, reason: "policy rule 'default' (everyone) denies location access")))
+        do { try await client.startSession() } catch let e as ProtocolError { #expect(e.code == .notAuthorized) }
+        client.close()
+        await h.stop()
+    }
+}
+
+/// A bad policy stops the daemon from starting; `locationctl policy check` says why (and
+/// prints the rules of a good file).
+@Suite struct PolicyFileTests {
+    @Test func daemonRefusesABadPolicyAndPolicyCheckExplains() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("policy-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let bad = dir.appendingPathComponent("policy.toml")
+        try "[log]\nlevel = \"info\"\n\n[policy.nav]\nuser = 0\nauthorization = \"alway\"\n".write(to: bad, atomically: true, encoding: .utf8)
+        let message = "\(bad.path):6: unknown authorization 'alway'; expected denied, when-in-use or always"
+
+        let start = try ConfigTests.run(["--config", bad.path, "--socket", dir.appendingPathComponent("s.sock").path, "--database", "none"])
+        #expect(start.status == 78)
+        #expect(start.err.contains(message), "\(start.err)")
+
+        let check = try LocationCtlReplayTests.run(["policy", "check", bad.path])
+        #expect(check.status == 78)
+        #expect(check.err.contains(message), "\(check.err)")
+
+        let good = dir.appendingPathComponent("good.toml")
+        try "[policy.nav]\nuser = 0\nauthorization = \"always\"\naccuracy = \"precise\"\n".write(to: good, atomically: true, encoding: .utf8)
+        let ok = try LocationCtlReplayTests.run(["policy", "check", good.path])
+        #expect(ok.status == 0, "\(ok.err)")
+        #expect(ok.out.contains("[policy.nav]\nuser = 0\nauthorization = \"always\"\naccuracy = \"precise\""))
+    }
+}
