@@ -132,6 +132,17 @@ import Testing
         do { _ = try await client.request { .regionsAdd(id: $0, regions: []) } } catch let e as ProtocolError {
             #expect(e.code == .fullAccuracyDenied)
         }
+        // The rule's region limit (precise for this session by purpose key, 1 region at most).
+        policy.rules[0].maxRegions = 1
+        try await h.server.applyPolicy(policy)
+        try await client.startSession(.always, purpose: "nav")
+        let home = Coordinate(latitude: 50, longitude: 8.5)
+        _ = try await client.request { .regionsAdd(id: $0, regions: [Region(id: "a", center: home, radius: 100)]) }
+        do { _ = try await client.request { .regionsAdd(id: $0, regions: [Region(id: "b", center: home, radius: 100)]) }; Issue.record("limit ignored") } catch let e as ProtocolError {
+            #expect(e.code == .tooManyRegions)
+            #expect(e.message == "1 registered + 1 would exceed this program's limit of 1 (policy rule 'me-approx')")
+        }
+        _ = try await client.request { .regionsRemove(id: $0, ids: nil) }
         do { try await client.startSession(.always, purpose: "spy") } catch let e as ProtocolError { #expect(e.code == .fullAccuracyDenied) }
         let t = try await client.startSession(.always, purpose: "nav")
         #expect(t.accuracy == .precise && t.temporaryPrecise)
@@ -139,6 +150,9 @@ import Testing
         var messages = client.messages.makeAsyncIterator()
         policy.rules = []
         try await h.server.applyPolicy(policy)
+        // (The earlier limit change was announced first, as a `changed` event.)
+        guard case .session(let limited) = try await messages.expectNext() else { Issue.record("no changed event"); return }
+        #expect(limited.state == .changed)
         #expect(try await messages.expectNext() == .session(SessionInfo(state: .ended, reason: "policy rule 'default' (everyone) denies location access")))
         do { try await client.startSession() } catch let e as ProtocolError { #expect(e.code == .notAuthorized) }
         client.close()

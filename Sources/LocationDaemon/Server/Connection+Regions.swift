@@ -33,6 +33,12 @@ extension Connection {
         do throws(RegionError) {
             switch request {
             case .regionsAdd(let rid, let regions):
+                // The policy's region limit for this program (docs/privacy.md).
+                let limit = session?.grant.maxRegions ?? 0
+                let current = hub.regionRecords(of: program).count
+                if current + regions.count > limit {
+                    throw RegionError(.tooManyRegions, "\(current) registered + \(regions.count) would exceed this program's limit of \(limit) (policy rule '\(session?.grant.rule ?? rule.name)')")
+                }
                 let registered = try hub.addRegions(regions, for: program)
                 send(.regionsChanged(id: rid, added: regions.count, removed: 0, registered: registered), flush: false)
             case .regionsRemove(let rid, let ids):
