@@ -48,7 +48,7 @@ test: deps
 	$(SWIFT) build --build-tests $(WERROR)
 	scripts/check-units "$$($(SWIFT) build --show-bin-path)"
 	scripts/check-install "$$($(SWIFT) build --show-bin-path)"
-	$(SWIFT) test $(WERROR)
+	$(SWIFT) test --no-parallel $(WERROR)
 
 check-units:
 	scripts/check-units "$$($(SWIFT) build --show-bin-path)"

@@ -23,6 +23,7 @@ struct FaultTests {
         let client = try await daemon.connect()
         defer { client.close() }
         var reader = MessageReader(client)
+        try await client.startSession(.whenInUse)
         try client.send(.subscribe(id: .number(1), options: SubscriptionOptions()))
         _ = try await reader.read { $0.states.count >= 1 }
 
@@ -256,7 +257,7 @@ struct ManyConnectionsTests {
             clients.append(c)
         }
         let baseline = residentKiB(pid)
-        for c in clients { c.send("{\"type\":\"subscribe\",\"id\":1}\n") }  // the first starts the replay
+        for c in clients { c.send("{\"type\":\"session.start\",\"id\":0}\n{\"type\":\"subscribe\",\"id\":1}\n") }  // the first starts the replay
         let readers = clients[..<900], silent = clients[900...]
 
         let location = Array("\"type\":\"location\"".utf8), skippedField = Array("\"skipped\"".utf8)

@@ -84,6 +84,7 @@ import Testing
         defer { daemon.stop() }
         let client = try await daemon.connect()
         defer { client.close() }
+        try await client.startSession(.always)
         let c = Coordinate(latitude: 48.1, longitude: 11.5)
         let two = [Region(id: "a", center: c, radius: 100), Region(id: "b", center: c, radius: 200)]
         let ok = try await client.request { .regionsAdd(id: $0, regions: two) }
