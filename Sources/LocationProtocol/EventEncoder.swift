@@ -25,36 +25,14 @@ public struct EventEncoder: Sendable {
     @inlinable public func appendLocation(_ fix: Fix, skipped: Int = 0, to out: inout [UInt8]) {
         JSONWriter.appendASCII("{\"type\":\"location\",\"time\":\"", to: &out)
         ISO8601.append(fix.time, to: &out)
-        JSONWriter.appendASCII("\",\"latitude\":", to: &out)
-        DecimalFormat.appendFixed(fix.coordinate.latitude, decimals: 9, to: &out)
-        JSONWriter.appendASCII(",\"longitude\":", to: &out)
-        DecimalFormat.appendFixed(fix.coordinate.longitude, decimals: 9, to: &out)
-        JSONWriter.appendASCII(",\"horizontalAccuracy\":", to: &out)
-        if let h = fix.horizontalAccuracy {
-            DecimalFormat.appendFixed(h, decimals: 3, to: &out)
-        } else {
-            JSONWriter.appendASCII("null", to: &out)
-        }
-        if let v = fix.altitudeMSL {
-            JSONWriter.appendASCII(",\"altitude\":", to: &out)
-            DecimalFormat.appendFixed(v, decimals: 3, to: &out)
-        }
-        if let v = fix.altitudeHAE {
-            JSONWriter.appendASCII(",\"ellipsoidalAltitude\":", to: &out)
-            DecimalFormat.appendFixed(v, decimals: 3, to: &out)
-        }
-        if let v = fix.verticalAccuracy {
-            JSONWriter.appendASCII(",\"verticalAccuracy\":", to: &out)
-            DecimalFormat.appendFixed(v, decimals: 3, to: &out)
-        }
-        if let v = fix.speed {
-            JSONWriter.appendASCII(",\"speed\":", to: &out)
-            DecimalFormat.appendFixed(v, decimals: 3, to: &out)
-        }
-        if let v = fix.course {
-            JSONWriter.appendASCII(",\"course\":", to: &out)
-            DecimalFormat.appendFixed(v, decimals: 3, to: &out)
-        }
+        out.append(UInt8(ascii: "\""))
+        Self.appendCoordinate(fix.coordinate, to: &out)
+        Self.appendAccuracy(fix.horizontalAccuracy, to: &out)
+        Self.appendMetres(",\"altitude\":", fix.altitudeMSL, to: &out)
+        Self.appendMetres(",\"ellipsoidalAltitude\":", fix.altitudeHAE, to: &out)
+        Self.appendMetres(",\"verticalAccuracy\":", fix.verticalAccuracy, to: &out)
+        Self.appendMetres(",\"speed\":", fix.speed, to: &out)
+        Self.appendMetres(",\"course\":", fix.course, to: &out)
         switch fix.mode {
         case .twoD: JSONWriter.appendASCII(",\"mode\":\"2d\"", to: &out)
         case .threeD: JSONWriter.appendASCII(",\"mode\":\"3d\"", to: &out)
@@ -75,6 +53,31 @@ public struct EventEncoder: Sendable {
     }
 
     /// `"fix"` etc., quotes included.
+    /// `,"latitude":…,"longitude":…` (9 decimals, ≈ 0.1 mm): every event with a position.
+    @inlinable public static func appendCoordinate(_ c: Coordinate, to out: inout [UInt8]) {
+        JSONWriter.appendASCII(",\"latitude\":", to: &out)
+        DecimalFormat.appendFixed(c.latitude, decimals: 9, to: &out)
+        JSONWriter.appendASCII(",\"longitude\":", to: &out)
+        DecimalFormat.appendFixed(c.longitude, decimals: 9, to: &out)
+    }
+
+    /// `,"horizontalAccuracy":…` — always present, `null` when unknown (docs/protocol.md).
+    @inlinable public static func appendAccuracy(_ accuracy: Double?, to out: inout [UInt8]) {
+        JSONWriter.appendASCII(",\"horizontalAccuracy\":", to: &out)
+        if let accuracy {
+            DecimalFormat.appendFixed(accuracy, decimals: 3, to: &out)
+        } else {
+            JSONWriter.appendASCII("null", to: &out)
+        }
+    }
+
+    /// `key` and a value with 3 decimals; nothing when the value is unknown.
+    @inlinable public static func appendMetres(_ key: StaticString, _ value: Double?, to out: inout [UInt8]) {
+        guard let value else { return }
+        JSONWriter.appendASCII(key, to: &out)
+        DecimalFormat.appendFixed(value, decimals: 3, to: &out)
+    }
+
     @inlinable public static func appendState(_ state: SourceState, to out: inout [UInt8]) {
         switch state {
         case .disconnected: JSONWriter.appendASCII("\"disconnected\"", to: &out)

@@ -81,10 +81,8 @@ public enum RegionCodec {
         JSONWriter.appendString(e.region, to: &out)
         JSONWriter.appendASCII(",\"time\":\"", to: &out)
         ISO8601.append(e.time, to: &out)
-        JSONWriter.appendASCII("\",\"latitude\":", to: &out)
-        DecimalFormat.appendFixed(e.coordinate.latitude, decimals: 9, to: &out)
-        JSONWriter.appendASCII(",\"longitude\":", to: &out)
-        DecimalFormat.appendFixed(e.coordinate.longitude, decimals: 9, to: &out)
+        out.append(UInt8(ascii: "\""))
+        EventEncoder.appendCoordinate(e.coordinate, to: &out)
         JSONWriter.appendASCII(e.inferred ? ",\"inferred\":true}\n" : ",\"inferred\":false}\n", to: &out)
     }
 

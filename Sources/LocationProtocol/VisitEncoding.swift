@@ -12,28 +12,16 @@ extension EventEncoder {
         EventEncoder.appendTime(visit.arrival, to: &out)
         JSONWriter.appendASCII(",\"departure\":", to: &out)
         EventEncoder.appendTime(visit.departure, to: &out)
-        JSONWriter.appendASCII(",\"latitude\":", to: &out)
-        DecimalFormat.appendFixed(visit.coordinate.latitude, decimals: 9, to: &out)
-        JSONWriter.appendASCII(",\"longitude\":", to: &out)
-        DecimalFormat.appendFixed(visit.coordinate.longitude, decimals: 9, to: &out)
-        JSONWriter.appendASCII(",\"horizontalAccuracy\":", to: &out)
-        DecimalFormat.appendFixed(visit.horizontalAccuracy, decimals: 3, to: &out)
+        EventEncoder.appendCoordinate(visit.coordinate, to: &out)
+        EventEncoder.appendAccuracy(visit.horizontalAccuracy, to: &out)
         JSONWriter.appendASCII("}\n", to: &out)
     }
 
     @inlinable public func appendSignificant(_ fix: Fix, to out: inout [UInt8]) {
         JSONWriter.appendASCII("{\"type\":\"significant\",\"time\":", to: &out)
         EventEncoder.appendTime(fix.time, to: &out)
-        JSONWriter.appendASCII(",\"latitude\":", to: &out)
-        DecimalFormat.appendFixed(fix.coordinate.latitude, decimals: 9, to: &out)
-        JSONWriter.appendASCII(",\"longitude\":", to: &out)
-        DecimalFormat.appendFixed(fix.coordinate.longitude, decimals: 9, to: &out)
-        JSONWriter.appendASCII(",\"horizontalAccuracy\":", to: &out)
-        if let h = fix.horizontalAccuracy {
-            DecimalFormat.appendFixed(h, decimals: 3, to: &out)
-        } else {
-            JSONWriter.appendASCII("null", to: &out)
-        }
+        EventEncoder.appendCoordinate(fix.coordinate, to: &out)
+        EventEncoder.appendAccuracy(fix.horizontalAccuracy, to: &out)
         JSONWriter.appendASCII("}\n", to: &out)
     }
 
