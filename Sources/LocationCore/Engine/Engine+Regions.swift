@@ -10,11 +10,17 @@ public struct RegionPrograms: Sendable {
 
     public init() {}
 
-    mutating func handle(_ fix: Fix, into out: inout [Delivery]) {
+    /// Region events go to the program's subscribers, or, when none is subscribed, to
+    /// `unbound` for the program's queue: regions are monitored in the background.
+    mutating func handle(_ fix: Fix, into out: inout [Delivery], unbound: inout [ProgramEvent]) {
         for p in order {
             scratch.removeAll(keepingCapacity: true)
             monitors[p]!.handle(fix, into: &scratch)
-            guard !scratch.isEmpty, let subs = subscribers[p] else { continue }
+            guard !scratch.isEmpty else { continue }
+            guard let subs = subscribers[p] else {
+                for e in scratch { unbound.append(ProgramEvent(program: p, event: .region(e))) }
+                continue
+            }
             for e in scratch {
                 for s in subs { out.append(Delivery(subscriber: s, event: .region(e))) }
             }

@@ -22,6 +22,10 @@ public struct Engine: Sendable {
     /// The device's approximate position for approximate subscriptions (docs/privacy.md); the
     /// shell sets the grid from the device secret before any fix.
     public var privacy = ApproximateLocation(grid: PrivacyGrid(secret: 0))
+    /// Visit and significant-change detectors of programs in the background (Engine+Background.swift).
+    @usableFromInline var background = BackgroundMonitors()
+    /// Events for programs with no subscribed connection, until the shell drains them.
+    @usableFromInline var programEvents: [ProgramEvent] = []
 
     public init() {}
 
@@ -48,10 +52,11 @@ public struct Engine: Sendable {
                 }
                 if subscriptions[i].extras != nil {
                     let id = subscriptions[i].id
-                    subscriptions[i].extras!.offer(fix, for: id, privacy: privacy, into: &out)
+                    subscriptions[i].extras!.offer(fix, privacy: privacy) { out.append(Delivery(subscriber: id, event: $0)) }
                 }
             }
-            regionPrograms.handle(fix, into: &out)
+            regionPrograms.handle(fix, into: &out, unbound: &programEvents)
+            background.handle(fix, privacy: privacy, into: &programEvents)
         case .noFix(let time):
             setState(.noFix, time: time, into: &out)
         case .source(let state):

@@ -38,23 +38,33 @@ public struct EventKinds: OptionSet, Hashable, Sendable {
         approximate = options.accuracy == .approximate
     }
 
-    /// Runs the fix through the detectors, appending their events for `id`.
+    /// Runs the fix through the detectors, passing each event to `emit` (a subscriber's
+    /// delivery, or a program's queue when it runs in the background).
     /// Approximate subscriptions: visits are detected on precise fixes and reported as their
     /// cell with 15-minute times; significant changes run on the approximate fixes.
-    mutating func offer(_ fix: Fix, for id: SubscriberID, privacy: ApproximateLocation, into out: inout [Delivery]) {
+    @inline(__always)
+    mutating func offer(_ fix: Fix, privacy: ApproximateLocation, emit: (Event) -> Void) {
         if visits != nil {
             let approximate = self.approximate
-            visits!.offer(fix) { out.append(Delivery(subscriber: id, event: .visit(approximate ? privacy.approximate($0) : $0))) }
+            visits!.offer(fix) { emit(.visit(approximate ? privacy.approximate($0) : $0)) }
         }
         if significant != nil {
             if approximate {
                 if var f = significant!.offer(privacy.approximate(fix)) {
                     f.time = ApproximateLocation.coarse(f.time)
-                    out.append(Delivery(subscriber: id, event: .significant(f)))
+                    emit(.significant(f))
                 }
             } else if let f = significant!.offer(fix) {
-                out.append(Delivery(subscriber: id, event: .significant(f)))
+                emit(.significant(f))
             }
         }
+    }
+
+    /// Takes over `other`'s detector state for the kinds both run (same privacy), so a visit in
+    /// progress when a program went to the background ends with a departure, not a second arrival.
+    mutating func adopt(_ other: SubscriptionExtras) {
+        guard other.approximate == approximate else { return }
+        if visits != nil, let v = other.visits, v.parameters == visits!.parameters { visits = v }
+        if significant != nil, let s = other.significant, s.parameters == significant!.parameters { significant = s }
     }
 }
