@@ -112,6 +112,15 @@ public final class LocationClient: Sendable {
         guard case .session = reply else { throw LocationClientError.unexpectedReply(reply.line) }
     }
 
+    /// Tells the daemon the program has its queued events up to `seq` (they are forgotten);
+    /// returns how many remain queued.
+    @discardableResult
+    public func acknowledge(_ seq: UInt64) async throws -> Int {
+        let reply = try await core.request { .ack(id: $0, seq: seq) }
+        guard case .acked(_, _, let queued) = reply else { throw LocationClientError.unexpectedReply(reply.line) }
+        return queued
+    }
+
     public func unsubscribe() async throws {
         let reply = try await core.request { .unsubscribe(id: $0) }
         guard case .unsubscribed = reply else { throw LocationClientError.unexpectedReply(reply.line) }
@@ -257,7 +266,8 @@ final class Core: Sendable {
         case .error(let e): replyID = e.id
         case .regions(let id, _), .regionsChanged(let id, _, _, _): replyID = id
         case .session(let info): replyID = info.id
-        case .location, .status, .visit, .significant, .region: replyID = nil
+        case .acked(let id, _, _): replyID = id
+        case .location, .status, .visit, .significant, .region, .queued, .overflow: replyID = nil
         }
         let waiter: CheckedContinuation<ServerMessage, any Error>? = state.withLock { s in
             if let w = s.helloWaiter, case .hello = message {

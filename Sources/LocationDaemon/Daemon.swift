@@ -20,9 +20,12 @@ public enum Daemon {
     public static func run(_ options: DaemonOptions, logControl: LogControl = LogControl(), logger: Logger) async throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let loop = group.next()
-        let store = try options.databasePath.map { try RegionStore(path: $0) }
+        // `--database none` keeps the same tables in memory: nothing survives a restart.
+        let database = try Database(path: options.databasePath ?? ":memory:")
+        let store = try RegionStore(database: database)
+        let queue = try EventQueue(database: database, limit: options.queueLimit)
         let hub = Hub(eventLoop: loop, sourceDescription: describe(options.source), logger: logger,
-                      regionLimits: options.regionLimits, regionStore: store)
+                      regionLimits: options.regionLimits, regionStore: store, queue: queue)
         // The approximate-location grid: a fixed seed (replays, tests) or the device secret,
         // created once in the state directory (docs/privacy.md).
         let secret = try options.privacySeed ?? options.databasePath.map { try DeviceSecret.load(path: DeviceSecret.path(forDatabase: $0)) }
@@ -34,7 +37,8 @@ public enum Daemon {
         logger.info("policy", metadata: ["rules": "\(options.policy.rules.map(\.name))",
                                          "default": "\(options.policy.defaultRule.authorization.rawValue) \(options.policy.defaultRule.accuracy.rawValue)"])
         defer { group.shutdownGracefully { _ in } }
-        if let store { try await restoreRegions(from: store, into: hub, logger: logger) }
+        try await restoreRegions(from: store, into: hub, logger: logger)
+        try await restoreBackground(from: queue, into: hub, logger: logger)
         // The socket is bound inside the service, after the group has installed its signal
         // handlers: a SIGTERM sent as soon as the socket exists must shut down gracefully.
         let service = DaemonService(options: options, hub: hub, logControl: logControl, logger: logger)
@@ -62,6 +66,17 @@ public enum Daemon {
         logger.info("regions restored", metadata: ["programs": "\(programs.count)",
                                                    "regions": "\(programs.reduce(0) { $0 + $1.records.count })",
                                                    "database": "\(store.path)"])
+    }
+
+    /// Restarts the background visit/significant monitors programs left running (fresh
+    /// detectors: their state is not kept, their queued events are).
+    static func restoreBackground(from queue: EventQueue, into hub: Hub, logger: Logger) async throws {
+        let monitors = try queue.loadBackground()
+        guard !monitors.isEmpty else { return }
+        try await hub.eventLoop.submit {
+            for m in monitors { hub.restoreBackground(m.program, options: m.options) }
+        }.get()
+        logger.info("background monitors restored", metadata: ["programs": "\(monitors.count)"])
     }
 
     static func describe(_ source: DaemonOptions.Source) -> String {

@@ -95,12 +95,14 @@ public enum Request: Hashable, Sendable {
     case regionsList(id: RequestID?)
     /// The states of the given regions (all when `ids` is nil).
     case regionsState(id: RequestID?, ids: [String]?)
+    /// The program has received its queued events up to `seq`: the daemon forgets them.
+    case ack(id: RequestID?, seq: UInt64)
 
     public var id: RequestID? {
         switch self {
         case .hello(let id), .subscribe(let id, _), .unsubscribe(let id), .status(let id),
              .regionsAdd(let id, _), .regionsRemove(let id, _), .regionsList(let id), .regionsState(let id, _),
-             .sessionStart(let id, _, _), .sessionEnd(let id): id
+             .sessionStart(let id, _, _), .sessionEnd(let id), .ack(let id, _): id
         }
     }
 
@@ -141,7 +143,7 @@ public enum Request: Hashable, Sendable {
             throw ProtocolError(.badField, "id must be a number or a string, not \(other.kindName)")
         }
         guard let typeValue = object["type"] else {
-            throw ProtocolError(.missingField, "missing field type; expected one of hello, session.start, session.end, subscribe, unsubscribe, status, regions.add, regions.remove, regions.list, regions.state", id: id)
+            throw ProtocolError(.missingField, "missing field type; expected one of hello, session.start, session.end, subscribe, unsubscribe, status, regions.add, regions.remove, regions.list, regions.state, ack", id: id)
         }
         guard case .string(let type) = typeValue else {
             throw ProtocolError(.badField, "type must be a string, not \(typeValue.kindName)", id: id)
@@ -185,8 +187,10 @@ public enum Request: Hashable, Sendable {
             return .sessionEnd(id: id)
         case "regions.state":
             return .regionsState(id: id, ids: try RegionCodec.decodeIDs(object["ids"], id: id))
+        case "ack":
+            return try decodeAck(object, id: id)
         default:
-            throw ProtocolError(.unknownType, "unknown request type \(JSONWriter.quoted(type)); expected one of hello, session.start, session.end, subscribe, unsubscribe, status, regions.add, regions.remove, regions.list, regions.state", id: id)
+            throw ProtocolError(.unknownType, "unknown request type \(JSONWriter.quoted(type)); expected one of hello, session.start, session.end, subscribe, unsubscribe, status, regions.add, regions.remove, regions.list, regions.state, ack", id: id)
         }
     }
 
@@ -256,6 +260,10 @@ public enum Request: Hashable, Sendable {
         case .regionsState(_, let ids):
             type("regions.state")
             Request.appendIDs(ids, all: false, to: &out)
+        case .ack(_, let seq):
+            type("ack")
+            JSONWriter.appendASCII(",\"seq\":", to: &out)
+            DecimalFormat.appendInteger(Int64(seq), to: &out)
         }
         if let id {
             JSONWriter.appendASCII(",\"id\":", to: &out)

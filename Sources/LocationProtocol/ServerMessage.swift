@@ -45,7 +45,7 @@ public struct StatusReply: Hashable, Sendable {
 }
 
 /// A server → client message.
-public enum ServerMessage: Hashable, Sendable {
+public indirect enum ServerMessage: Hashable, Sendable {
     case hello(ServerHello)
     /// The subscription is open with these effective options.
     case subscribed(id: RequestID?, options: SubscriptionOptions)
@@ -69,6 +69,13 @@ public enum ServerMessage: Hashable, Sendable {
     case region(RegionEvent)
     /// A session reply or change (docs/protocol.md, "Sessions").
     case session(SessionInfo)
+    /// An event that waited in the program's background queue, with its sequence number
+    /// (docs/protocol.md, "Background delivery").
+    case queued(seq: UInt64, ServerMessage)
+    /// Events `seq-lost+1 … seq` were dropped from the full background queue.
+    case overflow(lost: UInt64, seq: UInt64)
+    /// Reply to `ack`: queued events up to `seq` are forgotten; `queued` remain.
+    case acked(id: RequestID?, seq: UInt64, queued: Int)
 
     // MARK: Encoding
 
@@ -165,6 +172,14 @@ public enum ServerMessage: Hashable, Sendable {
             EventEncoder().appendVisit(v, to: &out)
         case .significant(let fix):
             EventEncoder().appendSignificant(fix, to: &out)
+        case .queued(let seq, let message):
+            message.append(to: &out)
+            out.removeLast(2)
+            EventEncoder.appendSeq(seq, to: &out)
+        case .overflow(let lost, let seq):
+            EventEncoder.appendOverflow(lost: lost, seq: seq, to: &out)
+        case .acked(let id, let seq, let queued):
+            Self.appendAcked(id: id, seq: seq, queued: queued, to: &out)
         }
     }
 
@@ -203,6 +218,16 @@ public enum ServerMessage: Hashable, Sendable {
 
     public static func decode(_ value: JSONValue) throws(DecodingError) -> ServerMessage {
         guard case .object(let o) = value else { throw DecodingError("message is not an object") }
+        let message = try decodeUnsequenced(o)
+        switch message {
+        case .visit, .significant, .region:
+            if let seq = try sequenceNumber(o) { return .queued(seq: seq, message) }
+        default: break
+        }
+        return message
+    }
+
+    static func decodeUnsequenced(_ o: [String: JSONValue]) throws(DecodingError) -> ServerMessage {
         guard case .string(let type)? = o["type"] else { throw DecodingError("message has no type") }
         let id: RequestID?
         switch o["id"] {
@@ -268,6 +293,14 @@ public enum ServerMessage: Hashable, Sendable {
                                    registered: try int(o, "registered"))
         case "region":
             return .region(try RegionCodec.decodeEvent(o))
+        case "overflow":
+            guard let seq = try sequenceNumber(o) else { throw DecodingError("overflow has no seq") }
+            let lost = try int(o, "lost")
+            guard lost >= 1 else { throw DecodingError("overflow lost \(lost) is not positive") }
+            return .overflow(lost: UInt64(lost), seq: seq)
+        case "acked":
+            guard let seq = try sequenceNumber(o) else { throw DecodingError("acked has no seq") }
+            return .acked(id: id, seq: seq, queued: try int(o, "queued"))
         case "error":
             let codeText = try string(o, "code")
             guard let code = ErrorCode(rawValue: codeText) else { throw DecodingError("unknown error code \(codeText)") }

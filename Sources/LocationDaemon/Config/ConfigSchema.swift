@@ -85,6 +85,7 @@ public enum ConfigSchema {
         .integer("regions", "max_active", \.regionsMaxActive, range: 0...1_000_000),
         .integer("regions", "max_registered", \.regionsMaxRegistered, range: 1...1_000_000),
         .string("store", "database", \.database),
+        .integer("store", "queue_limit", \.queueLimit, range: 1...10_000_000),
         .number("daemon", "shutdown_timeout", \.shutdownTimeout, range: 0.1...300, unit: " s"),
         .boolean("systemd", "watchdog", \.watchdog),
     ]

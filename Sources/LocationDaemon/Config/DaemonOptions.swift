@@ -41,6 +41,9 @@ public struct DaemonOptions: Sendable, Equatable {
     // [store]
     /// SQLite database of region registrations and states; "" or "none": memory only.
     public var database = "/var/lib/locationd/locationd.db"
+    /// Background events kept per program while it is away; beyond it the oldest are dropped
+    /// and the program is told by an `overflow` event (docs/protocol.md, "Background delivery").
+    public var queueLimit = 10_000
     // [daemon]
     /// Bound on the graceful shutdown after SIGTERM, seconds; then remaining work is cancelled.
     public var shutdownTimeout = 5.0

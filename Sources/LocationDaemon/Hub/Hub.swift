@@ -28,7 +28,10 @@ public final class Hub: Sendable {
     /// What positions come from, e.g. `gpsd localhost:2947` (shown in status replies).
     public let sourceDescription: String
     /// Keeps registrations and region states across restarts (written on the loop).
-    public let regionStore: (any RegionPersistence)?
+    public let regionStore: RegionStore?
+    /// Keeps background events of `always` programs until they acknowledge them (on the loop;
+    /// shares the region store's database, so a fix's states and events commit together).
+    public let queue: EventQueue?
     private let logger: Logger
     private let box: NIOLoopBoundBox<State>
 
@@ -39,6 +42,7 @@ public final class Hub: Sendable {
         var deliveries: [Delivery] = []
         var scratch: [UInt8] = []
         var encoded: [(event: Event, buffer: ByteBuffer)] = []
+        var programEvents: [ProgramEvent] = []
         let encoder = EventEncoder()
         var processedInputs: UInt64 = 0
         var hadSubscription = false
@@ -51,10 +55,11 @@ public final class Hub: Sendable {
 
     public init(eventLoop: any EventLoop, sourceDescription: String, logger: Logger = Logger(label: "locationd.hub"),
                 regionLimits: RegionMonitor.Limits = RegionMonitor.Limits(),
-                regionStore: (any RegionPersistence)? = nil) {
+                regionStore: RegionStore? = nil, queue: EventQueue? = nil) {
         self.eventLoop = eventLoop
         self.sourceDescription = sourceDescription
         self.regionStore = regionStore
+        self.queue = queue
         self.logger = logger
         let state = State()
         state.engine.regionLimits = regionLimits
@@ -139,11 +144,12 @@ public final class Hub: Sendable {
 
     // MARK: Receiver gating (on the loop; docs/privacy.md, "Receiver")
 
-    /// Whether anyone needs fixes: an open session, a subscription, or a program's regions
-    /// (background monitoring).
+    /// Whether anyone needs fixes: an open session, a subscription, or a program's regions,
+    /// visits or significant changes (background monitoring).
     public var needsFixes: Bool {
         let s = box.value
         return s.openSessions > 0 || s.engine.subscriberCount > 0 || !s.engine.regionProgramIDs.isEmpty
+            || !s.engine.backgroundProgramIDs.isEmpty
     }
 
     /// Whether the receiver is watched now (nil: the source is not gated, e.g. a replay).
@@ -211,16 +217,67 @@ public final class Hub: Sendable {
         box.value.engine.regionRecords(of: program)
     }
 
+    /// Writes what a fix changed before its events leave, in one transaction: new region
+    /// states (after a crash no transition repeats) and the events of programs that are away
+    /// (after a crash none is lost, and none is queued twice).
+    private func persist(_ s: State) {
+        s.engine.drainProgramEvents(into: &s.programEvents)
+        let changes = regionStore == nil ? [] : s.engine.drainRegionChanges()
+        guard !changes.isEmpty || !s.programEvents.isEmpty else { return }
+        guard let database = regionStore?.database ?? queue?.database else {
+            logger.warning("no store: background events dropped", metadata: ["events": "\(s.programEvents.count)"])
+            return
+        }
+        do {
+            try database.transaction {
+                for change in changes { try regionStore?.writeStates(of: change.program, change.records) }
+                if !s.programEvents.isEmpty {
+                    guard let queue else { throw StoreError(description: "no queue for \(s.programEvents.count) background events") }
+                    try queue.append(s.programEvents)
+                }
+            }
+        } catch {
+            queue?.resynchronize()
+            logger.error("cannot store a fix's region states and background events", metadata: ["error": "\(error)"])
+        }
+    }
+
+    // MARK: Background monitoring (on the loop; docs/semantics.md, "Background")
+
+    /// `id`'s connection went away under an `always` session: its visit and significant-change
+    /// detectors keep running for `program` (remembered across restarts), its regions too.
+    public func handOver(_ id: SubscriberID, to program: ProgramID, options: SubscriptionOptions) {
+        guard box.value.subscribers.removeValue(forKey: id) != nil else { return }
+        if box.value.engine.handOver(id, to: program) {
+            queue?.saveBackground(program, options: options)
+            logger.info("background monitoring", metadata: ["program": "\(program)"])
+        }
+        updateDemand()
+    }
+
+    /// The program subscribed again as `id` under an `always` session: its background
+    /// detectors carry over to the subscription, and the background monitoring ends.
+    public func takeBack(_ program: ProgramID, into id: SubscriberID) {
+        if box.value.engine.takeBack(program, into: id) {
+            queue?.removeBackground(program)
+            updateDemand()
+        }
+    }
+
+    /// Background monitors remembered in the store (daemon start, before any fix).
+    public func restoreBackground(_ program: ProgramID, options: SubscriptionOptions) {
+        box.value.engine.restoreBackground(program, options: options)
+    }
+
+    public var backgroundProgramIDs: [ProgramID] { box.value.engine.backgroundProgramIDs }
+
     private func handle(_ input: EngineInput) {
         eventLoop.preconditionInEventLoop()
         let s = box.value
         s.deliveries.removeAll(keepingCapacity: true)
         s.engine.handle(input, into: &s.deliveries)
         s.processedInputs &+= 1
-        if case .fix = input, let store = regionStore {
-            // Persist new states before the events leave: after a crash no transition repeats.
-            for change in s.engine.drainRegionChanges() { store.updateStates(of: change.program, change.records) }
-        }
+        if case .fix = input { persist(s) }
         guard !s.deliveries.isEmpty else { return }
         s.encoded.removeAll(keepingCapacity: true)
         for delivery in s.deliveries {

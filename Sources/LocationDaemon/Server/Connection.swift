@@ -132,6 +132,12 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
     func channelInactive(context: ChannelHandlerContext) {
         unwritableTimer?.cancel()
         unwritableTimer = nil
+        if isSubscribed, let session, session.grant.authorization == .always {
+            // Going away without ending the session: the program's monitoring continues in
+            // the background and its events wait in the queue (docs/semantics.md, "Background").
+            hub.handOver(id, to: program, options: effectiveOptions(requestedOptions, session.grant))
+            isSubscribed = false
+        }
         endSession()
         if isSubscribed {
             hub.unsubscribe(id)
@@ -241,6 +247,8 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
                 reply.grant = "no session; at most \(rule.authorization.rawValue) \(rule.accuracy.rawValue) (rule \(rule.name))"
             }
             send(.statusReply(reply), flush: false)
+        case .ack(let rid, let seq):
+            acknowledge(seq, id: rid)
         case .regionsAdd, .regionsRemove, .regionsList, .regionsState:
             if let error = regionsRefusal(request.id) {
                 send(.error(error), flush: false)
@@ -260,11 +268,50 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
     func subscribe(_ options: SubscriptionOptions) {
         guard let session else { return }
         requestedOptions = options
-        var effective = options
-        effective.accuracy = session.grant.accuracy
+        let effective = effectiveOptions(options, session.grant)
         isSubscribed = true
         hub.subscribe(id, options: effective, subscriber: self)
         if effective.accuracy == .precise { hub.bind(id, to: program) }
+        if session.grant.authorization == .always { takeBackground() }
+    }
+
+    func effectiveOptions(_ options: SubscriptionOptions, _ grant: Grant) -> SubscriptionOptions {
+        var effective = options
+        effective.accuracy = grant.accuracy
+        return effective
+    }
+
+    // MARK: Background delivery (docs/protocol.md, "Background delivery")
+
+    /// An `always` program subscribed: its background detectors carry over to this
+    /// subscription, and what waited in its queue is written now, before any newer event.
+    func takeBackground() {
+        hub.takeBack(program, into: id)
+        guard let context, let queue = hub.queue else { return }
+        let lines = queue.backlog(of: program)
+        guard !lines.isEmpty else { return }
+        flushPending()
+        for line in lines {
+            context.write(wrapOutboundOut(context.channel.allocator.buffer(bytes: line)), promise: nil)
+        }
+        context.flush()
+        logger.info("background queue delivered", metadata: ["events": "\(lines.count)"])
+    }
+
+    func acknowledge(_ seq: UInt64, id rid: RequestID?) {
+        guard let session else { return send(.error(notAuthorized(rid)), flush: false) }
+        guard session.grant.authorization == .always else {
+            return send(.error(ProtocolError(.insufficientAuthorization, "only always sessions have a background queue; this one is \(session.grant.authorization.rawValue)", id: rid)), flush: false)
+        }
+        guard let queue = hub.queue else {
+            return send(.error(ProtocolError(.outOfRange, "seq \(seq): this daemon keeps no background queue", id: rid)), flush: false)
+        }
+        do {
+            let remaining = try queue.acknowledge(seq, for: program)
+            send(.acked(id: rid, seq: seq, queued: remaining), flush: false)
+        } catch {
+            send(.error(ProtocolError(.outOfRange, error.description, id: rid)), flush: false)
+        }
     }
 
     func notAuthorized(_ rid: RequestID?) -> ProtocolError {

@@ -10,37 +10,20 @@ public protocol RegionPersistence: AnyObject, Sendable {
     func updateStates(of program: ProgramID, _ records: [RegionRecord])
 }
 
-public struct StoreError: Error, CustomStringConvertible, Sendable {
-    public var description: String
-}
-
-/// Registrations and last states in a SQLite database (docs/regions.md, "Persistence").
-///
-/// WAL journal, `synchronous=NORMAL`: a committed write survives the daemon being killed
-/// (`kill -9`); a power cut may lose the last transactions, never corrupt the file. Writes are
-/// synchronous on the hub's loop: registrations and state changes are rare (a state change is a
-/// region event), and a row update takes tens of microseconds. Used only from the hub's loop
-/// (and from the daemon before the loop runs).
+/// Registrations and last states in the daemon's SQLite database (docs/regions.md,
+/// "Persistence"). Writes are synchronous on the hub's loop: registrations and state changes are
+/// rare (a state change is a region event), and a row update takes tens of microseconds.
 public final class RegionStore: RegionPersistence, @unchecked Sendable {
-    private var db: OpaquePointer?
-    public let path: String
+    public let database: Database
+    public var path: String { database.path }
 
-    public init(path: String) throws {
-        self.path = path
-        if path != ":memory:", let slash = path.lastIndex(of: "/"), slash != path.startIndex {
-            let dir = String(path[..<slash])
-            if access(dir, F_OK) != 0, mkdir(dir, 0o750) != 0, errno != EEXIST {
-                throw StoreError(description: "\(dir): cannot create the database directory: \(String(cString: strerror(errno)))")
-            }
-        }
-        guard sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nil) == SQLITE_OK else {
-            let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
-            sqlite3_close(db)
-            throw StoreError(description: "\(path): cannot open the database: \(message)")
-        }
-        try exec("PRAGMA journal_mode=WAL")
-        try exec("PRAGMA synchronous=NORMAL")
-        try exec("""
+    public convenience init(path: String) throws {
+        try self.init(database: Database(path: path))
+    }
+
+    public init(database: Database) throws {
+        self.database = database
+        try database.exec("""
             CREATE TABLE IF NOT EXISTS regions (
               program TEXT NOT NULL, id TEXT NOT NULL, position INTEGER NOT NULL,
               latitude REAL NOT NULL, longitude REAL NOT NULL, radius REAL NOT NULL,
@@ -51,29 +34,10 @@ public final class RegionStore: RegionPersistence, @unchecked Sendable {
             """)
     }
 
-    deinit { sqlite3_close(db) }
-
-    private func exec(_ sql: String) throws {
-        var error: UnsafeMutablePointer<CChar>?
-        guard sqlite3_exec(db, sql, nil, nil, &error) == SQLITE_OK else {
-            let message = error.map { String(cString: $0) } ?? "?"
-            sqlite3_free(error)
-            throw StoreError(description: "\(path): \(message)")
-        }
-    }
-
-    private func prepare(_ sql: String) throws -> OpaquePointer {
-        var stmt: OpaquePointer?
-        guard sqlite3_prepare_v2(db, sql, -1, &stmt, nil) == SQLITE_OK, let stmt else {
-            throw StoreError(description: "\(path): \(String(cString: sqlite3_errmsg(db)))")
-        }
-        return stmt
-    }
-
-    private func transaction(_ body: () throws -> Void) throws {
-        try exec("BEGIN IMMEDIATE")
-        do { try body(); try exec("COMMIT") } catch { try? exec("ROLLBACK"); throw error }
-    }
+    private func prepare(_ sql: String) throws -> OpaquePointer { try database.prepare(sql) }
+    private func transaction(_ body: () throws -> Void) throws { try database.transaction(body) }
+    private var db: OpaquePointer? { database.handle }
+    private func report(_ error: any Error) { database.report("region store", error) }
 
     /// Every program's remembered regions, in registration order.
     public func load() throws -> [(program: ProgramID, records: [RegionRecord])] {
@@ -137,20 +101,21 @@ public final class RegionStore: RegionPersistence, @unchecked Sendable {
     }
 
     public func updateStates(of program: ProgramID, _ records: [RegionRecord]) {
-        do {
-            try transaction {
-                let update = try prepare("UPDATE regions SET state = ?, entered_at = ?, dwell_reported = ? WHERE program = ? AND id = ?")
-                defer { sqlite3_finalize(update) }
-                for r in records {
-                    sqlite3_reset(update)
-                    bindState(update, r, state: 1, entered: 2, dwell: 3)
-                    locationd_sqlite3_bind_text(update, 4, program.rawValue)
-                    locationd_sqlite3_bind_text(update, 5, r.region.id)
-                    guard sqlite3_step(update) == SQLITE_DONE else { throw StoreError(description: String(cString: sqlite3_errmsg(db))) }
-                }
+        do { try writeStates(of: program, records) } catch { report(error) }
+    }
+
+    /// The states of `records`, inside the caller's transaction when there is one.
+    func writeStates(of program: ProgramID, _ records: [RegionRecord]) throws {
+        try transaction {
+            let update = try prepare("UPDATE regions SET state = ?, entered_at = ?, dwell_reported = ? WHERE program = ? AND id = ?")
+            defer { sqlite3_finalize(update) }
+            for r in records {
+                sqlite3_reset(update)
+                bindState(update, r, state: 1, entered: 2, dwell: 3)
+                locationd_sqlite3_bind_text(update, 4, program.rawValue)
+                locationd_sqlite3_bind_text(update, 5, r.region.id)
+                try database.run(update)
             }
-        } catch {
-            report(error)
         }
     }
 
@@ -158,11 +123,5 @@ public final class RegionStore: RegionPersistence, @unchecked Sendable {
         locationd_sqlite3_bind_text(stmt, state, r.state.rawValue)
         if let e = r.enteredAt { sqlite3_bind_int64(stmt, entered, e.nanoseconds) } else { sqlite3_bind_null(stmt, entered) }
         sqlite3_bind_int(stmt, dwell, r.dwellReported ? 1 : 0)
-    }
-
-    /// A failed write is reported on stderr (the daemon keeps monitoring in memory).
-    private func report(_ error: any Error) {
-        let line = "locationd: region store \(path): \(error)\n"
-        _ = line.withCString { write(STDERR_FILENO, $0, strlen($0)) }
     }
 }

@@ -1,0 +1,232 @@
+import CSQLite
+import LocationCore
+import LocationProtocol
+
+/// The durable background queue (docs/protocol.md, "Background delivery"): events of `always`
+/// programs that happen while none of their connections is subscribed, kept in SQLite with a
+/// per-program sequence number until the program acknowledges them.
+///
+/// Each program's queued events are the contiguous run `floor+1 … last` of its sequence
+/// numbers, `floor` being the higher of the last acknowledged and the last lost one. At the
+/// bound the oldest event is dropped and counted: `lostThrough` moves up, and the program is
+/// told by an `overflow` event covering `acked+1 … lostThrough` before the rest.
+public final class EventQueue: @unchecked Sendable {
+    public let database: Database
+    /// Events kept per program ([store] queue_limit); at least 1.
+    public let limit: Int
+
+    struct Head: Hashable {
+        /// The last sequence number given out (0: none yet).
+        var last: UInt64 = 0
+        var acked: UInt64 = 0
+        var lostThrough: UInt64 = 0
+        var floor: UInt64 { max(acked, lostThrough) }
+        var count: Int { Int(last - floor) }
+        var lost: UInt64 { lostThrough > acked ? lostThrough - acked : 0 }
+    }
+
+    /// Mirrors the `queue_heads` table (loaded at start, written in the same transactions).
+    private var heads: [ProgramID: Head] = [:]
+    private let encoder = EventEncoder()
+    private var scratch: [UInt8] = []
+
+    public init(database: Database, limit: Int) throws {
+        self.database = database
+        self.limit = max(1, limit)
+        try database.exec("""
+            CREATE TABLE IF NOT EXISTS queue (
+              program TEXT NOT NULL, seq INTEGER NOT NULL, line BLOB NOT NULL,
+              PRIMARY KEY (program, seq)) WITHOUT ROWID;
+            CREATE TABLE IF NOT EXISTS queue_heads (
+              program TEXT PRIMARY KEY, last_seq INTEGER NOT NULL, acked INTEGER NOT NULL,
+              lost_through INTEGER NOT NULL) WITHOUT ROWID;
+            CREATE TABLE IF NOT EXISTS background (
+              program TEXT PRIMARY KEY, accuracy TEXT NOT NULL, request TEXT NOT NULL) WITHOUT ROWID;
+            """)
+        try loadHeads()
+        // A lowered limit applies at once: the oldest beyond it count as lost.
+        for (program, head) in heads where head.count > self.limit {
+            try database.transaction { try drop(program, head.count - self.limit) }
+        }
+    }
+
+    private func loadHeads() throws {
+        heads = [:]
+        let stmt = try database.prepare("SELECT program, last_seq, acked, lost_through FROM queue_heads")
+        defer { sqlite3_finalize(stmt) }
+        while sqlite3_step(stmt) == SQLITE_ROW {
+            let program = ProgramID(String(cString: sqlite3_column_text(stmt, 0)))
+            heads[program] = Head(last: UInt64(sqlite3_column_int64(stmt, 1)), acked: UInt64(sqlite3_column_int64(stmt, 2)),
+                                  lostThrough: UInt64(sqlite3_column_int64(stmt, 3)))
+        }
+    }
+
+    // MARK: Queueing (one fix's events, inside the hub's transaction)
+
+    /// Appends `events` to their programs' queues, each with the next sequence number. Call
+    /// inside `database.transaction` (the hub commits them with the region states).
+    func append(_ events: [ProgramEvent]) throws {
+        let insert = try database.prepare("INSERT INTO queue (program, seq, line) VALUES (?, ?, ?)")
+        defer { sqlite3_finalize(insert) }
+        var touched: Set<ProgramID> = []
+        for e in events {
+            var head = heads[e.program] ?? Head()
+            head.last += 1
+            heads[e.program] = head
+            touched.insert(e.program)
+            scratch.removeAll(keepingCapacity: true)
+            encoder.appendQueued(e.event, seq: head.last, to: &scratch)
+            sqlite3_reset(insert)
+            locationd_sqlite3_bind_text(insert, 1, e.program.rawValue)
+            sqlite3_bind_int64(insert, 2, Int64(head.last))
+            _ = scratch.withUnsafeBytes { locationd_sqlite3_bind_blob(insert, 3, $0.baseAddress, Int32($0.count)) }
+            try database.run(insert)
+            if head.count > limit { try drop(e.program, head.count - limit) }
+        }
+        for p in touched { try saveHead(p) }
+    }
+
+    /// Drops the `n` oldest queued events of `program`, counting them as lost.
+    private func drop(_ program: ProgramID, _ n: Int) throws {
+        guard var head = heads[program], n > 0 else { return }
+        head.lostThrough = head.floor + UInt64(n)
+        heads[program] = head
+        let delete = try database.prepare("DELETE FROM queue WHERE program = ? AND seq <= ?")
+        defer { sqlite3_finalize(delete) }
+        locationd_sqlite3_bind_text(delete, 1, program.rawValue)
+        sqlite3_bind_int64(delete, 2, Int64(head.lostThrough))
+        try database.run(delete)
+        try saveHead(program)
+    }
+
+    private func saveHead(_ program: ProgramID) throws {
+        guard let head = heads[program] else { return }
+        let upsert = try database.prepare("""
+            INSERT INTO queue_heads (program, last_seq, acked, lost_through) VALUES (?, ?, ?, ?)
+            ON CONFLICT (program) DO UPDATE SET last_seq = excluded.last_seq, acked = excluded.acked,
+              lost_through = excluded.lost_through
+            """)
+        defer { sqlite3_finalize(upsert) }
+        locationd_sqlite3_bind_text(upsert, 1, program.rawValue)
+        sqlite3_bind_int64(upsert, 2, Int64(head.last))
+        sqlite3_bind_int64(upsert, 3, Int64(head.acked))
+        sqlite3_bind_int64(upsert, 4, Int64(head.lostThrough))
+        try database.run(upsert)
+    }
+
+    /// After a failed transaction: memory follows the database again.
+    func resynchronize() {
+        do { try loadHeads() } catch { database.report("queue", error) }
+    }
+
+    // MARK: Delivery and acknowledgement
+
+    /// The program's backlog as protocol lines, in order: an `overflow` event first when
+    /// events were lost, then every queued event.
+    public func backlog(of program: ProgramID) -> [[UInt8]] {
+        guard let head = heads[program], head.count > 0 || head.lost > 0 else { return [] }
+        var lines: [[UInt8]] = []
+        if head.lost > 0 {
+            var line: [UInt8] = []
+            EventEncoder.appendOverflow(lost: head.lost, seq: head.lostThrough, to: &line)
+            lines.append(line)
+        }
+        do {
+            let select = try database.prepare("SELECT line FROM queue WHERE program = ? ORDER BY seq")
+            defer { sqlite3_finalize(select) }
+            locationd_sqlite3_bind_text(select, 1, program.rawValue)
+            while sqlite3_step(select) == SQLITE_ROW {
+                let n = Int(sqlite3_column_bytes(select, 0))
+                let bytes = sqlite3_column_blob(select, 0)
+                lines.append(n == 0 || bytes == nil ? [] : Array(UnsafeRawBufferPointer(start: bytes, count: n)))
+            }
+        } catch {
+            database.report("queue", error)
+        }
+        return lines
+    }
+
+    /// Events queued for `program` now.
+    public func count(of program: ProgramID) -> Int { heads[program]?.count ?? 0 }
+
+    public struct AckError: Error, Hashable, Sendable, CustomStringConvertible {
+        public var description: String
+    }
+
+    /// Forgets `program`'s queued events up to `seq` (and an overflow through it); durable
+    /// before it returns. Acknowledging again, or less, changes nothing. Returns how many remain.
+    public func acknowledge(_ seq: UInt64, for program: ProgramID) throws(AckError) -> Int {
+        let head = heads[program] ?? Head()
+        guard seq <= head.last else {
+            throw AckError(description: head.last == 0
+                ? "seq \(seq) was never given out: nothing has been queued for this program"
+                : "seq \(seq) is beyond the last queued event, \(head.last)")
+        }
+        guard seq > head.acked else { return head.count }
+        do {
+            try database.transaction {
+                heads[program]!.acked = seq
+                let delete = try database.prepare("DELETE FROM queue WHERE program = ? AND seq <= ?")
+                defer { sqlite3_finalize(delete) }
+                locationd_sqlite3_bind_text(delete, 1, program.rawValue)
+                sqlite3_bind_int64(delete, 2, Int64(seq))
+                try database.run(delete)
+                try saveHead(program)
+            }
+        } catch {
+            resynchronize()
+            throw AckError(description: "cannot record the acknowledgement: \(error)")
+        }
+        return heads[program]!.count
+    }
+
+    // MARK: Background monitors (remembered across restarts)
+
+    /// `program` monitors visits/significant changes in the background with these options
+    /// (kept as the subscribe request line that asked for them, and the session's accuracy).
+    func saveBackground(_ program: ProgramID, options: SubscriptionOptions) {
+        do {
+            let upsert = try database.prepare("""
+                INSERT INTO background (program, accuracy, request) VALUES (?, ?, ?)
+                ON CONFLICT (program) DO UPDATE SET accuracy = excluded.accuracy, request = excluded.request
+                """)
+            defer { sqlite3_finalize(upsert) }
+            locationd_sqlite3_bind_text(upsert, 1, program.rawValue)
+            locationd_sqlite3_bind_text(upsert, 2, options.accuracy.rawValue)
+            locationd_sqlite3_bind_text(upsert, 3, Request.subscribe(id: nil, options: options).line)
+            try database.run(upsert)
+        } catch {
+            database.report("queue", error)
+        }
+    }
+
+    func removeBackground(_ program: ProgramID) {
+        do {
+            let delete = try database.prepare("DELETE FROM background WHERE program = ?")
+            defer { sqlite3_finalize(delete) }
+            locationd_sqlite3_bind_text(delete, 1, program.rawValue)
+            try database.run(delete)
+        } catch {
+            database.report("queue", error)
+        }
+    }
+
+    /// The remembered background monitors; unreadable rows are reported and skipped.
+    func loadBackground() throws -> [(program: ProgramID, options: SubscriptionOptions)] {
+        let stmt = try database.prepare("SELECT program, accuracy, request FROM background ORDER BY program")
+        defer { sqlite3_finalize(stmt) }
+        var out: [(program: ProgramID, options: SubscriptionOptions)] = []
+        while sqlite3_step(stmt) == SQLITE_ROW {
+            let program = ProgramID(String(cString: sqlite3_column_text(stmt, 0)))
+            let accuracy = Accuracy(rawValue: String(cString: sqlite3_column_text(stmt, 1)))
+            let line = String(cString: sqlite3_column_text(stmt, 2))
+            guard let accuracy, case .subscribe(_, var options)? = try? Request.decode(line.hasSuffix("\n") ? String(line.dropLast()) : line) else {
+                database.report("queue", StoreError(description: "background monitor of \(program) is unreadable; skipped"))
+                continue
+            }
+            options.accuracy = accuracy
+            out.append((program, options))
+        }
+        return out
+    }
+}
