@@ -1,0 +1,142 @@
+import Foundation
+import LocationClient
+import LocationCore
+import LocationProtocol
+import Testing
+
+/// Background delivery end to end (docs/protocol.md, "Background delivery"): the real daemon
+/// reading a real gpsd, its SQLite file, `kill -9` and restarts. An `always` program that went
+/// away gets every region, visit and significant event that happened meanwhile, in order, each
+/// exactly once once acknowledged.
+@Suite(.serialized) struct BackgroundDeliveryTests {
+    static let center = RegionPersistenceTests.center
+    static let t0 = CivilTime(year: 2026, month: 3, day: 14, hour: 9).timestamp
+
+    /// Waits until the daemon has handled the fix at `second` (its status names it as the last
+    /// fix): polling another process's progress, bounded.
+    static func handled(second: Int, by client: LocationClient) async throws {
+        let want = t0.adding(seconds: Double(second))
+        let deadline = Date().addingTimeInterval(30)
+        while try await client.status().lastFix != want {
+            guard Date() < deadline else { throw DaemonProcess.Failure(description: "the daemon never handled the fix at +\(second) s") }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
+    static func queued(_ messages: [ServerMessage]) -> [(seq: UInt64, message: ServerMessage)] {
+        messages.compactMap { if case .queued(let seq, let m) = $0 { (seq, m) } else { nil } }
+    }
+
+    static func describe(_ m: ServerMessage) -> String {
+        switch m {
+        case .region(let e): "\(e.kind.rawValue) \(e.region)"
+        case .visit(let v): v.kind.rawValue
+        case .significant: "significant"
+        default: "\(m)"
+        }
+    }
+
+    /// A subscribe under an `always` session; returns everything up to the first status event
+    /// plus the backlog (which is written before any newer event, so `count` queued lines).
+    static func subscribeAndReadBacklog(_ client: LocationClient, count: Int, overflow: Bool = false) async throws -> [ServerMessage] {
+        var reader = MessageReader(client)
+        try client.send(.subscribe(id: .string("s"), options: SubscriptionOptions(events: [.visits, .significant])))
+        return try await reader.read { seen in
+            queued(seen).count + seen.filter { if case .overflow = $0 { true } else { false } }.count >= count + (overflow ? 1 : 0)
+        }
+    }
+
+    @Test func eventsWhileAwayAreDeliveredInOrderExactlyOnceAcrossKill9() async throws {
+        guard GPSDHarness.isAvailable else { return }
+        let gpsd = try GPSDHarness()
+        defer { gpsd.shutdown() }
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("background-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let database = dir.appendingPathComponent("locationd.db").path
+        let arguments = ["--gpsd", "\(gpsd.host):\(gpsd.portString)"]
+
+        // 1. The program registers a region, subscribes to visits and significant changes, and
+        //    goes away without ending its session.
+        let first = try DaemonProcess(arguments: arguments, database: database)
+        defer { first.stop() }
+        do {
+            let program = try await first.connect()
+            try await program.startSession(.always)
+            _ = try await program.request { .regionsAdd(id: $0, regions: [Region(id: "A", center: Self.center, radius: 100)]) }
+            _ = try await program.subscribe(SubscriptionOptions(events: [.visits, .significant]))
+            gpsd.serve(bytes: RegionPersistenceTests.log(Array(repeating: -400, count: 5), startSecond: 0))
+            let watcher = try await first.connect()  // the same program, never subscribed
+            try await Self.handled(second: 4, by: watcher)
+            program.close()
+            // The daemon has seen the connection go: no session is open any more.
+            let deadline = Date().addingTimeInterval(20)
+            while try await watcher.status().sessions != 0 {
+                guard Date() < deadline else { throw DaemonProcess.Failure(description: "the session never closed") }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            // 2. Away: 10 minutes inside the region (enter, visit arrival), then 400 m north
+            //    (exit, departure, a significant change).
+            gpsd.serve(bytes: RegionPersistenceTests.log(Array(repeating: 0, count: 600) + Array(repeating: 1500, count: 30), startSecond: 5))
+            try await Self.handled(second: 634, by: watcher)
+            watcher.close()
+        }
+        first.signal(SIGKILL)
+        _ = first.waitForExit()
+
+        // 3. After kill -9: everything queued arrives, numbered from 1, in time order.
+        let second = try DaemonProcess(arguments: arguments, database: database)
+        defer { second.stop() }
+        var expectedKinds: [String] = []
+        var lastSeq: UInt64 = 0
+        do {
+            let program = try await second.connect()
+            try await program.startSession(.always)
+            let seen = try await Self.subscribeAndReadBacklog(program, count: 5)
+            let backlog = Self.queued(seen)
+            expectedKinds = backlog.map { Self.describe($0.message) }
+            #expect(backlog.map(\.seq) == Array(1...UInt64(backlog.count)))
+            #expect(Set(expectedKinds) == ["enter A", "arrival", "exit A", "departure", "significant"], "\(expectedKinds)")
+            #expect(expectedKinds.filter { $0 == "enter A" }.count == 1 && expectedKinds.filter { $0 == "arrival" }.count == 1)
+            // Before the backlog: the subscribed reply and the current status, nothing newer.
+            #expect(seen.prefix { if case .queued = $0 { false } else { true } }.count == 2)
+            lastSeq = UInt64(backlog.count)
+            // Acknowledge part of it, then go away again.
+            #expect(try await program.acknowledge(2) == backlog.count - 2)
+            program.close()
+        }
+        // 4. Away again: back inside (a second enter, and a significant change: the handed-over
+        //    detector continues), then kill -9 once it is handled.
+        do {
+            let watcher = try await second.connect()
+            gpsd.serve(bytes: RegionPersistenceTests.log(Array(repeating: 0, count: 10), startSecond: 700))
+            try await Self.handled(second: 709, by: watcher)
+            watcher.close()
+        }
+        second.signal(SIGKILL)
+        _ = second.waitForExit()
+
+        // 5. Unacknowledged events come again with the same numbers, then the new one; after the
+        //    ack nothing comes again, and live events carry no seq.
+        let third = try DaemonProcess(arguments: arguments, database: database)
+        defer { third.stop() }
+        let program = try await third.connect()
+        defer { program.close() }
+        try await program.startSession(.always)
+        let again = Self.queued(try await Self.subscribeAndReadBacklog(program, count: Int(lastSeq) - 2 + 2))
+        #expect(again.map(\.seq) == Array(3...(lastSeq + 2)))
+        let kinds = again.map { Self.describe($0.message) }
+        #expect(Array(kinds.dropLast(2)) == Array(expectedKinds.dropFirst(2)))
+        // Their order depends on which fix of gpsd's first epoch decides each (docs/gpsd.md).
+        #expect(Set(kinds.suffix(2)) == ["enter A", "significant"], "\(kinds)")
+        #expect(try await program.acknowledge(lastSeq + 2) == 0)
+        await #expect(throws: ProtocolError.self) { try await program.acknowledge(lastSeq + 3) }
+        try await program.unsubscribe()
+        var reader = MessageReader(program)
+        try program.send(.subscribe(id: .string("t"), options: SubscriptionOptions(events: [.visits])))
+        gpsd.serve(bytes: RegionPersistenceTests.log(Array(repeating: 1500, count: 10), startSecond: 800))
+        let live = try await reader.read { seen in seen.contains { if case .region = $0 { true } else { false } } }
+        #expect(Self.queued(live).isEmpty, "\(live)")
+        #expect(live.compactMap { if case .region(let e) = $0 { "\(e.kind.rawValue) \(e.region)" } else { nil } } == ["exit A"])
+    }
+}

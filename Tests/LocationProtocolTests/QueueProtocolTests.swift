@@ -1,0 +1,56 @@
+import LocationCore
+import LocationProtocol
+import Testing
+
+/// The background queue's lines (docs/protocol.md, "Background delivery").
+@Suite struct QueueProtocolTests {
+    static let exit = RegionEvent(region: "home", kind: .exit, time: CivilTime(year: 2026, month: 5, day: 28, hour: 21).timestamp,
+                                  coordinate: Coordinate(latitude: 52.5, longitude: 13.4))
+
+    @Test func aQueuedEventIsTheUsualLineWithSeqLast() throws {
+        var plain: [UInt8] = [], queued: [UInt8] = []
+        EventEncoder().append(.region(Self.exit), to: &plain)
+        EventEncoder().appendQueued(.region(Self.exit), seq: 41, to: &queued)
+        let text = String(decoding: queued, as: UTF8.self)
+        #expect(text == String(decoding: plain.dropLast(2), as: UTF8.self) + ",\"seq\":41}\n")
+        #expect(try ServerMessage.decode(String(text.dropLast())) == .queued(seq: 41, .region(Self.exit)))
+        // The same line through ServerMessage's own encoder.
+        #expect(ServerMessage.queued(seq: 41, .region(Self.exit)).line == text)
+        // Without seq it is a live event.
+        #expect(try ServerMessage.decode(String(decoding: plain.dropLast(), as: UTF8.self)) == .region(Self.exit))
+    }
+
+    @Test func overflowAndAckedRoundTrip() throws {
+        var line: [UInt8] = []
+        EventEncoder.appendOverflow(lost: 3, seq: 40, to: &line)
+        #expect(String(decoding: line, as: UTF8.self) == #"{"type":"overflow","lost":3,"seq":40}"# + "\n")
+        #expect(try ServerMessage.decode(String(decoding: line.dropLast(), as: UTF8.self)) == .overflow(lost: 3, seq: 40))
+        let acked = ServerMessage.acked(id: .number(7), seq: 42, queued: 0)
+        #expect(acked.line == #"{"type":"acked","id":7,"seq":42,"queued":0}"# + "\n")
+        #expect(try ServerMessage.decode(String(acked.line.dropLast())) == acked)
+    }
+
+    @Test func ackRequestRoundTrips() throws {
+        let request = try Request.decode(#"{"type":"ack","id":7,"seq":42}"#)
+        #expect(request == .ack(id: .number(7), seq: 42))
+        #expect(try Request.decode(String(request.line.dropLast())) == request)
+    }
+
+    @Test(arguments: [
+        (#"{"type":"ack","id":1}"#, ErrorCode.missingField, "missing field seq"),
+        (#"{"type":"ack","id":1,"seq":"4"}"#, .badField, "seq must be a number, not a string"),
+        (#"{"type":"ack","id":1,"seq":-1}"#, .outOfRange, "seq -1 is not a sequence number"),
+        (#"{"type":"ack","id":1,"seq":2.5}"#, .outOfRange, "seq 2.5 is not a sequence number"),
+        (#"{"type":"ack","id":1,"seq":1e300}"#, .outOfRange, "expected an integer 0…2^53-1"),
+    ])
+    func badAcksAreClearErrors(line: String, code: ErrorCode, text: String) {
+        do {
+            _ = try Request.decode(line)
+            Issue.record("accepted \(line)")
+        } catch {
+            #expect(error.code == code, "\(error)")
+            #expect(error.message.contains(text), "\(error.message)")
+            #expect(error.id == .number(1))
+        }
+    }
+}
