@@ -139,4 +139,80 @@ import Testing
         #expect(Self.queued(live).isEmpty, "\(live)")
         #expect(live.compactMap { if case .region(let e) = $0 { "\(e.kind.rawValue) \(e.region)" } else { nil } } == ["exit A"])
     }
+
+    /// `kill -9` at random moments while an away program's region events are being queued: after
+    /// each restart the queue holds every transition once — numbered without gaps, in time
+    /// order, enter and exit strictly alternating (a lost one would repeat a kind, a duplicate
+    /// too).
+    @Test func kill9WhileQueueingLosesAndDuplicatesNothing() async throws {
+        guard GPSDHarness.isAvailable else { return }
+        let gpsd = try GPSDHarness()
+        defer { gpsd.shutdown() }
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("background-kill-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let database = dir.appendingPathComponent("locationd.db").path
+        let arguments = ["--gpsd", "\(gpsd.host):\(gpsd.portString)"]
+        // In and out of region A every 10 s.
+        func block(_ n: Int, startSecond: Int) -> [UInt8] {
+            RegionPersistenceTests.log((0..<n).map { ($0 / 10) % 2 == 0 ? -400 : 0 }, startSecond: startSecond)
+        }
+        do {
+            let setup = try DaemonProcess(arguments: arguments, database: database)
+            defer { setup.stop() }
+            let program = try await setup.connect()
+            try await program.startSession(.always)
+            _ = try await program.request { .regionsAdd(id: $0, regions: [Region(id: "A", center: Self.center, radius: 100)]) }
+            program.close()
+        }
+        var rng = SplitMix64(seed: 7)
+        var second = 0
+        for _ in 0..<6 {
+            let daemon = try DaemonProcess(arguments: arguments, database: database)
+            let watcher = try await daemon.connect()  // up and serving before the fixes come
+            watcher.close()
+            gpsd.serve(bytes: block(400, startSecond: second))
+            second += 400
+            // Fault injection at a random moment of the replay, not synchronisation.
+            try await Task.sleep(for: .milliseconds(Int(rng.next() % 120)))
+            daemon.signal(SIGKILL)
+            _ = daemon.waitForExit()
+            daemon.stop()
+        }
+        let last = try DaemonProcess(arguments: arguments, database: database)
+        defer { last.stop() }
+        let program = try await last.connect()
+        defer { program.close() }
+        gpsd.serve(bytes: block(40, startSecond: second))
+        try await Self.handled(second: second + 39, by: program)
+        try await program.startSession(.always)
+        var reader = MessageReader(program)
+        // The backlog is written right after the subscription opens; the status reply to the
+        // request sent behind it marks its end.
+        try program.send(.subscribe(id: .string("s"), options: SubscriptionOptions(events: .visits)))
+        try program.send(.status(id: .string("end")))
+        let seen = try await reader.read { $0.contains { if case .statusReply(let r) = $0 { r.id == .string("end") } else { false } } }
+        let events = Self.queued(seen)
+        #expect(!seen.contains { if case .overflow = $0 { true } else { false } })
+        #expect(events.map(\.seq) == Array(1...UInt64(max(events.count, 1))), "\(events.map(\.seq))")
+        let regionEvents = events.compactMap { if case .region(let e) = $0.message { e } else { nil } }
+        #expect(regionEvents.count == events.count)
+        #expect(zip(regionEvents, regionEvents.dropFirst()).allSatisfy { $0.time < $1.time && $0.kind != $1.kind })
+        #expect(regionEvents.first?.kind == .enter)
+        // Each daemon queued something before it was killed, and the last one everything after.
+        #expect(regionEvents.count >= 8, "\(regionEvents.count) events")
+    }
+}
+
+/// A small deterministic generator for fault injection (seeded: a failure is repeatable).
+struct SplitMix64 {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
 }
