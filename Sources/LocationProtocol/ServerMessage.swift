@@ -37,6 +37,12 @@ public struct StatusReply: Hashable, Sendable {
     public var identity: String?
     /// The asking connection's grant, e.g. `always precise (rule owner)`, when it has a session.
     public var grant: String?
+    /// Open connections on the daemon (all of them, however many `connections` lists).
+    public var connected: Int?
+    /// Whether `connections` lists every connection or only the asker's own.
+    public var connectionsShown: ConnectionsShown?
+    /// The connections the asker may see, by connection number (docs/protocol.md, "Status reply").
+    public var connections: [ConnectionEntry]?
 
     public init(id: RequestID?, state: SourceState, subscribers: Int, source: String, lastFix: Timestamp?) {
         self.id = id; self.state = state; self.subscribers = subscribers
@@ -126,6 +132,7 @@ public enum ServerMessage: Hashable, Sendable {
                 out.append(UInt8(ascii: ":"))
                 JSONWriter.appendString(value, to: &out)
             }
+            StatusConnectionsCodec.append(s, to: &out)
             JSONWriter.appendASCII("}\n", to: &out)
         case .location(let fix, let skipped):
             EventEncoder().appendLocation(fix, skipped: skipped, to: &out)
@@ -237,6 +244,7 @@ public enum ServerMessage: Hashable, Sendable {
                 if case .string(let r)? = o["receiver"] { reply.receiver = r }
                 if case .string(let r)? = o["identity"] { reply.identity = r }
                 if case .string(let r)? = o["grant"] { reply.grant = r }
+                try StatusConnectionsCodec.decode(o, into: &reply)
                 return .statusReply(reply)
             }
             return .status(state, time)
