@@ -100,7 +100,7 @@ struct Watch: AsyncParsableCommand {
 
 /// `locationctl status`: the daemon's state.
 struct Status: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Show locationd's source, fix state, subscribers, sessions, whether the receiver is watched, and this program's identity and grant.")
+    static let configuration = CommandConfiguration(abstract: "Show locationd's source, fix state, subscribers, sessions, whether the receiver is watched, this program's identity and grant, and the connections (every one for root and the daemon's user; otherwise only this one).")
 
     @OptionGroup var socket: SocketFlag
     @Flag(help: "Print the daemon's JSON reply.") var json = false
@@ -111,7 +111,7 @@ struct Status: AsyncParsableCommand {
         let reply = try await client.status()
         var out = StandardOutput()
         if json {
-            out.line(ServerMessage.statusReply(reply).line)
+            out.line(String(ServerMessage.statusReply(reply).line.dropLast()))
         } else {
             out.line("locationd \(client.hello.version) (protocol \(client.hello.protocolVersion))")
             out.line("source:       \(reply.source)")
@@ -122,8 +122,43 @@ struct Status: AsyncParsableCommand {
             if let r = reply.receiver { out.line("receiver:     \(r)") }
             if let i = reply.identity { out.line("identity:     \(i)") }
             if let g = reply.grant { out.line("grant:        \(g)") }
+            if let n = reply.connected {
+                // Say why the table is short, so a missing program is not taken for a disconnected one.
+                out.line("connections:  \(n)" + (reply.connectionsShown == .own
+                    ? " (only this one listed: other programs are shown to root and the daemon's user)" : ""))
+            }
+            if let entries = reply.connections, !entries.isEmpty {
+                out.line("")
+                for row in Self.table(entries) { out.line(row) }
+                if entries.contains(where: \.isSelf) { out.line("* this connection") }
+            }
         }
         out.flush()
+    }
+
+    /// The connections as aligned columns: conn, pid, uid, program, rule, grant, subscribed.
+    static func table(_ entries: [StatusReply.ConnectionEntry]) -> [String] {
+        let header = ["conn", "pid", "uid", "program", "rule", "grant", "subscribed"]
+        let rows = entries.map { e in
+            ["\(e.connection)" + (e.isSelf ? "*" : ""), e.pid.map { "\($0)" } ?? "?", e.uid.map { "\($0)" } ?? "?",
+             e.executable ?? "?", e.rule, grant(e.session), e.subscribed ? "yes" : "no"]
+        }
+        let widths = header.indices.map { i in ([header] + rows).map { $0[i].count }.max() ?? 0 }
+        return ([header] + rows).map { row in
+            row.indices.map { i in
+                i == row.count - 1 ? row[i] : row[i] + String(repeating: " ", count: widths[i] - row[i].count + 2)
+            }.joined()
+        }
+    }
+
+    static func grant(_ g: StatusReply.SessionGrant?) -> String {
+        guard let g else { return "no session" }
+        let text = "\(g.authorization.rawValue) \(g.accuracy.rawValue)"
+        switch (g.purpose, g.temporaryPrecise) {
+        case (let p?, true): return text + " (temporary, purpose \(p))"
+        case (let p?, false): return text + " (purpose \(p))"
+        case (nil, _): return text
+        }
     }
 }
 
