@@ -22,17 +22,31 @@ struct Watch: AsyncParsableCommand {
             transform: Replay.parseKinds)
     var events: Set<Replay.EventKind> = [.location]
 
+    var authorization: Authorization? {
+        Authorization(rawValue: session).flatMap { $0 == .denied ? nil : $0 }
+    }
+
+    func validate() throws {
+        // Before connecting, so a typo is named even when the daemon is not running.
+        guard authorization != nil else {
+            throw ValidationError("--session must be when-in-use or always, not '\(session)'")
+        }
+    }
+
     func run() async throws {
         let client = try await connect(path: socket.path, wait: wait)
         defer { client.close() }
         var out = StandardOutput()
         var options = subscription.options
         options.events = Replay.subscribedKinds(events)
-        guard let authorization = Authorization(rawValue: session), authorization != .denied else {
-            throw ValidationError("--session must be when-in-use or always, not '\(session)'")
-        }
         // Nothing is delivered without a session (docs/protocol.md, "Sessions").
-        let grant = try await client.startSession(authorization, purpose: purpose)
+        let grant: SessionInfo
+        do {
+            grant = try await client.startSession(authorization ?? .whenInUse, purpose: purpose)
+        } catch let e as ProtocolError {
+            let asked = "--session \(session)" + (purpose.map { " --purpose \($0)" } ?? "")
+            throw Refusal("locationd refused the session (\(asked)): \(e.code.rawValue): \(e.message)")
+        }
         if json { out.line(ServerMessage.session(grant).line.dropLast().description) } else {
             out.line("session: \(grant.authorization?.rawValue ?? "?"), \(grant.accuracy?.rawValue ?? "?") (\(grant.reason ?? ""))")
         }
@@ -41,7 +55,7 @@ struct Watch: AsyncParsableCommand {
         for try await message in client.messages {
             switch message {
             case .error(let e):
-                throw ValidationError("locationd refused: \(e.code.rawValue): \(e.message)")
+                throw Refusal("locationd refused: \(e.code.rawValue): \(e.message)")
             case .location:
                 locations += 1
             default:

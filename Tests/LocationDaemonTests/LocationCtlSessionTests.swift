@@ -4,9 +4,22 @@ import LocationCore
 import LocationProtocol
 import Testing
 
-/// `locationctl status` as a user runs it: the real executable against the real daemon.
+/// `locationctl status` and `locationctl watch --session/--purpose` as a user runs them: the
+/// real executable against the real daemon.
 @Suite(.serialized) struct LocationCtlSessionTests {
     static var locationctl: String { LocationCtlReplayTests.locationctl.path }
+
+    /// A daemon whose policy gives `locationctl` (by executable) `rule`; everything else here
+    /// (the test runs as root) falls to the built-in owner rule.
+    static func daemon(rule: String, arguments: [String] = ["--gpsd", "127.0.0.1:1"]) async throws -> DaemonProcess {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ctl-session-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let config = dir.appendingPathComponent("locationd.toml")
+        try "[policy.ctl]\nexecutable = \"\(locationctl)\"\n\(rule)".write(to: config, atomically: true, encoding: .utf8)
+        let d = try DaemonProcess(arguments: ["--config", config.path] + arguments, directory: dir)
+        try await d.connect().close()  // waits for the socket
+        return d
+    }
 
     @Test func statusPrintsEveryConnectionAsATable() async throws {
         let daemon = try DaemonProcess(arguments: ["--gpsd", "127.0.0.1:1"])
@@ -48,5 +61,50 @@ import Testing
         #expect(reply.connectionsShown == .all && reply.connections?.count == reply.connected)
         let own = try #require(reply.connections?.first { $0.isSelf })
         #expect(own.executable == Self.locationctl && own.session == nil && own.pid != getpid())
+    }
+
+    @Test func watchOpensTheRequestedSessionAndNamesARefusal() async throws {
+        let log = DaemonEndToEndTests.walk(count: 30, startSecond: 0)
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("ctl-watch-\(UUID().uuidString.prefix(8)).nmea")
+        try Data(log.bytes).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        // The replay starts at the first subscription, so refusals (which never subscribe) leave it whole.
+        let daemon = try await Self.daemon(
+            rule: "authorization = \"when-in-use\"\naccuracy = \"approximate\"\npurposes = [\"nav\"]\n",
+            arguments: ["--replay", file.path, "--speed", "0"])
+        defer { daemon.stop() }
+
+        let spy = try LocationCtlReplayTests.run(["watch", "--socket", daemon.socketPath, "--session", "always", "--purpose", "spy"])
+        #expect(spy.status == 1)
+        #expect(spy.err.contains("locationd refused the session (--session always --purpose spy): fullAccuracyDenied: purpose 'spy' is not allowed by rule 'ctl'; allowed: nav"),
+                "\(spy.err)")
+        #expect(spy.out.isEmpty, "\(spy.out)")
+        let typo = try LocationCtlReplayTests.run(["watch", "--socket", daemon.socketPath, "--session", "sometimes"])
+        #expect(typo.status == 64)
+        #expect(typo.err.contains("--session must be when-in-use or always, not 'sometimes'"), "\(typo.err)")
+
+        // always under a when-in-use rule is capped, not refused; the purpose makes it precise.
+        let watch = try LocationCtlReplayTests.run(["watch", "--socket", daemon.socketPath, "--session", "always", "--purpose", "nav",
+                                                    "--json", "--count", "\(log.fixes.count)"])
+        #expect(watch.status == 0, "\(watch.err)")
+        let messages = try watch.out.split(separator: "\n").map { try ServerMessage.decode(String($0)) }
+        guard case .session(let grant) = messages.first else { Issue.record("no session line: \(watch.out)"); return }
+        #expect(grant.state == .active && grant.requested == .always && grant.authorization == .whenInUse)
+        #expect(grant.accuracy == .precise && grant.temporaryPrecise && grant.rule == "ctl")
+        #expect(grant.reason == "requested always, rule 'ctl' allows at most when-in-use; purpose 'nav' allows precise for this session")
+        // Every fix of the log, as it is: an approximate session would get one cell centre per 10 minutes.
+        #expect(messages.fixes.map(\.time) == log.fixes.map(\.time))
+        for (got, sent) in zip(messages.fixes, log.fixes) {
+            #expect(abs(got.coordinate.latitude - sent.coordinate.latitude) < 1e-8 && got.altitudeMSL != nil)
+        }
+    }
+
+    @Test func watchDeniedByPolicyExitsNonZeroWithTheRule() async throws {
+        let daemon = try await Self.daemon(rule: "authorization = \"denied\"\n")
+        defer { daemon.stop() }
+        let denied = try LocationCtlReplayTests.run(["watch", "--socket", daemon.socketPath])
+        #expect(denied.status == 1)
+        #expect(denied.err.contains("locationd refused the session (--session when-in-use): notAuthorized: policy rule 'ctl' (executable \(Self.locationctl)) denies location access"),
+                "\(denied.err)")
     }
 }
