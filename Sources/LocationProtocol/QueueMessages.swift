@@ -66,3 +66,13 @@ extension ServerMessage {
         return UInt64(n)
     }
 }
+
+extension ServerMessage {
+    /// The sequence number to acknowledge for a queued event or an overflow; nil otherwise.
+    public var queueSequence: UInt64? {
+        switch self {
+        case .queued(let seq, _), .overflow(_, let seq): seq
+        default: nil
+        }
+    }
+}

@@ -37,6 +37,17 @@ public struct StatusReply: Hashable, Sendable {
     public var identity: String?
     /// The asking connection's grant, e.g. `always precise (rule owner)`, when it has a session.
     public var grant: String?
+    /// Open connections on the daemon (all of them, however many `connections` lists).
+    public var connected: Int?
+    /// Whether `connections` lists every connection or only the asker's own.
+    public var connectionsShown: ConnectionsShown?
+    /// The connections the asker may see, by connection number (docs/protocol.md, "Status reply").
+    public var connections: [ConnectionEntry]?
+    /// Background events waiting for the asking program's acknowledgement (docs/protocol.md,
+    /// "Background delivery").
+    public var queued: Int?
+    /// Programs whose visits or significant changes are monitored while they are away.
+    public var backgroundMonitors: Int?
 
     public init(id: RequestID?, state: SourceState, subscribers: Int, source: String, lastFix: Timestamp?) {
         self.id = id; self.state = state; self.subscribers = subscribers
@@ -122,9 +133,12 @@ public indirect enum ServerMessage: Hashable, Sendable {
             JSONWriter.appendString(s.source, to: &out)
             JSONWriter.appendASCII(",\"lastFix\":", to: &out)
             EventEncoder.appendTime(s.lastFix, to: &out)
-            if let n = s.sessions {
-                JSONWriter.appendASCII(",\"sessions\":", to: &out)
-                DecimalFormat.appendInteger(Int64(n), to: &out)
+            for (name, value) in [("sessions", s.sessions), ("queued", s.queued), ("backgroundMonitors", s.backgroundMonitors)] {
+                guard let value else { continue }
+                out.append(UInt8(ascii: ","))
+                JSONWriter.appendString(name, to: &out)
+                out.append(UInt8(ascii: ":"))
+                DecimalFormat.appendInteger(Int64(value), to: &out)
             }
             for (name, value) in [("receiver", s.receiver), ("identity", s.identity), ("grant", s.grant)] {
                 guard let value else { continue }
@@ -133,6 +147,7 @@ public indirect enum ServerMessage: Hashable, Sendable {
                 out.append(UInt8(ascii: ":"))
                 JSONWriter.appendString(value, to: &out)
             }
+            StatusConnectionsCodec.append(s, to: &out)
             JSONWriter.appendASCII("}\n", to: &out)
         case .location(let fix, let skipped):
             EventEncoder().appendLocation(fix, skipped: skipped, to: &out)
@@ -259,9 +274,12 @@ public indirect enum ServerMessage: Hashable, Sendable {
                     id: id, state: state, subscribers: try int(o, "subscribers"),
                     source: try string(o, "source"), lastFix: try optionalTime(o, "lastFix"))
                 if o["sessions"] != nil { reply.sessions = try int(o, "sessions") }
+                if o["queued"] != nil { reply.queued = try int(o, "queued") }
+                if o["backgroundMonitors"] != nil { reply.backgroundMonitors = try int(o, "backgroundMonitors") }
                 if case .string(let r)? = o["receiver"] { reply.receiver = r }
                 if case .string(let r)? = o["identity"] { reply.identity = r }
                 if case .string(let r)? = o["grant"] { reply.grant = r }
+                try StatusConnectionsCodec.decode(o, into: &reply)
                 return .statusReply(reply)
             }
             return .status(state, time)

@@ -34,6 +34,12 @@ struct SubscriptionFlags: ParsableArguments {
     }
 }
 
+/// The daemon said no: exit 1 with its reason, not 64 with a usage line (the command line was fine).
+struct Refusal: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
 struct SocketFlag: ParsableArguments {
     @Option(name: .long, help: "locationd's socket (default: $LOCATIOND_SOCKET or /run/locationd/locationd.sock).")
     var socket: String?

@@ -21,6 +21,19 @@ struct Watch: AsyncParsableCommand {
     @Option(help: "Event types to subscribe to, comma-separated: location, visits, significant (status events always come).",
             transform: Replay.parseKinds)
     var events: Set<Replay.EventKind> = [.location]
+    @Flag(help: "Acknowledge each queued background event once printed, so the daemon forgets it (--session always; docs/protocol.md, \"Background delivery\").")
+    var ack = false
+
+    var authorization: Authorization? {
+        Authorization(rawValue: session).flatMap { $0 == .denied ? nil : $0 }
+    }
+
+    func validate() throws {
+        // Before connecting, so a typo is named even when the daemon is not running.
+        guard authorization != nil else {
+            throw ValidationError("--session must be when-in-use or always, not '\(session)'")
+        }
+    }
 
     func run() async throws {
         let client = try await connect(path: socket.path, wait: wait)
@@ -28,11 +41,14 @@ struct Watch: AsyncParsableCommand {
         var out = StandardOutput()
         var options = subscription.options
         options.events = Replay.subscribedKinds(events)
-        guard let authorization = Authorization(rawValue: session), authorization != .denied else {
-            throw ValidationError("--session must be when-in-use or always, not '\(session)'")
-        }
         // Nothing is delivered without a session (docs/protocol.md, "Sessions").
-        let grant = try await client.startSession(authorization, purpose: purpose)
+        let grant: SessionInfo
+        do {
+            grant = try await client.startSession(authorization ?? .whenInUse, purpose: purpose)
+        } catch let e as ProtocolError {
+            let asked = "--session \(session)" + (purpose.map { " --purpose \($0)" } ?? "")
+            throw Refusal("locationd refused the session (\(asked)): \(e.code.rawValue): \(e.message)")
+        }
         if json { out.line(ServerMessage.session(grant).line.dropLast().description) } else {
             out.line("session: \(grant.authorization?.rawValue ?? "?"), \(grant.accuracy?.rawValue ?? "?") (\(grant.reason ?? ""))")
         }
@@ -41,7 +57,7 @@ struct Watch: AsyncParsableCommand {
         for try await message in client.messages {
             switch message {
             case .error(let e):
-                throw ValidationError("locationd refused: \(e.code.rawValue): \(e.message)")
+                throw Refusal("locationd refused: \(e.code.rawValue): \(e.message)")
             case .location:
                 locations += 1
             default:
@@ -53,6 +69,8 @@ struct Watch: AsyncParsableCommand {
                 out.line(text)
             }
             out.flush()
+            // Acknowledged only once written out: a crash before loses nothing.
+            if ack, let seq = message.queueSequence { try client.send(.ack(id: nil, seq: seq)) }
             if let count, locations >= count { return }
         }
         if !json { out.line("locationd closed the connection") }
@@ -82,6 +100,15 @@ struct Watch: AsyncParsableCommand {
         case .significant(let fix):
             return ISO8601.string(fix.time) + "  significant change  " + degrees(fix.coordinate.latitude, "N", "S")
                 + " " + degrees(fix.coordinate.longitude, "E", "W")
+        case .region(let e):
+            return ISO8601.string(e.time) + "  region \(e.region) \(e.kind.rawValue)" + (e.inferred ? " (inferred)" : "")
+                + "  " + degrees(e.coordinate.latitude, "N", "S") + " " + degrees(e.coordinate.longitude, "E", "W")
+        case .queued(let seq, let event):
+            return human(event).map { "#\(seq)  " + $0 }
+        case .overflow(let lost, let seq):
+            return "#\(seq)  overflow: \(lost) queued event(s) up to here were dropped (queue_limit)"
+        case .acked:
+            return nil
         case .subscribed(_, let o):
             var parts: [String] = []
             if o.distanceFilter > 0 { parts.append("distance filter \(DecimalText.fixed(o.distanceFilter, 1)) m") }
@@ -100,7 +127,7 @@ struct Watch: AsyncParsableCommand {
 
 /// `locationctl status`: the daemon's state.
 struct Status: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Show locationd's source, fix state, subscribers, sessions, whether the receiver is watched, and this program's identity and grant.")
+    static let configuration = CommandConfiguration(abstract: "Show locationd's source, fix state, subscribers, sessions, whether the receiver is watched, this program's identity and grant, and the connections (every one for root and the daemon's user; otherwise only this one).")
 
     @OptionGroup var socket: SocketFlag
     @Flag(help: "Print the daemon's JSON reply.") var json = false
@@ -111,7 +138,7 @@ struct Status: AsyncParsableCommand {
         let reply = try await client.status()
         var out = StandardOutput()
         if json {
-            out.line(ServerMessage.statusReply(reply).line)
+            out.line(String(ServerMessage.statusReply(reply).line.dropLast()))
         } else {
             out.line("locationd \(client.hello.version) (protocol \(client.hello.protocolVersion))")
             out.line("source:       \(reply.source)")
@@ -119,11 +146,48 @@ struct Status: AsyncParsableCommand {
             out.line("last fix:     \(reply.lastFix.map(ISO8601.string) ?? "none")")
             out.line("subscribers:  \(reply.subscribers)")
             if let n = reply.sessions { out.line("sessions:     \(n)") }
+            if let n = reply.backgroundMonitors { out.line("background:   \(n) program(s) monitored while away") }
+            if let n = reply.queued { out.line("queued:       \(n) event(s) waiting for this program's ack") }
             if let r = reply.receiver { out.line("receiver:     \(r)") }
             if let i = reply.identity { out.line("identity:     \(i)") }
             if let g = reply.grant { out.line("grant:        \(g)") }
+            if let n = reply.connected {
+                // Say why the table is short, so a missing program is not taken for a disconnected one.
+                out.line("connections:  \(n)" + (reply.connectionsShown == .own
+                    ? " (only this one listed: other programs are shown to root and the daemon's user)" : ""))
+            }
+            if let entries = reply.connections, !entries.isEmpty {
+                out.line("")
+                for row in Self.table(entries) { out.line(row) }
+                if entries.contains(where: \.isSelf) { out.line("* this connection") }
+            }
         }
         out.flush()
+    }
+
+    /// The connections as aligned columns: conn, pid, uid, program, rule, grant, subscribed.
+    static func table(_ entries: [StatusReply.ConnectionEntry]) -> [String] {
+        let header = ["conn", "pid", "uid", "program", "rule", "grant", "subscribed"]
+        let rows = entries.map { e in
+            ["\(e.connection)" + (e.isSelf ? "*" : ""), e.pid.map { "\($0)" } ?? "?", e.uid.map { "\($0)" } ?? "?",
+             e.executable ?? "?", e.rule, grant(e.session), e.subscribed ? "yes" : "no"]
+        }
+        let widths = header.indices.map { i in ([header] + rows).map { $0[i].count }.max() ?? 0 }
+        return ([header] + rows).map { row in
+            row.indices.map { i in
+                i == row.count - 1 ? row[i] : row[i] + String(repeating: " ", count: widths[i] - row[i].count + 2)
+            }.joined()
+        }
+    }
+
+    static func grant(_ g: StatusReply.SessionGrant?) -> String {
+        guard let g else { return "no session" }
+        let text = "\(g.authorization.rawValue) \(g.accuracy.rawValue)"
+        switch (g.purpose, g.temporaryPrecise) {
+        case (let p?, true): return text + " (temporary, purpose \(p))"
+        case (let p?, false): return text + " (purpose \(p))"
+        case (nil, _): return text
+        }
     }
 }
 

@@ -60,6 +60,7 @@ import Testing
         //    goes away without ending its session.
         let first = try DaemonProcess(arguments: arguments, database: database)
         defer { first.stop() }
+        var queuedWhileAway: Int?
         do {
             let program = try await first.connect()
             try await program.startSession(.always)
@@ -79,6 +80,9 @@ import Testing
             //    (exit, departure, a significant change).
             gpsd.serve(bytes: RegionPersistenceTests.log(Array(repeating: 0, count: 600) + Array(repeating: 1500, count: 30), startSecond: 5))
             try await Self.handled(second: 634, by: watcher)
+            let away = try await watcher.status()
+            queuedWhileAway = away.queued
+            #expect(away.backgroundMonitors == 1 && away.receiver == "watching")
             watcher.close()
         }
         first.signal(SIGKILL)
@@ -101,6 +105,7 @@ import Testing
             // Before the backlog: the subscribed reply and the current status, nothing newer.
             #expect(seen.prefix { if case .queued = $0 { false } else { true } }.count == 2)
             lastSeq = UInt64(backlog.count)
+            #expect(queuedWhileAway == backlog.count)
             // Acknowledge part of it, then go away again.
             #expect(try await program.acknowledge(2) == backlog.count - 2)
             program.close()
@@ -201,6 +206,58 @@ import Testing
         #expect(regionEvents.first?.kind == .enter)
         // Each daemon queued something before it was killed, and the last one everything after.
         #expect(regionEvents.count >= 8, "\(regionEvents.count) events")
+    }
+
+    /// `locationctl watch --session always --ack` prints the backlog with its numbers and
+    /// acknowledges it: afterwards nothing waits for locationctl's program.
+    @Test func watchAckPrintsAndAcknowledgesTheBacklog() async throws {
+        guard GPSDHarness.isAvailable else { return }
+        let gpsd = try GPSDHarness()
+        defer { gpsd.shutdown() }
+        let daemon = try DaemonProcess(arguments: ["--gpsd", "\(gpsd.host):\(gpsd.portString)"])
+        defer { daemon.stop() }
+        // locationctl is its own program: it registers the region, so the events are its own.
+        let geojson = daemon.directory.appendingPathComponent("a.geojson")
+        try #"{"type":"FeatureCollection","features":[{"type":"Feature","geometry":{"type":"Point","coordinates":[11.576124,48.137154]},"properties":{"id":"A","radius":100}}]}"#
+            .write(to: geojson, atomically: true, encoding: .utf8)
+        let probe = try await daemon.connect()  // also waits for the socket
+        defer { probe.close() }
+        let imported = try LocationCtlReplayTests.run(["regions", "import", geojson.path, "--socket", daemon.socketPath])
+        try #require(imported.status == 0, "\(imported.err)")
+        gpsd.serve(bytes: RegionPersistenceTests.log(Array(repeating: -400, count: 5) + Array(repeating: 0, count: 10), startSecond: 0))
+        try await Self.handled(second: 14, by: probe)
+        func queuedForLocationctl() throws -> Int? {
+            let r = try LocationCtlReplayTests.run(["status", "--socket", daemon.socketPath, "--json"])
+            guard case .statusReply(let reply) = try ServerMessage.decode(String(r.out.dropLast())) else { return nil }
+            return reply.queued
+        }
+        #expect(try queuedForLocationctl() == 1)
+
+        let watch = Process()
+        watch.executableURL = LocationCtlReplayTests.locationctl
+        watch.arguments = ["watch", "--socket", daemon.socketPath, "--session", "always", "--ack", "--json", "--events", "visits"]
+        let out = Pipe()
+        watch.standardOutput = out
+        watch.standardError = FileHandle.nullDevice
+        try watch.run()
+        defer { if watch.isRunning { watch.terminate() }; watch.waitUntilExit() }
+        // Reads until the daemon's reply to the ack; a watchdog ends a hang (a failure).
+        let watchdog = Task { try await Task.sleep(for: .seconds(20)); watch.terminate() }
+        defer { watchdog.cancel() }
+        var text = ""
+        while !text.contains(#""type":"acked""#) {
+            let chunk = out.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            text += String(decoding: chunk, as: UTF8.self)
+        }
+        let lines = text.split(separator: "\n").map(String.init)
+        let queued = try lines.map { try ServerMessage.decode($0) }.compactMap { m -> (UInt64, ServerMessage)? in
+            if case .queued(let seq, let e) = m { (seq, e) } else { nil }
+        }
+        #expect(queued.count == 1 && queued.first?.0 == 1, "\(text)")
+        if case .region(let e)? = queued.first?.1 { #expect(e.kind == .enter && e.region == "A") } else { Issue.record("\(text)") }
+        #expect(lines.contains { $0.contains(#""type":"acked""#) && $0.contains(#""seq":1"#) && $0.contains(#""queued":0"#) }, "\(text)")
+        #expect(try queuedForLocationctl() == 0)
     }
 }
 

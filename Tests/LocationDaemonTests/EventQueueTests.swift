@@ -121,11 +121,5 @@ import Testing
 }
 
 extension ServerMessage {
-    /// The sequence number of a queued event or an overflow.
-    var seq: UInt64? {
-        switch self {
-        case .queued(let seq, _), .overflow(_, let seq): seq
-        default: nil
-        }
-    }
+    var seq: UInt64? { queueSequence }
 }

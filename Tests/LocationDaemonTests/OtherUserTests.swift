@@ -1,5 +1,6 @@
 import Foundation
 import LocationClient
+import LocationProtocol
 import Testing
 
 /// Another uid (`nobody`, via setpriv) through the real daemon's socket: denied by default,
@@ -56,5 +57,69 @@ import Testing
         #expect(granted.hasPrefix("{\"type\":\"session\",\"id\":1,\"state\":\"active\",\"requested\":\"always\",\"authorization\":\"when-in-use\",\"accuracy\":\"approximate\""), "\(granted)")
         #expect(granted.contains("\"rule\":\"nobody\""))
         allowed.stop()
+    }
+
+    /// nobody's status lists only its own connection; root's, at the same time, lists nobody's
+    /// connection too, with its rule and grant (docs/privacy.md, "Status").
+    @Test func statusShowsOtherProgramsOnlyToRoot() async throws {
+        guard getuid() == 0 else { return }
+        let daemon = try await Self.daemon(config: """
+            [policy.nobody]
+            user = "nobody"
+            authorization = "when-in-use"
+            accuracy = "approximate"
+
+            """)
+        defer { daemon.stop() }
+        let root = try await daemon.connect()
+        defer { root.close() }
+        try await root.startSession(.always)
+
+        // nobody opens a session, asks for status, prints both replies, then stays connected
+        // until its stdin closes, so root's status sees it.
+        let script = """
+            import socket,sys
+            s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); f=s.makefile('rwb')
+            f.readline()
+            f.write(b'{"type":"session.start","id":1}\\n{"type":"status","id":2}\\n'); f.flush()
+            print(f.readline().decode().strip()); print(f.readline().decode().strip(), flush=True)
+            sys.stdin.read()
+            """
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        p.arguments = ["--reuid=nobody", "--regid=nogroup", "--clear-groups", "/usr/bin/python3", "-c", script, daemon.socketPath]
+        let input = Pipe(), output = Pipe()
+        p.standardInput = input
+        p.standardOutput = output
+        try p.run()
+        defer { try? input.fileHandleForWriting.close(); p.waitUntilExit() }
+        var text = ""
+        while text.filter({ $0 == "\n" }).count < 2 {
+            let chunk = output.fileHandleForReading.availableData
+            guard !chunk.isEmpty else { break }  // nobody's client died: the checks below say how
+            text += String(decoding: chunk, as: UTF8.self)
+        }
+        let lines = text.split(separator: "\n").map(String.init)
+        try #require(lines.count == 2, "\(text)")
+        guard case .session(let grant) = try ServerMessage.decode(lines[0]) else { Issue.record("\(lines[0])"); return }
+        #expect(grant.rule == "nobody" && grant.accuracy == .approximate)
+        guard case .statusReply(let own) = try ServerMessage.decode(lines[1]) else { Issue.record("\(lines[1])"); return }
+        #expect(own.connectionsShown == .own)
+        let mine = try #require(own.connections)
+        #expect(mine.count == 1, "\(mine)")
+        #expect(mine.first?.isSelf == true && mine.first?.uid == 65534 && mine.first?.rule == "nobody")
+        #expect(mine.first?.session == StatusReply.SessionGrant(authorization: .whenInUse, accuracy: .approximate))
+        #expect(own.sessions == 2 && (own.connected ?? 0) >= 2)
+
+        let all = try await root.status()
+        #expect(all.connectionsShown == .all)
+        let entries = try #require(all.connections)
+        #expect(entries.count == all.connected)
+        let nobody = try #require(entries.first { $0.uid == 65534 })
+        #expect(nobody.connection == mine.first?.connection && !nobody.isSelf && nobody.rule == "nobody")
+        #expect(nobody.executable?.hasPrefix("/usr/bin/python3") == true)
+        #expect(nobody.session == StatusReply.SessionGrant(authorization: .whenInUse, accuracy: .approximate))
+        let me = try #require(entries.first { $0.isSelf })
+        #expect(me.uid == 0 && me.session == StatusReply.SessionGrant(authorization: .always, accuracy: .precise))
     }
 }

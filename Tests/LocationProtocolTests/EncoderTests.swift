@@ -192,6 +192,64 @@ import Testing
             == #"{"type":"status","id":"s","state":"fix","subscribers":2,"source":"gpsd","lastFix":"1970-01-01T00:00:00Z"}"# + "\n")
     }
 
+    static func statusWithConnections() -> StatusReply {
+        var r = StatusReply(id: .number(3), state: .fix, subscribers: 1, source: "gpsd localhost:2947", lastFix: nil)
+        r.sessions = 2
+        r.receiver = "watching"
+        r.identity = "uid=0 exe=/usr/local/bin/locationctl"
+        r.grant = "no session; at most always precise (rule owner)"
+        r.connected = 3
+        r.connectionsShown = .all
+        r.connections = [
+            .init(connection: 1, pid: 812, uid: 1000, gid: 1000, executable: "/usr/bin/navit", rule: "nav",
+                  session: .init(authorization: .always, accuracy: .precise), subscribed: true),
+            .init(connection: 2, pid: 815, uid: 1001, gid: 100, executable: "/opt/weather/bin/weather \"beta\"", rule: "weather",
+                  session: .init(authorization: .whenInUse, accuracy: .precise, temporaryPrecise: true, purpose: "radar"),
+                  subscribed: false),
+            .init(connection: 4, isSelf: true, pid: nil, uid: nil, gid: nil, executable: nil, rule: "default",
+                  session: nil, subscribed: false),
+        ]
+        return r
+    }
+
+    @Test func statusReplyWithConnectionsRoundTrips() throws {
+        var own = Self.statusWithConnections()
+        own.connectionsShown = .own
+        own.connections = [own.connections![2]]
+        for r in [Self.statusWithConnections(), own] {
+            var line = ServerMessage.statusReply(r).line
+            line.removeLast()
+            #expect(try ServerMessage.decode(line) == .statusReply(r))
+        }
+    }
+
+    @Test func statusReplyConnectionShape() {
+        let line = ServerMessage.statusReply(Self.statusWithConnections()).line
+        #expect(line.hasSuffix(#","connected":3,"connectionsShown":"all","connections":["#
+            + #"{"connection":1,"self":false,"pid":812,"uid":1000,"gid":1000,"executable":"/usr/bin/navit","rule":"nav","session":{"authorization":"always","accuracy":"precise","temporaryPrecise":false,"purpose":null},"subscribed":true},"#
+            + #"{"connection":2,"self":false,"pid":815,"uid":1001,"gid":100,"executable":"/opt/weather/bin/weather \"beta\"","rule":"weather","session":{"authorization":"when-in-use","accuracy":"precise","temporaryPrecise":true,"purpose":"radar"},"subscribed":false},"#
+            + #"{"connection":4,"self":true,"pid":null,"uid":null,"gid":null,"executable":null,"rule":"default","session":null,"subscribed":false}]}"# + "\n"),
+            "\(line)")
+    }
+
+    @Test(arguments: [
+        (#""connections":{}"#, "connections must be an array, not an object"),
+        (#""connections":[3]"#, "connections[0] must be an object, not a number"),
+        (#""connections":[{"rule":"x"}]"#, "connections[0] has no connection"),
+        (#""connections":[{"connection":1}]"#, "connections[0] has no rule"),
+        (#""connections":[{"connection":1,"rule":"x","pid":-1.5}]"#, "connections[0].pid -1.5 is not a valid pid"),
+        (#""connections":[{"connection":1,"rule":"x","uid":-1}]"#, "connections[0].uid -1 is not a valid uid"),
+        (#""connections":[{"connection":1,"rule":"x","session":{"authorization":"sometimes","accuracy":"precise"}}]"#,
+         "connections[0].session has no valid authorization; expected denied, when-in-use or always"),
+        (#""connections":[{"connection":1,"rule":"x","session":"yes"}]"#, "connections[0].session must be an object or null, not a string"),
+        (#""connections":[{"connection":1,"rule":"x","subscribed":1}]"#, "connections[0].subscribed must be a boolean, not a number"),
+        (#""connectionsShown":"some""#, #"connectionsShown "some" is not all or own"#),
+    ])
+    func malformedConnectionListsAreNamed(fragment: String, message: String) {
+        let line = #"{"type":"status","state":"fix","subscribers":0,"source":"s","lastFix":null,"# + fragment + "}"
+        #expect(throws: ServerMessage.DecodingError(message)) { try ServerMessage.decode(line) }
+    }
+
     @Test func rejectsGarbage() {
         #expect(throws: ServerMessage.DecodingError.self) { try ServerMessage.decode("{}") }
         #expect(throws: ServerMessage.DecodingError.self) { try ServerMessage.decode(#"{"type":"location"}"#) }

@@ -94,8 +94,17 @@ public struct Policy: Hashable, Sendable {
     /// The rule that applies to `who`.
     public func rule(for who: PeerIdentity) -> PolicyRule {
         if let r = rules.first(where: { $0.matches(who) }) { return r }
-        if ownerRule, who.uid == 0 || who.uid == ownerUID { return owner }
+        if isOwner(who) { return owner }
         return defaultRule
+    }
+
+    /// Whether `who` is a user the built-in owner rule trusts (root, the daemon's own user),
+    /// whichever rule matched its program. Such a peer sees every connection in a status reply:
+    /// root can read any process's /proc entry and the daemon's user is the daemon, so the list
+    /// tells them nothing they could not learn (docs/privacy.md, "Status").
+    public func isOwner(_ who: PeerIdentity?) -> Bool {
+        guard ownerRule, let who else { return false }
+        return who.uid == 0 || who.uid == ownerUID
     }
 
     public static let keys = ["user", "group", "executable", "authorization", "accuracy", "purposes", "max_regions"]

@@ -235,18 +235,7 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
             dropPending()
             send(.unsubscribed(id: rid), flush: false)
         case .status(let rid):
-            let s = hub.loopSnapshot
-            var reply = StatusReply(id: rid, state: s.state, subscribers: s.subscriberCount,
-                                    source: s.sourceDescription, lastFix: s.lastFix?.time)
-            reply.sessions = hub.openSessions
-            reply.receiver = hub.receiverWatched.map { $0 ? "watching" : "released" }
-            reply.identity = program.rawValue
-            if let session {
-                reply.grant = "\(session.grant.authorization.rawValue) \(session.grant.accuracy.rawValue) (rule \(session.grant.rule))"
-            } else {
-                reply.grant = "no session; at most \(rule.authorization.rawValue) \(rule.accuracy.rawValue) (rule \(rule.name))"
-            }
-            send(.statusReply(reply), flush: false)
+            send(.statusReply(statusReply(id: rid)), flush: false)
         case .ack(let rid, let seq):
             acknowledge(seq, id: rid)
         case .regionsAdd, .regionsRemove, .regionsList, .regionsState:

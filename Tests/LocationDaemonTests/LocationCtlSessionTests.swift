@@ -1,0 +1,110 @@
+import Foundation
+import LocationClient
+import LocationCore
+import LocationProtocol
+import Testing
+
+/// `locationctl status` and `locationctl watch --session/--purpose` as a user runs them: the
+/// real executable against the real daemon.
+@Suite(.serialized) struct LocationCtlSessionTests {
+    static var locationctl: String { LocationCtlReplayTests.locationctl.path }
+
+    /// A daemon whose policy gives `locationctl` (by executable) `rule`; everything else here
+    /// (the test runs as root) falls to the built-in owner rule.
+    static func daemon(rule: String, arguments: [String] = ["--gpsd", "127.0.0.1:1"]) async throws -> DaemonProcess {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ctl-session-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let config = dir.appendingPathComponent("locationd.toml")
+        try "[policy.ctl]\nexecutable = \"\(locationctl)\"\n\(rule)".write(to: config, atomically: true, encoding: .utf8)
+        let d = try DaemonProcess(arguments: ["--config", config.path] + arguments, directory: dir)
+        try await d.connect().close()  // waits for the socket
+        return d
+    }
+
+    @Test func statusPrintsEveryConnectionAsATable() async throws {
+        let daemon = try DaemonProcess(arguments: ["--gpsd", "127.0.0.1:1"])
+        defer { daemon.stop() }
+        let navigator = try await daemon.connect()
+        defer { navigator.close() }
+        let weather = try await daemon.connect()
+        defer { weather.close() }
+        try await navigator.startSession(.always)
+        try await navigator.subscribe()
+        try await weather.startSession(.whenInUse, purpose: "radar")
+        let me = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
+
+        let text = try LocationCtlReplayTests.run(["status", "--socket", daemon.socketPath])
+        #expect(text.status == 0, "\(text.err)")
+        let lines = text.out.split(separator: "\n").map(String.init)
+        #expect(lines.contains("sessions:     2") && lines.contains("subscribers:  1") && lines.contains("receiver:     watching"), "\(text.out)")
+        // The probe DaemonProcess.connect opened may still be closing: count the rows instead.
+        let header = try #require(lines.firstIndex { $0.hasPrefix("conn  ") }, "\(text.out)")
+        #expect(lines[header].split(separator: " ", omittingEmptySubsequences: true)
+            == ["conn", "pid", "uid", "program", "rule", "grant", "subscribed"])
+        let rows = lines[(header + 1)...].prefix { !$0.hasPrefix("* ") }.map {
+            $0.split(separator: "  ", omittingEmptySubsequences: true).map { $0.trimmingCharacters(in: .whitespaces) }
+        }
+        let owner = "owner (built in: root and the daemon's user)"
+        #expect(rows.contains { $0.count == 7 && $0[2] == "0" && $0[3] == me && $0[4] == owner && $0[5] == "always precise" && $0[6] == "yes" },
+                "\(text.out)")
+        #expect(rows.contains { $0.count == 7 && $0[3] == me && $0[5] == "when-in-use precise (purpose radar)" && $0[6] == "no" },
+                "\(text.out)")
+        let mine = rows.filter { $0.first?.hasSuffix("*") == true }
+        #expect(mine.count == 1 && mine.first?[3] == Self.locationctl && mine.first?[5] == "no session", "\(text.out)")
+        #expect(lines.last == "* this connection")
+        #expect(lines.contains("connections:  \(rows.count)"), "\(text.out)")
+
+        let json = try LocationCtlReplayTests.run(["status", "--socket", daemon.socketPath, "--json"])
+        #expect(json.status == 0, "\(json.err)")
+        #expect(json.out.hasSuffix("}\n") && json.out.split(separator: "\n").count == 1, "\(json.out)")
+        guard case .statusReply(let reply) = try ServerMessage.decode(String(json.out.dropLast())) else { Issue.record("not a status reply: \(json.out)"); return }
+        #expect(reply.connectionsShown == .all && reply.connections?.count == reply.connected)
+        let own = try #require(reply.connections?.first { $0.isSelf })
+        #expect(own.executable == Self.locationctl && own.session == nil && own.pid != getpid())
+    }
+
+    @Test func watchOpensTheRequestedSessionAndNamesARefusal() async throws {
+        let log = DaemonEndToEndTests.walk(count: 30, startSecond: 0)
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("ctl-watch-\(UUID().uuidString.prefix(8)).nmea")
+        try Data(log.bytes).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        // The replay starts at the first subscription, so refusals (which never subscribe) leave it whole.
+        let daemon = try await Self.daemon(
+            rule: "authorization = \"when-in-use\"\naccuracy = \"approximate\"\npurposes = [\"nav\"]\n",
+            arguments: ["--replay", file.path, "--speed", "0"])
+        defer { daemon.stop() }
+
+        let spy = try LocationCtlReplayTests.run(["watch", "--socket", daemon.socketPath, "--session", "always", "--purpose", "spy"])
+        #expect(spy.status == 1)
+        #expect(spy.err.contains("locationd refused the session (--session always --purpose spy): fullAccuracyDenied: purpose 'spy' is not allowed by rule 'ctl'; allowed: nav"),
+                "\(spy.err)")
+        #expect(spy.out.isEmpty, "\(spy.out)")
+        let typo = try LocationCtlReplayTests.run(["watch", "--socket", daemon.socketPath, "--session", "sometimes"])
+        #expect(typo.status == 64)
+        #expect(typo.err.contains("--session must be when-in-use or always, not 'sometimes'"), "\(typo.err)")
+
+        // always under a when-in-use rule is capped, not refused; the purpose makes it precise.
+        let watch = try LocationCtlReplayTests.run(["watch", "--socket", daemon.socketPath, "--session", "always", "--purpose", "nav",
+                                                    "--json", "--count", "\(log.fixes.count)"])
+        #expect(watch.status == 0, "\(watch.err)")
+        let messages = try watch.out.split(separator: "\n").map { try ServerMessage.decode(String($0)) }
+        guard case .session(let grant) = messages.first else { Issue.record("no session line: \(watch.out)"); return }
+        #expect(grant.state == .active && grant.requested == .always && grant.authorization == .whenInUse)
+        #expect(grant.accuracy == .precise && grant.temporaryPrecise && grant.rule == "ctl")
+        #expect(grant.reason == "requested always, rule 'ctl' allows at most when-in-use; purpose 'nav' allows precise for this session")
+        // Every fix of the log, as it is: an approximate session would get one cell centre per 10 minutes.
+        #expect(messages.fixes.map(\.time) == log.fixes.map(\.time))
+        for (got, sent) in zip(messages.fixes, log.fixes) {
+            #expect(abs(got.coordinate.latitude - sent.coordinate.latitude) < 1e-8 && got.altitudeMSL != nil)
+        }
+    }
+
+    @Test func watchDeniedByPolicyExitsNonZeroWithTheRule() async throws {
+        let daemon = try await Self.daemon(rule: "authorization = \"denied\"\n")
+        defer { daemon.stop() }
+        let denied = try LocationCtlReplayTests.run(["watch", "--socket", daemon.socketPath])
+        #expect(denied.status == 1)
+        #expect(denied.err.contains("locationd refused the session (--session when-in-use): notAuthorized: policy rule 'ctl' (executable \(Self.locationctl)) denies location access"),
+                "\(denied.err)")
+    }
+}

@@ -1,0 +1,102 @@
+import Foundation
+import LocationClient
+import LocationCore
+import LocationProtocol
+import Testing
+@testable import LocationDaemon
+
+/// The status reply's connection list through the socket (in process: every client is this
+/// test executable running as root, so the built-in owner rule applies unless a test turns it off).
+@Suite(.serialized) struct StatusConnectionTests {
+    static var me: String { URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path }
+
+    @Test func ownerSeesEverySessionWithItsGrant() async throws {
+        let h = try await ServerHarness.start()
+        let navigator = try await LocationClient.connect(path: h.path)
+        let weather = try await LocationClient.connect(path: h.path)
+        let asker = try await LocationClient.connect(path: h.path)
+        try await navigator.startSession(.always)
+        try await navigator.subscribe()
+        try await weather.startSession(.whenInUse, purpose: "radar")
+
+        let status = try await asker.status()
+        #expect(status.connected == 3 && status.sessions == 2 && status.subscribers == 1)
+        #expect(status.connectionsShown == .all)
+        let entries = try #require(status.connections)
+        #expect(entries.count == 3)
+        #expect(entries.map(\.connection) == entries.map(\.connection).sorted())
+        let owner = Policy().owner.name
+        for e in entries {
+            #expect(e.pid == getpid() && e.uid == getuid() && e.gid == getgid())
+            #expect(e.executable == Self.me && e.rule == owner)
+        }
+        #expect(entries[0].session == StatusReply.SessionGrant(authorization: .always, accuracy: .precise))
+        #expect(entries[0].subscribed && !entries[0].isSelf)
+        // An owner is precise already: the purpose is kept but grants nothing more.
+        #expect(entries[1].session == StatusReply.SessionGrant(authorization: .whenInUse, accuracy: .precise, purpose: "radar"))
+        #expect(!entries[1].subscribed && !entries[1].isSelf)
+        #expect(entries[2].session == nil && !entries[2].subscribed && entries[2].isSelf)
+
+        // The asker's own view of itself changes with its session.
+        try await asker.startSession(.whenInUse)
+        let again = try #require(try await asker.status().connections)
+        #expect(again[2].session == StatusReply.SessionGrant(authorization: .whenInUse, accuracy: .precise))
+        try await navigator.endSession()
+        let ended = try #require(try await asker.status().connections)
+        #expect(ended[0].session == nil && !ended[0].subscribed)
+        for c in [navigator, weather, asker] { c.close() }
+        await h.stop()
+    }
+
+    @Test func nonOwnerSeesOnlyItsOwnEntryAndTheCounts() async throws {
+        let h = try await ServerHarness.start()
+        var policy = Policy()
+        policy.ownerRule = false
+        policy.rules = [PolicyRule(name: "me", user: getuid(), authorization: .whenInUse, accuracy: .approximate, purposes: ["nav"])]
+        try await h.server.applyPolicy(policy)
+        let other = try await LocationClient.connect(path: h.path)
+        try await other.startSession(.always)
+        try await other.subscribe()
+        let asker = try await LocationClient.connect(path: h.path)
+        try await asker.startSession(.always, purpose: "nav")
+
+        let status = try await asker.status()
+        #expect(status.connected == 2 && status.sessions == 2 && status.subscribers == 1)
+        #expect(status.connectionsShown == .own)
+        let entries = try #require(status.connections)
+        #expect(entries.count == 1)
+        #expect(entries.first?.isSelf == true && entries.first?.rule == "me" && entries.first?.pid == getpid())
+        #expect(entries.first?.session == StatusReply.SessionGrant(
+            authorization: .whenInUse, accuracy: .precise, temporaryPrecise: true, purpose: "nav"))
+        other.close()
+        asker.close()
+        await h.stop()
+    }
+
+    @Test func visibleConnectionsFilter() {
+        func entry(_ n: UInt64) -> StatusReply.ConnectionEntry {
+            .init(connection: n, pid: Int32(n), uid: 1000, gid: 1000, executable: "/bin/p\(n)", rule: "r", session: nil, subscribed: false)
+        }
+        let all = [entry(7), entry(2), entry(5)]
+        let owner = Connection.visibleConnections(all, asker: 5, showAll: true)
+        #expect(owner.map(\.connection) == [2, 5, 7])
+        #expect(owner.map(\.isSelf) == [false, true, false])
+        let other = Connection.visibleConnections(all, asker: 5, showAll: false)
+        #expect(other.map(\.connection) == [5] && other[0].isSelf && other[0].executable == "/bin/p5")
+        #expect(Connection.visibleConnections(all, asker: 9, showAll: false).isEmpty)
+    }
+
+    @Test func ownerIsRootAndTheDaemonsUserWhicheverRuleMatches() {
+        var p = Policy()
+        p.ownerUID = 999
+        p.rules = [PolicyRule(name: "root-nav", user: 0, authorization: .whenInUse, accuracy: .approximate)]
+        let root = PeerIdentity(pid: 1, uid: 0, gid: 0, executable: "/usr/bin/navit")
+        #expect(p.rule(for: root).name == "root-nav")
+        #expect(p.isOwner(root))
+        #expect(p.isOwner(PeerIdentity(pid: 1, uid: 999, gid: 999, executable: nil)))
+        #expect(!p.isOwner(PeerIdentity(pid: 1, uid: 1000, gid: 1000, executable: nil)))
+        #expect(!p.isOwner(nil))
+        p.ownerRule = false
+        #expect(!p.isOwner(root))
+    }
+}
