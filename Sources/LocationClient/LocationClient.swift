@@ -9,6 +9,11 @@ public enum LocationClientError: Error, Hashable, Sendable, CustomStringConverti
     case pathTooLong(String)
     case closed
     case unexpectedReply(String)
+    /// No reply to `request` (e.g. `status (id 3)`, `hello`) within `timeout`; the connection
+    /// stays open and a late reply is dropped.
+    case timedOut(request: String, timeout: Duration)
+    /// The connection closed (the server's side or `close()`) before `request`'s reply came.
+    case closedBeforeReply(request: String)
 
     public var description: String {
         switch self {
@@ -16,6 +21,10 @@ public enum LocationClientError: Error, Hashable, Sendable, CustomStringConverti
         case .pathTooLong(let p): "socket path too long: \(p)"
         case .closed: "connection closed"
         case .unexpectedReply(let r): "unexpected reply: \(r)"
+        case .timedOut(let request, let timeout):
+            "no reply to \(request) from locationd within \(timeout): the daemon is stuck, overloaded or not serving this socket (systemctl status locationd); if it is only slow, pass a longer requestTimeout to LocationClient.connect"
+        case .closedBeforeReply(let request):
+            "the connection to locationd closed before the reply to \(request) (journalctl -u locationd says why the daemon closed it)"
         }
     }
 }
@@ -26,6 +35,11 @@ public enum LocationClientError: Error, Hashable, Sendable, CustomStringConverti
 /// convenience calls (`subscribe`, `unsubscribe`, `status`, which number their requests) are
 /// routed to those calls; everything else — events, replies to `send`, errors without a
 /// pending request — arrives on `messages`, in order. `messages` buffers without bound: read it.
+///
+/// Nothing waits forever: the connect, the hello, every request's reply and every write are
+/// bounded by `requestTimeout` (`LocationClientError.timedOut`); when the connection closes,
+/// pending requests fail at once (`closedBeforeReply`), and cancelling the calling task cancels
+/// its request.
 public final class LocationClient: Sendable {
     /// The server's greeting, read on connect.
     public let hello: ServerHello
@@ -43,9 +57,16 @@ public final class LocationClient: Sendable {
     deinit { core.shutdown() }
 
     /// Connects to the socket at `path` and waits for the server's hello.
-    public static func connect(path: String) async throws -> LocationClient {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+    /// - Parameter requestTimeout: how long the connect, the hello, each request's reply and
+    ///   each write may take (a write waits while the daemon does not read).
+    public static func connect(path: String, requestTimeout: Duration = .seconds(10)) async throws -> LocationClient {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw LocationClientError.system("socket", errno: errno) }
+        // Bounds connect (a full listen backlog) and send (a daemon that does not read).
+        let (seconds, attoseconds) = requestTimeout.components
+        var limit = timeval(tv_sec: Int(max(0, seconds)), tv_usec: Int(max(0, attoseconds) / 1_000_000_000_000))
+        if limit.tv_sec == 0 && limit.tv_usec == 0 { limit.tv_usec = 1 }  // 0 would mean "no timeout"
+        _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
         var addr = sockaddr_un()
         addr.sun_family = sa_family_t(AF_UNIX)
         let bytes = Array(path.utf8)
@@ -65,15 +86,25 @@ public final class LocationClient: Sendable {
         guard rc == 0 else {
             let e = errno
             Glibc.close(fd)
+            if e == EAGAIN || e == EWOULDBLOCK { throw LocationClientError.timedOut(request: "connect \(path)", timeout: requestTimeout) }
             throw LocationClientError.system("connect \(path)", errno: e)
         }
         let (stream, continuation) = AsyncThrowingStream<ServerMessage, any Error>.makeStream()
-        let core = Core(fd: fd, continuation: continuation)
-        let hello = try await withCheckedThrowingContinuation { (waiter: CheckedContinuation<ServerMessage, any Error>) in
-            core.state.withLock { $0.helloWaiter = waiter }
-            core.startReader()
+        let core = Core(fd: fd, continuation: continuation, timeout: requestTimeout)
+        let hello: ServerMessage
+        do {
+            hello = try await withCheckedThrowingContinuation { (waiter: CheckedContinuation<ServerMessage, any Error>) in
+                core.state.withLock { $0.helloWaiter = Core.Pending(name: "hello", continuation: waiter, timer: core.timer(for: nil)) }
+                core.startReader()
+            }
+        } catch {
+            core.shutdown()  // nobody owns the connection: let the reader thread end
+            throw error
         }
-        guard case .hello(let h) = hello else { throw LocationClientError.unexpectedReply(hello.line) }
+        guard case .hello(let h) = hello else {
+            core.shutdown()
+            throw LocationClientError.unexpectedReply(hello.line)
+        }
         return LocationClient(core: core, hello: h, messages: stream)
     }
 
@@ -81,12 +112,12 @@ public final class LocationClient: Sendable {
     public func send(_ request: Request) throws {
         var out: [UInt8] = []
         request.append(to: &out)
-        try core.write(out)
+        try core.write(out, name: Core.name(of: out, id: request.id))
     }
 
     /// Sends raw bytes (a newline is not added). For tools and tests of malformed input.
     public func sendRaw(_ text: String) throws {
-        try core.write(Array(text.utf8))
+        try core.write(Array(text.utf8), name: "raw bytes")
     }
 
     /// Opens (or replaces) the subscription; returns the effective options. Events follow on
@@ -143,35 +174,99 @@ public final class LocationClient: Sendable {
 }
 
 /// The shared state of a client and its reader thread.
+///
+/// Two locks, always taken in this order: `writing` (serialises writes, and closing the
+/// descriptor: no write can then hit a descriptor number reused by someone else), then `state`.
+/// `state` is never held while blocking, so a write waiting on a daemon that does not read
+/// cannot stall the reader thread or the timeouts.
 final class Core: Sendable {
+    /// A call waiting for its reply.
+    struct Pending {
+        /// What it asked, for errors: `status (id 3)`.
+        var name: String
+        var continuation: CheckedContinuation<ServerMessage, any Error>
+        /// Fails it after the timeout; cancelled when the reply comes.
+        var timer: Task<Void, Never>
+    }
+
     struct State {
         var closed = false
         var fdClosed = false
         var nextID = 1
-        var waiters: [RequestID: CheckedContinuation<ServerMessage, any Error>] = [:]
-        var helloWaiter: CheckedContinuation<ServerMessage, any Error>?
+        var waiters: [RequestID: Pending] = [:]
+        var helloWaiter: Pending?
+        /// Requests that timed out: their late replies are dropped, not put on `messages`.
+        var expired: Set<RequestID> = []
     }
 
     let fd: Int32
     let continuation: AsyncThrowingStream<ServerMessage, any Error>.Continuation
+    let timeout: Duration
     let state = Mutex(State())
+    private let writing = Mutex(())
 
-    init(fd: Int32, continuation: AsyncThrowingStream<ServerMessage, any Error>.Continuation) {
+    init(fd: Int32, continuation: AsyncThrowingStream<ServerMessage, any Error>.Continuation, timeout: Duration) {
         self.fd = fd
         self.continuation = continuation
+        self.timeout = timeout
     }
 
-    func write(_ bytes: [UInt8]) throws {
-        try state.withLock { s throws in
-            guard !s.closed else { throw LocationClientError.closed }
+    /// `status (id 3)`: the request's type from its encoded line (`{"type":"status",…`).
+    static func name(of line: [UInt8], id: RequestID?) -> String {
+        let prefix = Array(#"{"type":""#.utf8)
+        var type = "request"
+        if line.starts(with: prefix), let end = line[prefix.count...].firstIndex(of: 0x22) {
+            type = String(decoding: line[prefix.count..<end], as: UTF8.self)
+        }
+        return id.map { "\(type) (id \($0))" } ?? type
+    }
+
+    /// A task failing the waiter for `id` (nil: the hello) once the timeout has passed.
+    func timer(for id: RequestID?) -> Task<Void, Never> {
+        let timeout = self.timeout
+        return Task { [weak self] in
+            do { try await Task.sleep(for: timeout) } catch { return }  // cancelled: the reply came
+            self?.expire(id)
+        }
+    }
+
+    private func expire(_ id: RequestID?) {
+        let pending: Pending? = state.withLock { s in
+            guard let id else { defer { s.helloWaiter = nil }; return s.helloWaiter }
+            guard let p = s.waiters.removeValue(forKey: id) else { return nil }
+            if s.expired.count >= 1024, let any = s.expired.first { s.expired.remove(any) }
+            s.expired.insert(id)
+            return p
+        }
+        guard let pending else { return }
+        pending.continuation.resume(throwing: LocationClientError.timedOut(request: pending.name, timeout: timeout))
+    }
+
+    /// Fails `id`'s call with `error` if it still waits.
+    private func fail(_ id: RequestID, with error: any Error) {
+        let pending = state.withLock { $0.waiters.removeValue(forKey: id) }
+        pending?.timer.cancel()
+        pending?.continuation.resume(throwing: error)
+    }
+
+    /// Writes all of `bytes`. A write still blocked after the timeout (the daemon does not read)
+    /// closes the connection: part of a line may have gone out, so nothing after it would parse.
+    func write(_ bytes: [UInt8], name: String) throws {
+        try writing.withLock { _ throws in
+            guard !state.withLock({ $0.closed }) else { throw LocationClientError.closed }
             var offset = 0
             while offset < bytes.count {
                 let n = bytes.withUnsafeBytes { raw in
                     Glibc.send(fd, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
                 }
                 if n < 0 {
-                    if errno == EINTR { continue }
-                    throw LocationClientError.system("send", errno: errno)
+                    let e = errno
+                    if e == EINTR { continue }
+                    if e == EAGAIN || e == EWOULDBLOCK {
+                        _ = Glibc.shutdown(fd, Int32(SHUT_RDWR))  // the reader then fails every pending call
+                        throw LocationClientError.timedOut(request: "sending \(name)", timeout: timeout)
+                    }
+                    throw LocationClientError.system("send", errno: e)
                 }
                 offset += n
             }
@@ -185,18 +280,24 @@ final class Core: Sendable {
         }
         var out: [UInt8] = []
         make(id).append(to: &out)
-        return try await withCheckedThrowingContinuation { waiter in
-            let registered = state.withLock { s in
-                guard !s.closed else { return false }
-                s.waiters[id] = waiter
-                return true
+        let name = Self.name(of: out, id: id)
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { waiter in
+                let refusal: (any Error)? = state.withLock { s in
+                    if s.closed { return LocationClientError.closed }
+                    if Task.isCancelled { return CancellationError() }
+                    s.waiters[id] = Pending(name: name, continuation: waiter, timer: timer(for: id))
+                    return nil
+                }
+                if let refusal { waiter.resume(throwing: refusal); return }
+                do {
+                    try write(out, name: name)
+                } catch {
+                    fail(id, with: error)
+                }
             }
-            guard registered else { waiter.resume(throwing: LocationClientError.closed); return }
-            do {
-                try write(out)
-            } catch {
-                if let w = state.withLock({ $0.waiters.removeValue(forKey: id) }) { w.resume(throwing: error) }
-            }
+        } onCancel: {
+            fail(id, with: CancellationError())
         }
     }
 
@@ -269,31 +370,47 @@ final class Core: Sendable {
         case .acked(let id, _, _): replyID = id
         case .location, .status, .visit, .significant, .region, .queued, .overflow: replyID = nil
         }
-        let waiter: CheckedContinuation<ServerMessage, any Error>? = state.withLock { s in
+        enum Route { case waiter(Pending), late, stream }
+        let route: Route = state.withLock { s in
             if let w = s.helloWaiter, case .hello = message {
                 s.helloWaiter = nil
-                return w
+                return .waiter(w)
             }
-            if let replyID { return s.waiters.removeValue(forKey: replyID) }
-            return nil
+            guard let replyID else { return .stream }
+            if let w = s.waiters.removeValue(forKey: replyID) { return .waiter(w) }
+            return s.expired.remove(replyID) != nil ? .late : .stream
         }
-        guard let waiter else {
+        switch route {
+        case .stream:
             continuation.yield(message)
-            return
+        case .late:
+            break  // its caller already got `timedOut`
+        case .waiter(let w):
+            w.timer.cancel()
+            if case .error(let e) = message { w.continuation.resume(throwing: e) } else { w.continuation.resume(returning: message) }
         }
-        if case .error(let e) = message { waiter.resume(throwing: e) } else { waiter.resume(returning: message) }
     }
 
+    /// The reader's end: fail every pending call, finish `messages`, close the descriptor.
     private func finish(error: (any Error)?) {
         let waiters = state.withLock { s in
             s.closed = true
-            if !s.fdClosed { Glibc.close(fd); s.fdClosed = true }
+            // A writer blocked in send wakes up (EPIPE) and lets go of `writing`.
+            if !s.fdClosed { _ = Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
             var all = Array(s.waiters.values)
             s.waiters.removeAll()
             if let h = s.helloWaiter { all.append(h); s.helloWaiter = nil }
             return all
         }
-        for w in waiters { w.resume(throwing: error ?? LocationClientError.closed) }
+        writing.withLock { _ in
+            state.withLock { s in
+                if !s.fdClosed { Glibc.close(fd); s.fdClosed = true }
+            }
+        }
+        for w in waiters {
+            w.timer.cancel()
+            w.continuation.resume(throwing: error ?? LocationClientError.closedBeforeReply(request: w.name))
+        }
         continuation.finish(throwing: error)
     }
 }

@@ -18,6 +18,7 @@ public enum Daemon {
     public static let version = "0.1.0"
 
     public static func run(_ options: DaemonOptions, logControl: LogControl = LogControl(), logger: Logger) async throws {
+        raiseDescriptorLimit(logger: logger)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let loop = group.next()
         // `--database none` keeps the same tables in memory: nothing survives a restart.
@@ -51,6 +52,23 @@ public enum Daemon {
         configuration.maximumGracefulShutdownDuration = .milliseconds(Int64(options.shutdownTimeout * 1000))
         configuration.maximumCancellationDuration = .seconds(1)
         try await ServiceGroup(configuration: configuration).run()
+    }
+
+    /// One descriptor per subscriber: lift the soft open-file limit to the hard one, and say so
+    /// when even that is too low for 1,000 subscribers (docs/systemd.md, "Open files").
+    static func raiseDescriptorLimit(logger: Logger) {
+        guard let result = DescriptorLimit.raise() else {
+            logger.warning("cannot read the open-file limit (RLIMIT_NOFILE): \(String(cString: strerror(errno)))")
+            return
+        }
+        if let error = result.error {
+            logger.warning("cannot raise the open-file limit (RLIMIT_NOFILE) from \(result.before.soft) to \(result.before.hard): \(error)")
+        }
+        logger.info("open-file limit", metadata: ["soft": "\(result.after.soft)", "hard": "\(result.after.hard)",
+                                                  "was": "\(result.before.soft)"])
+        if DescriptorLimit.isShort(result.after) {
+            logger.notice("open-file limit (RLIMIT_NOFILE) is \(result.after): one descriptor per subscriber, so 1,000 subscribers may not fit; raise it to at least \(DescriptorLimit.useful): LimitNOFILE=8192 in the unit (systemctl edit locationd), or ulimit -n 8192 before starting locationd")
+        }
     }
 
     /// Loads the remembered regions and states into the engine before anything is served.

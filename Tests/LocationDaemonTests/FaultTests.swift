@@ -222,7 +222,8 @@ struct ManyConnectionsTests {
     /// receive every event with bounded gaps and never a `skipped` one; the daemon's VmRSS stays
     /// bounded; the non-readers stay connected (docs/protocol.md, "Slow readers": closed only
     /// after 30 s not writable) and, reading at last, get their backlog. The daemon starts with
-    /// the soft descriptor limit systemd gives services (1,024). 20 Hz because the daemon under
+    /// the soft descriptor limit systemd gives services (1,024), which it raises to the hard one
+    /// (DescriptorLimitTests). 20 Hz because the daemon under
     /// test is the debug build: at 200 Hz × 1,000 subscribers it cannot keep up (release can).
     /// The held-event/`skipped` policy itself is covered by ServerTests' slow-reader tests.
     @Test func thousandConnectionsHundredNeverRead() async throws {

@@ -42,9 +42,9 @@ func gpsdError(_ code: Int32) -> GPSDError {
 final class LibGPSConnection: GPSDConnection {
     private let data: UnsafeMutablePointer<gps_data_t>
     private var isOpen = false
-    /// Set when `gps_read` found no complete line: libgps's buffer then holds a partial line,
-    /// `gps_waiting` would answer "ready" at once, and the socket (non-blocking in libgps 3.22)
-    /// must be polled instead so the loop does not spin.
+    /// Set when `gps_read` found no complete line (libgps's buffer is empty or holds a partial
+    /// one): only then is the socket (non-blocking in libgps 3.22) polled; otherwise libgps may
+    /// still hold complete lines, and reading finds out without blocking.
     private var needBytes = false
     private static let bufferSize = 16 * 1024  // > GPS_JSON_RESPONSE_MAX (10240)
     private let buffer: UnsafeMutablePointer<CChar>
@@ -82,19 +82,16 @@ final class LibGPSConnection: GPSDConnection {
 
     func wait(timeout: Double) -> GPSDWaitResult {
         guard isOpen else { return .failed(GPSDError(code: 0, message: "not connected")) }
-        if needBytes {
-            var pfd = pollfd(fd: data.pointee.gps_fd, events: Int16(POLLIN), revents: 0)
-            let n = poll(&pfd, 1, Int32(timeout * 1000))
-            if n > 0 { return .ready }
-            if n == 0 || errno == EINTR { return .timeout }
-            return .failed(gpsdError(errno))
-        }
-        errno = 0
-        if gps_waiting(data, Int32(timeout * 1_000_000)) { return .ready }
-        // gps_waiting clears errno first; false with errno set is a socket error.
-        let e = errno
-        if e == 0 || e == EINTR { return .timeout }
-        return .failed(gpsdError(e))
+        // Not `gps_waiting`: it waits with pselect and FD_SET, which glibc aborts on for a
+        // descriptor ≥ 1,024 ("bit out of range 0 - FD_SETSIZE"), and the daemon raises its
+        // open-file limit so 1,000+ subscribers fit: a gpsd (re)connect among them gets such a
+        // descriptor (DescriptorLimitTests).
+        guard needBytes else { return .ready }
+        var pfd = pollfd(fd: data.pointee.gps_fd, events: Int16(POLLIN), revents: 0)
+        let n = poll(&pfd, 1, Int32(timeout * 1000))
+        if n > 0 { return .ready }
+        if n == 0 || errno == EINTR { return .timeout }
+        return .failed(gpsdError(errno))
     }
 
     func read() -> GPSDReadResult {
@@ -104,6 +101,12 @@ final class LibGPSConnection: GPSDConnection {
         buffer[0] = 0
         errno = 0
         let n = gps_read(data, buffer, Int32(Self.bufferSize))
+        // `wait` lets a read find out whether libgps holds a line; with nothing buffered the
+        // non-blocking recv says EAGAIN (returned as 0 by libgps 3.22; -1 handled the same).
+        if n < 0, errno == EAGAIN || errno == EWOULDBLOCK {
+            needBytes = true
+            return .incomplete
+        }
         if n < 0 {
             return .failed(errno == 0
                 ? GPSDError(code: 0, message: "gpsd closed the connection")

@@ -73,17 +73,28 @@ final class SpawnedDaemon: @unchecked Sendable {
     /// - Parameters:
     ///   - passing: a listening socket handed over as fd 3 with LISTEN_FDS=1 and LISTEN_PID set
     ///     to the child's own pid (through `sh -c 'export LISTEN_PID=$$; exec …'`).
-    init(arguments: [String], environment: [String: String], directory: URL? = nil, passing fd: CInt? = nil) throws {
+    ///   - openFiles: the child's RLIMIT_NOFILE (set by the shell before `exec`, so the test
+    ///     process keeps its own hard limit); both at most the test process's hard limit.
+    init(arguments: [String], environment: [String: String], directory: URL? = nil, passing fd: CInt? = nil,
+         openFiles: (soft: UInt64, hard: UInt64)? = nil) throws {
         self.directory = try directory ?? Self.makeDirectory()
         let exe = DaemonProcess.executable.path
         var argv: [String]
         var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("LISTEN_") && $0.key != "NOTIFY_SOCKET" && !$0.key.hasPrefix("WATCHDOG_") && $0.key != "JOURNAL_STREAM" }
         for (k, v) in environment { env[k] = v }
+        var script = ""
+        if let openFiles {
+            // Soft first: a hard limit below the current soft one is refused.
+            script += "ulimit -S -n \(openFiles.soft) && ulimit -H -n \(openFiles.hard) || exit 99; "
+        }
         if fd != nil {
             env["LISTEN_FDS"] = "1"
-            argv = ["/bin/sh", "-c", "export LISTEN_PID=$$; exec \"$0\" \"$@\"", exe] + arguments
-        } else {
+            script += "export LISTEN_PID=$$; "
+        }
+        if script.isEmpty {
             argv = [exe] + arguments
+        } else {
+            argv = ["/bin/sh", "-c", script + "exec \"$0\" \"$@\"", exe] + arguments
         }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)

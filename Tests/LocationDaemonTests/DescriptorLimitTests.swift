@@ -1,0 +1,167 @@
+import Foundation
+import LocationClient
+import LocationCore
+import LocationDaemon
+import LocationProtocol
+#if canImport(Glibc)
+import Glibc
+#endif
+import Testing
+
+/// The open-file limit (docs/systemd.md, "Open files"): the daemon lifts its soft limit to the
+/// hard one, says when that is still too low, and works with descriptors above 1,023.
+@Suite(.serialized) struct DescriptorLimitTests {
+    // MARK: The decision
+
+    @Test func softIsRaisedToHardNeverLowered() {
+        // systemd's default for services: 1,024 soft, 524,288 hard.
+        #expect(DescriptorLimit.raisedSoft(from: .init(soft: 1024, hard: 524_288)) == 524_288)
+        #expect(DescriptorLimit.raisedSoft(from: .init(soft: 1024, hard: 8192)) == 8192)
+        // LimitNOFILE=8192 sets both: nothing to do.
+        #expect(DescriptorLimit.raisedSoft(from: .init(soft: 8192, hard: 8192)) == nil)
+        #expect(DescriptorLimit.raisedSoft(from: .init(soft: 1024, hard: 1024)) == nil)
+        // "unlimited" is refused for RLIMIT_NOFILE: the kernel's default nr_open instead.
+        let unlimited = DescriptorLimit.unlimited
+        #expect(DescriptorLimit.raisedSoft(from: .init(soft: 1024, hard: unlimited)) == 1 << 20)
+        #expect(DescriptorLimit.raisedSoft(from: .init(soft: unlimited, hard: unlimited)) == nil)
+    }
+
+    @Test func shortLimitsAreThoseBelowTwoThousand() {
+        #expect(DescriptorLimit.isShort(.init(soft: 1024, hard: 1024)))
+        #expect(DescriptorLimit.isShort(.init(soft: 2047, hard: 4096)))
+        #expect(!DescriptorLimit.isShort(.init(soft: 2048, hard: 2048)))
+        #expect(!DescriptorLimit.isShort(.init(soft: 524_288, hard: 524_288)))
+        #expect(DescriptorLimit(soft: 1024, hard: DescriptorLimit.unlimited).description == "1024 soft, unlimited hard")
+    }
+
+    // MARK: The real daemon
+
+    /// `Max open files` of `/proc/PID/limits`: (soft, hard).
+    static func openFiles(of pid: pid_t) -> (soft: String, hard: String)? {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/limits", encoding: .utf8) else { return nil }
+        for line in text.split(separator: "\n") where line.hasPrefix("Max open files") {
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            return (String(fields[3]), String(fields[4]))
+        }
+        return nil
+    }
+
+    /// The test process's hard limit: the spawned daemon's can be at most that.
+    static var ownHard: UInt64 { DescriptorLimit.current()?.hard ?? 1024 }
+
+    /// Connects once the daemon serves (polling its startup, not pacing the test).
+    static func connect(_ daemon: SpawnedDaemon) async throws -> LocationClient {
+        let deadline = Date().addingTimeInterval(10)
+        while true {
+            do { return try await LocationClient.connect(path: daemon.socketPath) } catch {
+                guard Date() < deadline, daemon.waitForExit(timeout: 0) == nil else {
+                    throw DaemonProcess.Failure(description: "cannot connect: \(error); stderr: \(daemon.stderrText)")
+                }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+        }
+    }
+
+    static func arguments(_ dir: URL, _ more: [String]) -> [String] {
+        ["--socket", dir.appendingPathComponent("locationd.sock").path, "--database", "none", "--log-level", "info"] + more
+    }
+
+    /// Started with systemd's default soft limit (1,024) under a higher hard one, the daemon's
+    /// soft limit is the hard one (/proc/PID/limits), and it logs both at info.
+    @Test func spawnedDaemonRaisesItsSoftLimitToTheHardOne() async throws {
+        let hard = min(Self.ownHard, 4096)
+        try #require(hard > 1024, "the test process's hard RLIMIT_NOFILE is \(hard): cannot test a raise")
+        let dir = try SpawnedDaemon.makeDirectory()
+        let daemon = try SpawnedDaemon(arguments: Self.arguments(dir, ["--gpsd", "127.0.0.1:1"]), environment: [:],
+                                       directory: dir, openFiles: (1024, hard))
+        defer { daemon.stop() }
+        try await Self.connect(daemon).close()
+        let limits = try #require(Self.openFiles(of: daemon.pid))
+        #expect(limits.soft == "\(hard)" && limits.hard == "\(hard)", "Max open files: \(limits)")
+        #expect(daemon.stderrText.contains("info locationd: open-file limit hard=\(hard) soft=\(hard) was=1024"), "\(daemon.stderrText)")
+        #expect(!daemon.stderrText.contains("LimitNOFILE="), "a notice although \(hard) is enough")
+    }
+
+    /// With a hard limit of 1,024 nothing can be raised: a notice names the limit and the fix.
+    @Test func aLowHardLimitIsNamedWithItsFix() async throws {
+        let dir = try SpawnedDaemon.makeDirectory()
+        let daemon = try SpawnedDaemon(arguments: Self.arguments(dir, ["--gpsd", "127.0.0.1:1"]), environment: [:],
+                                       directory: dir, openFiles: (1024, 1024))
+        defer { daemon.stop() }
+        try await Self.connect(daemon).close()
+        let limits = try #require(Self.openFiles(of: daemon.pid))
+        #expect(limits.soft == "1024" && limits.hard == "1024")
+        let log = daemon.stderrText
+        let notice = log.split(separator: "\n").first { $0.contains("LimitNOFILE=") }
+        #expect(notice?.contains("1024 soft, 1024 hard") == true, "\(log)")
+        #expect(notice?.contains(" notice locationd: ") == true, "\(notice ?? "no notice")")
+    }
+
+    /// The raised limit is usable: with 1,100 connections open, the gpsd connection (opened when
+    /// a session needs fixes) gets a descriptor above 1,023 — where libgps's `gps_waiting`
+    /// (pselect, FD_SET) would abort the daemon — and fixes still flow.
+    @Test(.enabled(if: GPSDHarness.isAvailable, "gpsd is not installed (apt-get install gpsd)"))
+    func gpsdOnADescriptorAbove1023StillDeliversFixes() async throws {
+        let hard = min(Self.ownHard, 4096)
+        try #require(hard >= 2048, "the test process's hard RLIMIT_NOFILE is \(hard): cannot hold 1,100 connections")
+        // This process holds the other ends of the connections too.
+        var own = rlimit()
+        getrlimit(Int32(RLIMIT_NOFILE.rawValue), &own)
+        let original = own
+        own.rlim_cur = max(own.rlim_cur, rlim_t(hard))
+        setrlimit(Int32(RLIMIT_NOFILE.rawValue), &own)
+        defer { var o = original; setrlimit(Int32(RLIMIT_NOFILE.rawValue), &o) }
+
+        let gpsd = try GPSDHarness()
+        defer { gpsd.shutdown() }
+        let log = DaemonEndToEndTests.walk(count: 5, startSecond: 0)
+        gpsd.serve(bytes: log.bytes)
+        let dir = try SpawnedDaemon.makeDirectory()
+        let daemon = try SpawnedDaemon(arguments: Self.arguments(dir, ["--gpsd", "\(gpsd.host):\(gpsd.portString)"]),
+                                       environment: [:], directory: dir, openFiles: (1024, hard))
+        defer { daemon.stop() }
+        try await Self.connect(daemon).close()
+
+        var clients: [RawClient] = []
+        defer { for c in clients { c.close() } }
+        for i in 0..<1100 {
+            var c = try RawClient(path: daemon.socketPath)
+            try #require(c.waitFor("\"hello\"") != nil, "connection \(i): no hello; \(daemon.stderrText.suffix(500))")
+            clients.append(c)
+        }
+        let client = try await Self.connect(daemon)
+        defer { client.close() }
+        var reader = MessageReader(client)
+        try await client.startSession(.whenInUse)
+        try client.send(.subscribe(id: .number(1), options: SubscriptionOptions()))
+        let seen: [ServerMessage]
+        do {
+            seen = try await reader.read(timeout: 20) { $0.fixes.count >= log.fixes.count }
+        } catch {
+            _ = daemon.waitForExit(timeout: 1)
+            Issue.record("\(error); daemon: \(daemon.stderrText.split(separator: "\n").filter { !$0.contains("connection opened") }.prefix(30).joined(separator: "\n"))")
+            return
+        }
+        #expect(seen.fixes.map(\.time) == log.fixes.map(\.time))
+        let fd = Self.descriptor(of: daemon.pid, connectedToPort: gpsd.gpsdPort)
+        #expect(fd.map { $0 > 1023 } == true, "the gpsd connection is on descriptor \(fd.map(String.init) ?? "none")")
+        #expect(daemon.waitForExit(timeout: 0) == nil, "the daemon died: \(daemon.stderrText.suffix(1000))")
+    }
+
+    /// The daemon's descriptor whose TCP connection goes to `port` on 127.0.0.1 (/proc/net/tcp).
+    static func descriptor(of pid: pid_t, connectedToPort port: UInt16) -> Int? {
+        guard let table = try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8) else { return nil }
+        let remote = String(format: "0100007F:%04X", port)
+        let inodes = Set(table.split(separator: "\n").dropFirst().compactMap { line -> String? in
+            let f = line.split(separator: " ", omittingEmptySubsequences: true)
+            return f.count > 9 && f[2] == remote ? String(f[9]) : nil
+        })
+        let dir = "/proc/\(pid)/fd"
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? [] {
+            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "\(dir)/\(name)"),
+                  target.hasPrefix("socket:[") else { continue }
+            if inodes.contains(String(target.dropFirst(8).dropLast())) { return Int(name) }
+        }
+        return nil
+    }
+}
