@@ -78,6 +78,9 @@ final class SpawnedDaemon: @unchecked Sendable {
     init(arguments: [String], environment: [String: String], directory: URL? = nil, passing fd: CInt? = nil,
          openFiles: (soft: UInt64, hard: UInt64)? = nil) throws {
         self.directory = try directory ?? Self.makeDirectory()
+        // Never the system's /var/lib/locationd: each daemon keeps its state in its own folder.
+        let arguments = arguments.contains("--database") ? arguments
+            : arguments + ["--database", self.directory.appendingPathComponent("locationd.db").path]
         let exe = DaemonProcess.executable.path
         var argv: [String]
         var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("LISTEN_") && $0.key != "NOTIFY_SOCKET" && !$0.key.hasPrefix("WATCHDOG_") && $0.key != "JOURNAL_STREAM" }
