@@ -143,6 +143,22 @@ public final class LocationClient: Sendable {
         guard case .session = reply else { throw LocationClientError.unexpectedReply(reply.line) }
     }
 
+    /// Every region of the program with its state (`ids`: only these), following the reply's
+    /// pages (docs/protocol.md, "Regions").
+    public func regions(_ ids: [String]? = nil) async throws -> [RegionRecord] {
+        var all: [RegionRecord] = []
+        var offset = 0
+        while true {
+            let reply = try await request { id in
+                ids == nil ? .regionsList(id: id, offset: offset) : .regionsState(id: id, ids: ids, offset: offset)
+            }
+            guard case .regions(_, let page, let next) = reply else { throw LocationClientError.unexpectedReply(reply.line) }
+            all += page
+            guard let next, next > offset else { return all }
+            offset = next
+        }
+    }
+
     /// Tells the daemon the program has its queued events up to `seq` (they are forgotten);
     /// returns how many remain queued.
     @discardableResult
@@ -365,7 +381,7 @@ final class Core: Sendable {
         case .subscribed(let id, _), .unsubscribed(let id): replyID = id
         case .statusReply(let s): replyID = s.id
         case .error(let e): replyID = e.id
-        case .regions(let id, _), .regionsChanged(let id, _, _, _): replyID = id
+        case .regions(let id, _, _), .regionsChanged(let id, _, _, _): replyID = id
         case .session(let info): replyID = info.id
         case .acked(let id, _, _): replyID = id
         case .location, .status, .visit, .significant, .region, .queued, .overflow: replyID = nil

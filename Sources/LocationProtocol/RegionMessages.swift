@@ -165,3 +165,27 @@ extension JSONWriter {
         }
     }
 }
+
+extension RegionCodec {
+    /// The records from `offset` that fit one `regions` reply line of at most `maxLineBytes`
+    /// (`id` included), and the offset of the rest — nil when this is the last page. A page
+    /// holds at least one record, so paging always advances. *Reason:* a program may register
+    /// 10,000 regions with 4 KB of metadata each; no client should have to read one 40 MB line.
+    public static func page(_ records: [RegionRecord], from offset: Int, id: RequestID?) -> (records: ArraySlice<RegionRecord>, next: Int?) {
+        let start = min(max(offset, 0), records.count)
+        var envelope: [UInt8] = []
+        ServerMessage.regions(id: id, regions: [], next: Int(Int32.max)).append(to: &envelope)
+        var used = envelope.count
+        var scratch: [UInt8] = []
+        var end = start
+        while end < records.count {
+            scratch.removeAll(keepingCapacity: true)
+            appendRegion(records[end], to: &scratch)
+            let size = scratch.count + (end > start ? 1 : 0)  // the comma
+            if end > start && used + size > maxLineBytes { break }
+            used += size
+            end += 1
+        }
+        return (records[start..<end], end < records.count ? end : nil)
+    }
+}

@@ -92,16 +92,16 @@ public enum Request: Hashable, Sendable {
     /// Unregister regions by id (all must exist), or all of them when `ids` is nil.
     case regionsRemove(id: RequestID?, ids: [String]?)
     /// The program's regions with their states.
-    case regionsList(id: RequestID?)
+    case regionsList(id: RequestID?, offset: Int = 0)
     /// The states of the given regions (all when `ids` is nil).
-    case regionsState(id: RequestID?, ids: [String]?)
+    case regionsState(id: RequestID?, ids: [String]?, offset: Int = 0)
     /// The program has received its queued events up to `seq`: the daemon forgets them.
     case ack(id: RequestID?, seq: UInt64)
 
     public var id: RequestID? {
         switch self {
         case .hello(let id), .subscribe(let id, _), .unsubscribe(let id), .status(let id),
-             .regionsAdd(let id, _), .regionsRemove(let id, _), .regionsList(let id), .regionsState(let id, _),
+             .regionsAdd(let id, _), .regionsRemove(let id, _), .regionsList(let id, _), .regionsState(let id, _, _),
              .sessionStart(let id, _, _), .sessionEnd(let id), .ack(let id, _): id
         }
     }
@@ -180,13 +180,13 @@ public enum Request: Hashable, Sendable {
             }
             return .regionsRemove(id: id, ids: ids)
         case "regions.list":
-            return .regionsList(id: id)
+            return .regionsList(id: id, offset: try offset(object, id: id))
         case "session.start":
             return try decodeSessionStart(object, id: id)
         case "session.end":
             return .sessionEnd(id: id)
         case "regions.state":
-            return .regionsState(id: id, ids: try RegionCodec.decodeIDs(object["ids"], id: id))
+            return .regionsState(id: id, ids: try RegionCodec.decodeIDs(object["ids"], id: id), offset: try offset(object, id: id))
         case "ack":
             return try decodeAck(object, id: id)
         default:
@@ -247,7 +247,9 @@ public enum Request: Hashable, Sendable {
         case .regionsRemove(_, let ids):
             type("regions.remove")
             Request.appendIDs(ids, all: true, to: &out)
-        case .regionsList: type("regions.list")
+        case .regionsList(_, let offset):
+            type("regions.list")
+            Request.appendOffset(offset, to: &out)
         case .sessionStart(_, let authorization, let purpose):
             type("session.start")
             JSONWriter.appendASCII(",\"authorization\":", to: &out)
@@ -257,9 +259,10 @@ public enum Request: Hashable, Sendable {
                 JSONWriter.appendString(purpose, to: &out)
             }
         case .sessionEnd: type("session.end")
-        case .regionsState(_, let ids):
+        case .regionsState(_, let ids, let offset):
             type("regions.state")
             Request.appendIDs(ids, all: false, to: &out)
+            Request.appendOffset(offset, to: &out)
         case .ack(_, let seq):
             type("ack")
             JSONWriter.appendASCII(",\"seq\":", to: &out)
@@ -270,6 +273,22 @@ public enum Request: Hashable, Sendable {
             id.append(to: &out)
         }
         JSONWriter.appendASCII("}\n", to: &out)
+    }
+
+    /// `offset` of a paged `regions.list`/`regions.state` (docs/protocol.md, "Regions"):
+    /// where the page starts; the previous reply's `next`.
+    static func offset(_ object: [String: JSONValue], id: RequestID?) throws(ProtocolError) -> Int {
+        guard let n = try number(object, "offset", in: 0...1e9, unit: "regions", id: id) else { return 0 }
+        guard n == n.rounded() else {
+            throw ProtocolError(.outOfRange, "offset \(JSONWriter.numberText(n)) is not an integer; expected the previous reply's next", id: id)
+        }
+        return Int(n)
+    }
+
+    static func appendOffset(_ offset: Int, to out: inout [UInt8]) {
+        guard offset > 0 else { return }
+        JSONWriter.appendASCII(",\"offset\":", to: &out)
+        DecimalFormat.appendInteger(Int64(offset), to: &out)
     }
 
     static func appendIDs(_ ids: [String]?, all: Bool, to out: inout [UInt8]) {

@@ -72,8 +72,9 @@ public indirect enum ServerMessage: Hashable, Sendable {
     case visit(Visit)
     /// A significant-change event.
     case significant(Fix)
-    /// Reply to `regions.list` / `regions.state`: regions with their states.
-    case regions(id: RequestID?, regions: [RegionRecord])
+    /// Reply to `regions.list` / `regions.state`: one page of regions with their states;
+    /// `next` is the offset of the following page, nil on the last.
+    case regions(id: RequestID?, regions: [RegionRecord], next: Int? = nil)
     /// Reply to `regions.add` / `regions.remove`: how many changed, how many are registered.
     case regionsChanged(id: RequestID?, added: Int, removed: Int, registered: Int)
     /// A geofence event.
@@ -153,7 +154,7 @@ public indirect enum ServerMessage: Hashable, Sendable {
             EventEncoder().appendLocation(fix, skipped: skipped, to: &out)
         case .status(let state, let time):
             EventEncoder().appendStatus(state, time: time, to: &out)
-        case .regions(let id, let regions):
+        case .regions(let id, let regions, let next):
             JSONWriter.appendASCII("{\"type\":\"regions\"", to: &out)
             appendID(id, to: &out)
             JSONWriter.appendASCII(",\"regions\":[", to: &out)
@@ -161,7 +162,12 @@ public indirect enum ServerMessage: Hashable, Sendable {
                 if i > 0 { out.append(UInt8(ascii: ",")) }
                 RegionCodec.appendRegion(r, to: &out)
             }
-            JSONWriter.appendASCII("]}\n", to: &out)
+            JSONWriter.appendASCII("]", to: &out)
+            if let next {
+                JSONWriter.appendASCII(",\"next\":", to: &out)
+                DecimalFormat.appendInteger(Int64(next), to: &out)
+            }
+            JSONWriter.appendASCII("}\n", to: &out)
         case .regionsChanged(let id, let added, let removed, let registered):
             JSONWriter.appendASCII("{\"type\":\"regions.changed\"", to: &out)
             appendID(id, to: &out)
@@ -305,7 +311,8 @@ public indirect enum ServerMessage: Hashable, Sendable {
         case "significant":
             return .significant(try decodeSignificant(o))
         case "regions":
-            return .regions(id: id, regions: try RegionCodec.decodeRecords(o["regions"]))
+            return .regions(id: id, regions: try RegionCodec.decodeRecords(o["regions"]),
+                            next: o["next"] == nil || o["next"] == .null ? nil : try int(o, "next"))
         case "regions.changed":
             return .regionsChanged(id: id, added: try int(o, "added"), removed: try int(o, "removed"),
                                    registered: try int(o, "registered"))

@@ -47,10 +47,9 @@ struct Regions: AsyncParsableCommand {
         @Flag(help: "Print the daemon's JSON reply.") var json = false
 
         func run() async throws {
-            let reply = try await Regions.request(socket.path) { .regionsList(id: $0) }
-            guard case .regions(_, let records) = reply else { throw ValidationError("unexpected reply \(reply.line)") }
+            let records = try await Regions.all(socket.path)
             var out = StandardOutput()
-            if json { out.line(reply.line.trimmingSuffixNewline) } else {
+            if json { out.line(ServerMessage.regions(id: nil, regions: records).line.trimmingSuffixNewline) } else {
                 for r in records {
                     out.line("\(r.region.id)  \(DecimalText.fixed(r.region.center.latitude, 6)),\(DecimalText.fixed(r.region.center.longitude, 6))  r=\(DecimalText.fixed(r.region.radius, 1)) m  \(r.state.rawValue)")
                 }
@@ -75,9 +74,18 @@ struct Regions: AsyncParsableCommand {
         @Option(help: "Write to this file instead of standard output.") var output: String?
 
         func run() async throws {
-            let reply = try await Regions.request(socket.path) { .regionsList(id: $0) }
-            guard case .regions(_, let records) = reply else { throw ValidationError("unexpected reply \(reply.line)") }
+            let records = try await Regions.all(socket.path)
             try writeText(RegionsGeoJSON.export(records), to: output)
+        }
+    }
+
+    /// Every region of locationctl's program, page by page.
+    static func all(_ path: String) async throws -> [RegionRecord] {
+        let client = try await connect(path: path, wait: 0)
+        try await client.startSession(.always)  // regions need an always, precise session
+        defer { client.close() }
+        do { return try await client.regions() } catch let e as ProtocolError {
+            throw ValidationError("locationd refused: \(e.code.rawValue): \(e.message)")
         }
     }
 

@@ -65,7 +65,7 @@ struct SeededGenerator: RandomNumberGenerator {
             try await client.startSession(.always)
 
             // What the previous daemon committed, before this one has seen a fix.
-            guard case .regions(_, let listed) = try await client.request({ .regionsList(id: $0) }) else {
+            guard case .regions(_, let listed, _) = try await client.request({ .regionsList(id: $0) }) else {
                 Issue.record("round \(round): no regions list"); return
             }
             let ids = listed.map(\.region.id)

@@ -59,7 +59,7 @@ import Testing
         let again = try await second.connect()
         defer { again.close() }
         try await again.startSession(.always)
-        guard case .regions(_, let listed) = try await again.request({ .regionsList(id: $0) }) else { Issue.record("no list"); return }
+        guard case .regions(_, let listed, _) = try await again.request({ .regionsList(id: $0) }) else { Issue.record("no list"); return }
         #expect(listed.map(\.region.id) == ["A", "B"])
         #expect(listed.map(\.state) == [.inside, .outside])
         #expect(listed[1].region.metadata == #"{"name":"far"}"#)

@@ -41,7 +41,7 @@ import Testing
         } catch let e as ProtocolError {
             #expect(e.code == .unknownRegion)
         }
-        guard case .regions(_, let listed) = try await client.request({ .regionsList(id: $0) }) else { Issue.record("no list"); return }
+        guard case .regions(_, let listed, _) = try await client.request({ .regionsList(id: $0) }) else { Issue.record("no list"); return }
         #expect(listed.map(\.region.id) == ["home", "far"])
         #expect(listed.map(\.state) == [.unknown, .unknown])
 
@@ -54,7 +54,7 @@ import Testing
         }
         #expect(regionEvents.map(\.kind) == [.outside, .enter])
         #expect(regionEvents[1].time == fixAt(1, northMetres: 0).time)
-        guard case .regions(_, let states) = try await client.request({ .regionsState(id: $0, ids: ["home"]) }) else { Issue.record("no state"); return }
+        guard case .regions(_, let states, _) = try await client.request({ .regionsState(id: $0, ids: ["home"]) }) else { Issue.record("no state"); return }
         #expect(states.map(\.state) == [.inside])
 
         #expect(try await client.request { .regionsRemove(id: $0, ids: nil) } == .regionsChanged(id: .number(8), added: 0, removed: 2, registered: 0))
@@ -71,7 +71,7 @@ import Testing
         // Same process (same uid and executable): a new connection sees the same regions.
         let second = try await LocationClient.connect(path: h.path)
         try await second.startSession(.always)
-        guard case .regions(_, let listed) = try await second.request({ .regionsList(id: $0) }) else { Issue.record("no list"); return }
+        guard case .regions(_, let listed, _) = try await second.request({ .regionsList(id: $0) }) else { Issue.record("no list"); return }
         #expect(listed.map(\.region.id) == ["a"])
         second.close()
         await h.stop()

@@ -44,9 +44,10 @@ extension Connection {
             case .regionsRemove(let rid, let ids):
                 let r = try hub.removeRegions(ids, for: program)
                 send(.regionsChanged(id: rid, added: 0, removed: r.removed, registered: r.registered), flush: false)
-            case .regionsList(let rid):
-                send(.regions(id: rid, regions: hub.regionRecords(of: program)), flush: false)
-            case .regionsState(let rid, let ids):
+            case .regionsList(let rid, let offset):
+                let page = RegionCodec.page(hub.regionRecords(of: program), from: offset, id: rid)
+                send(.regions(id: rid, regions: Array(page.records), next: page.next), flush: false)
+            case .regionsState(let rid, let ids, let offset):
                 var records = hub.regionRecords(of: program)
                 if let ids {
                     let byID = Dictionary(records.map { ($0.region.id, $0) }, uniquingKeysWith: { a, _ in a })
@@ -56,7 +57,8 @@ extension Connection {
                         records.append(r)
                     }
                 }
-                send(.regions(id: rid, regions: records), flush: false)
+                let page = RegionCodec.page(records, from: offset, id: rid)
+                send(.regions(id: rid, regions: Array(page.records), next: page.next), flush: false)
             default:
                 break
             }
