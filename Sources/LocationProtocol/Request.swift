@@ -51,6 +51,8 @@ public enum ErrorCode: String, Hashable, Sendable, CaseIterable {
     case tooManyRegions
     /// `regions.remove` named an unregistered id; nothing was applied.
     case unknownRegion
+    /// The daemon could not write the change to its database; nothing was applied.
+    case storeFailed
     /// No active session (or the policy denies this peer); nothing is delivered without one.
     case notAuthorized
     /// The session's authorization is too low for the request (e.g. regions need `always`).

@@ -53,3 +53,26 @@ import Testing
         #expect(try await client.regions(some).map(\.region.id) == some)
     }
 }
+
+/// A registration the database refuses is not acknowledged and not applied.
+@Suite(.serialized) struct RegionStoreFailureTests {
+    @Test func aWriteTheDatabaseRefusesIsAnErrorAndChangesNothing() async throws {
+        let store = try RegionStore(database: Database(path: ":memory:"))
+        let h = try await ServerHarness.start(store: store)
+        let client = try await LocationClient.connect(path: h.path)
+        defer { client.close() }
+        try await client.startSession(.always)
+        let home = Region(id: "home", center: Coordinate(latitude: 50, longitude: 8.5), radius: 100)
+        _ = try await client.request { .regionsAdd(id: $0, regions: [home]) }
+        try await h.hub.eventLoop.submit { try store.database.exec("PRAGMA query_only = 1") }.get()
+        do {
+            _ = try await client.request { .regionsAdd(id: $0, regions: [Region(id: "work", center: home.center, radius: 200)]) }
+            Issue.record("an unstored registration was acknowledged")
+        } catch let e as ProtocolError {
+            #expect(e.code == .storeFailed)
+            #expect(e.message.contains("could not be written") && e.message.contains("nothing was applied"), "\(e.message)")
+        }
+        await #expect(throws: ProtocolError.self) { _ = try await client.request { .regionsRemove(id: $0, ids: ["home"]) } }
+        #expect(try await client.regions().map(\.region.id) == ["home"])
+    }
+}

@@ -9,6 +9,8 @@ public struct RegionError: Error, Hashable, Sendable, CustomStringConvertible {
         case tooManyRegions
         /// `remove` named an id that is not registered.
         case unknownRegion
+        /// The shell could not make the change durable, so it undid it (nothing applied).
+        case notStored
     }
     public var code: Code
     public var message: String

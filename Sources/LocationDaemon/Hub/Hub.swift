@@ -193,19 +193,41 @@ public final class Hub: Sendable {
     /// Registers `regions` for `program`, all or none; returns how many are registered now.
     public func addRegions(_ regions: [Region], for program: ProgramID) throws(RegionError) -> Int {
         try box.value.engine.addRegions(regions, for: program)
-        regionStore?.replaceRegions(of: program, with: box.value.engine.regionRecords(of: program))
+        do {
+            try store(program)
+        } catch {
+            // Not durable, so not applied: the reply must not acknowledge it.
+            try? box.value.engine.removeRegions(regions.map(\.id), for: program)
+            throw error
+        }
         updateDemand()
         return box.value.engine.regionRecords(of: program).count
     }
 
+    /// Writes `program`'s registrations before the reply acknowledges them.
+    private func store(_ program: ProgramID) throws(RegionError) {
+        guard let regionStore else { return }
+        do { try regionStore.writeRegions(of: program, box.value.engine.regionRecords(of: program)) } catch {
+            logger.error("cannot store region registrations", metadata: ["program": "\(program)", "error": "\(error)"])
+            throw RegionError(.notStored, "the change could not be written to \(regionStore.path) (\(error)); nothing was applied — check the disk and the daemon's log")
+        }
+    }
+
     /// Unregisters `ids` (nil: all) of `program`, all or none; returns (removed, registered).
     public func removeRegions(_ ids: [String]?, for program: ProgramID) throws(RegionError) -> (removed: Int, registered: Int) {
-        let before = box.value.engine.regionRecords(of: program).count
+        let before = box.value.engine.regionRecords(of: program)
         try box.value.engine.removeRegions(ids, for: program)
+        do {
+            try store(program)
+        } catch {
+            // Put back what was removed (with its state), so memory matches the database.
+            let removed = before.filter { ids == nil || ids!.contains($0.region.id) }
+            try? box.value.engine.restoreRegions(removed, for: program)
+            throw error
+        }
         let after = box.value.engine.regionRecords(of: program)
-        regionStore?.replaceRegions(of: program, with: after)
         updateDemand()
-        return (before - after.count, after.count)
+        return (before.count - after.count, after.count)
     }
 
     /// Registers remembered regions (daemon start, before any fix).

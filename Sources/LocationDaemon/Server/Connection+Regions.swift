@@ -25,6 +25,7 @@ extension Connection {
         case .duplicateRegion: .duplicateRegion
         case .tooManyRegions: .tooManyRegions
         case .unknownRegion: .unknownRegion
+        case .notStored: .storeFailed
         }
         return ProtocolError(code, e.message, id: id)
     }

@@ -66,7 +66,11 @@ public final class RegionStore: RegionPersistence, @unchecked Sendable {
     }
 
     public func replaceRegions(of program: ProgramID, with records: [RegionRecord]) {
-        do {
+        do { try writeRegions(of: program, records) } catch { report(error) }
+    }
+
+    /// The program's complete list of registrations, in one transaction.
+    func writeRegions(of program: ProgramID, _ records: [RegionRecord]) throws {
             try transaction {
                 let delete = try prepare("DELETE FROM regions WHERE program = ?")
                 defer { sqlite3_finalize(delete) }
@@ -95,9 +99,6 @@ public final class RegionStore: RegionPersistence, @unchecked Sendable {
                     guard sqlite3_step(insert) == SQLITE_DONE else { throw StoreError(description: String(cString: sqlite3_errmsg(db))) }
                 }
             }
-        } catch {
-            report(error)
-        }
     }
 
     public func updateStates(of program: ProgramID, _ records: [RegionRecord]) {
