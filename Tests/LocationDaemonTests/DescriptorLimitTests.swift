@@ -150,7 +150,11 @@ import Testing
 
     /// The daemon's descriptor whose TCP connection goes to `port` on 127.0.0.1 (/proc/net/tcp).
     static func descriptor(of pid: pid_t, connectedToPort port: UInt16) -> Int? {
-        guard let table = try? String(contentsOfFile: "/proc/net/tcp", encoding: .utf8) else { return nil }
+        // Read to the end: procfs reports size 0, and a one-page read misses sockets once earlier
+        // tests have left a longer table (TIME_WAIT entries in a full run).
+        guard let handle = FileHandle(forReadingAtPath: "/proc/net/tcp") else { return nil }
+        defer { try? handle.close() }
+        let table = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
         let remote = String(format: "0100007F:%04X", port)
         let inodes = Set(table.split(separator: "\n").dropFirst().compactMap { line -> String? in
             let f = line.split(separator: " ", omittingEmptySubsequences: true)
