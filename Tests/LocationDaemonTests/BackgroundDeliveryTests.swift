@@ -170,7 +170,7 @@ import Testing
             _ = try await program.request { .regionsAdd(id: $0, regions: [Region(id: "A", center: Self.center, radius: 100)]) }
             program.close()
         }
-        var rng = SplitMix64(seed: 7)
+        var rng = SeededGenerator(seed: 7)  // RegionKillTests.swift
         var second = 0
         for _ in 0..<6 {
             let daemon = try DaemonProcess(arguments: arguments, database: database)
@@ -258,18 +258,5 @@ import Testing
         if case .region(let e)? = queued.first?.1 { #expect(e.kind == .enter && e.region == "A") } else { Issue.record("\(text)") }
         #expect(lines.contains { $0.contains(#""type":"acked""#) && $0.contains(#""seq":1"#) && $0.contains(#""queued":0"#) }, "\(text)")
         #expect(try queuedForLocationctl() == 0)
-    }
-}
-
-/// A small deterministic generator for fault injection (seeded: a failure is repeatable).
-struct SplitMix64 {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
