@@ -51,7 +51,7 @@ import Testing
         #expect(try q.acknowledge(3, for: program) == 2)
         #expect(try q.acknowledge(2, for: program) == 2)  // lower: nothing changes
         try append(q, 6...6, for: program)
-        #expect(try Self.decode(try queue().backlog(of: program)).map(\.seq) == [4, 5, 6])
+        #expect(try Self.decode(try queue().backlog(of: program)).map(\.queueSequence) == [4, 5, 6])
         #expect(try q.acknowledge(6, for: program) == 0)
         #expect(try queue().backlog(of: program).isEmpty)
         #expect(try queue().count(of: other) == 1)
@@ -101,7 +101,7 @@ import Testing
         }
         q.resynchronize()
         try append(q, 4...4, for: program)
-        #expect(try Self.decode(q.backlog(of: program)).map(\.seq) == [1, 2, 3])
+        #expect(try Self.decode(q.backlog(of: program)).map(\.queueSequence) == [1, 2, 3])
     }
 
     @Test func backgroundMonitorsAreRemembered() throws {
@@ -118,8 +118,4 @@ import Testing
         #expect(loaded.count == 1)
         #expect(loaded.first?.program == program && loaded.first?.options == options)
     }
-}
-
-extension ServerMessage {
-    var seq: UInt64? { queueSequence }
 }

@@ -2,18 +2,12 @@ import CSQLite
 import Glibc
 import LocationCore
 
-/// Where registrations and region states are kept across restarts.
-public protocol RegionPersistence: AnyObject, Sendable {
-    /// The program's registrations changed: `records` is the complete new list.
-    func replaceRegions(of program: ProgramID, with records: [RegionRecord])
-    /// These regions' states changed.
-    func updateStates(of program: ProgramID, _ records: [RegionRecord])
-}
-
 /// Registrations and last states in the daemon's SQLite database (docs/regions.md,
 /// "Persistence"). Writes are synchronous on the hub's loop: registrations and state changes are
 /// rare (a state change is a region event), and a row update takes tens of microseconds.
-public final class RegionStore: RegionPersistence, @unchecked Sendable {
+/// Its writes throw: the hub undoes a registration that was not stored, and rolls back a fix's
+/// transaction as a whole.
+public final class RegionStore: @unchecked Sendable {
     public let database: Database
     public var path: String { database.path }
 
@@ -37,7 +31,6 @@ public final class RegionStore: RegionPersistence, @unchecked Sendable {
     private func prepare(_ sql: String) throws -> OpaquePointer { try database.prepare(sql) }
     private func transaction(_ body: () throws -> Void) throws { try database.transaction(body) }
     private var db: OpaquePointer? { database.handle }
-    private func report(_ error: any Error) { database.report("region store", error) }
 
     /// Every program's remembered regions, in registration order.
     public func load() throws -> [(program: ProgramID, records: [RegionRecord])] {
@@ -63,10 +56,6 @@ public final class RegionStore: RegionPersistence, @unchecked Sendable {
             if out.last?.program == program { out[out.count - 1].records.append(record) } else { out.append((program, [record])) }
         }
         return out
-    }
-
-    public func replaceRegions(of program: ProgramID, with records: [RegionRecord]) {
-        do { try writeRegions(of: program, records) } catch { report(error) }
     }
 
     /// The program's complete list of registrations, in one transaction.
@@ -99,10 +88,6 @@ public final class RegionStore: RegionPersistence, @unchecked Sendable {
                     guard sqlite3_step(insert) == SQLITE_DONE else { throw StoreError(description: String(cString: sqlite3_errmsg(db))) }
                 }
             }
-    }
-
-    public func updateStates(of program: ProgramID, _ records: [RegionRecord]) {
-        do { try writeStates(of: program, records) } catch { report(error) }
     }
 
     /// The states of `records`, inside the caller's transaction when there is one.
