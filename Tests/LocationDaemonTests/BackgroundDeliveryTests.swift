@@ -23,6 +23,16 @@ import Testing
         }
     }
 
+    /// Waits until the daemon is gpsd's client (its status leaves `disconnected`): fixes served
+    /// before that would be read by gpsd with nobody watching, and lost to the test.
+    static func connectedToGPSD(_ client: LocationClient) async throws {
+        let deadline = Date().addingTimeInterval(30)
+        while try await client.status().state == .disconnected {
+            guard Date() < deadline else { throw DaemonProcess.Failure(description: "the daemon never connected to gpsd") }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
     static func queued(_ messages: [ServerMessage]) -> [(seq: UInt64, message: ServerMessage)] {
         messages.compactMap { if case .queued(let seq, let m) = $0 { (seq, m) } else { nil } }
     }
@@ -66,6 +76,7 @@ import Testing
             try await program.startSession(.always)
             _ = try await program.request { .regionsAdd(id: $0, regions: [Region(id: "A", center: Self.center, radius: 100)]) }
             _ = try await program.subscribe(SubscriptionOptions(events: [.visits, .significant]))
+            try await Self.connectedToGPSD(program)
             gpsd.serve(bytes: RegionPersistenceTests.log(Array(repeating: -400, count: 5), startSecond: 0))
             let watcher = try await first.connect()  // the same program, never subscribed
             try await Self.handled(second: 4, by: watcher)
@@ -114,6 +125,7 @@ import Testing
         //    detector continues), then kill -9 once it is handled.
         do {
             let watcher = try await second.connect()
+            try await Self.connectedToGPSD(watcher)
             gpsd.serve(bytes: RegionPersistenceTests.log(Array(repeating: 0, count: 10), startSecond: 700))
             try await Self.handled(second: 709, by: watcher)
             watcher.close()
@@ -139,6 +151,7 @@ import Testing
         try await program.unsubscribe()
         var reader = MessageReader(program)
         try program.send(.subscribe(id: .string("t"), options: SubscriptionOptions(events: [.visits])))
+        try await Self.connectedToGPSD(program)
         gpsd.serve(bytes: RegionPersistenceTests.log(Array(repeating: 1500, count: 10), startSecond: 800))
         let live = try await reader.read { seen in seen.contains { if case .region = $0 { true } else { false } } }
         #expect(Self.queued(live).isEmpty, "\(live)")
@@ -174,7 +187,8 @@ import Testing
         var second = 0
         for _ in 0..<6 {
             let daemon = try DaemonProcess(arguments: arguments, database: database)
-            let watcher = try await daemon.connect()  // up and serving before the fixes come
+            let watcher = try await daemon.connect()
+            try await Self.connectedToGPSD(watcher)  // watching before the fixes come
             watcher.close()
             gpsd.serve(bytes: block(400, startSecond: second))
             second += 400
@@ -188,6 +202,7 @@ import Testing
         defer { last.stop() }
         let program = try await last.connect()
         defer { program.close() }
+        try await Self.connectedToGPSD(program)
         gpsd.serve(bytes: block(40, startSecond: second))
         try await Self.handled(second: second + 39, by: program)
         try await program.startSession(.always)
@@ -224,6 +239,7 @@ import Testing
         defer { probe.close() }
         let imported = try LocationCtlReplayTests.run(["regions", "import", geojson.path, "--socket", daemon.socketPath])
         try #require(imported.status == 0, "\(imported.err)")
+        try await Self.connectedToGPSD(probe)
         gpsd.serve(bytes: RegionPersistenceTests.log(Array(repeating: -400, count: 5) + Array(repeating: 0, count: 10), startSecond: 0))
         try await Self.handled(second: 14, by: probe)
         func queuedForLocationctl() throws -> Int? {
