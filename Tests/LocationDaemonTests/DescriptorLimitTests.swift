@@ -115,7 +115,6 @@ import Testing
         let gpsd = try GPSDHarness()
         defer { gpsd.shutdown() }
         let log = DaemonEndToEndTests.walk(count: 5, startSecond: 0)
-        gpsd.serve(bytes: log.bytes)
         let dir = try SpawnedDaemon.makeDirectory()
         let daemon = try SpawnedDaemon(arguments: Self.arguments(dir, ["--gpsd", "\(gpsd.host):\(gpsd.portString)"]),
                                        environment: [:], directory: dir, openFiles: (1024, hard))
@@ -136,6 +135,9 @@ import Testing
         try client.send(.subscribe(id: .number(1), options: SubscriptionOptions()))
         let seen: [ServerMessage]
         do {
+            // Served once the subscription is open: fixes before it would not be delivered.
+            _ = try await reader.read(timeout: 20) { $0.contains { if case .subscribed = $0 { true } else { false } } }
+            gpsd.serve(bytes: log.bytes)
             seen = try await reader.read(timeout: 20) { $0.fixes.count >= log.fixes.count }
         } catch {
             _ = daemon.waitForExit(timeout: 1)
