@@ -1,6 +1,6 @@
 """End-to-end latency through a real gpsd: locationd's subscribers vs gpspipe -w.
 
-Usage: python3 latency.py PATH/TO/locationd [EPOCHS]
+Usage: python3 latency.py PATH/TO/locationd [EPOCHS]   (SUBSCRIBERS="1 100 1000" by default)
 
 Set-up (all on this machine): this script serves NMEA on a local TCP "feed" port; a real gpsd
 (`gpsd -N -b -S PORT tcp://127.0.0.1:FEED`) reads it; `gpspipe -w` and locationd (`--gpsd`)
@@ -94,12 +94,15 @@ def run(locationd, subscribers, epochs):
         for i in range(subscribers):
             c = socket.socket(socket.AF_UNIX)
             c.connect(sock_path)
-            c.sendall(b'{"type":"subscribe","id":1}\n')
+            c.sendall(b'{"type":"session.start","id":0}\n{"type":"subscribe","id":1}\n')
             subs.append(c)
         for c in subs:
             buf = b""
             while b'"subscribed"' not in buf:
-                buf += c.recv(65536)
+                data = c.recv(65536)
+                if not data or b'"type":"error"' in data:
+                    raise RuntimeError(f"subscribing failed: {(buf + data).decode(errors='replace')}")
+                buf += data
             c.setblocking(False)
             sel.register(c, selectors.EVENT_READ, ("sub", bytearray()))
         os.set_blocking(pipe.stdout.fileno(), False)
@@ -168,7 +171,8 @@ def main():
     import resource
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 65536), hard))
-    for n in (1, 100, 1000):
+    counts = [int(n) for n in os.environ.get("SUBSCRIBERS", "1 100 1000").split()]
+    for n in counts:
         g, e, a, missing = run(locationd, n, epochs)
         if not e or not g:
             print(f"| latency, {n} subscriber(s) | {epochs} epochs | no events received | | |")
@@ -179,4 +183,5 @@ def main():
               f" | gpspipe -w (gpsd + client) {us(pct(g, 50))} / {us(pct(g, 99))} | — |")
 
 
-main()
+if __name__ == "__main__":
+    main()

@@ -9,8 +9,8 @@ import UnixSignals
 import Glibc
 #endif
 
-/// Wires the shell together: one event loop for the hub and every connection, a position
-/// source on its own thread, the socket server (bound here, or passed by systemd), systemd
+/// Wires the shell together: one event loop for the hub, every connection and the gpsd source
+/// (a replay source paces itself on its own thread), the socket server (bound here, or passed by systemd), systemd
 /// notifications and the watchdog; runs until SIGTERM/SIGINT (or, for a replay without
 /// `--loop`, until the log ends and subscribers have been sent everything). SIGHUP reloads the
 /// config file. docs/systemd.md describes the whole life cycle.
@@ -170,7 +170,7 @@ final class DaemonService: Service {
         }
         switch options.source {
         case .gpsd(let host, let port):
-            let source = GPSDSource(configuration: .init(host: host, port: port), sink: sink)
+            let source = GPSDSource(configuration: .init(host: host, port: port), eventLoop: hub.eventLoop, sink: sink)
             // Receiver gating: watch gpsd only while a session, subscription or region monitor
             // needs fixes (docs/privacy.md, "Receiver").
             source.setWanted(false)

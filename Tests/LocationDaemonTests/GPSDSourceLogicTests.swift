@@ -3,129 +3,168 @@ import LocationCore
 import Testing
 @testable import LocationDaemon
 
-/// Scripted stand-in for gpsd: one step per connection attempt.
-final class ScriptedGPSD: @unchecked Sendable {
-    enum Step {
-        case refuse
-        /// Accept, deliver the messages, then lose the connection (`lose`) or stay idle.
-        case serve([GPSDMessage], lose: Bool)
-    }
-    private let lock = NSLock()
-    private var steps: [Step]
-    private(set) var attempts = 0
-    private(set) var closes = 0
-    init(_ steps: [Step]) { self.steps = steps }
-
-    func nextStep() -> Step {
-        lock.withLock {
-            attempts += 1
-            return steps.isEmpty ? .refuse : steps.removeFirst()
-        }
-    }
-    func closed() { lock.withLock { closes += 1 } }
-
-    func connection() -> any GPSDConnection { Connection(self) }
-
-    final class Connection: GPSDConnection {
-        let script: ScriptedGPSD
-        var messages: [GPSDMessage] = []
-        var lose = false
-        var open = false
-        init(_ s: ScriptedGPSD) { script = s }
-        func open(host: String, port: String) -> GPSDError? {
-            switch script.nextStep() {
-            case .refuse: return GPSDError(code: -6, message: "can't connect to host/port pair")
-            case .serve(let m, let l): messages = m; lose = l; open = true; return nil
-            }
-        }
-        func wait(timeout: Double) -> GPSDWaitResult {
-            if !messages.isEmpty || lose { return .ready }
-            usleep(UInt32(timeout * 1e6))  // idle gpsd: gps_waiting times out
-            return .timeout
-        }
-        func read() -> GPSDReadResult {
-            if !messages.isEmpty { return .message(messages.removeFirst()) }
-            return .failed(GPSDError(code: 0, message: "gpsd closed the connection"))
-        }
-        func close() { if open { open = false; script.closed() } }
-    }
-}
-
-@Suite("GPSDSource thread and reconnect logic (scripted gpsd)")
+/// The source's connection logic against `FakeGPSD`, a scripted gpsd on a real TCP port:
+/// reconnects, what is reported when, framing of gpsd's byte stream, stop and release.
+/// (GPSDEndToEndTests and FaultTests do the same against a real gpsd.)
+@Suite("GPSDSource connection and reconnect logic (scripted gpsd over TCP)")
 struct GPSDSourceLogicTests {
-    static func tpv(_ s: Int64) -> GPSDMessage {
-        .tpv(GPSDTPV(mode: 3, time: Timestamp(seconds: s), latitude: 1, longitude: Double(s)))
+    static let watch = #"?WATCH={"enable":true,"json":true};"# + "\n"
+
+    static func time(_ s: Int) -> Timestamp {
+        CivilTime(year: 2026, month: 11, day: 21, hour: 0, minute: 0, second: s, nanosecond: 0).timestamp
     }
-    static func fix(_ s: Int64) -> EngineInput {
-        .fix(Fix(time: Timestamp(seconds: s), coordinate: Coordinate(latitude: 1, longitude: Double(s)), mode: .threeD))
+    static func iso(_ s: Int) -> String { "2026-11-21T00:00:\(s < 10 ? "0" : "")\(s).000Z" }
+
+    /// A gpsd 3.22 TPV with a 3D position at (1, `s`).
+    static func tpv(_ s: Int) -> String {
+        #"{"class":"TPV","device":"/dev/ttyACM0","mode":3,"time":"\#(iso(s))","ept":0.005,"lat":1.000000000,"lon":\#(s).000000000,"altHAE":12.5,"epx":3.1,"epy":4.2,"eph":7.5,"speed":0.25,"track":90.0}"#
+    }
+    static func fix(_ s: Int) -> EngineInput {
+        .fix(Fix(time: time(s), coordinate: Coordinate(latitude: 1, longitude: Double(s)), mode: .threeD,
+                 altitudeHAE: 12.5, horizontalAccuracy: 7.5, speed: 0.25, course: 90))
+    }
+    static let version = #"{"class":"VERSION","release":"3.22","rev":"3.22","proto_major":3,"proto_minor":14}"#
+    static let positionWithoutTime = #"{"class":"TPV","device":"/dev/ttyACM0","mode":2,"lat":1.0,"lon":1.0}"#
+    static func noFix(_ s: Int) -> String { #"{"class":"TPV","device":"/dev/ttyACM0","mode":1,"time":"\#(iso(s))"}"# }
+    static let endOfLog = #"{"class":"DEVICE","path":"tcp://x","driver":"NMEA0183","activated":0}"#
+
+    static func source(port: Int, backoff: (Double, Double) = (0.001, 0.004), recorder: EventRecorder) -> GPSDSource {
+        GPSDSource(configuration: .init(host: "127.0.0.1", port: String(port),
+                                        initialBackoff: backoff.0, maximumBackoff: backoff.1),
+                   sink: recorder.sink, onDeviceDeactivated: recorder.deviceDeactivated)
     }
 
-    @Test func reportsOnlyChangesAndReconnects() async {
-        let script = ScriptedGPSD([
-            .refuse, .refuse, .refuse,
-            .serve([.other, Self.tpv(1), .tpv(GPSDTPV(mode: 2, time: nil, latitude: 1, longitude: 1)),
-                    .tpv(GPSDTPV(mode: 1, time: Timestamp(seconds: 2))), Self.tpv(3)], lose: true),
-            .refuse,
-            .serve([Self.tpv(4), .deviceDeactivated(path: "tcp://x")], lose: false),
-        ])
+    @Test func reportsOnlyChangesAndReconnects() async throws {
+        let port = Int(try GPSDHarness.freePort())
         let recorder = EventRecorder()
-        let source = GPSDSource(
-            configuration: .init(initialBackoff: 0.001, maximumBackoff: 0.004, pollInterval: 0.01),
-            connection: { script.connection() }, sink: recorder.sink,
-            onDeviceDeactivated: recorder.deviceDeactivated)
+        let source = Self.source(port: port, recorder: recorder)
         source.start()
-        let end = await recorder.firstDeviceDeactivated()
-        #expect(end != nil)
+        // Nothing listens yet: attempts fail, and only the first failure is reported.
+        #expect(await waitUntil { source.statistics.failedAttempts >= 3 })
+        let lines = [Self.version, Self.tpv(1), Self.positionWithoutTime, Self.noFix(2), Self.tpv(3)]
+        let gpsd = try FakeGPSD(port: port, steps: [
+            // Cut inside a line, at a "\r\n", and one byte before the end.
+            .lines(lines, splits: [7, 100, Self.version.count + 1, lines.joined(separator: "\r\n").count + 1], close: true),
+            .lines([Self.tpv(4), Self.endOfLog], close: false),
+        ])
+        defer { gpsd.shutdown() }
+        #expect(await recorder.first { $0 == .deviceDeactivated("tcp://x") } != nil)
         source.stop()
         let expected: [EventRecorder.Event] = [
             .input(.source(.disconnected)), .input(.source(.connected)),
-            .input(Self.fix(1)), .input(.noFix(Timestamp(seconds: 2))), .input(Self.fix(3)),
+            .input(Self.fix(1)), .input(.noFix(Self.time(2))), .input(Self.fix(3)),
             .input(.source(.disconnected)), .input(.source(.connected)),
             .input(Self.fix(4)), .deviceDeactivated("tcp://x"),
             .input(.source(.disconnected)),  // on stop
         ]
         #expect(recorder.events == expected)
         let stats = source.statistics
-        #expect(stats.failedAttempts == 4)
+        #expect(stats.failedAttempts >= 3)
         #expect(stats.connections == 2)
         #expect(stats.connectionsLost == 1)
+        #expect(stats.messages == 7 && stats.tpvs == 5)
         #expect(stats.fixes == 3 && stats.noFixes == 1 && stats.ignoredTPVs == 1)
         #expect(stats.devicesDeactivated == 1)
-        #expect(script.closes == 2)
+        // Each connection asked for a JSON watch, as `gps_stream(WATCH_ENABLE|WATCH_JSON)` does.
+        #expect(gpsd.received == [Self.watch, Self.watch])
+        #expect(await waitUntil { gpsd.clientCloses == 1 })  // the second, on stop
     }
 
-    @Test func stopIsPromptWhileBackingOff() async {
-        let script = ScriptedGPSD([])
+    @Test func stopIsPromptWhileBackingOff() async throws {
         let recorder = EventRecorder()
-        let source = GPSDSource(
-            configuration: .init(initialBackoff: 30, maximumBackoff: 30),
-            connection: { script.connection() }, sink: recorder.sink)
+        let source = Self.source(port: Int(try GPSDHarness.freePort()), backoff: (30, 30), recorder: recorder)
         source.start()
         #expect(await recorder.first(.source(.disconnected)) == 0)
-        let clock = ContinuousClock()
-        let took = clock.measure { source.stop() }
+        let took = ContinuousClock().measure { source.stop() }
         #expect(took < .seconds(1))
         #expect(!source.isRunning)
         #expect(recorder.events == [.input(.source(.disconnected))])
+        #expect(source.statistics.failedAttempts == 1)
         source.stop()  // idempotent
     }
 
-    @Test func stopIsPromptWhileConnectedAndIdle() async {
-        let script = ScriptedGPSD([.serve([Self.tpv(1)], lose: false)])
+    @Test func stopClosesTheConnectionAndStartReconnects() async throws {
+        let port = Int(try GPSDHarness.freePort())
+        let gpsd = try FakeGPSD(port: port, steps: [.lines([Self.tpv(1)], close: false)])
+        defer { gpsd.shutdown() }
         let recorder = EventRecorder()
-        let source = GPSDSource(
-            configuration: .init(pollInterval: 0.1),
-            connection: { script.connection() }, sink: recorder.sink)
+        let source = Self.source(port: port, recorder: recorder)
         source.start()
         #expect(await recorder.first(Self.fix(1)) != nil)
         let took = ContinuousClock().measure { source.stop() }
         #expect(took < .seconds(1))
         #expect(recorder.events.last == .input(.source(.disconnected)))
-        #expect(script.closes == 1)
-        // Restartable.
+        #expect(await waitUntil { gpsd.clientCloses == 1 })
+        // Restartable: a second start connects again (the script's gpsd is silent now).
         let mark = recorder.count
         source.start()
-        #expect(await recorder.first(.source(.disconnected), from: mark) != nil)
+        #expect(await recorder.first(.source(.connected), from: mark) != nil)
         source.stop()
+        #expect(await waitUntil { gpsd.clientCloses == 2 })
+        #expect(gpsd.connections == 2)
+    }
+
+    @Test func releaseClosesTheWatchAndWantingAgainReopensIt() async throws {
+        let port = Int(try GPSDHarness.freePort())
+        let gpsd = try FakeGPSD(port: port, steps: [.lines([Self.tpv(1)], close: false),
+                                                    .lines([Self.tpv(2)], close: false)])
+        defer { gpsd.shutdown() }
+        let recorder = EventRecorder()
+        let source = Self.source(port: port, recorder: recorder)
+        source.setWanted(false)
+        source.start()
+        source.setWanted(true)
+        #expect(await recorder.first(Self.fix(1)) != nil)
+        source.setWanted(false)
+        #expect(await recorder.first(.source(.disconnected)) != nil)
+        #expect(await waitUntil { gpsd.clientCloses == 1 })
+        #expect(!source.isWanted && source.isRunning)
+        source.setWanted(true)
+        #expect(await recorder.first(Self.fix(2)) != nil)
+        source.stop()
+        #expect(source.statistics.connectionsLost == 0)  // released, not lost
+    }
+
+    /// gpsd's longest report is 10 KiB; a longer "line" is not gpsd, so the connection is made
+    /// again rather than buffering without bound.
+    @Test func anOverlongLineDropsTheConnection() async throws {
+        let port = Int(try GPSDHarness.freePort())
+        let garbage = [UInt8](repeating: UInt8(ascii: "x"), count: GPSDSource.maximumLineLength + 10)
+        let gpsd = try FakeGPSD(port: port, steps: [
+            FakeGPSD.Step(chunks: [Array(Self.tpv(1).utf8) + [10], garbage], close: false),
+            .lines([Self.tpv(2)], close: false),
+        ])
+        defer { gpsd.shutdown() }
+        let recorder = EventRecorder()
+        let source = Self.source(port: port, recorder: recorder)
+        source.start()
+        #expect(await recorder.first(Self.fix(2)) != nil)
+        source.stop()
+        #expect(recorder.events == [
+            .input(.source(.connected)), .input(Self.fix(1)), .input(.source(.disconnected)),
+            .input(.source(.connected)), .input(Self.fix(2)), .input(.source(.disconnected)),
+        ])
+        #expect(source.statistics.connectionsLost == 1)
+        #expect(source.statistics.lastError?.message.contains("longer than 65536 bytes") == true)
+    }
+
+    @Test func portIsANumberOrAServiceName() throws {
+        #expect(try GPSDSource.portNumber("2947").get() == 2947)
+        if getservbyname("gpsd", "tcp") != nil { #expect(try GPSDSource.portNumber("gpsd").get() == 2947) }
+        guard case .failure(let error) = GPSDSource.portNumber("gspd") else {
+            Issue.record("an unknown service name was accepted"); return
+        }
+        #expect(error.message == "gpsd port 'gspd' is neither a port number (1–65535) nor a TCP service in /etc/services")
+        #expect((try? GPSDSource.portNumber("0").get()) == nil)
+    }
+
+    @Test func anUnknownPortIsReportedAsAFailedAttempt() async {
+        let recorder = EventRecorder()
+        let source = GPSDSource(configuration: .init(host: "127.0.0.1", port: "gspd", initialBackoff: 30, maximumBackoff: 30),
+                                sink: recorder.sink)
+        source.start()
+        #expect(await recorder.first(.source(.disconnected)) == 0)
+        source.stop()
+        #expect(source.statistics.lastError?.message.hasPrefix("gpsd port 'gspd'") == true)
     }
 }

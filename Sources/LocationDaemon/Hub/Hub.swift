@@ -18,7 +18,8 @@ public struct HubSnapshot: Hashable, Sendable {
 }
 
 /// Owns the pure `Engine`, confined to one NIO event loop: every engine input is handled on
-/// that loop, so the hot path takes no lock. Sources call `submit` from their own threads;
+/// that loop, so the hot path takes no lock. The gpsd source lives on the same loop (a report
+/// reaches the engine with no thread hop); the replay source calls `submit` from its thread;
 /// connections (on the same loop) register with `subscribe`/`unsubscribe`.
 ///
 /// Each distinct event of one input is encoded once (one `ByteBuffer`, shared copy-on-write by

@@ -1,3 +1,4 @@
+import Glibc
 import LocationCore
 
 /// The fields of one gpsd `TPV` report that locationd uses, as plain Swift values.
@@ -70,6 +71,15 @@ public enum GPSDMessage: Hashable, Sendable {
     /// Whether the JSON line is a report of class `cls` (gpsd always writes `class` first).
     static func hasClass(_ cls: String, _ text: Substring) -> Bool {
         text.hasPrefix("{\"class\":\"\(cls)\"")
+    }
+
+    /// `hasClass` on a line's bytes, before any String is made of it (the per-report path).
+    static func hasClass(_ cls: StaticString, _ line: UnsafeRawBufferPointer) -> Bool {
+        let head: StaticString = "{\"class\":\""
+        let n = head.utf8CodeUnitCount, m = cls.utf8CodeUnitCount
+        guard line.count > n + m, line[n + m] == UInt8(ascii: "\"") else { return false }
+        return memcmp(line.baseAddress!, head.utf8Start, n) == 0
+            && memcmp(line.baseAddress! + n, cls.utf8Start, m) == 0
     }
 
     /// Recognises `DEVICE … "activated":0` in a JSON line; returns the device path if so.

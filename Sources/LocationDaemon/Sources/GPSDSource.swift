@@ -1,49 +1,59 @@
 import Glibc
 import LocationCore
+import NIOCore
+import NIOPosix
+import Synchronization
 
-/// Reads fixes from gpsd through libgps on its own thread and reports them as `EngineInput`.
+/// Reads fixes from gpsd and reports them as `EngineInput`, on an event loop.
+///
+/// The socket to gpsd is a NIO channel on the loop it is given — the daemon gives the hub's —
+/// so a report goes from gpsd's socket through the engine to the subscribers' sockets in one
+/// pass on one thread, with no hop between threads (that hop was most of the latency locationd
+/// added over reading gpsd directly; docs/benchmarks.md). libgps decodes each JSON line
+/// (`GPSDLineDecoder`), exactly as `gps_read` would.
 ///
 /// - Each TPV with a position (mode ≥ 2, finite latitude/longitude) and a time becomes one
 ///   `.fix`; a TPV with mode ≤ 1 becomes `.noFix(time)` (see `GPSDTPV.engineInput`).
-/// - `.source(.connected)` after `gps_open` + `gps_stream` succeed; `.source(.disconnected)`
-///   when the connection cannot be made or is lost, and on `stop()` if connected. Only
+/// - `.source(.connected)` once connected and the watch is sent; `.source(.disconnected)` when
+///   the connection cannot be made or is lost, and on `stop()` or release if connected. Only
 ///   changes are reported: the first failed attempt reports `.disconnected`, later failed
 ///   retries report nothing.
 /// - After a failure it retries with capped exponential backoff (`Configuration`).
-/// - All sink calls come from the source's thread, in order; the sink must not block long
-///   (gpsd drops a client that stops reading).
+/// - All sink calls are made on the loop, in order; the sink must not block (gpsd drops a
+///   client that stops reading, and the loop serves every subscriber).
 ///
-/// Thread-safe: `start()`, `stop()` and `statistics` may be called from any thread.
-public final class GPSDSource: @unchecked Sendable {
+/// Thread-safe: every method may be called from any thread.
+public final class GPSDSource: Sendable {
     public struct Configuration: Hashable, Sendable {
         /// gpsd host (name or address).
         public var host: String
-        /// gpsd port or service name; default `DEFAULT_GPSD_PORT` ("2947").
+        /// gpsd port number or TCP service name; default `DEFAULT_GPSD_PORT` ("2947").
         public var port: String
         /// First reconnect delay, seconds.
         public var initialBackoff: Double
         /// Cap on the reconnect delay, seconds.
         public var maximumBackoff: Double
-        /// How long one `gps_waiting` waits, seconds: bounds how late `stop()` is noticed.
-        public var pollInterval: Double
+        /// How long one connection attempt may take, seconds (a host that drops SYNs).
+        public var connectTimeout: Double
 
         public init(
             host: String = "localhost", port: String = defaultGPSDPort,
-            initialBackoff: Double = 0.1, maximumBackoff: Double = 1.0, pollInterval: Double = 0.1
+            initialBackoff: Double = 0.1, maximumBackoff: Double = 1.0, connectTimeout: Double = 2
         ) {
             self.host = host; self.port = port
             self.initialBackoff = initialBackoff; self.maximumBackoff = maximumBackoff
-            self.pollInterval = pollInterval
+            self.connectTimeout = connectTimeout
         }
     }
 
     /// Counters, for logs, `locationctl status` and tests.
     public struct Statistics: Hashable, Sendable {
-        /// Successful `gps_open` + `gps_stream`.
+        /// Connections made (the watch request sent).
         public var connections = 0
         /// Failed connection attempts (gpsd absent, refused, …).
         public var failedAttempts = 0
-        /// Established connections that were lost (`gps_read` -1, `gps_waiting` error).
+        /// Established connections that were lost (gpsd closed it, a socket error, a line
+        /// longer than `GPSDSource.maximumLineLength`).
         public var connectionsLost = 0
         /// Reports read (any class).
         public var messages = 0
@@ -57,173 +67,231 @@ public final class GPSDSource: @unchecked Sendable {
         public var ignoredTPVs = 0
         /// `DEVICE … "activated":0` reports (a replayed log's end).
         public var devicesDeactivated = 0
-        /// The last libgps error, if any.
+        /// The last error, if any.
         public var lastError: GPSDError?
         public init() {}
     }
 
+    /// A line longer than this is not gpsd speaking (its longest report is
+    /// GPS_JSON_RESPONSE_MAX, 10,240 bytes): the connection is dropped and made again.
+    public static let maximumLineLength = 64 * 1024
+
     public let configuration: Configuration
+    public let eventLoop: any EventLoop
     private let sink: @Sendable (EngineInput) -> Void
     private let onDeviceDeactivated: (@Sendable (String) -> Void)?
-    private let makeConnection: @Sendable () -> any GPSDConnection
 
-    private let lock = ConditionLock()
-    // Guarded by `lock`.
-    private var thread: pthread_t?
-    private var stopRequested = false
-    private var stats = Statistics()
-    private var wanted = true
+    /// What other threads may read.
+    private struct Shared {
+        var running = false
+        var wanted = true
+        var stats = Statistics()
+    }
+    private let shared = Mutex(Shared())
+
+    /// The connection's state, touched on `eventLoop` only.
+    private final class LoopState {
+        var running = false
+        var wanted = true
+        /// Advanced by every connection attempt and every teardown: a callback carrying an
+        /// older value belongs to a connection that is gone and is ignored.
+        var generation = 0
+        var channel: (any Channel)?
+        var connecting = false
+        var retry: Scheduled<Void>?
+        var backoff: Backoff
+        /// The last `.source` state sent; nil before the first.
+        var reported: SourceState?
+        let decoder = GPSDLineDecoder()
+        init(backoff: Backoff) { self.backoff = backoff }
+    }
+    private let state: NIOLoopBoundBox<LoopState>
 
     /// - Parameters:
     ///   - configuration: host, port, backoff.
+    ///   - eventLoop: where the connection lives and the sink is called (the daemon passes the
+    ///     hub's, so reports reach the engine without changing threads).
     ///   - sink: receives fixes, no-fix epochs and `.source` changes (the daemon passes
-    ///     `hub.submit`). Called on the source's thread.
-    ///   - onDeviceDeactivated: called (on the source's thread, after the sink has seen every
-    ///     earlier report) with the device path when gpsd reports `"activated":0` — for a
-    ///     replayed log, its end.
-    public convenience init(
+    ///     `hub.submit`).
+    ///   - onDeviceDeactivated: called (after the sink has seen every earlier report) with the
+    ///     device path when gpsd reports `"activated":0` — for a replayed log, its end.
+    public init(
         configuration: Configuration = Configuration(),
-        sink: @escaping @Sendable (EngineInput) -> Void,
-        onDeviceDeactivated: (@Sendable (String) -> Void)? = nil
-    ) {
-        self.init(configuration: configuration, connection: { LibGPSConnection() },
-                  sink: sink, onDeviceDeactivated: onDeviceDeactivated)
-    }
-
-    /// Testing seam: `connection` makes a fresh connection for each attempt.
-    init(
-        configuration: Configuration,
-        connection: @escaping @Sendable () -> any GPSDConnection,
+        eventLoop: any EventLoop = MultiThreadedEventLoopGroup.singleton.next(),
         sink: @escaping @Sendable (EngineInput) -> Void,
         onDeviceDeactivated: (@Sendable (String) -> Void)? = nil
     ) {
         self.configuration = configuration
-        self.makeConnection = connection
+        self.eventLoop = eventLoop
         self.sink = sink
         self.onDeviceDeactivated = onDeviceDeactivated
+        let backoff = Backoff(initial: configuration.initialBackoff, maximum: configuration.maximumBackoff)
+        state = NIOLoopBoundBox.makeBoxSendingValue(LoopState(backoff: backoff), as: LoopState.self, eventLoop: eventLoop)
     }
 
-    deinit { stop() }
-
-    /// Starts the reader thread (no-op if already running). Returns `false` only if the
-    /// thread could not be created.
-    @discardableResult
-    public func start() -> Bool {
-        lock.withLock {
-            if thread != nil { return true }
-            stopRequested = false
-            thread = spawnThread { [self] in run() }
-            return thread != nil
+    /// Starts connecting (and keeps reconnecting) while wanted. No-op if already running.
+    public func start() {
+        shared.withLock { $0.running = true }
+        onLoop { [self] in
+            state.value.running = true
+            reconcile()
         }
     }
 
-    /// Stops the reader thread and waits for it to finish (at most about one
-    /// `pollInterval`, or one `gps_open` attempt, later). Closes the connection with
-    /// `gps_close`. Idempotent. Must not be called from the sink.
+    /// Closes the connection and stops reconnecting. When it returns (off the loop) the sink
+    /// will not be called again until `start()`. Idempotent.
     public func stop() {
-        let t: pthread_t? = lock.withLock {
-            stopRequested = true
-            lock.broadcast()
-            defer { thread = nil }
-            return thread
+        shared.withLock { $0.running = false }
+        let body: @Sendable () -> Void = { [self] in
+            state.value.running = false
+            reconcile()
         }
-        if let t { pthread_join(t, nil) }
+        if eventLoop.inEventLoop { body() } else { try? eventLoop.submit(body).wait() }
     }
 
-    public var isRunning: Bool { lock.withLock { thread != nil } }
+    public var isRunning: Bool { shared.withLock { $0.running } }
 
     /// Receiver gating (docs/privacy.md, "Receiver"): with `false` the source closes its gpsd
     /// connection (so gpsd may close the device) and stays closed until `true` again.
     public func setWanted(_ value: Bool) {
-        lock.withLock {
-            wanted = value
-            lock.broadcast()
+        shared.withLock { $0.wanted = value }
+        onLoop { [self] in
+            state.value.wanted = value
+            reconcile()
         }
     }
 
     /// Whether the source holds (or tries to hold) a gpsd watch now.
-    public var isWanted: Bool { lock.withLock { wanted } }
+    public var isWanted: Bool { shared.withLock { $0.wanted } }
 
-    private var shouldRead: Bool { lock.withLock { wanted && !stopRequested } }
+    public var statistics: Statistics { shared.withLock { $0.stats } }
 
-    public var statistics: Statistics { lock.withLock { stats } }
+    // MARK: - On the loop
 
-    // MARK: - The reader thread
-
-    private var shouldStop: Bool { lock.withLock { stopRequested } }
-
-    private func count(_ update: (inout Statistics) -> Void) { lock.withLock { update(&stats) } }
-
-    /// Sleeps `seconds` unless `stop()` is called meanwhile; returns whether to stop.
-    private func pause(_ seconds: Double) -> Bool {
-        lock.withLock { lock.wait(seconds: seconds) { stopRequested } }
+    /// Always a task of its own, even when called on the loop: `setWanted` comes from inside
+    /// the hub's handling of a command, and the sink calls this may make (`.disconnected`)
+    /// must not re-enter the hub there.
+    private func onLoop(_ body: @escaping @Sendable () -> Void) {
+        eventLoop.execute(body)
     }
 
-    private func run() {
-        var backoff = Backoff(initial: configuration.initialBackoff,
-                              maximum: configuration.maximumBackoff)
-        var reported: SourceState?   // last `.source` state sent; nil before the first
-        func report(_ state: SourceState) {
-            guard reported != state else { return }
-            reported = state
-            sink(.source(state))
-        }
+    private func count(_ update: (inout Statistics) -> Void) { shared.withLock { update(&$0.stats) } }
 
-        while !shouldStop {
-            // Released: no connection to gpsd until someone needs fixes again.
-            let stop = lock.withLock { () -> Bool in
-                while !wanted && !stopRequested { _ = lock.wait(seconds: 1) { wanted || stopRequested } }
-                return stopRequested
-            }
-            if stop { break }
-            let connection = makeConnection()
-            if let error = connection.open(host: configuration.host, port: configuration.port) {
-                count { $0.failedAttempts += 1; $0.lastError = error }
-                report(.disconnected)
-                if pause(backoff.next()) { break }
-                continue
-            }
-            count { $0.connections += 1 }
-            backoff.reset()
-            report(.connected)
-
-            let lost = readLoop(connection)
-            connection.close()
-            if lost == nil { report(.disconnected) }  // released (or stopping)
-            if let lost {
-                count { $0.connectionsLost += 1; $0.lastError = lost }
-                report(.disconnected)
-                if pause(backoff.next()) { break }
-            }
-        }
-        // Stopped: a consumer that stops the source should not keep believing it is connected.
-        if reported == .connected { report(.disconnected) }
+    private func report(_ new: SourceState) {
+        let s = state.value
+        guard s.reported != new else { return }
+        s.reported = new
+        sink(.source(new))
     }
 
-    /// Reads until the connection fails (returns the error) or `stop()` (returns nil).
-    private func readLoop(_ connection: any GPSDConnection) -> GPSDError? {
-        while shouldRead {
-            switch connection.wait(timeout: configuration.pollInterval) {
-            case .timeout:
-                continue
-            case .failed(let error):
-                return error
-            case .ready:
-                switch connection.read() {
-                case .incomplete:
-                    continue
-                case .failed(let error):
-                    return error
-                case .message(let message):
-                    handle(message)
+    /// Brings the connection in line with `running && wanted`.
+    private func reconcile() {
+        let s = state.value
+        if s.running && s.wanted {
+            if s.channel == nil && !s.connecting && s.retry == nil { connect() }
+            return
+        }
+        s.generation += 1
+        s.retry?.cancel()
+        s.retry = nil
+        s.connecting = false
+        s.backoff.reset()
+        if let channel = s.channel {
+            s.channel = nil
+            channel.close(promise: nil)
+        }
+        // A consumer that stops or releases the source should not keep believing it is connected.
+        if s.reported == .connected { report(.disconnected) }
+    }
+
+    private func connect() {
+        let s = state.value
+        s.generation += 1
+        s.connecting = true
+        let generation = s.generation
+        let port: Int
+        switch Self.portNumber(configuration.port) {
+        case .success(let p): port = p
+        case .failure(let error):
+            failed(error, generation: generation)
+            return
+        }
+        ClientBootstrap(group: eventLoop)
+            .connectTimeout(.nanoseconds(Int64(configuration.connectTimeout * 1e9)))
+            .channelInitializer { [self] channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(
+                        GPSDReportHandler(source: self, generation: generation))
                 }
             }
-        }
-        return nil
+            .connect(host: configuration.host, port: port)
+            .whenComplete { [self] result in
+                switch result {
+                case .success(let channel): connected(channel, generation: generation)
+                case .failure(let error): failed(GPSDError(error), generation: generation)
+                }
+            }
     }
 
-    private func handle(_ message: GPSDMessage) {
-        switch message {
+    private func connected(_ channel: any Channel, generation: Int) {
+        let s = state.value
+        guard generation == s.generation, s.connecting else {
+            channel.close(promise: nil)  // torn down (or already lost) meanwhile
+            return
+        }
+        s.connecting = false
+        s.channel = channel
+        s.backoff.reset()
+        count { $0.connections += 1 }
+        // What libgps's `gps_stream(WATCH_ENABLE | WATCH_JSON)` sends.
+        let watch = #"?WATCH={"enable":true,"json":true};"# + "\n"
+        channel.writeAndFlush(channel.allocator.buffer(string: watch), promise: nil)
+        report(.connected)
+    }
+
+    private func failed(_ error: GPSDError, generation: Int) {
+        let s = state.value
+        guard generation == s.generation, s.connecting else { return }
+        s.connecting = false
+        count { $0.failedAttempts += 1; $0.lastError = error }
+        report(.disconnected)
+        scheduleRetry()
+    }
+
+    /// The connection of `generation` closed or failed.
+    fileprivate func lost(_ error: GPSDError, generation: Int) {
+        let s = state.value
+        guard generation == s.generation else { return }
+        if s.connecting {  // gpsd closed it before the connect completed here
+            failed(error, generation: generation)
+            return
+        }
+        guard let channel = s.channel else { return }
+        s.channel = nil
+        s.generation += 1
+        channel.close(promise: nil)
+        count { $0.connectionsLost += 1; $0.lastError = error }
+        report(.disconnected)
+        scheduleRetry()
+    }
+
+    private func scheduleRetry() {
+        let s = state.value
+        let delay = s.backoff.next()
+        let generation = s.generation
+        s.retry = eventLoop.scheduleTask(in: .nanoseconds(Int64(delay * 1e9))) { [self] in
+            let s = state.value
+            guard generation == s.generation else { return }
+            s.retry = nil
+            reconcile()
+        }
+    }
+
+    /// One report line from the connection of `generation`, without its terminator.
+    fileprivate func received(_ line: UnsafeRawBufferPointer, generation: Int) {
+        let s = state.value
+        guard generation == s.generation, s.channel != nil || s.connecting else { return }
+        switch s.decoder.decode(line) {
         case .tpv(let tpv):
             let input = tpv.engineInput
             count {
@@ -241,5 +309,80 @@ public final class GPSDSource: @unchecked Sendable {
         case .other:
             count { $0.messages += 1 }
         }
+    }
+
+    /// "2947" → 2947; a service name ("gpsd") through /etc/services, as libgps's getaddrinfo would.
+    static func portNumber(_ text: String) -> Result<Int, GPSDError> {
+        if let n = Int(text), (1...65535).contains(n) { return .success(n) }
+        if let entry = getservbyname(text, "tcp") {
+            return .success(Int(UInt16(bigEndian: UInt16(truncatingIfNeeded: entry.pointee.s_port))))
+        }
+        return .failure(GPSDError(code: 0, message: "gpsd port '\(text)' is neither a port number (1–65535) nor a TCP service in /etc/services"))
+    }
+}
+
+extension GPSDError {
+    /// NIO's connect and socket errors, with the errno when there is one.
+    init(_ error: any Error) {
+        if let io = error as? IOError {
+            self.init(code: io.errnoCode, message: "\(io)")
+        } else if let c = error as? NIOConnectionError,
+                  let io = c.connectionErrors.lazy.compactMap({ $0.error as? IOError }).first {
+            self.init(code: io.errnoCode, message: "can't connect to \(c.host):\(c.port): \(io)")
+        } else {
+            self.init(code: 0, message: "\(error)")
+        }
+    }
+}
+
+/// Splits gpsd's byte stream into report lines (`\n`-terminated; a `\r` before it is dropped)
+/// and hands each to the source, on the loop, without copying a line that arrived whole.
+private final class GPSDReportHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+
+    private let source: GPSDSource
+    private let generation: Int
+    /// The start of a line whose end has not arrived yet.
+    private var pending: ByteBuffer?
+
+    init(source: GPSDSource, generation: Int) {
+        self.source = source
+        self.generation = generation
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var incoming = unwrapInboundIn(data)
+        if var carried = pending {
+            pending = nil
+            carried.writeBuffer(&incoming)
+            incoming = carried
+        }
+        while let newline = incoming.readableBytesView.firstIndex(of: UInt8(ascii: "\n")) {
+            let length = newline - incoming.readerIndex
+            incoming.withUnsafeReadableBytes { bytes in
+                var end = length
+                if end > 0 && bytes[end - 1] == UInt8(ascii: "\r") { end -= 1 }
+                source.received(UnsafeRawBufferPointer(rebasing: bytes[0..<end]), generation: generation)
+            }
+            incoming.moveReaderIndex(forwardBy: length + 1)
+        }
+        guard incoming.readableBytes > 0 else { return }
+        if incoming.readableBytes > GPSDSource.maximumLineLength {
+            source.lost(GPSDError(code: 0, message: "gpsd sent a line longer than \(GPSDSource.maximumLineLength) bytes; not gpsd's protocol"),
+                        generation: generation)
+            context.close(promise: nil)
+            return
+        }
+        incoming.discardReadBytes()
+        pending = incoming
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        source.lost(GPSDError(code: 0, message: "gpsd closed the connection"), generation: generation)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        source.lost(GPSDError(error), generation: generation)
+        context.close(promise: nil)
     }
 }

@@ -7,8 +7,8 @@ import Glibc
 /// its soft limit to the hard one (docs/systemd.md, "Open files").
 ///
 /// Safe only because nothing in the daemon uses `select`/`FD_SET`, which break on descriptors
-/// ≥ 1,024: NIO uses epoll, and the gpsd connection polls its socket instead of calling libgps's
-/// `gps_waiting` (`LibGPSConnection.wait`).
+/// ≥ 1,024: NIO uses epoll, and the gpsd connection is a NIO channel (libgps only decodes its
+/// lines; its `gps_waiting` uses FD_SET, which aborts on such a descriptor).
 public struct DescriptorLimit: Hashable, Sendable, CustomStringConvertible {
     public var soft: UInt64
     public var hard: UInt64

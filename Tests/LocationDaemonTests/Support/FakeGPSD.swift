@@ -1,0 +1,111 @@
+import Foundation
+import NIOCore
+import NIOPosix
+import Synchronization
+
+/// A scripted stand-in for gpsd on a real loopback TCP port: each accepted connection takes
+/// the next step of the script (no step left: stay silent and open). Records what each client
+/// sent (the watch request) and how many connections the client closed. "Refused" is the port
+/// with nothing listening: create it with `FakeGPSD(port:)` only when the test wants gpsd up.
+final class FakeGPSD: Sendable {
+    struct Step: Sendable {
+        /// Written in this order, each flushed on its own (so a line may straddle reads).
+        var chunks: [[UInt8]]
+        /// Close the connection after the chunks and the client's request line (gpsd lost)
+        /// instead of staying open.
+        var close: Bool
+
+        /// Whole lines, each terminated by `\r\n` like gpsd's, split into chunks at `splits`
+        /// (byte offsets into the concatenation).
+        static func lines(_ lines: [String], splits: [Int] = [], close: Bool) -> Step {
+            let bytes = Array(lines.map { $0 + "\r\n" }.joined().utf8)
+            var chunks: [[UInt8]] = []
+            var start = 0
+            for cut in splits.sorted() where cut > start && cut < bytes.count {
+                chunks.append(Array(bytes[start..<cut])); start = cut
+            }
+            chunks.append(Array(bytes[start...]))
+            return Step(chunks: chunks, close: close)
+        }
+    }
+
+    private struct State {
+        var steps: [Step]
+        var received: [String] = []   // per connection, in accept order
+        var clientCloses = 0
+    }
+    private final class Shared: Sendable {
+        let mutex: Mutex<State>
+        init(_ steps: [Step]) { mutex = Mutex(State(steps: steps)) }
+        func withLock<R>(_ body: (inout State) -> R) -> R { mutex.withLock { body(&$0) } }
+    }
+    private let state: Shared
+    private let channel: any Channel
+    let port: Int
+
+    init(port: Int, steps: [Step]) throws {
+        let state = Shared(steps)
+        self.state = state
+        self.port = port
+        channel = try ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { child in
+                child.eventLoop.makeCompletedFuture {
+                    let (index, step) = state.withLock { s -> (Int, Step?) in
+                        s.received.append("")
+                        return (s.received.count - 1, s.steps.isEmpty ? nil : s.steps.removeFirst())
+                    }
+                    try child.pipeline.syncOperations.addHandler(Connection(state: state, index: index, step: step))
+                }
+            }
+            .bind(host: "127.0.0.1", port: port).wait()
+    }
+
+    func shutdown() { try? channel.close().wait() }
+
+    /// What each connection's client sent, in accept order.
+    var received: [String] { state.withLock { $0.received } }
+    var clientCloses: Int { state.withLock { $0.clientCloses } }
+    var connections: Int { state.withLock { $0.received.count } }
+
+    private final class Connection: ChannelInboundHandler {
+        typealias InboundIn = ByteBuffer
+        let state: Shared
+        let index: Int
+        let step: Step?
+        var closing = false
+        init(state: Shared, index: Int, step: Step?) { self.state = state; self.index = index; self.step = step }
+
+        func channelActive(context: ChannelHandlerContext) {
+            guard let step else { return }
+            for chunk in step.chunks {
+                context.writeAndFlush(NIOAny(context.channel.allocator.buffer(bytes: chunk)), promise: nil)
+            }
+        }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            let text = String(buffer: unwrapInboundIn(data))
+            let request = state.withLock { $0.received[index] += text; return $0.received[index] }
+            // A closing step closes once the client's request is in, so it is always recorded.
+            if step?.close == true, !closing, request.hasSuffix("\n") {
+                closing = true
+                context.close(promise: nil)
+            }
+        }
+
+        func channelInactive(context: ChannelHandlerContext) {
+            if !closing { state.withLock { $0.clientCloses += 1 } }
+        }
+    }
+}
+
+/// Polls `condition` (a state another process or thread changes) every few milliseconds until
+/// it holds or `timeout` passes; returns whether it held.
+func waitUntil(timeout: Double = 10, _ condition: () -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
+    while ContinuousClock.now < deadline {
+        if condition() { return true }
+        try? await Task.sleep(for: .milliseconds(5))
+    }
+    return condition()
+}
