@@ -178,7 +178,7 @@ final class DaemonService: Service {
             try await hub.eventLoop.submit { hub.onDemandChange { source.setWanted($0) } }.get()
             stopSource = { source.stop() }
         case .replay(let path, let speed, let loop):
-            let source = ReplaySource(path: path, speed: speed, loop: loop, sink: sink)
+            let source = ReplaySource(path: path, speed: speed, loop: loop, consumer: hub.eventLoop, sink: sink)
             logger.info("replay waits for the first subscriber")
             hub.whenFirstSubscribed {
                 source.start { error in

@@ -1,5 +1,6 @@
 import LocationCore
 import NMEA
+import NIOCore
 import NIOPosix
 import Synchronization
 #if canImport(Glibc)
@@ -9,19 +10,33 @@ import Glibc
 /// Feeds the engine from an NMEA log instead of gpsd (the demo, and testing a recorded drive
 /// against real subscribers). Runs on its own thread because pacing sleeps; the inputs are the
 /// ones `NMEAReplay` produces, the same that `locationctl replay` feeds its in-process engine.
+///
+/// Backpressure: with a `consumer` loop, at most `window` inputs are in flight to it — every
+/// `window` inputs the replay waits until the loop has handled the earlier ones. A replay
+/// faster than the hub can fan out therefore runs late (as a receiver whose reader lags)
+/// instead of queueing inputs without bound: NIO runs every queued task before it polls its
+/// sockets again, so an unbounded queue kept new connections waiting for seconds
+/// (docs/benchmarks.md, "Overload"). The gpsd source needs no such rule: it reads on the loop.
 public final class ReplaySource: Sendable {
     public let path: String
     /// Replay at this many times real time; 0 = as fast as possible.
     public let speed: Double
     public let loop: Bool
+    /// Inputs handed to `consumer` between two waits for it.
+    public static let window = 64
+    private let consumer: (any EventLoop)?
     private let sink: @Sendable (EngineInput) -> Void
     private let stopped = Atomic<Bool>(false)
     private let pool = NIOThreadPool(numberOfThreads: 1)
 
-    public init(path: String, speed: Double, loop: Bool, sink: @escaping @Sendable (EngineInput) -> Void) {
+    /// - Parameter consumer: the loop `sink` hands inputs to (the hub's), waited on every
+    ///   `window` inputs; nil for a sink that does not queue.
+    public init(path: String, speed: Double, loop: Bool, consumer: (any EventLoop)? = nil,
+                sink: @escaping @Sendable (EngineInput) -> Void) {
         self.path = path
         self.speed = speed
         self.loop = loop
+        self.consumer = consumer
         self.sink = sink
     }
 
@@ -54,6 +69,7 @@ public final class ReplaySource: Sendable {
 
     private func replayOnce() throws {
         var firstFixTime: Timestamp?
+        var inFlight = 0
         let wallStart = monotonicSeconds()
         try NMEAReplay.inputs(fromFile: path) { input in
             if stopped.load(ordering: .relaxed) { throw Stopped() }
@@ -73,6 +89,11 @@ public final class ReplaySource: Sendable {
                 }
             }
             sink(input)
+            inFlight += 1
+            if inFlight == Self.window, let consumer {
+                inFlight = 0
+                try? consumer.submit {}.wait()
+            }
         }
     }
 }
