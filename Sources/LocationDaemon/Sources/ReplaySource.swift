@@ -23,7 +23,7 @@ public final class ReplaySource: Sendable {
     public let speed: Double
     public let loop: Bool
     /// Inputs handed to `consumer` between two waits for it.
-    public static let window = 64
+    public static let window = 8
     private let consumer: (any EventLoop)?
     private let sink: @Sendable (EngineInput) -> Void
     private let stopped = Atomic<Bool>(false)
