@@ -25,7 +25,9 @@ let package = Package(
     ],
     targets: [
         .systemLibrary(name: "CGPS", path: "Sources/CGPS"),
-        .systemLibrary(name: "CSystemd", path: "Sources/CSystemd"),
+        // memfd and descriptor passing for the journal protocol (systemd's protocols are our
+        // own code, not libsystemd: docs/systemd.md).
+        .target(name: "CDaemonSupport"),
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite"),
         .target(name: "LocationCore", swiftSettings: strict),
         .target(name: "NMEA", dependencies: ["LocationCore"], swiftSettings: strict),
@@ -34,7 +36,7 @@ let package = Package(
         .target(
             name: "LocationDaemon",
             dependencies: [
-                "LocationCore", "NMEA", "LocationProtocol", "CGPS", "CSystemd", "CSQLite",
+                "LocationCore", "NMEA", "LocationProtocol", "CGPS", "CDaemonSupport", "CSQLite",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -62,7 +64,7 @@ let package = Package(
         .testTarget(name: "LocationProtocolTests", dependencies: ["LocationProtocol", "LocationCore"], swiftSettings: strict),
         .testTarget(
             name: "LocationDaemonTests",
-            dependencies: ["LocationDaemon", "LocationClient", "LocationProtocol", "LocationCore", "NMEA", "Simulation"],
+            dependencies: ["LocationDaemon", "CDaemonSupport", "LocationClient", "LocationProtocol", "LocationCore", "NMEA", "Simulation"],
             swiftSettings: strict),
     ]
 )
