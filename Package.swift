@@ -9,6 +9,18 @@ let strict: [SwiftSetting] = [
     .swiftLanguageMode(.v6),
 ]
 
+// How the daemon is linked, for its idle memory (docs/benchmarks.md, "Footprint"): every page
+// the dynamic linker reads or writes at start stays resident. lld, because only lld (not the
+// default gold) packs the ≈ 40,000 relative relocations of Swift's metadata into a table of a
+// few KiB (DT_RELR; glibc ≥ 2.36) instead of 0.9 MiB of Elf64_Rela read at every start; and
+// no exported symbols: the driver exports every symbol of an executable, whose 1.1 MiB of
+// .dynsym/.dynstr/.gnu.hash every library's symbol lookups then search first, while nothing
+// loads the daemon or looks a symbol up in it.
+let daemonLinking: [LinkerSetting] = [
+    .unsafeFlags(["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
+                  "-Xlinker", "--no-export-dynamic"], .when(platforms: [.linux])),
+]
+
 let package = Package(
     name: "locationd",
     platforms: [.macOS(.v14)],
@@ -46,7 +58,8 @@ let package = Package(
             ],
             swiftSettings: strict),
         .target(name: "LocationClient", dependencies: ["LocationProtocol", "LocationCore"], swiftSettings: strict),
-        .executableTarget(name: "locationd", dependencies: ["LocationDaemon"], swiftSettings: strict),
+        .executableTarget(name: "locationd", dependencies: ["LocationDaemon"], swiftSettings: strict,
+                          linkerSettings: daemonLinking),
         // Benchmark of region re-ranking (docs/regions.md): swift run -c release bench-regions
         .executableTarget(name: "bench-regions", dependencies: ["LocationCore"], swiftSettings: strict),
         // Benchmarks of decoding and the whole engine (docs/benchmarks.md, Benchmarks/compare.sh).
