@@ -9,6 +9,23 @@ let strict: [SwiftSetting] = [
     .swiftLanguageMode(.v6),
 ]
 
+// How the daemon is linked, for its idle memory (docs/benchmarks.md, "Footprint"): every page
+// the dynamic linker reads or writes at start stays resident. lld, because only lld (not the
+// default gold) packs the ≈ 40,000 relative relocations of Swift's metadata into a table of a
+// few KiB (DT_RELR; glibc ≥ 2.36) instead of 0.9 MiB of Elf64_Rela read at every start; and
+// no exported symbols: the driver exports every symbol of an executable, whose 1.1 MiB of
+// .dynsym/.dynstr/.gnu.hash every library's symbol lookups then search first, while nothing
+// loads the daemon or looks a symbol up in it. And the functions the daemon runs placed together
+// (scripts/locationd.order, written by Benchmarks/orderfile.py): code becomes resident in
+// 64 KiB blocks, and scattered over 9 MiB of text the few thousand functions it runs made
+// ≈ 100 blocks resident. A stale list only costs memory: unknown names are skipped.
+let daemonLinking: [LinkerSetting] = [
+    .unsafeFlags(["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
+                  "-Xlinker", "--no-export-dynamic",
+                  "-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/scripts/locationd.order",
+                  "-Xlinker", "--no-warn-symbol-ordering"], .when(platforms: [.linux])),
+]
+
 let package = Package(
     name: "locationd",
     platforms: [.macOS(.v14)],
@@ -25,7 +42,9 @@ let package = Package(
     ],
     targets: [
         .systemLibrary(name: "CGPS", path: "Sources/CGPS"),
-        .systemLibrary(name: "CSystemd", path: "Sources/CSystemd"),
+        // memfd and descriptor passing for the journal protocol (systemd's protocols are our
+        // own code, not libsystemd: docs/systemd.md).
+        .target(name: "CDaemonSupport"),
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite"),
         .target(name: "LocationCore", swiftSettings: strict),
         .target(name: "NMEA", dependencies: ["LocationCore"], swiftSettings: strict),
@@ -34,7 +53,7 @@ let package = Package(
         .target(
             name: "LocationDaemon",
             dependencies: [
-                "LocationCore", "NMEA", "LocationProtocol", "CGPS", "CSystemd", "CSQLite",
+                "LocationCore", "NMEA", "LocationProtocol", "CGPS", "CDaemonSupport", "CSQLite",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -44,7 +63,8 @@ let package = Package(
             ],
             swiftSettings: strict),
         .target(name: "LocationClient", dependencies: ["LocationProtocol", "LocationCore"], swiftSettings: strict),
-        .executableTarget(name: "locationd", dependencies: ["LocationDaemon"], swiftSettings: strict),
+        .executableTarget(name: "locationd", dependencies: ["LocationDaemon"], swiftSettings: strict,
+                          linkerSettings: daemonLinking),
         // Benchmark of region re-ranking (docs/regions.md): swift run -c release bench-regions
         .executableTarget(name: "bench-regions", dependencies: ["LocationCore"], swiftSettings: strict),
         // Benchmarks of decoding and the whole engine (docs/benchmarks.md, Benchmarks/compare.sh).
@@ -62,7 +82,7 @@ let package = Package(
         .testTarget(name: "LocationProtocolTests", dependencies: ["LocationProtocol", "LocationCore"], swiftSettings: strict),
         .testTarget(
             name: "LocationDaemonTests",
-            dependencies: ["LocationDaemon", "LocationClient", "LocationProtocol", "LocationCore", "NMEA", "Simulation"],
+            dependencies: ["LocationDaemon", "CDaemonSupport", "LocationClient", "LocationProtocol", "LocationCore", "NMEA", "Simulation"],
             swiftSettings: strict),
     ]
 )

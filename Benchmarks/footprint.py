@@ -80,7 +80,8 @@ try:
         for _ in range(10):
             c = socket.socket(socket.AF_UNIX)
             c.connect(sock)
-            c.sendall(b'{"type":"subscribe","id":1,"events":["location","visits","significant"]}\n')
+            c.sendall(b'{"type":"session.start","id":1,"authorization":"always"}\n'
+                      b'{"type":"subscribe","id":2,"events":["location","visits","significant"]}\n')
             c.setblocking(False)
             clients.append(c)
         c0, t0 = cpu(p.pid), time.monotonic()

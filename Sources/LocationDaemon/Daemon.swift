@@ -126,6 +126,7 @@ final class DaemonService: Service {
 
     func run() async throws {
         let supervisor = ServiceSupervisor(hub: hub, watchdog: options.watchdog, logger: logger)
+        if let problem = supervisor.notifier.problem { logger.warning("\(problem)") }
         var configuration = SocketServer.Configuration(path: options.socketPath)
         configuration.floodBurst = options.floodBurst
         configuration.floodRate = options.floodRate

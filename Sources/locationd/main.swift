@@ -37,9 +37,22 @@ let backend = LogBackend.bootstrap(control: logControl)
 let logger = Logger(label: "locationd")
 logger.debug("logging", metadata: ["backend": "\(backend)", "config": "\(options.configFile ?? "none")"])
 
-do {
-    try await Daemon.run(options, logControl: logControl, logger: logger)
-} catch {
-    logger.critical("\(error)")
-    exit(1)
+run(options, logControl: logControl, logger: logger)
+
+/// Runs the daemon on a detached task while the main thread waits, and exits with its outcome.
+/// Not top-level `await`: that makes main async, and the runtime then parks the main thread in
+/// `dispatch_main()`, which ends it with `pthread_exit` — a forced unwind that reads ≈ 0.4 MiB
+/// of the binary's unwind tables into memory at every start (docs/benchmarks.md, "Footprint").
+/// Nothing in the daemon runs on the main actor.
+func run(_ options: DaemonOptions, logControl: LogControl, logger: Logger) -> Never {
+    Task.detached {
+        do {
+            try await Daemon.run(options, logControl: logControl, logger: logger)
+        } catch {
+            logger.critical("\(error)")
+            exit(1)
+        }
+        exit(0)
+    }
+    while true { pause() }
 }

@@ -1,3 +1,4 @@
+import CDaemonSupport
 import Logging
 #if canImport(Glibc)
 import Glibc
@@ -12,8 +13,9 @@ import Glibc
 /// view shows it), `PRIORITY` (syslog 2…7), `SYSLOG_IDENTIFIER=locationd`, `CODE_FILE`,
 /// `CODE_LINE`, `CODE_FUNC`, `LOCATIOND_LOGGER` (the logger's label) and each metadata key as
 /// `LOCATIOND_<KEY>` upper-cased, other characters than A–Z, 0–9 turned into `_`
-/// (`peer_uid` → `LOCATIOND_PEER_UID`). A message that cannot be sent (no journal, too large)
-/// goes to stderr instead, which under systemd is the journal's stream.
+/// (`peer_uid` → `LOCATIOND_PEER_UID`). An entry too large for a datagram goes in a memfd
+/// (`JournalWriter.send`); one that cannot be sent at all (no journal) goes to stderr instead,
+/// which under systemd is the journal's stream.
 public struct JournalLogHandler: LogHandler {
     public var metadata: Logger.Metadata = [:]
     public var metadataProvider: Logger.MetadataProvider?
@@ -85,16 +87,18 @@ public struct JournalLogHandler: LogHandler {
 }
 
 /// A datagram socket to journald (or to whatever stands in for it at `path`). Thread-safe: each
-/// message is one `sendto`.
+/// message is one `sendto` (or one `sendmsg` of a memfd).
 public final class JournalWriter: Sendable {
     public static let defaultPath = "/run/systemd/journal/socket"
     public let path: String
     public let identifier: String
+    private let address: UnixSocketAddress?
     private let fd: CInt
 
     public init(path: String = defaultPath, identifier: String = "locationd") {
         self.path = path
         self.identifier = identifier
+        address = try? UnixSocketAddress(path)
         fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
     }
 
@@ -119,30 +123,27 @@ public final class JournalWriter: Sendable {
         return out
     }
 
-    /// Sends one entry; false when it could not be sent (no journal, message too large, …).
+    /// Sends one entry; false when it could not be sent (no journal, no memory, …).
+    ///
+    /// An entry larger than a datagram may be (the socket buffer's size: `EMSGSIZE`, or
+    /// `ENOBUFS` when the kernel cannot allocate one that large) goes as the protocol provides:
+    /// written to a sealed memfd whose descriptor is sent alone, with an empty payload.
     @discardableResult
     public func send(_ fields: [(String, String)]) -> Bool {
-        guard fd >= 0 else { return false }
+        guard fd >= 0, let address else { return false }
         let datagram = Self.encode(fields)
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        let pathBytes = Array(path.utf8)
-        guard pathBytes.count < MemoryLayout.size(ofValue: addr.sun_path) else { return false }
-        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
-            raw.copyBytes(from: pathBytes)
-            raw[pathBytes.count] = 0
+        switch address.send(datagram, from: fd) {
+        case nil: return true
+        case EMSGSIZE, ENOBUFS: return sendLarge(datagram, to: address)
+        default: return false
         }
-        while true {
-            let n = datagram.withUnsafeBytes { bytes in
-                withUnsafePointer(to: &addr) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                        sendto(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL), $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-                    }
-                }
-            }
-            if n < 0 && errno == EINTR { continue }
-            return n == datagram.count
-        }
+    }
+
+    private func sendLarge(_ datagram: [UInt8], to address: UnixSocketAddress) -> Bool {
+        let memfd = datagram.withUnsafeBytes { locationd_sealed_memfd("journal-entry", $0.baseAddress, $0.count) }
+        guard memfd >= 0 else { return false }
+        defer { close(memfd) }
+        return address.withSockaddr { locationd_send_descriptor(fd, $0, $1, memfd) } == 0
     }
 
     /// Whether stderr is connected to the journal: `JOURNAL_STREAM` (set by systemd) holds the
