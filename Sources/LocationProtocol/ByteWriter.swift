@@ -1,0 +1,172 @@
+import LocationCore
+
+/// Writes text into a fixed block of memory the caller owns (usually a stack buffer), then the
+/// caller appends the block to its line in one copy.
+///
+/// Why not append to the `[UInt8]` directly: every `append` re-checks capacity and uniqueness,
+/// and reversing digits in place through `out[start...]` allocated a slice per number; a
+/// location line made ~20 appends and 7 such allocations. Capacity is checked once per
+/// operation (a trap, never an overrun), not per byte.
+///
+/// Number and time formats live here, once; `DecimalFormat` and `ISO8601` are their `[UInt8]`
+/// front ends.
+@usableFromInline struct ByteWriter {
+    @usableFromInline let base: UnsafeMutablePointer<UInt8>
+    @usableFromInline let capacity: Int
+    @usableFromInline var count = 0
+
+    @inlinable init(_ buffer: UnsafeMutableBufferPointer<UInt8>) {
+        base = buffer.baseAddress!
+        capacity = buffer.count
+    }
+
+    /// Most bytes one number can take: `-1.7976931348623157e+308` (Swift's description, the
+    /// fallback for magnitudes beyond exact fixed point); fixed point takes at most 18.
+    @usableFromInline static let maxNumber = 24
+    /// `YYYY-MM-DDTHH:MM:SS.fffffffffZ` with a sign for years outside 0...9999.
+    @usableFromInline static let maxTime = 31
+
+    @inlinable func reserve(_ n: Int) {
+        precondition(count + n <= capacity, "ByteWriter: line longer than its buffer")
+    }
+
+    @inlinable mutating func byte(_ b: UInt8) {
+        reserve(1)
+        base[count] = b
+        count += 1
+    }
+
+    @inlinable mutating func ascii(_ s: StaticString) {
+        let n = s.utf8CodeUnitCount
+        reserve(n)
+        (base + count).update(from: s.utf8Start, count: n)
+        count += n
+    }
+
+    @inlinable mutating func bytes(_ p: UnsafeBufferPointer<UInt8>) {
+        reserve(p.count)
+        if let a = p.baseAddress { (base + count).update(from: a, count: p.count) }
+        count += p.count
+    }
+
+    /// Two decimal digits of `v` (0...99) at `p`.
+    @inlinable static func pair(_ v: Int, at p: UnsafeMutablePointer<UInt8>) {
+        // A literal table, not a global array: Swift guards every global array access with a lazy
+        // initialisation check; a StaticString is a constant in the binary.
+        let digits: StaticString = "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
+        UnsafeMutableRawPointer(p).copyMemory(from: digits.utf8Start + 2 * v, byteCount: 2)
+    }
+
+    /// Writes the low `width` decimal digits of `v`, zero-padded, ending at `end` (exclusive).
+    @inlinable static func digits(_ value: UInt64, width: Int, endingAt end: UnsafeMutablePointer<UInt8>) {
+        var v = value
+        var p = end
+        var n = width
+        while n >= 2 {
+            p -= 2
+            pair(Int(v % 100), at: p)
+            v /= 100
+            n -= 2
+        }
+        if n == 1 {
+            p -= 1
+            p.pointee = UInt8(truncatingIfNeeded: v % 10) &+ 0x30
+        }
+    }
+
+    @inlinable static func digitCount(_ v: UInt64) -> Int {
+        var n = 1
+        var t = v
+        while t >= 10_000 { t /= 10_000; n += 4 }
+        if t >= 100 { t /= 100; n += 2 }
+        if t >= 10 { n += 1 }
+        return n
+    }
+
+    /// `value`'s decimal digits, at least `width` of them (zero-padded).
+    @inlinable mutating func unsigned(_ value: UInt64, width: Int = 1) {
+        let n = Swift.max(width, Self.digitCount(value))
+        reserve(n)
+        Self.digits(value, width: n, endingAt: base + count + n)
+        count += n
+    }
+
+    @inlinable mutating func integer(_ value: Int64) {
+        if value < 0 { byte(UInt8(ascii: "-")) }
+        unsigned(value.magnitude)
+    }
+
+    /// `value` rounded half away from zero to `decimals` (0...9) fraction digits, trailing
+    /// zeros trimmed (`1.5`, `2`, `-0.25`), never `-0`; `null` when not finite; Swift's
+    /// description for magnitudes too large for exact fixed point.
+    @inlinable mutating func fixed(_ value: Double, decimals: Int) {
+        guard value.isFinite else { ascii("null"); return }
+        precondition(decimals >= 0 && decimals <= 9, "decimals must be 0...9")
+        var scale: UInt64 = 1
+        for _ in 0..<decimals { scale &*= 10 }
+        let scaled = (value * Double(scale)).rounded(.toNearestOrAwayFromZero)
+        guard abs(scaled) < 9.0e15 else { description(value); return }
+        let fixed = Int64(scaled)
+        if fixed < 0 { byte(UInt8(ascii: "-")) }
+        let magnitude = fixed.magnitude
+        unsigned(magnitude / scale)
+        let fraction = magnitude % scale
+        guard fraction != 0 else { return }
+        fractionDigits(fraction, width: decimals)
+    }
+
+    /// `.` and `width` digits of `fraction` (non-zero), trailing zeros dropped.
+    @inlinable mutating func fractionDigits(_ fraction: UInt64, width: Int) {
+        reserve(1 + width)
+        base[count] = UInt8(ascii: ".")
+        Self.digits(fraction, width: width, endingAt: base + count + 1 + width)
+        count += 1 + width
+        while base[count - 1] == 0x30 { count -= 1 }  // stops at a non-zero digit: fraction != 0
+    }
+
+    @usableFromInline mutating func description(_ value: Double) {
+        var text = value.description
+        text.withUTF8 { bytes($0) }
+    }
+
+    /// `YYYY-MM-DDTHH:MM:SS[.fffffffff]Z`: the fraction exact, trailing zeros trimmed, none
+    /// for whole seconds.
+    @inlinable mutating func time(_ time: Timestamp) {
+        var secs = time.nanoseconds / 1_000_000_000
+        var ns = time.nanoseconds % 1_000_000_000
+        if ns < 0 { ns += 1_000_000_000; secs -= 1 }
+        var days = secs / 86_400
+        var sod = secs % 86_400
+        if sod < 0 { sod += 86_400; days -= 1 }
+        let (year, month, day) = CivilTime.civilFromDays(Int(days))
+        if year < 0 { byte(UInt8(ascii: "-")) } else if year > 9999 { byte(UInt8(ascii: "+")) }
+        unsigned(UInt64(year.magnitude), width: 4)
+        reserve(15)
+        let p = base + count
+        p[0] = UInt8(ascii: "-")
+        Self.pair(month, at: p + 1)
+        p[3] = UInt8(ascii: "-")
+        Self.pair(day, at: p + 4)
+        p[6] = UInt8(ascii: "T")
+        let s = Int(sod)
+        Self.pair(s / 3600, at: p + 7)
+        p[9] = UInt8(ascii: ":")
+        Self.pair(s / 60 % 60, at: p + 10)
+        p[12] = UInt8(ascii: ":")
+        Self.pair(s % 60, at: p + 13)
+        count += 15
+        if ns != 0 { fractionDigits(UInt64(ns), width: 9) }
+        byte(UInt8(ascii: "Z"))
+    }
+}
+
+extension Array where Element == UInt8 {
+    /// Appends what `body` writes, at most `capacity` bytes, with one copy.
+    @inlinable mutating func appendWritten(capacity: Int, _ body: (inout ByteWriter) -> Void) {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: capacity) { buffer in
+            var w = ByteWriter(buffer)
+            body(&w)
+            append(contentsOf: UnsafeBufferPointer(rebasing: buffer[..<w.count]))
+        }
+    }
+}
