@@ -300,7 +300,8 @@ struct Assembler: Sendable {
         guard let tod else { return true }
         var days: Int?
         if let d, let m, let y {
-            guard y >= 1980, let v = validDays(y, m, d) else { return false }
+            // No GPS date precedes 1980; a Timestamp (Int64 nanoseconds) ends in 2262.
+            guard y >= 1980 && y <= 2261, let v = validDays(y, m, d) else { return false }
             days = v
         }
         guard begin(tod, onEpoch) else { return true }
