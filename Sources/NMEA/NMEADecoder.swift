@@ -98,19 +98,16 @@ public struct NMEADecoder: Sendable {
         let n = bytes.count
         guard n > 0, let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return }
         var start = 0
-        var i = 0
-        while i < n {
-            let b = base[i]
-            if b == 0x0A || b == 0x0D {
-                if pending.isEmpty && !pendingOverflow {
-                    line(UnsafeBufferPointer(start: base + start, count: i - start), onEpoch)
-                } else {
-                    append(UnsafeBufferPointer(start: base + start, count: i - start))
-                    flushPending(onEpoch)
-                }
-                start = i + 1
+        while true {
+            let i = ByteScan.lineEnd(base, from: start, end: n)
+            if i == n { break }
+            if pending.isEmpty && !pendingOverflow {
+                line(UnsafeBufferPointer(start: base + start, count: i - start), onEpoch)
+            } else {
+                append(UnsafeBufferPointer(start: base + start, count: i - start))
+                flushPending(onEpoch)
             }
-            i += 1
+            start = i + 1
         }
         if start < n { append(UnsafeBufferPointer(start: base + start, count: n - start)) }
     }
@@ -142,9 +139,8 @@ public struct NMEADecoder: Sendable {
 
     private mutating func line(_ p: UnsafeBufferPointer<UInt8>, _ onEpoch: (NMEAEpoch) -> Void) {
         if p.count > Self.maxLine { asm.stats.malformed += 1; return }
-        var hasEsc = false
-        for b in p where b == 0x1B { hasEsc = true; break }
-        if !hasEsc { asm.line(p, onEpoch); return }
+        guard let base = p.baseAddress else { return }
+        if !ByteScan.containsEscape(base, from: 0, end: p.count) { asm.line(p, onEpoch); return }
         // A terminal's escape sequences (CSI: ESC [ params final) got interleaved with the
         // sentence by whatever captured the log; drop them and let the checksum judge.
         scratch.removeAll(keepingCapacity: true)
