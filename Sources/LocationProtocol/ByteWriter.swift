@@ -20,23 +20,25 @@ import LocationCore
         capacity = buffer.count
     }
 
-    /// Most bytes one number can take: `-1.7976931348623157e+308` (Swift's description, the
-    /// fallback for magnitudes beyond exact fixed point); fixed point takes at most 18.
-    @usableFromInline static let maxNumber = 24
+    /// Room one number needs: `-1.7976931348623157e+308` (Swift's description, the fallback
+    /// beyond exact fixed point) is 24 bytes; fixed point writes at most 18 but stores its
+    /// fraction digits as a whole word, which can reach 8 bytes past them.
+    @usableFromInline static let maxNumber = 32
     /// `YYYY-MM-DDTHH:MM:SS.fffffffffZ` with a sign for years outside 0...9999.
     @usableFromInline static let maxTime = 31
 
-    @inlinable func reserve(_ n: Int) {
+    @inlinable @inline(__always) func reserve(_ n: Int) {
         precondition(count + n <= capacity, "ByteWriter: line longer than its buffer")
     }
 
-    @inlinable mutating func byte(_ b: UInt8) {
+    @inlinable @inline(__always) mutating func byte(_ b: UInt8) {
         reserve(1)
         base[count] = b
         count += 1
     }
 
-    @inlinable mutating func ascii(_ s: StaticString) {
+    // Inlined so that each key, a constant, is copied with a few moves instead of a memmove call.
+    @inlinable @inline(__always) mutating func ascii(_ s: StaticString) {
         let n = s.utf8CodeUnitCount
         reserve(n)
         (base + count).update(from: s.utf8Start, count: n)
@@ -102,11 +104,9 @@ import LocationCore
     @inlinable mutating func fixed(_ value: Double, decimals: Int) {
         guard value.isFinite else { ascii("null"); return }
         precondition(decimals >= 0 && decimals <= 9, "decimals must be 0...9")
-        var scale: UInt64 = 1
-        for _ in 0..<decimals { scale &*= 10 }
-        let scaled = (value * Double(scale)).rounded(.toNearestOrAwayFromZero)
-        guard abs(scaled) < 9.0e15 else { description(value); return }
-        let fixed = Int64(scaled)
+        let scale = Self.powerOfTen(decimals)
+        guard let fixed = Self.roundedHalfAwayFromZero(value * Double(scale)),
+              fixed.magnitude < 9_000_000_000_000_000 else { description(value); return }
         if fixed < 0 { byte(UInt8(ascii: "-")) }
         let magnitude = fixed.magnitude
         unsigned(magnitude / scale)
@@ -115,13 +115,65 @@ import LocationCore
         fractionDigits(fraction, width: decimals)
     }
 
-    /// `.` and `width` digits of `fraction` (non-zero), trailing zeros dropped.
+    /// 10^p for 0 ≤ p ≤ 9. A switch (a constant table once compiled), not a global array:
+    /// Swift checks a global's lazy initialisation on every access.
+    @inlinable @inline(__always) static func powerOfTen(_ p: Int) -> UInt64 {
+        switch p {
+        case 0: 1
+        case 1: 10
+        case 2: 100
+        case 3: 1_000
+        case 4: 10_000
+        case 5: 100_000
+        case 6: 1_000_000
+        case 7: 10_000_000
+        case 8: 100_000_000
+        default: 1_000_000_000
+        }
+    }
+
+    /// `x.rounded(.toNearestOrAwayFromZero)` as an integer, without the libm call it compiles
+    /// to on x86-64; nil when |x| ≥ 2^62. Exact: `x - trunc(x)` is representable.
+    @inlinable @inline(__always) static func roundedHalfAwayFromZero(_ x: Double) -> Int64? {
+        guard abs(x) < 4_611_686_018_427_387_904 else { return nil }
+        var r = Int64(x)  // toward zero
+        let rest = x - Double(r)
+        if rest >= 0.5 { r += 1 } else if rest <= -0.5 { r -= 1 }
+        return r
+    }
+
+    /// `.` and `width` (≤ 9) digits of `fraction` (non-zero), trailing zeros dropped.
     @inlinable mutating func fractionDigits(_ fraction: UInt64, width: Int) {
-        reserve(1 + width)
+        reserve(10)  // '.', a ninth digit, and eight written as one word
         base[count] = UInt8(ascii: ".")
-        Self.digits(fraction, width: width, endingAt: base + count + 1 + width)
-        count += 1 + width
-        while base[count - 1] == 0x30 { count -= 1 }  // stops at a non-zero digit: fraction != 0
+        var p = base + count + 1
+        var eight = fraction
+        if width == 9 {
+            p.pointee = UInt8(truncatingIfNeeded: fraction / 100_000_000) &+ 0x30
+            p += 1
+            eight = fraction % 100_000_000
+        } else {
+            eight *= Self.powerOfTen(8 - width)  // left-aligned: the trailing zeros are trimmed below
+        }
+        let digits = Self.eightDigits(UInt32(truncatingIfNeeded: eight))
+        UnsafeMutableRawPointer(p).storeBytes(of: (digits | 0x3030_3030_3030_3030).littleEndian, as: UInt64.self)
+        // Trailing zero digits are the zero high bytes (the last digits) of `digits`.
+        let kept = digits == 0 ? 0 : 8 - digits.leadingZeroBitCount >> 3
+        count = p - base + kept
+    }
+
+    /// The eight decimal digits of `v` (< 10^8), zero-padded, as values 0...9 in bytes, the
+    /// first digit in the lowest byte (memory order on a little-endian machine). SWAR: the
+    /// halves, quarters and digits are split in parallel lanes by multiply-and-shift
+    /// divisions, exact in these ranges (x·10486 >> 20 = x / 100 for x < 43,699;
+    /// x·103 >> 10 = x / 10 for x < 179).
+    @inlinable @inline(__always) static func eightDigits(_ v: UInt32) -> UInt64 {
+        let hi = v / 10_000, lo = v % 10_000
+        var x = UInt64(hi) | UInt64(lo) << 32
+        let hundreds = ((x &* 10_486) >> 20) & 0x0000_007F_0000_007F
+        x = hundreds | (x &- hundreds &* 100) << 16
+        let tens = ((x &* 103) >> 10) & 0x000F_000F_000F_000F
+        return tens | (x &- tens &* 10) << 8
     }
 
     @usableFromInline mutating func description(_ value: Double) {

@@ -23,7 +23,7 @@ public struct EventEncoder: Sendable {
     }
 
     /// Longest location line: 174 bytes of keys and punctuation, a time (31), seven numbers
-    /// (24 each) and `skipped` (20) make 393.
+    /// (24 each) and `skipped` (20) make 393, and a number may need 8 more while written.
     @usableFromInline static let maxLocationLine = 512
 
     @inlinable public func appendLocation(_ fix: Fix, skipped: Int = 0, to out: inout [UInt8]) {

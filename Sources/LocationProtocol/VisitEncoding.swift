@@ -3,7 +3,8 @@ import LocationCore
 // Encoding of `visit` and `significant` events (docs/protocol.md, "Events").
 extension EventEncoder {
     /// Longest visit line: 108 bytes of keys and punctuation, two quoted times (33 each) and
-    /// three numbers (24 each) make 246; a significant line is shorter.
+    /// three numbers (24 each) make 246, a number may need 8 more while written; a significant
+    /// line is shorter.
     @usableFromInline static let maxVisitLine = 320
 
     @inlinable public func appendVisit(_ visit: Visit, to out: inout [UInt8]) {
