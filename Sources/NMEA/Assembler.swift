@@ -61,7 +61,9 @@ struct Assembler: Sendable {
 
     // MARK: Lines and framing
 
-    mutating func line(_ p: UnsafeBufferPointer<UInt8>, _ onEpoch: (NMEAEpoch) -> Void) {
+    /// A line without CR/LF whose first two sentences start at `first` and `second` (the
+    /// line's length when absent; `ByteScan.line` finds them).
+    mutating func line(_ p: UnsafeBufferPointer<UInt8>, first: Int, second: Int, _ onEpoch: (NMEAEpoch) -> Void) {
         guard let base = p.baseAddress else { return }
         let n = p.count
         var i = 0
@@ -70,12 +72,12 @@ struct Assembler: Sendable {
         if base[i] == UInt8(ascii: "#") { return }
         // Several sentences can be glued on one line when a receiver drops a CR/LF, and junk can
         // precede one; every '$' or '!' starts a candidate that runs to the next one.
-        var s = ByteScan.sentenceStart(base, from: i, end: n)
-        if s == n { stats.junkLines += 1; return }
+        if first == n { stats.junkLines += 1; return }
+        var s = first, next = second
         while s < n {
-            let next = ByteScan.sentenceStart(base, from: s + 1, end: n)
             sentence(base, s, next, onEpoch)
             s = next
+            if s < n { next = ByteScan.sentenceStart(base, from: s + 1, end: n) }
         }
     }
 

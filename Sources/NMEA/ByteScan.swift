@@ -29,8 +29,12 @@ enum ByteScan {
 
     /// The bytes `i..<end` (fewer than eight) in the low bytes of a word, zeros above, read
     /// as the word ending at `end` (which must start at or after a readable index).
+    ///
+    /// Shifts by a variable amount here and in FieldCursor are masking shifts (`&<<`, `&>>`)
+    /// with amounts below 64 by construction: Swift's `<<` and `>>` also handle negative and
+    /// oversized amounts, which costs a compare and select each.
     @inline(__always) static func tail(_ p: UnsafePointer<UInt8>, _ i: Int, _ end: Int) -> UInt64 {
-        word(p, end - 8) >> (UInt64(8 - (end - i)) << 3)
+        word(p, end - 8) &>> (UInt64(8 - (end - i)) << 3)
     }
 
     /// Index of the first `a` or `b` (both non-zero and below `limit`) in `from..<end`, or `end`.
@@ -60,19 +64,62 @@ enum ByteScan {
         return end
     }
 
-    /// Index of the first CR or LF in `from..<end`, or `end`.
-    @inline(__always) static func lineEnd(_ p: UnsafePointer<UInt8>, from: Int, end: Int) -> Int {
-        first(0x0A, 0x0D, below: 0x0E, in: p, from: from, end: end)
+    /// What one pass over a line finds: where it ends, whether it holds an ESC, and where its
+    /// first two sentences start. Indices are the buffer's.
+    struct Line {
+        /// The first CR or LF, or the end of the bytes scanned.
+        var end: Int
+        var escape = false
+        /// The first and second `$` or `!` before `end`; `end` when there is none.
+        var first: Int
+        var second: Int
+    }
+
+    /// Scans `from..<end` up to the first CR or LF: one pass where there were three (line end,
+    /// ESC, sentence start), since all of these bytes are below `%`.
+    @inline(__always) static func line(_ p: UnsafePointer<UInt8>, from: Int, end: Int) -> Line {
+        var found = Line(end: end, first: -1, second: -1)
+        var i = from
+        while i + 8 <= end {
+            let w = word(p, i)
+            if hasByte(below: 0x25, in: w) && examine(w, at: i, &found) { return found.finished() }
+            i += 8
+        }
+        if i < end {
+            if end - from >= 8 {
+                _ = examine(tail(p, i, end), at: i, &found)  // the zeros shifted in match nothing
+            } else {
+                while i < end {
+                    let c = p[i]
+                    if c == 0x0A || c == 0x0D { found.end = i; break }
+                    if c == 0x1B { found.escape = true }
+                    if c == UInt8(ascii: "$") || c == UInt8(ascii: "!") { found.start(at: i) }
+                    i += 1
+                }
+            }
+        }
+        return found.finished()
+    }
+
+    /// Adds what the word at `i` holds to `found`; true when it holds the line's end.
+    @inline(__always) static func examine(_ w: UInt64, at i: Int, _ found: inout Line) -> Bool {
+        let ends = equal(w, 0x0A) | equal(w, 0x0D)
+        // Only the bytes before the line's end belong to it.
+        let mine: UInt64 = ends == 0 ? ~0 : (ends & (0 &- ends)) &- 1
+        if equal(w, 0x1B) & mine != 0 { found.escape = true }
+        var starts = (equal(w, UInt8(ascii: "$")) | equal(w, UInt8(ascii: "!"))) & mine
+        while starts != 0 && found.second < 0 {
+            found.start(at: i + starts.trailingZeroBitCount >> 3)
+            starts &= starts &- 1
+        }
+        if ends == 0 { return false }
+        found.end = i + ends.trailingZeroBitCount >> 3
+        return true
     }
 
     /// Index of the first `$` or `!` (the start of a sentence) in `from..<end`, or `end`.
     @inline(__always) static func sentenceStart(_ p: UnsafePointer<UInt8>, from: Int, end: Int) -> Int {
         first(UInt8(ascii: "$"), UInt8(ascii: "!"), below: 0x25, in: p, from: from, end: end)
-    }
-
-    /// Whether `from..<end` holds an ESC (a terminal's escape sequence got into the log).
-    @inline(__always) static func containsEscape(_ p: UnsafePointer<UInt8>, from: Int, end: Int) -> Bool {
-        first(0x1B, 0x1B, below: 0x1C, in: p, from: from, end: end) < end
     }
 
     /// One bit per byte of `from..<end`, set for each `,`: bit `k & 63` of `out[k >> 6]` for
@@ -85,7 +132,7 @@ enum ByteScan {
         var block: UInt64 = 0
         var i = from
         while i + 8 <= end {
-            block |= bits(equal(word(p, i), comma)) << (UInt64(i - from) & 63)
+            block |= bits(equal(word(p, i), comma)) &<< UInt64(i - from)
             if (i - from) & 63 == 56 { out[(i - from) >> 6] = block; block = 0 }
             i += 8
         }
@@ -96,7 +143,7 @@ enum ByteScan {
             } else {
                 w = (0..<(end - i)).reduce(0) { $0 | UInt64(p[i + $1]) << UInt64($1 << 3) }
             }
-            block |= bits(equal(w, comma)) << (UInt64(i - from) & 63)
+            block |= bits(equal(w, comma)) &<< UInt64(i - from)
         }
         if (i - from) & 63 != 0 || i < end { out[(i - from) >> 6] = block }
     }
@@ -131,7 +178,7 @@ enum ByteScan {
             let m = equal(w, UInt8(ascii: "*"))
             if m != 0 {
                 let k = m.trailingZeroBitCount >> 3
-                x ^= w & ((1 << (UInt64(k) << 3)) &- 1)  // the bytes before the '*'
+                x ^= w & ((1 &<< (UInt64(k) << 3)) &- 1)  // the bytes before the '*' (k < 8)
                 star = i + k
                 break
             }
@@ -142,5 +189,18 @@ enum ByteScan {
         x ^= x >> 16
         x ^= x >> 8
         return (UInt8(truncatingIfNeeded: x), star)
+    }
+}
+
+extension ByteScan.Line {
+    @inline(__always) mutating func start(at i: Int) {
+        if first < 0 { first = i } else if second < 0 { second = i }
+    }
+
+    @inline(__always) func finished() -> Self {
+        var l = self
+        if l.first < 0 { l.first = end }
+        if l.second < 0 { l.second = end }
+        return l
     }
 }

@@ -12,8 +12,6 @@ struct FieldCursor {
     let origin: Int
     /// Set when any parse found a non-empty field it could not read.
     var bad = false
-    /// Fields consumed so far (including empty and past-the-end ones that existed).
-    var count = 0
 
     /// Words needed for the comma bits of `length` bytes.
     static func maskWords(_ length: Int) -> Int { (max(length, 0) + 63) >> 6 }
@@ -32,7 +30,6 @@ struct FieldCursor {
         let s = pos
         let e = nextComma()
         pos = e + 1  // past the comma; pos == end + 1 marks "no more fields"
-        count += 1
         return s..<e
     }
 
@@ -40,7 +37,7 @@ struct FieldCursor {
     @inline(__always) func nextComma() -> Int {
         if pos >= end { return end }
         let k = pos - origin
-        let m = commas[k >> 6] >> UInt64(k & 63)
+        let m = commas[k >> 6] &>> UInt64(k)
         if m != 0 { return pos + m.trailingZeroBitCount }
         var j = (k >> 6) + 1
         let words = Self.maskWords(end - origin)
@@ -52,7 +49,28 @@ struct FieldCursor {
         return end
     }
 
-    @inline(__always) mutating func skip(_ n: Int) { for _ in 0..<n { _ = next() } }
+    /// Skips `n` fields, as `n` calls of `next` would: to just past the n-th comma from `pos`,
+    /// or past the end when fewer are left. Clearing n − 1 bits of the mask is quicker than
+    /// finding each comma in turn (GSA skips 13 fields).
+    @inline(__always) mutating func skip(_ n: Int) {
+        guard n > 0, pos <= end else { return }
+        if pos == end { pos = end + 1; return }
+        let k = pos - origin
+        let words = Self.maskWords(end - origin)
+        var j = k >> 6
+        var m = commas[j] & (~0 &<< UInt64(k))  // the commas at or after pos
+        var left = n
+        while true {
+            while m != 0 {
+                if left == 1 { pos = origin + j << 6 + m.trailingZeroBitCount + 1; return }
+                m &= m &- 1
+                left -= 1
+            }
+            j += 1
+            if j >= words { pos = end + 1; return }
+            m = commas[j]
+        }
+    }
 
     /// Number of fields left including the next one.
     var remainingFields: Int {
@@ -130,30 +148,11 @@ struct FieldCursor {
     }
 
     /// "hhmmss[.fff…]" (at most 9 fraction digits) → nanoseconds of the day. Nil if empty.
+    /// Six characters with a '.' among them ("1234.5") read as a shorter number: 00:12:34.5.
     mutating func timeOfDay(_ r: Range<Int>) -> Int64? {
         if r.isEmpty { return nil }
-        let p = base + r.lowerBound
-        let n = r.count
-        guard n >= 6 else { bad = true; return nil }
-        let d0 = p[0] &- 48, d1 = p[1] &- 48, d2 = p[2] &- 48, d3 = p[3] &- 48, d4 = p[4] &- 48, d5 = p[5] &- 48
-        guard d0 <= 9 && d1 <= 9 && d2 <= 9 && d3 <= 9 && d4 <= 9 && d5 <= 9 else {
-            // Six characters with a '.' among them ("1234.5") read as a shorter number, as the
-            // rule has always done: 00:12:34.5.
-            guard n == 6, let (m, scale) = decimal(r) else { bad = true; return nil }
-            return clock(m / pow10i(scale), m % pow10i(scale), scale)
-        }
-        var fraction: Int64 = 0
-        var scale = 0
-        if n > 6 {
-            guard p[6] == UInt8(ascii: "."), n - 7 <= 9 else { bad = true; return nil }
-            for k in 7..<n {
-                let d = p[k] &- 48
-                guard d <= 9 else { bad = true; return nil }
-                fraction = fraction * 10 + Int64(d)
-            }
-            scale = n - 7
-        }
-        let whole = ((Int64(d0) * 10 + Int64(d1)) * 100 + Int64(d2) * 10 + Int64(d3)) * 100 + Int64(d4) * 10 + Int64(d5)
+        guard r.count >= 6, let (whole, fraction, scale) = decimalParts(r), scale <= 9,
+              r.count == 6 || base[r.lowerBound + 6] == UInt8(ascii: ".") else { bad = true; return nil }
         return clock(whole, fraction, scale)
     }
 

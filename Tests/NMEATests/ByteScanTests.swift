@@ -49,9 +49,14 @@ import Testing
 
     @Test func searchesMatchByteByByte() {
         forEachRange(seed: 1) { p, from, end in
-            #expect(ByteScan.lineEnd(p, from: from, end: end) == naiveFirst(p, from, end, [0x0A, 0x0D]))
+            let lineEnd = naiveFirst(p, from, end, [0x0A, 0x0D])
+            let l = ByteScan.line(p, from: from, end: end)
+            let first = naiveFirst(p, from, lineEnd, [0x24, 0x21])
+            #expect(l.end == lineEnd)
+            #expect(l.escape == (naiveFirst(p, from, lineEnd, [0x1B]) < lineEnd))
+            #expect(l.first == first)
+            #expect(l.second == (first == lineEnd ? lineEnd : naiveFirst(p, first + 1, lineEnd, [0x24, 0x21])))
             #expect(ByteScan.sentenceStart(p, from: from, end: end) == naiveFirst(p, from, end, [0x24, 0x21]))
-            #expect(ByteScan.containsEscape(p, from: from, end: end) == (naiveFirst(p, from, end, [0x1B]) < end))
         }
     }
 
@@ -84,6 +89,17 @@ import Testing
                     for _ in 0..<expected.count { got.append(f.next()) }
                     #expect(got == expected)
                     #expect(f.next() == end..<end && f.remainingFields == 0)
+                    // skip(n) lands where n calls of next do.
+                    for n in 0...(expected.count + 1) {
+                        for startField in 0..<expected.count {
+                            var a = FieldCursor(base: p, start: from, end: end, floor: floor, scratch: scratch.baseAddress!)
+                            a.skip(startField)
+                            var b = a
+                            a.skip(n)
+                            for _ in 0..<n { _ = b.next() }
+                            #expect(a.pos == b.pos)
+                        }
+                    }
                 }
             }
         }
@@ -187,6 +203,16 @@ import Testing
                                  "0000.000", "18000.000", "1e5", "12.3.4", "0000000000000000000", "000000000000000001",
                                  "-0", "+1.5", "--1", "1234.5", "12345.", ".12345", "12.3.4", "00000.1", "99.999"].map { Array($0.utf8) }
         for _ in 0..<100_000 { fields.append(Self.randomField(&rng)) }
+        // Digits with a few dots, signs or junk at random places, lengths around the 8- and
+        // 16-byte words the fast path reads.
+        for _ in 0..<100_000 {
+            var b = (0..<Int(1 + rng.next() % 18)).map { _ in UInt8(ascii: "0") + UInt8(rng.next() % 10) }
+            for _ in 0..<Int(rng.next() % 4) {
+                let junk: [UInt8] = [UInt8(ascii: "."), UInt8(ascii: "."), UInt8(ascii: "-"), UInt8(ascii: "/"), UInt8(ascii: ":"), 0xB0]
+                b[Int(rng.next() % UInt64(b.count))] = junk[Int(rng.next() % UInt64(junk.count))]
+            }
+            fields.append(b)
+        }
         for b in fields {
             let text = String(decoding: b, as: UTF8.self)
             let (t, tb) = parse(b) { f, r, _ in f.timeOfDay(r) }
