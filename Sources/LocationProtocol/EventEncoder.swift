@@ -3,10 +3,10 @@ import LocationCore
 /// Encodes core `Event`s as protocol v1 lines. The one encoder used by the daemon and by
 /// `locationctl replay`, so both emit byte-identical lines.
 ///
-/// Hot path: appends to a caller-owned buffer with hand-written fixed-point formatting; once
-/// the buffer has grown it does not allocate. Number formats (docs/protocol.md, "Numbers"):
-/// latitude/longitude up to 9 decimals, metres and speed/course up to 3 decimals, trailing
-/// zeros trimmed.
+/// Hot path: a line is written into a stack buffer by `ByteWriter` and appended to the
+/// caller-owned buffer in one copy; once that buffer has grown nothing allocates. Number
+/// formats (docs/protocol.md, "Numbers"): latitude/longitude up to 9 decimals, metres and
+/// speed/course up to 3 decimals, trailing zeros trimmed.
 public struct EventEncoder: Sendable {
     public init() {}
 
@@ -22,26 +22,32 @@ public struct EventEncoder: Sendable {
         }
     }
 
+    /// Longest location line: 174 bytes of keys and punctuation, a time (31), seven numbers
+    /// (24 each) and `skipped` (20) make 393, and a number may need 8 more while written.
+    @usableFromInline static let maxLocationLine = 512
+
     @inlinable public func appendLocation(_ fix: Fix, skipped: Int = 0, to out: inout [UInt8]) {
-        JSONWriter.appendASCII("{\"type\":\"location\",\"time\":\"", to: &out)
-        ISO8601.append(fix.time, to: &out)
-        out.append(UInt8(ascii: "\""))
-        Self.appendCoordinate(fix.coordinate, to: &out)
-        Self.appendAccuracy(fix.horizontalAccuracy, to: &out)
-        Self.appendMetres(",\"altitude\":", fix.altitudeMSL, to: &out)
-        Self.appendMetres(",\"ellipsoidalAltitude\":", fix.altitudeHAE, to: &out)
-        Self.appendMetres(",\"verticalAccuracy\":", fix.verticalAccuracy, to: &out)
-        Self.appendMetres(",\"speed\":", fix.speed, to: &out)
-        Self.appendMetres(",\"course\":", fix.course, to: &out)
-        switch fix.mode {
-        case .twoD: JSONWriter.appendASCII(",\"mode\":\"2d\"", to: &out)
-        case .threeD: JSONWriter.appendASCII(",\"mode\":\"3d\"", to: &out)
+        out.appendWritten(capacity: Self.maxLocationLine) { w in
+            w.ascii("{\"type\":\"location\",\"time\":\"")
+            w.time(fix.time)
+            w.byte(UInt8(ascii: "\""))
+            Self.writeCoordinate(fix.coordinate, &w)
+            Self.writeAccuracy(fix.horizontalAccuracy, &w)
+            Self.writeMetres(",\"altitude\":", fix.altitudeMSL, &w)
+            Self.writeMetres(",\"ellipsoidalAltitude\":", fix.altitudeHAE, &w)
+            Self.writeMetres(",\"verticalAccuracy\":", fix.verticalAccuracy, &w)
+            Self.writeMetres(",\"speed\":", fix.speed, &w)
+            Self.writeMetres(",\"course\":", fix.course, &w)
+            switch fix.mode {
+            case .twoD: w.ascii(",\"mode\":\"2d\"")
+            case .threeD: w.ascii(",\"mode\":\"3d\"")
+            }
+            if skipped > 0 {
+                w.ascii(",\"skipped\":")
+                w.integer(Int64(skipped))
+            }
+            w.ascii("}\n")
         }
-        if skipped > 0 {
-            JSONWriter.appendASCII(",\"skipped\":", to: &out)
-            DecimalFormat.appendInteger(Int64(skipped), to: &out)
-        }
-        JSONWriter.appendASCII("}\n", to: &out)
     }
 
     @inlinable public func appendStatus(_ state: SourceState, time: Timestamp?, to out: inout [UInt8]) {
@@ -52,32 +58,45 @@ public struct EventEncoder: Sendable {
         JSONWriter.appendASCII("}\n", to: &out)
     }
 
-    /// `"fix"` etc., quotes included.
     /// `,"latitude":…,"longitude":…` (9 decimals, ≈ 0.1 mm): every event with a position.
     @inlinable public static func appendCoordinate(_ c: Coordinate, to out: inout [UInt8]) {
-        JSONWriter.appendASCII(",\"latitude\":", to: &out)
-        DecimalFormat.appendFixed(c.latitude, decimals: 9, to: &out)
-        JSONWriter.appendASCII(",\"longitude\":", to: &out)
-        DecimalFormat.appendFixed(c.longitude, decimals: 9, to: &out)
+        out.appendWritten(capacity: 25 + 2 * ByteWriter.maxNumber) { writeCoordinate(c, &$0) }
+    }
+
+    @inlinable static func writeCoordinate(_ c: Coordinate, _ w: inout ByteWriter) {
+        w.ascii(",\"latitude\":")
+        w.fixed(c.latitude, decimals: 9)
+        w.ascii(",\"longitude\":")
+        w.fixed(c.longitude, decimals: 9)
     }
 
     /// `,"horizontalAccuracy":…` — always present, `null` when unknown (docs/protocol.md).
     @inlinable public static func appendAccuracy(_ accuracy: Double?, to out: inout [UInt8]) {
-        JSONWriter.appendASCII(",\"horizontalAccuracy\":", to: &out)
+        out.appendWritten(capacity: 22 + ByteWriter.maxNumber) { writeAccuracy(accuracy, &$0) }
+    }
+
+    @inlinable static func writeAccuracy(_ accuracy: Double?, _ w: inout ByteWriter) {
+        w.ascii(",\"horizontalAccuracy\":")
         if let accuracy {
-            DecimalFormat.appendFixed(accuracy, decimals: 3, to: &out)
+            w.fixed(accuracy, decimals: 3)
         } else {
-            JSONWriter.appendASCII("null", to: &out)
+            w.ascii("null")
         }
     }
 
     /// `key` and a value with 3 decimals; nothing when the value is unknown.
     @inlinable public static func appendMetres(_ key: StaticString, _ value: Double?, to out: inout [UInt8]) {
-        guard let value else { return }
-        JSONWriter.appendASCII(key, to: &out)
-        DecimalFormat.appendFixed(value, decimals: 3, to: &out)
+        guard value != nil else { return }
+        out.appendWritten(capacity: key.utf8CodeUnitCount + ByteWriter.maxNumber) { writeMetres(key, value, &$0) }
     }
 
+    @inlinable static func writeMetres(_ key: StaticString, _ value: Double?, _ w: inout ByteWriter) {
+        guard let value else { return }
+        w.ascii(key)
+        w.fixed(value, decimals: 3)
+    }
+
+    /// `"fix"` etc., quotes included.
     @inlinable public static func appendState(_ state: SourceState, to out: inout [UInt8]) {
         switch state {
         case .disconnected: JSONWriter.appendASCII("\"disconnected\"", to: &out)
@@ -89,9 +108,13 @@ public struct EventEncoder: Sendable {
 
     /// A quoted ISO time or `null`.
     @inlinable public static func appendTime(_ time: Timestamp?, to out: inout [UInt8]) {
-        guard let time else { JSONWriter.appendASCII("null", to: &out); return }
-        out.append(0x22)
-        ISO8601.append(time, to: &out)
-        out.append(0x22)
+        out.appendWritten(capacity: 2 + ByteWriter.maxTime) { writeTime(time, &$0) }
+    }
+
+    @inlinable static func writeTime(_ time: Timestamp?, _ w: inout ByteWriter) {
+        guard let time else { w.ascii("null"); return }
+        w.byte(0x22)
+        w.time(time)
+        w.byte(0x22)
     }
 }

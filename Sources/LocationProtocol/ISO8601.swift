@@ -9,29 +9,7 @@ import LocationCore
 public enum ISO8601 {
     /// Appends `time` as `YYYY-MM-DDTHH:MM:SS[.fffffffff]Z` (quotes not included).
     @inlinable public static func append(_ time: Timestamp, to out: inout [UInt8]) {
-        let c = CivilTime(time)
-        var year = c.year
-        if year < 0 { out.append(UInt8(ascii: "-")); year = -year }
-        else if year > 9999 { out.append(UInt8(ascii: "+")) }
-        DecimalFormat.appendPadded(UInt64(year), width: 4, to: &out)
-        out.append(UInt8(ascii: "-"))
-        DecimalFormat.appendPadded(UInt64(c.month), width: 2, to: &out)
-        out.append(UInt8(ascii: "-"))
-        DecimalFormat.appendPadded(UInt64(c.day), width: 2, to: &out)
-        out.append(UInt8(ascii: "T"))
-        DecimalFormat.appendPadded(UInt64(c.hour), width: 2, to: &out)
-        out.append(UInt8(ascii: ":"))
-        DecimalFormat.appendPadded(UInt64(c.minute), width: 2, to: &out)
-        out.append(UInt8(ascii: ":"))
-        DecimalFormat.appendPadded(UInt64(c.second), width: 2, to: &out)
-        if c.nanosecond != 0 {
-            var fraction = UInt64(c.nanosecond)
-            var digits = 9
-            while fraction % 10 == 0 { fraction /= 10; digits -= 1 }
-            out.append(UInt8(ascii: "."))
-            DecimalFormat.appendPadded(fraction, width: digits, to: &out)
-        }
-        out.append(UInt8(ascii: "Z"))
+        out.appendWritten(capacity: ByteWriter.maxTime) { $0.time(time) }
     }
 
     public static func string(_ time: Timestamp) -> String {

@@ -2,27 +2,36 @@ import LocationCore
 
 // Encoding of `visit` and `significant` events (docs/protocol.md, "Events").
 extension EventEncoder {
+    /// Longest visit line: 108 bytes of keys and punctuation, two quoted times (33 each) and
+    /// three numbers (24 each) make 246, a number may need 8 more while written; a significant
+    /// line is shorter.
+    @usableFromInline static let maxVisitLine = 320
+
     @inlinable public func appendVisit(_ visit: Visit, to out: inout [UInt8]) {
-        JSONWriter.appendASCII("{\"type\":\"visit\",\"event\":", to: &out)
-        switch visit.kind {
-        case .arrival: JSONWriter.appendASCII("\"arrival\"", to: &out)
-        case .departure: JSONWriter.appendASCII("\"departure\"", to: &out)
+        out.appendWritten(capacity: Self.maxVisitLine) { w in
+            w.ascii("{\"type\":\"visit\",\"event\":")
+            switch visit.kind {
+            case .arrival: w.ascii("\"arrival\"")
+            case .departure: w.ascii("\"departure\"")
+            }
+            w.ascii(",\"arrival\":")
+            Self.writeTime(visit.arrival, &w)
+            w.ascii(",\"departure\":")
+            Self.writeTime(visit.departure, &w)
+            Self.writeCoordinate(visit.coordinate, &w)
+            Self.writeAccuracy(visit.horizontalAccuracy, &w)
+            w.ascii("}\n")
         }
-        JSONWriter.appendASCII(",\"arrival\":", to: &out)
-        EventEncoder.appendTime(visit.arrival, to: &out)
-        JSONWriter.appendASCII(",\"departure\":", to: &out)
-        EventEncoder.appendTime(visit.departure, to: &out)
-        EventEncoder.appendCoordinate(visit.coordinate, to: &out)
-        EventEncoder.appendAccuracy(visit.horizontalAccuracy, to: &out)
-        JSONWriter.appendASCII("}\n", to: &out)
     }
 
     @inlinable public func appendSignificant(_ fix: Fix, to out: inout [UInt8]) {
-        JSONWriter.appendASCII("{\"type\":\"significant\",\"time\":", to: &out)
-        EventEncoder.appendTime(fix.time, to: &out)
-        EventEncoder.appendCoordinate(fix.coordinate, to: &out)
-        EventEncoder.appendAccuracy(fix.horizontalAccuracy, to: &out)
-        JSONWriter.appendASCII("}\n", to: &out)
+        out.appendWritten(capacity: Self.maxVisitLine) { w in
+            w.ascii("{\"type\":\"significant\",\"time\":")
+            Self.writeTime(fix.time, &w)
+            Self.writeCoordinate(fix.coordinate, &w)
+            Self.writeAccuracy(fix.horizontalAccuracy, &w)
+            w.ascii("}\n")
+        }
     }
 
     /// `,"events":["location","visits"]` (leading comma included).

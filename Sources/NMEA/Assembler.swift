@@ -36,6 +36,9 @@ struct EpochData {
     var any = false
 }
 
+/// The sentence types we read (docs/nmea.md); every other one is skipped.
+enum SentenceKind { case rmc, gga, gns, gll, gsa, gst, vtg, zda }
+
 struct Assembler: Sendable {
     let options: NMEADecoder.Options
     var stats = NMEAStatistics()
@@ -58,7 +61,9 @@ struct Assembler: Sendable {
 
     // MARK: Lines and framing
 
-    mutating func line(_ p: UnsafeBufferPointer<UInt8>, _ onEpoch: (NMEAEpoch) -> Void) {
+    /// A line without CR/LF whose first two sentences start at `first` and `second` (the
+    /// line's length when absent; `ByteScan.line` finds them).
+    mutating func line(_ p: UnsafeBufferPointer<UInt8>, first: Int, second: Int, _ onEpoch: (NMEAEpoch) -> Void) {
         guard let base = p.baseAddress else { return }
         let n = p.count
         var i = 0
@@ -67,27 +72,20 @@ struct Assembler: Sendable {
         if base[i] == UInt8(ascii: "#") { return }
         // Several sentences can be glued on one line when a receiver drops a CR/LF, and junk can
         // precede one; every '$' or '!' starts a candidate that runs to the next one.
-        var found = false
-        var s = -1
-        while i < n {
-            let c = base[i]
-            if c == UInt8(ascii: "$") || c == UInt8(ascii: "!") {
-                if s >= 0 { sentence(base, s, i, onEpoch) }
-                s = i; found = true
-            }
-            i += 1
+        if first == n { stats.junkLines += 1; return }
+        var s = first, next = second
+        while s < n {
+            sentence(base, s, next, onEpoch)
+            s = next
+            if s < n { next = ByteScan.sentenceStart(base, from: s + 1, end: n) }
         }
-        if s >= 0 { sentence(base, s, n, onEpoch) }
-        if !found { stats.junkLines += 1 }
     }
 
     mutating func sentence(_ b: UnsafePointer<UInt8>, _ start: Int, _ endIn: Int, _ onEpoch: (NMEAEpoch) -> Void) {
         stats.sentences += 1
         var end = endIn
         while end > start && (b[end - 1] <= 0x20) { end -= 1 }
-        var x: UInt8 = 0
-        var i = start + 1
-        while i < end && b[i] != UInt8(ascii: "*") { x ^= b[i]; i += 1 }
+        let (x, i) = ByteScan.checksum(b, from: start + 1, end: end, floor: 0)
         let bodyEnd = i
         if i < end {
             guard i + 2 < end,
@@ -104,20 +102,32 @@ struct Assembler: Sendable {
         while a < bodyEnd && b[a] != UInt8(ascii: ",") { a += 1 }
         guard a - (start + 1) == 5, b[start + 1] != UInt8(ascii: "P") else { stats.skipped += 1; return }
         let t = UInt32(b[start + 3]) << 16 | UInt32(b[start + 4]) << 8 | UInt32(b[start + 5])
-        var f = FieldCursor(base: b, start: a + 1, end: bodyEnd)
-        if a >= bodyEnd { f.pos = bodyEnd + 1 }
-        let unchecked = bodyEnd == end
-        let ok: Bool
+        let kind: SentenceKind
         switch t {
-        case tag("RMC"): ok = rmc(&f, unchecked, onEpoch)
-        case tag("GGA"): ok = gga(&f, unchecked, onEpoch)
-        case tag("GNS"): ok = gns(&f, unchecked, onEpoch)
-        case tag("GLL"): ok = gll(&f, unchecked, onEpoch)
-        case tag("GSA"): ok = gsa(&f, unchecked, onEpoch)
-        case tag("GST"): ok = gst(&f, unchecked, onEpoch)
-        case tag("VTG"): ok = vtg(&f, unchecked, onEpoch)
-        case tag("ZDA"): ok = zda(&f, unchecked, onEpoch)
+        case tag("RMC"): kind = .rmc
+        case tag("GGA"): kind = .gga
+        case tag("GNS"): kind = .gns
+        case tag("GLL"): kind = .gll
+        case tag("GSA"): kind = .gsa
+        case tag("GST"): kind = .gst
+        case tag("VTG"): kind = .vtg
+        case tag("ZDA"): kind = .zda
         default: stats.skipped += 1; return
+        }
+        let unchecked = bodyEnd == end
+        let ok = withUnsafeTemporaryAllocation(of: UInt64.self, capacity: FieldCursor.maskWords(bodyEnd - a - 1) + 1) { scratch in
+            var f = FieldCursor(base: b, start: a + 1, end: bodyEnd, floor: 0, scratch: scratch.baseAddress!)
+            if a >= bodyEnd { f.pos = bodyEnd + 1 }
+            switch kind {
+            case .rmc: return rmc(&f, unchecked, onEpoch)
+            case .gga: return gga(&f, unchecked, onEpoch)
+            case .gns: return gns(&f, unchecked, onEpoch)
+            case .gll: return gll(&f, unchecked, onEpoch)
+            case .gsa: return gsa(&f, unchecked, onEpoch)
+            case .gst: return gst(&f, unchecked, onEpoch)
+            case .vtg: return vtg(&f, unchecked, onEpoch)
+            case .zda: return zda(&f, unchecked, onEpoch)
+            }
         }
         if !ok { stats.malformed += 1 }
     }
@@ -300,7 +310,8 @@ struct Assembler: Sendable {
         guard let tod else { return true }
         var days: Int?
         if let d, let m, let y {
-            guard y >= 1980, let v = validDays(y, m, d) else { return false }
+            // No GPS date precedes 1980; a Timestamp (Int64 nanoseconds) ends in 2262.
+            guard y >= 1980 && y <= 2261, let v = validDays(y, m, d) else { return false }
             days = v
         }
         guard begin(tod, onEpoch) else { return true }

@@ -98,19 +98,17 @@ public struct NMEADecoder: Sendable {
         let n = bytes.count
         guard n > 0, let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return }
         var start = 0
-        var i = 0
-        while i < n {
-            let b = base[i]
-            if b == 0x0A || b == 0x0D {
-                if pending.isEmpty && !pendingOverflow {
-                    line(UnsafeBufferPointer(start: base + start, count: i - start), onEpoch)
-                } else {
-                    append(UnsafeBufferPointer(start: base + start, count: i - start))
-                    flushPending(onEpoch)
-                }
-                start = i + 1
+        while true {
+            let l = ByteScan.line(base, from: start, end: n)
+            if l.end == n { break }
+            if !pending.isEmpty || pendingOverflow {
+                append(UnsafeBufferPointer(start: base + start, count: l.end - start))
+                flushPending(onEpoch)
+            } else if l.end > start {  // the empty line between CR and LF holds nothing
+                line(UnsafeBufferPointer(start: base + start, count: l.end - start),
+                     escape: l.escape, first: l.first - start, second: l.second - start, onEpoch)
             }
-            i += 1
+            start = l.end + 1
         }
         if start < n { append(UnsafeBufferPointer(start: base + start, count: n - start)) }
     }
@@ -140,11 +138,19 @@ public struct NMEADecoder: Sendable {
         pending.removeAll(keepingCapacity: true)
     }
 
+    /// A line whose scan is still to be done (it was gathered in `pending`).
     private mutating func line(_ p: UnsafeBufferPointer<UInt8>, _ onEpoch: (NMEAEpoch) -> Void) {
+        guard let base = p.baseAddress else { return }
+        let l = ByteScan.line(base, from: 0, end: p.count)
+        line(p, escape: l.escape, first: l.first, second: l.second, onEpoch)
+    }
+
+    /// A line without CR/LF; `first` and `second` are where its first two sentences start
+    /// (`p.count` when absent), as `ByteScan.line` found them.
+    private mutating func line(_ p: UnsafeBufferPointer<UInt8>, escape: Bool, first: Int, second: Int,
+                               _ onEpoch: (NMEAEpoch) -> Void) {
         if p.count > Self.maxLine { asm.stats.malformed += 1; return }
-        var hasEsc = false
-        for b in p where b == 0x1B { hasEsc = true; break }
-        if !hasEsc { asm.line(p, onEpoch); return }
+        if !escape { asm.line(p, first: first, second: second, onEpoch); return }
         // A terminal's escape sequences (CSI: ESC [ params final) got interleaved with the
         // sentence by whatever captured the log; drop them and let the checksum judge.
         scratch.removeAll(keepingCapacity: true)
@@ -161,6 +167,10 @@ public struct NMEADecoder: Sendable {
             }
             scratch.append(p[i]); i += 1
         }
-        scratch.withUnsafeBufferPointer { asm.line($0, onEpoch) }
+        scratch.withUnsafeBufferPointer { s in
+            guard let base = s.baseAddress else { return }
+            let l = ByteScan.line(base, from: 0, end: s.count)
+            asm.line(s, first: l.first, second: l.second, onEpoch)
+        }
     }
 }

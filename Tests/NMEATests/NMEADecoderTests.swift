@@ -218,6 +218,18 @@ let rmcBody = "GPRMC,123519,A,4807.038,N,01131.000,E,022.4,084.4,230394,003.1,W"
         #expect(run(text).epochs.first?.fix?.time == ts(2012, 7, 4, 5, 11, 34))
     }
 
+    /// A year past what a Timestamp holds trapped on Int64 overflow; it is malformed, like one
+    /// before 1980, and leaves the epoch undated.
+    @Test(arguments: ["99999999", "2262", "1979"])
+    func zdaYearsOutOfRangeAreMalformed(_ year: String) {
+        let r = run(sentence("GPZDA,051134.000,04,07,\(year),,")
+                    + sentence("GPGGA,051134.000,4744.6980,N,12206.7275,W,1,05,1.9,135.4,M,-17.1,M,18.8,0000"))
+        #expect(r.stats.malformed == 1)
+        #expect(r.epochs.first?.time == nil)
+        let last = run(sentence("GPZDA,051134.000,31,12,2261,,"))
+        #expect(last.epochs.first?.time == ts(2261, 12, 31, 5, 11, 34))
+    }
+
     @Test(arguments: [("99", 1999), ("80", 1980), ("79", 2079), ("00", 2000), ("19", 2019)])
     func twoDigitYears(_ yy: String, _ year: Int) {
         let r = run(sentence("GPRMC,120000,A,0100.000,N,00100.000,E,0,0,0101\(yy),,"))
