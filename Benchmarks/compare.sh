@@ -96,7 +96,7 @@ row "rotation: re-rank query, 100,000 regions" "bench-regions" \
     "$(sed -n 's/^re-rank query.*: \(.*\) µs/\1 µs/p' <<<"$rr" | cut -c1-8) µs/query; $(sed -n 's/^monitor per fix.*: \([0-9.]*\) µs.*/\1/p' <<<"$rr" | cut -c1-6) µs/fix in monitor" "—" "—"
 
 if ! skip latency; then
-    while IFS= read -r line; do rows+=("$line"); done < <(python3 Benchmarks/latency.py "$BIN/locationd" || echo "| latency | failed | | | |")
+    while IFS= read -r line; do rows+=("$line"); done < <(python3 Benchmarks/latency.py "$BIN/locationd" 1000 || echo "| latency | failed | | | |")
 fi
 if ! skip footprint; then
     # The dynamic release build and the installed one (make install: static Swift runtime).
