@@ -15,6 +15,9 @@ end to end (t_sub - t_feed) and added by locationd (t_sub - t_pipe for the same 
 reader is this one Python process; a line's time is when epoll reported its socket readable
 (one timestamp per epoll batch), so the reader's own per-socket work is not added, but while it
 processes one batch later arrivals wait: with 1000 subscribers the numbers are an upper bound.
+For one subscriber it also runs each client alone (gpspipe without locationd, then locationd
+without gpspipe) and reports the difference of the two distributions: on a two-core machine
+the side-by-side run makes the two clients, gpsd and the reader queue for a CPU.
 Prints markdown table rows.
 """
 import os
@@ -62,7 +65,7 @@ def us(x):
     return f"{x * 1e6:,.0f} µs"
 
 
-def run(locationd, subscribers, epochs):
+def run(locationd, subscribers, epochs, with_pipe=True):
     work = tempfile.mkdtemp(prefix="latency-", dir=".build-bench")
     feed = socket.socket()
     feed.bind(("127.0.0.1", 0))
@@ -82,8 +85,10 @@ def run(locationd, subscribers, epochs):
                                    "--database", "none", "--log-level", "error"],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         procs.append(daemon)
-        pipe = subprocess.Popen(["gpspipe", "-w", f"127.0.0.1:{gport}"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        procs.append(pipe)
+        pipe = None
+        if with_pipe:
+            pipe = subprocess.Popen(["gpspipe", "-w", f"127.0.0.1:{gport}"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            procs.append(pipe)
         deadline = time.monotonic() + 10
         while not os.path.exists(sock_path):
             if time.monotonic() > deadline:
@@ -105,8 +110,9 @@ def run(locationd, subscribers, epochs):
                 buf += data
             c.setblocking(False)
             sel.register(c, selectors.EVENT_READ, ("sub", bytearray()))
-        os.set_blocking(pipe.stdout.fileno(), False)
-        sel.register(pipe.stdout, selectors.EVENT_READ, ("pipe", bytearray()))
+        if pipe:
+            os.set_blocking(pipe.stdout.fileno(), False)
+            sel.register(pipe.stdout, selectors.EVENT_READ, ("pipe", bytearray()))
         feed.settimeout(10)
         conn, _ = feed.accept()   # gpsd opens the feed once a client watches
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -173,6 +179,17 @@ def main():
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 65536), hard))
     counts = [int(n) for n in os.environ.get("SUBSCRIBERS", "1 100 1000").split()]
     for n in counts:
+        if n == 1:
+            # The same path with one gpsd client at a time: on two cores, gpspipe, locationd,
+            # gpsd and this reader running at once queue for a CPU, and that wait lands on
+            # whichever client gpsd writes to second. Separate runs compare the distributions.
+            g, _, _, _ = run(locationd, 0, epochs)
+            _, e, _, missing = run(locationd, 1, epochs, with_pipe=False)
+            if e and g:
+                print(f"| latency gpsd → subscriber, 1 subscriber, one gpsd client at a time, p50 / p99 | {epochs} epochs via real gpsd"
+                      f" | end to end {us(pct(e, 50))} / {us(pct(e, 99))}; difference {us(pct(e, 50) - pct(g, 50))} / {us(pct(e, 99) - pct(g, 99))}"
+                      f"{'' if missing == 0 else f'; {missing} events missing'}"
+                      f" | gpspipe -w alone {us(pct(g, 50))} / {us(pct(g, 99))} | — |")
         g, e, a, missing = run(locationd, n, epochs)
         if not e or not g:
             print(f"| latency, {n} subscriber(s) | {epochs} epochs | no events received | | |")
