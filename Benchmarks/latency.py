@@ -172,6 +172,10 @@ def run(locationd, subscribers, epochs, with_pipe=True):
 
 
 def main():
+    # SIGTERM (e.g. from `timeout`) unwinds through run()'s cleanup instead of leaving gpsd,
+    # gpspipe and locationd running.
+    import signal
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     locationd = sys.argv[1]
     epochs = int(sys.argv[2]) if len(sys.argv) > 2 else 200
     import resource
