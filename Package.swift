@@ -77,9 +77,9 @@ let package = Package(
             ],
             swiftSettings: strict),
         .testTarget(name: "LocationCoreTests", dependencies: ["LocationCore"], swiftSettings: strict),
-        .testTarget(name: "NMEATests", dependencies: ["NMEA", "LocationCore", "LocationProtocol"], swiftSettings: strict),
+        .testTarget(name: "NMEATests", dependencies: ["NMEA", "LocationCore", "LocationProtocol", "Simulation"], swiftSettings: strict),
         .testTarget(name: "SimulationTests", dependencies: ["Simulation", "LocationCore", "NMEA"], swiftSettings: strict),
-        .testTarget(name: "LocationProtocolTests", dependencies: ["LocationProtocol", "LocationCore"], swiftSettings: strict),
+        .testTarget(name: "LocationProtocolTests", dependencies: ["LocationProtocol", "LocationCore", "Simulation"], swiftSettings: strict),
         .testTarget(
             name: "LocationDaemonTests",
             dependencies: ["LocationDaemon", "CDaemonSupport", "LocationClient", "LocationProtocol", "LocationCore", "NMEA", "Simulation"],

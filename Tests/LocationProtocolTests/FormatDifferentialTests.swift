@@ -1,6 +1,7 @@
 import LocationCore
 import Testing
 @testable import LocationProtocol
+import Simulation  // SplitMix64: the project's seeded generator
 
 /// The straightforward formatters `ByteWriter` replaced (digit by digit into the array, then
 /// reversed), kept as the reference the fast ones must match byte for byte.
@@ -78,16 +79,6 @@ enum ReferenceFormat {
     }
 }
 
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 @Suite struct FormatDifferentialTests {
     static let edgeValues: [Double] = [
@@ -131,7 +122,7 @@ struct SplitMix64: RandomNumberGenerator {
     }
 
     @Test func fixedMatchesReferenceOnSeededRandomValues() {
-        var rng = SplitMix64(state: 0x10CA_7104)
+        var rng = SplitMix64(seed: 0x10CA_7104)
         for _ in 0..<200_000 {
             let v = Self.randomValue(&rng)
             let d = Int(rng.next() % 10)
@@ -142,7 +133,7 @@ struct SplitMix64: RandomNumberGenerator {
     }
 
     @Test func integersAndPaddingMatchReference() {
-        var rng = SplitMix64(state: 42)
+        var rng = SplitMix64(seed: 42)
         var values: [Int64] = [0, 1, -1, 9, 10, 99, 100, 9_999, 10_000, Int64.max, Int64.min, Int64.min + 1]
         for _ in 0..<50_000 { values.append(Int64(bitPattern: rng.next()) >> (rng.next() % 64)) }
         for v in values {
@@ -154,7 +145,7 @@ struct SplitMix64: RandomNumberGenerator {
     }
 
     @Test func timesMatchReference() {
-        var rng = SplitMix64(state: 8601)
+        var rng = SplitMix64(seed: 8601)
         var times: [Int64] = [0, -1, 1, Int64.max, Int64.min, -999_999_999, 999_999_999, 1_000_000_000, -1_000_000_000,
                               951_782_400_000_000_000 /* 2000-02-29 */, 4_102_444_799_999_999_999 /* 2099-12-31T23:59:59.999999999 */]
         for _ in 0..<100_000 {
@@ -173,7 +164,7 @@ struct SplitMix64: RandomNumberGenerator {
     }
 
     @Test func locationLinesMatchReference() {
-        var rng = SplitMix64(state: 2026)
+        var rng = SplitMix64(seed: 2026)
         func maybe(_ rng: inout SplitMix64) -> Double? {
             rng.next() % 4 == 0 ? nil : (rng.next() % 8 == 0 ? Self.edgeValues[Int(rng.next() % UInt64(Self.edgeValues.count))] : Self.randomValue(&rng))
         }
