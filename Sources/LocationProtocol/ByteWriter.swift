@@ -184,30 +184,24 @@ import LocationCore
     /// `YYYY-MM-DDTHH:MM:SS[.fffffffff]Z`: the fraction exact, trailing zeros trimmed, none
     /// for whole seconds.
     @inlinable mutating func time(_ time: Timestamp) {
-        var secs = time.nanoseconds / 1_000_000_000
-        var ns = time.nanoseconds % 1_000_000_000
-        if ns < 0 { ns += 1_000_000_000; secs -= 1 }
-        var days = secs / 86_400
-        var sod = secs % 86_400
-        if sod < 0 { sod += 86_400; days -= 1 }
-        let (year, month, day) = CivilTime.civilFromDays(Int(days))
+        let c = CivilTime(time)
+        let year = c.year
         if year < 0 { byte(UInt8(ascii: "-")) } else if year > 9999 { byte(UInt8(ascii: "+")) }
         unsigned(UInt64(year.magnitude), width: 4)
         reserve(15)
         let p = base + count
         p[0] = UInt8(ascii: "-")
-        Self.pair(month, at: p + 1)
+        Self.pair(c.month, at: p + 1)
         p[3] = UInt8(ascii: "-")
-        Self.pair(day, at: p + 4)
+        Self.pair(c.day, at: p + 4)
         p[6] = UInt8(ascii: "T")
-        let s = Int(sod)
-        Self.pair(s / 3600, at: p + 7)
+        Self.pair(c.hour, at: p + 7)
         p[9] = UInt8(ascii: ":")
-        Self.pair(s / 60 % 60, at: p + 10)
+        Self.pair(c.minute, at: p + 10)
         p[12] = UInt8(ascii: ":")
-        Self.pair(s % 60, at: p + 13)
+        Self.pair(c.second, at: p + 13)
         count += 15
-        if ns != 0 { fractionDigits(UInt64(ns), width: 9) }
+        if c.nanosecond != 0 { fractionDigits(UInt64(c.nanosecond), width: 9) }
         byte(UInt8(ascii: "Z"))
     }
 }

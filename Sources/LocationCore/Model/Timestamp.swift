@@ -73,7 +73,8 @@ public struct CivilTime: Hashable, Sendable {
         return Timestamp(seconds: secs, nanoseconds: Int64(nanosecond))
     }
 
-    public init(_ t: Timestamp) {
+    /// Inlinable: the event encoder formats every event's time through it.
+    @inlinable public init(_ t: Timestamp) {
         var secs = t.nanoseconds / 1_000_000_000
         var ns = t.nanoseconds % 1_000_000_000
         if ns < 0 { ns += 1_000_000_000; secs -= 1 }
