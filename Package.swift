@@ -66,9 +66,9 @@ let package = Package(
         .executableTarget(name: "locationd", dependencies: ["LocationDaemon"], swiftSettings: strict,
                           linkerSettings: daemonLinking),
         // Benchmark of region re-ranking (docs/regions.md): swift run -c release bench-regions
-        .executableTarget(name: "bench-regions", dependencies: ["LocationCore"], swiftSettings: strict),
+        .executableTarget(name: "bench-regions", dependencies: ["LocationCore", "Simulation"], swiftSettings: strict),
         // Benchmarks of decoding and the whole engine (docs/benchmarks.md, Benchmarks/compare.sh).
-        .executableTarget(name: "locationd-bench", dependencies: ["LocationCore", "NMEA", "LocationProtocol"], swiftSettings: strict),
+        .executableTarget(name: "locationd-bench", dependencies: ["LocationCore", "NMEA", "LocationProtocol", "Simulation"], swiftSettings: strict),
         .executableTarget(
             name: "locationctl",
             dependencies: [
@@ -76,7 +76,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict),
-        .testTarget(name: "LocationCoreTests", dependencies: ["LocationCore"], swiftSettings: strict),
+        .testTarget(name: "LocationCoreTests", dependencies: ["LocationCore", "Simulation"], swiftSettings: strict),
         .testTarget(name: "NMEATests", dependencies: ["NMEA", "LocationCore", "LocationProtocol", "Simulation"], swiftSettings: strict),
         .testTarget(name: "SimulationTests", dependencies: ["Simulation", "LocationCore", "NMEA"], swiftSettings: strict),
         .testTarget(name: "LocationProtocolTests", dependencies: ["LocationProtocol", "LocationCore", "Simulation"], swiftSettings: strict),

@@ -1,23 +1,13 @@
 // Benchmark (not a test): re-ranking the active set with 100,000 registered regions.
 // Build and run: swift run -c release bench-regions [REGIONS]
 import LocationCore
+import Simulation  // SplitMix64
 #if canImport(Glibc)
 import Glibc
 #endif
 
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 let count = CommandLine.arguments.count > 1 ? Int(CommandLine.arguments[1]) ?? 100_000 : 100_000
-var rng = SplitMix(state: 42)
+var rng = SplitMix64(seed: 42)
 let origin = Coordinate(latitude: 52.52, longitude: 13.40)
 func place(_ east: Double, _ north: Double) -> Coordinate {
     let m = Geodesy.earthRadius * Double.pi / 180

@@ -8,6 +8,7 @@
 // Each measurement repeats its work until at least MIN_SECONDS (default 1) have passed and
 // reports the rate over all repetitions; inputs are read into memory first (no I/O timed).
 import LocationCore
+import Simulation  // SplitMix64
 import LocationProtocol
 import NMEA
 #if canImport(Glibc)
@@ -110,17 +111,6 @@ func report(_ kind: String, _ name: String, _ bytes: Int, _ epochs: Int, _ fixes
           + "\tmb_per_s=\(fmt(Double(bytes) / per / 1e6, 1))\tpasses=\(r.passes)" + extra)
 }
 
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 /// `pipeline LOG`: the whole engine as the daemon runs it, over a decoded log: 100 subscribers
 /// (distance filters 0…99 m, events location+visits+significant), one program with 10,000
 /// regions (20 active, rotated) bound to every subscriber, every delivery encoded as its line.
@@ -132,7 +122,7 @@ func pipeline(_ path: String, subscribers: Int, regionCount: Int) {
     guard let firstFix = inputs.lazy.compactMap({ i -> Fix? in if case .fix(let f) = i { return f }; return nil }).first
     else { fail("\(path): no fixes") }
     // Regions scattered over ±20 km around the log's first fix, radii 50 m – 2 km.
-    var rng = SplitMix(state: 7)
+    var rng = SplitMix64(seed: 7)
     let o = firstFix.coordinate
     let m = Geodesy.earthRadius * Double.pi / 180
     let regions = (0..<regionCount).map { i in

@@ -1,18 +1,14 @@
 import Glibc
 import LocationCore
+import Simulation
 import Testing
 
-/// SplitMix64: a tiny seeded generator, so every random test reproduces from its seed.
+/// The project's seeded generator (Simulation's SplitMix64), so every random test reproduces
+/// from its seed; this Box–Muller draws its own uniforms, as the tests' seeds were tuned with.
 struct SeededRandom: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+    var base: SplitMix64
+    init(seed: UInt64) { base = SplitMix64(seed: seed) }
+    mutating func next() -> UInt64 { base.next() }
     mutating func uniform(_ r: ClosedRange<Double>) -> Double { Double.random(in: r, using: &self) }
     /// Standard normal (Box–Muller).
     mutating func gaussian() -> Double {

@@ -1,6 +1,7 @@
 import Foundation
 import LocationClient
 import LocationCore
+import Simulation
 import LocationProtocol
 import Testing
 
@@ -183,7 +184,7 @@ import Testing
             _ = try await program.request { .regionsAdd(id: $0, regions: [Region(id: "A", center: Self.center, radius: 100)]) }
             program.close()
         }
-        var rng = SeededGenerator(seed: 7)  // RegionKillTests.swift
+        var rng = SplitMix64(seed: 7)
         var second = 0
         for _ in 0..<6 {
             let daemon = try DaemonProcess(arguments: arguments, database: database)

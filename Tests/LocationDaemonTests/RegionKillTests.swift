@@ -2,23 +2,11 @@ import Foundation
 import LocationClient
 import LocationCore
 import LocationProtocol
+import Simulation  // SplitMix64: a failing run repeats from its seed
 #if canImport(Glibc)
 import Glibc
 #endif
 import Testing
-
-/// SplitMix64: a seeded generator, so a failing run of the kill test can be repeated.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// Fault test (issue 7): `kill -9` of the daemon at random points while a program registers
 /// regions; after each restart no acknowledged registration is lost or duplicated, and no
@@ -37,7 +25,7 @@ struct SeededGenerator: RandomNumberGenerator {
         let env = ProcessInfo.processInfo.environment
         let seed = env["FAULT_SEED"].flatMap { UInt64($0) } ?? 0x10CA_7107
         let rounds = env["FAULT_KILL_ROUNDS"].flatMap(Int.init) ?? 20
-        var rng = SeededGenerator(seed: seed)
+        var rng = SplitMix64(seed: seed)
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("regions-kill-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
