@@ -2,7 +2,7 @@
 ///
 /// Delays are `initial`, `2·initial`, `4·initial`, … capped at `maximum`; `reset()` after a
 /// successful connection. With the defaults (0.1 s doubling to 1 s) a gpsd that comes back is
-/// found at most ~1 s (one capped delay, plus the time one `gps_open` takes) later.
+/// found at most ~1 s (one capped delay, plus one connection attempt) later.
 public struct Backoff: Hashable, Sendable {
     public var initial: Double
     public var maximum: Double
