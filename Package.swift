@@ -18,12 +18,29 @@ let strict: [SwiftSetting] = [
 // loads the daemon or looks a symbol up in it. And the functions the daemon runs placed together
 // (scripts/locationd.order, written by Benchmarks/orderfile.py): code becomes resident in
 // 64 KiB blocks, and scattered over 9 MiB of text the few thousand functions it runs made
-// ≈ 100 blocks resident. A stale list only costs memory: unknown names are skipped.
+// ≈ 100 blocks resident. A stale list only costs memory: unknown names are skipped. And
+// libstdc++, which only the Swift runtime uses, from its static archive: the driver's own
+// `-lstdc++` comes before any flag given here, so scripts/link (searched first) holds a
+// linker script of that name that names the archive; the shared library's relocation and
+// symbol tables cost 0.9 MiB resident, the few objects the runtime needs a few pages.
 let daemonLinking: [LinkerSetting] = [
     .unsafeFlags(["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
                   "-Xlinker", "--no-export-dynamic",
                   "-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/scripts/locationd.order",
-                  "-Xlinker", "--no-warn-symbol-ordering"], .when(platforms: [.linux])),
+                  "-Xlinker", "--no-warn-symbol-ordering",
+                  "-Xlinker", "--allow-multiple-definition",
+                  "-L", "\(Context.packageDirectory)/scripts/link"], .when(platforms: [.linux])),
+]
+
+// libgps from its static archive (libgps-dev's libgps.a), for what it loads: the daemon only
+// calls libgps's JSON decoder (CGPS/shim.h), which the archive brings in alone, while
+// libgps.so.28 needs libdbus-1, which needs libsystemd, libgcrypt, lz4, zstd, lzma and libcap:
+// 1.0 MiB resident that nothing here uses (docs/benchmarks.md, "Footprint"). The decoder's
+// strlcat comes from libgps's os_compat.o, which also defines strlcpy, as the static
+// libdispatch's shims do (glibc 2.36 has neither): the same BSD function twice, so the
+// statically linked daemon keeps the first (`--allow-multiple-definition`, in daemonLinking).
+let libgpsStatic: [LinkerSetting] = [
+    .unsafeFlags(["-Xlinker", "-l:libgps.a"], .when(platforms: [.linux])),
 ]
 
 let package = Package(
@@ -61,7 +78,7 @@ let package = Package(
                 // SIGHUP (reload) and the test hook's signal, besides the group's SIGTERM/SIGINT.
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
-            swiftSettings: strict),
+            swiftSettings: strict, linkerSettings: libgpsStatic),
         .target(name: "LocationClient", dependencies: ["LocationProtocol", "LocationCore"], swiftSettings: strict),
         .executableTarget(name: "locationd", dependencies: ["LocationDaemon"], swiftSettings: strict,
                           linkerSettings: daemonLinking),

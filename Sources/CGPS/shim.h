@@ -5,4 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
+
+// libgps's JSON decoder for one report object: what `gps_unpack` calls for each object of a
+// line, without `gps_unpack`'s debug trace (whose arguments, `gps_maskdump`'s text, are built
+// on every call). Exported by libgps (libgps.so.28 and libgps.a's libgps_json.o) and declared
+// in gpsd's libgps.h, which libgps-dev does not install. The daemon links it from libgps.a:
+// that brings in only the JSON decoders, not libgps_core.o, whose `gps_open` reaches the D-Bus
+// transport and so loads libdbus, libsystemd, libgcrypt, … (docs/benchmarks.md, "Footprint").
+int libgps_json_unpack(const char *buf, struct gps_data_t *gpsdata, const char **end);
 #endif

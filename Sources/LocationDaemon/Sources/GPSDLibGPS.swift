@@ -21,8 +21,8 @@ extension GPSDTPV {
     }
 }
 
-/// Decodes gpsd's JSON report lines with libgps (`gps_unpack`, what `gps_read` calls on each
-/// line). Owns one zeroed `gps_data_t` and a line buffer, both reused for every line, so a
+/// Decodes gpsd's JSON report lines with libgps (`gps_unpack`'s decoding, what `gps_read` does with
+/// each line). Owns one zeroed `gps_data_t` and a line buffer, both reused for every line, so a
 /// report costs no allocation. Used from one thread at a time (the source's event loop).
 final class GPSDLineDecoder {
     private let data: UnsafeMutablePointer<gps_data_t>
@@ -54,7 +54,7 @@ final class GPSDLineDecoder {
             buffer[line.count] = 0
             // A TPV replaces `set`, but SKY/GST only add bits: clear it for each report.
             data.pointee.set = 0
-            _ = gps_unpack(buffer, data)
+            unpack()
             return .tpv(GPSDTPV(data.pointee.fix))
         }
         if GPSDMessage.hasClass("DEVICE", line),
@@ -62,6 +62,18 @@ final class GPSDLineDecoder {
             return .deviceDeactivated(path: path)
         }
         return .other
+    }
+}
+
+extension GPSDLineDecoder {
+    /// What `gps_unpack` does with a line that starts with `{`: decode its objects one after
+    /// another until one fails or the line ends. (Its debug trace is left out: see CGPS/shim.h.)
+    private func unpack() {
+        guard buffer[0] == CChar(UInt8(ascii: "{")) else { return }
+        var next: UnsafePointer<CChar>? = UnsafePointer(buffer)
+        while let object = next, object.pointee != 0 {
+            if libgps_json_unpack(object, data, &next) == -1 { break }
+        }
     }
 }
 
