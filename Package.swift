@@ -1,8 +1,8 @@
 // swift-tools-version: 6.1
 // Dependencies are chosen for footprint (see README "Dependencies"): NIO for the socket
-// server (no Foundation), swift-log + swift-service-lifecycle for logging and graceful
-// SIGTERM, swift-argument-parser for locationctl only (it pulls FoundationEssentials, so the
-// daemon parses its few flags itself).
+// server (no Foundation), swift-log for logging, swift-argument-parser for locationctl only
+// (it pulls FoundationEssentials, so the daemon parses its few flags itself). Signals and the
+// graceful shutdown are our own few lines (ProcessSignals, DaemonService).
 import PackageDescription
 
 let strict: [SwiftSetting] = [
@@ -54,7 +54,6 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio", exact: "2.101.3"),
         .package(url: "https://github.com/apple/swift-log", exact: "1.16.2"),
-        .package(url: "https://github.com/swift-server/swift-service-lifecycle", exact: "2.13.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),
     ],
     targets: [
@@ -74,9 +73,6 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                // SIGHUP (reload) and the test hook's signal, besides the group's SIGTERM/SIGINT.
-                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strict, linkerSettings: libgpsStatic),
         .target(name: "LocationClient", dependencies: ["LocationProtocol", "LocationCore"], swiftSettings: strict),

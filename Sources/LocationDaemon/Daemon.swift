@@ -1,10 +1,9 @@
 import LocationCore
 import Logging
 import NIOCore
+import Dispatch
 import NIOPosix
-import ServiceLifecycle
 import Synchronization
-import UnixSignals
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -40,18 +39,22 @@ public enum Daemon {
         defer { group.shutdownGracefully { _ in } }
         try await restoreRegions(from: store, into: hub, logger: logger)
         try await restoreBackground(from: queue, into: hub, logger: logger)
-        // The socket is bound inside the service, after the group has installed its signal
-        // handlers: a SIGTERM sent as soon as the socket exists must shut down gracefully.
+        // The signals are caught before the socket is bound: a SIGTERM sent as soon as the
+        // socket exists must shut down gracefully.
+        let (wakes, wake) = AsyncStream<DaemonService.Wake>.makeStream()
+        let stall = DaemonService.testStallSignal()
+        let signals = ProcessSignals([SIGTERM, SIGINT, SIGHUP] + (stall.map { [$0] } ?? [])) { number in
+            if number == SIGHUP {
+                wake.yield(.reload)
+            } else if number == stall {
+                wake.yield(.stall)
+            } else {
+                wake.yield(.stop)
+            }
+        }
+        defer { signals.cancel() }
         let service = DaemonService(options: options, hub: hub, logControl: logControl, logger: logger)
-        var configuration = ServiceGroupConfiguration(
-            services: [.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup)],
-            gracefulShutdownSignals: [.sigterm, .sigint],
-            logger: logger)
-        // Graceful shutdown is bounded: after shutdown_timeout the service is cancelled, and
-        // one second later the group gives up on it (systemd's TimeoutStopSec= is the last word).
-        configuration.maximumGracefulShutdownDuration = .milliseconds(Int64(options.shutdownTimeout * 1000))
-        configuration.maximumCancellationDuration = .seconds(1)
-        try await ServiceGroup(configuration: configuration).run()
+        try await service.run(wakes: wakes, wake: wake)
     }
 
     /// One descriptor per subscriber: lift the soft open-file limit to the hard one, and say so
@@ -108,7 +111,17 @@ public enum Daemon {
 /// The daemon's one service: serves the socket, tells systemd it is ready, starts the source,
 /// waits for shutdown, stops everything in order (source first so no input arrives late, then
 /// the server after flushing subscribers).
-final class DaemonService: Service {
+final class DaemonService: Sendable {
+    /// What wakes the service up: a signal, or the end of a replay.
+    enum Wake: Sendable {
+        /// SIGTERM or SIGINT, or a replay without `--loop` has ended.
+        case stop
+        /// SIGHUP.
+        case reload
+        /// The test hook's signal.
+        case stall
+    }
+
     let options: DaemonOptions
     let hub: Hub
     let logControl: LogControl
@@ -124,7 +137,7 @@ final class DaemonService: Service {
         current = Mutex(options)
     }
 
-    func run() async throws {
+    func run(wakes: AsyncStream<Wake>, wake: AsyncStream<Wake>.Continuation) async throws {
         let supervisor = ServiceSupervisor(hub: hub, watchdog: options.watchdog, logger: logger)
         if let problem = supervisor.notifier.problem { logger.warning("\(problem)") }
         var configuration = SocketServer.Configuration(path: options.socketPath)
@@ -146,7 +159,6 @@ final class DaemonService: Service {
         supervisor.start()
 
         let stopSource: () -> Void
-        let (finishedStream, finished) = AsyncStream<Void>.makeStream()
         let logger = self.logger
         let hub = self.hub
         let logControl = self.logControl
@@ -184,40 +196,27 @@ final class DaemonService: Service {
             hub.whenFirstSubscribed {
                 source.start { error in
                     if let error { logger.error("replay failed: \(error)") } else { logger.info("replay finished") }
-                    finished.finish()
+                    wake.yield(.stop)
                 }
             }
             stopSource = { source.stop() }
         }
-        // Runs until SIGTERM/SIGINT, or until a replay ends (returning then shuts the group down);
-        // SIGHUP reloads meanwhile.
-        let hangups = await UnixSignalsSequence(trapping: .sighup)
-        let stallSignal = Self.testStallSignal()
-        let stalls: UnixSignalsSequence? = if let stallSignal { await UnixSignalsSequence(trapping: stallSignal) } else { nil }
-        await withTaskGroup(of: Bool.self) { tasks in
-            tasks.addTask { (try? await gracefulShutdown()) != nil }
-            tasks.addTask { for await _ in finishedStream {}; return true }
-            tasks.addTask {
-                for await _ in hangups { await self.reload(supervisor, server: server) }
-                return false
+        // Runs until SIGTERM/SIGINT, or until a replay ends; SIGHUP reloads meanwhile.
+        waiting: for await reason in wakes {
+            switch reason {
+            case .stop: break waiting
+            case .reload: await reload(supervisor, server: server)
+            case .stall: stallLoop(supervisor)
             }
-            if let stalls {
-                tasks.addTask {
-                    for await _ in stalls { self.stallLoop(supervisor) }
-                    return false
-                }
-            }
-            while let done = await tasks.next() {
-                if done { break }
-            }
-            tasks.cancelAll()
         }
         supervisor.notify("STOPPING=1\nSTATUS=stopping")
         logger.info("stopping")
+        let deadline = ShutdownDeadline(seconds: options.shutdownTimeout, logger: logger)
         stopSource()
         await hub.processed()
         await server.close()
         await supervisor.stop()
+        deadline.met()
         logger.info("stopped")
     }
 
@@ -257,11 +256,11 @@ final class DaemonService: Service {
 
     /// The test hook (`LOCATIOND_TEST_STALL_ON=SIGUSR2`): the signal blocks the event loop for
     /// good, as a deadlock would, so tests can see the watchdog pings stop.
-    static func testStallSignal() -> UnixSignal? {
+    static func testStallSignal() -> Int32? {
         guard let value = getenv("LOCATIOND_TEST_STALL_ON").map({ String(cString: $0) }) else { return nil }
         switch value {
-        case "SIGUSR1": return .sigusr1
-        case "SIGUSR2": return .sigusr2
+        case "SIGUSR1": return SIGUSR1
+        case "SIGUSR2": return SIGUSR2
         default: return nil
         }
     }
@@ -272,5 +271,25 @@ final class DaemonService: Service {
             supervisor.notify("STATUS=stalled by test hook")
             while true { pause() }
         }
+    }
+}
+
+/// The bound on a graceful shutdown (`daemon.shutdown_timeout`): a stop that has not finished by
+/// then (a subscriber that takes no more data and is not yet timed out, a stuck event loop) is
+/// abandoned, and the process exits with status 1 after saying so. systemd's `TimeoutStopSec=`
+/// stays the last word.
+final class ShutdownDeadline: Sendable {
+    private let finished = Mutex(false)
+
+    init(seconds: Double, logger: Logger) {
+        DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { [self] in
+            guard !finished.withLock({ $0 }) else { return }
+            logger.critical("shutdown did not finish within \(seconds) s (daemon.shutdown_timeout); exiting")
+            exit(1)
+        }
+    }
+
+    func met() {
+        finished.withLock { $0 = true }
     }
 }

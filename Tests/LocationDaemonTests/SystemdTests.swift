@@ -107,6 +107,31 @@ import Glibc
         #expect(daemon.waitForExit(timeout: 0) == nil, "still running, just stuck")
     }
 
+    /// daemon.shutdown_timeout bounds the stop: with the event loop stuck (the test hook), the
+    /// hub never reports it has processed its input, and the daemon gives up and says so.
+    @Test func aShutdownThatCannotFinishEndsAfterShutdownTimeout() throws {
+        let dir = try SpawnedDaemon.makeDirectory()
+        let notify = try DatagramSocket(path: dir.appendingPathComponent("notify.sock").path)
+        let config = dir.appendingPathComponent("locationd.toml")
+        try "[daemon]\nshutdown_timeout = 0.5\n".write(to: config, atomically: true, encoding: .utf8)
+        let daemon = try SpawnedDaemon(
+            arguments: ["--config", config.path, "--socket", dir.appendingPathComponent("locationd.sock").path, "--gpsd", "127.0.0.1:1"],
+            environment: ["NOTIFY_SOCKET": notify.path, "LOCATIOND_TEST_STALL_ON": "SIGUSR2"],
+            directory: dir)
+        defer { daemon.stop() }
+        _ = try Self.read(notify) { Self.lines($0).contains("READY=1") }
+        daemon.signal(SIGUSR2)
+        _ = try Self.read(notify) { $0.contains("STATUS=stalled by test hook") }
+        daemon.signal(SIGTERM)
+        _ = try Self.read(notify) { Self.lines($0).contains("STOPPING=1") }
+        let stopping = Date()
+        #expect(daemon.waitForExit(timeout: 10) == 1, "\(daemon.stderrText)")
+        let took = Date().timeIntervalSince(stopping)
+        #expect(took > 0.4 && took < 5, "the stop was abandoned after \(took) s; shutdown_timeout is 0.5 s")
+        #expect(daemon.stderrText.contains("shutdown did not finish within 0.5 s (daemon.shutdown_timeout); exiting"),
+                "\(daemon.stderrText)")
+    }
+
     @Test func socketActivationServesThePassedSocket() async throws {
         let dir = try SpawnedDaemon.makeDirectory()
         let notify = try DatagramSocket(path: dir.appendingPathComponent("notify.sock").path)
@@ -150,7 +175,7 @@ import Glibc
         #expect(serving["LOCATIOND_SOCKET"] == daemon.socketPath)
         #expect(serving["LOCATIOND_SOURCE"] == "gpsd 127.0.0.1:1")
         #expect(serving["CODE_FILE"]?.hasSuffix("Daemon.swift") == true)
-        #expect(serving["CODE_FUNC"] == "run()")
+        #expect(serving["CODE_FUNC"] == "run(wakes:wake:)")
         #expect(daemon.stderrText.isEmpty, "nothing on stderr while the journal takes it")
     }
 }

@@ -45,7 +45,7 @@ public struct DaemonOptions: Sendable, Equatable {
     /// and the program is told by an `overflow` event (docs/protocol.md, "Background delivery").
     public var queueLimit = 10_000
     // [daemon]
-    /// Bound on the graceful shutdown after SIGTERM, seconds; then remaining work is cancelled.
+    /// Bound on the graceful shutdown after SIGTERM, seconds; then the stop is abandoned (exit 1).
     public var shutdownTimeout = 5.0
     // [systemd]
     /// Send WATCHDOG=1 when the service manager asks for it (WatchdogSec=).
