@@ -19,10 +19,12 @@ let strict: [SwiftSetting] = [
 // (scripts/locationd.order, written by Benchmarks/orderfile.py): code becomes resident in
 // 64 KiB blocks, and scattered over 9 MiB of text the few thousand functions it runs made
 // ≈ 100 blocks resident. A stale list only costs memory: unknown names are skipped. And
-// libstdc++, which only the Swift runtime uses, from its static archive: the driver's own
-// `-lstdc++` comes before any flag given here, so scripts/link (searched first) holds a
-// linker script of that name that names the archive; the shared library's relocation and
-// symbol tables cost 0.9 MiB resident, the few objects the runtime needs a few pages.
+// libstdc++ (only the Swift runtime uses it) and SQLite from their static archives: the
+// `-lstdc++` of the driver and the `-lsqlite3` of CSQLite's module map come before any flag
+// given here, so scripts/link, searched first, holds linker scripts of those names that name
+// the archives. libstdc++.so's relocation and symbol tables cost 0.9 MiB resident, the few
+// objects the runtime needs a few pages; SQLite's objects (Debian builds one per source file)
+// join the order file. A security update of either then needs a rebuild of locationd.
 let daemonLinking: [LinkerSetting] = [
     .unsafeFlags(["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
                   "-Xlinker", "--no-export-dynamic",
