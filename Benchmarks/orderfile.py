@@ -15,11 +15,15 @@ binary no longer has is skipped, a function missing from the list is placed afte
 ones: a stale list costs memory, never correctness. Regenerate it when the daemon's code paths
 change much.
 
-What runs is recorded with callgrind (every executed function) over two runs of the release
-binary: (1) the daemon idle against an absent gpsd, stopped by SIGTERM; (2) a replay of a small
-generated NMEA log to a subscriber that also asks for `status`, a SIGHUP reload, then SIGTERM.
-The functions of run 1 come first (the idle daemon's working set stays in the fewest blocks),
-then the others of run 2; each group sorted by name so the file is stable. lld moves whole
+What runs is recorded with callgrind (every executed function) over three runs of the release
+binary: (1) the daemon idle against an absent gpsd, stopped by SIGTERM; (2) the production path:
+a subscriber served from gpsd reports (a stand-in gpsd in this script speaks gpsd's protocol on
+a local TCP port: the watch request, then VERSION/DEVICES/WATCH, then a TPV and a SKY every
+50 ms), then SIGTERM; (3) a replay of a small generated NMEA log to a subscriber that also asks
+for `status`, a SIGHUP reload, then SIGTERM. The functions of run 1 come first (the idle
+daemon's working set stays in the fewest blocks), then the others of run 2 (what each gpsd
+report runs stays together too), then the rest of run 3; each group sorted by name so the file
+is stable. lld moves whole
 input sections: most Swift functions have their own (`-function-sections`), but some objects
 keep many functions in one large `.text` (the standard library's has 1.6 MB); a function there
 would drag its whole section into the cluster, so functions in sections of 64 KiB or more are
@@ -112,8 +116,8 @@ def idle(p, sock):
     p.send_signal(signal.SIGTERM)
 
 
-def busy(p, sock):
-    # The file exists from bind() on; under valgrind listen() may come a while later.
+def subscriber(sock):
+    """A connected client; the file exists from bind() on, under valgrind listen() may come later."""
     deadline = time.monotonic() + 60
     while True:
         c = socket.socket(socket.AF_UNIX)
@@ -126,6 +130,68 @@ def busy(p, sock):
                 raise
             time.sleep(0.2)
     c.settimeout(60)
+    return c
+
+
+def serve_gpsd(listener, stop):
+    """A stand-in gpsd: answers the watch request as gpsd 3.22 does, then reports until `stop`."""
+    conn, _ = listener.accept()
+    conn.settimeout(60)
+    conn.recv(4096)  # ?WATCH={"enable":true,"json":true};
+    conn.sendall(b'{"class":"VERSION","release":"3.22","rev":"3.22","proto_major":3,"proto_minor":14}\r\n'
+                 b'{"class":"DEVICES","devices":[{"class":"DEVICE","path":"/dev/ttyACM0","driver":"NMEA0183",'
+                 b'"activated":"2026-05-04T08:30:00.000Z","flags":1,"native":0,"bps":9600,"parity":"N",'
+                 b'"stopbits":1,"cycle":1.00}]}\r\n'
+                 b'{"class":"WATCH","enable":true,"json":true,"nmea":false,"raw":0,"scaled":false,'
+                 b'"timing":false,"split24":false,"pps":false}\r\n')
+    i = 0
+    while not stop.is_set():
+        t = f"2026-05-04T08:{30 + i // 60:02d}:{i % 60:02d}.000Z"
+        tpv = (f'{{"class":"TPV","device":"/dev/ttyACM0","mode":3,"time":"{t}","ept":0.005,'
+               f'"lat":{52.5 + i * 1e-4:.7f},"lon":{13.4 + i * 1e-4:.7f},"altHAE":74.600,"altMSL":35.100,'
+               f'"alt":35.100,"epx":3.2,"epy":4.1,"epv":8.7,"track":45.6,"magtrack":49.8,"magvar":4.2,'
+               f'"speed":6.328,"climb":0.000,"eps":8.21,"epc":17.40,"geoidSep":39.500,"eph":5.4,'
+               f'"sep":10.3}}\r\n')
+        sky = (f'{{"class":"SKY","device":"/dev/ttyACM0","time":"{t}","xdop":0.66,"ydop":0.83,'
+               f'"vdop":1.30,"tdop":0.79,"hdop":0.90,"gdop":2.10,"pdop":1.60,"nSat":9,"uSat":9}}\r\n')
+        try:
+            conn.sendall(tpv.encode())
+            conn.sendall(sky.encode())
+        except OSError:
+            break
+        i += 1
+        stop.wait(0.05)
+    conn.close()
+
+
+def gpsd_serving(listener):
+    def drive(p, sock):
+        import threading
+        stop = threading.Event()
+        feeder = threading.Thread(target=serve_gpsd, args=(listener, stop))
+        feeder.start()
+        c = subscriber(sock)
+        c.sendall(b'{"type":"session.start","id":1}\n{"type":"subscribe","id":2}\n')
+        received = b""
+        while received.count(b'"type":"location"') < 20:
+            data = c.recv(65536)
+            if not data:
+                break
+            received += data
+        p.send_signal(signal.SIGTERM)
+        stop.set()
+        try:
+            while c.recv(65536):
+                pass
+        except OSError:
+            pass
+        c.close()
+        feeder.join()
+    return drive
+
+
+def busy(p, sock):
+    c = subscriber(sock)
     c.sendall(b'{"type":"status","id":1}\n{"type":"session.start","id":2,"authorization":"always"}\n'
               b'{"type":"subscribe","id":3,"events":["location","visits","significant"]}\n')
     received = b""
@@ -152,14 +218,22 @@ try:
     log = os.path.join(work, "drive.nmea")
     make_log(log)
     first = callgrind("idle", ["--gpsd", "127.0.0.1:1"], idle)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    listener.settimeout(120)
+    serving = callgrind("gpsd", ["--gpsd", f"127.0.0.1:{listener.getsockname()[1]}"], gpsd_serving(listener))
+    listener.close()
     second = callgrind("busy", ["--replay", log, "--speed", "20"], busy)
     defined = set(subprocess.run(["nm", "--defined-only", "-j", daemon], capture_output=True, text=True).stdout.split())
     sizes = section_sizes(linkmap)
     small = {n for n in defined if sizes.get(n, LARGE) < LARGE}
-    ordered = (sorted(first & small) + sorted((second - first) & small)
-               + sorted((first | second) & (defined - small)))
+    ordered = (sorted(first & small) + sorted((serving - first) & small)
+               + sorted((second - first - serving) & small)
+               + sorted((first | serving | second) & (defined - small)))
     with open(output, "w") as f:
         f.write("".join(name + "\n" for name in ordered))
-    print(f"{output}: {len(ordered)} functions ({len(first & defined)} of the idle daemon first)")
+    print(f"{output}: {len(ordered)} functions ({len(first & defined)} of the idle daemon first,"
+          f" then {len((serving - first) & defined)} more of serving from gpsd)")
 finally:
     shutil.rmtree(work, ignore_errors=True)
