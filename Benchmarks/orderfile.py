@@ -133,6 +133,26 @@ def subscriber(sock):
     return c
 
 
+def read_locations(c, count=20):
+    """Reads from `c` until `count` location events have arrived (or it closes)."""
+    received = b""
+    while received.count(b'"type":"location"') < count:
+        data = c.recv(65536)
+        if not data:
+            break
+        received += data
+
+
+def drain_and_close(c):
+    """Reads `c` until the daemon closes it (it flushes subscribers when it stops)."""
+    try:
+        while c.recv(65536):
+            pass
+    except OSError:
+        pass
+    c.close()
+
+
 def serve_gpsd(listener, stop):
     """A stand-in gpsd: answers the watch request as gpsd 3.22 does, then reports until `stop`."""
     conn, _ = listener.accept()
@@ -172,20 +192,10 @@ def gpsd_serving(listener):
         feeder.start()
         c = subscriber(sock)
         c.sendall(b'{"type":"session.start","id":1}\n{"type":"subscribe","id":2}\n')
-        received = b""
-        while received.count(b'"type":"location"') < 20:
-            data = c.recv(65536)
-            if not data:
-                break
-            received += data
+        read_locations(c)
         p.send_signal(signal.SIGTERM)
         stop.set()
-        try:
-            while c.recv(65536):
-                pass
-        except OSError:
-            pass
-        c.close()
+        drain_and_close(c)
         feeder.join()
     return drive
 
@@ -194,21 +204,11 @@ def busy(p, sock):
     c = subscriber(sock)
     c.sendall(b'{"type":"status","id":1}\n{"type":"session.start","id":2,"authorization":"always"}\n'
               b'{"type":"subscribe","id":3,"events":["location","visits","significant"]}\n')
-    received = b""
-    while received.count(b'"type":"location"') < 20:
-        data = c.recv(65536)
-        if not data:
-            break
-        received += data
+    read_locations(c)
     p.send_signal(signal.SIGHUP)
     time.sleep(3)  # the reload runs meanwhile; its log line is not waited for under valgrind
     p.send_signal(signal.SIGTERM)
-    try:
-        while c.recv(65536):
-            pass
-    except OSError:
-        pass
-    c.close()
+    drain_and_close(c)
 
 
 try:

@@ -26,14 +26,21 @@ import Glibc
 
     static func lines(_ m: String) -> [String] { m.split(separator: "\n").map(String.init) }
 
-    @Test func notifyReadyAfterSocketWatchdogStatusReloadStopping() async throws {
+    /// The daemon (no gpsd) with `config` as its config file and NOTIFY_SOCKET on a datagram
+    /// socket, plus `environment`.
+    static func spawn(config: String, environment: [String: String]) throws -> (daemon: SpawnedDaemon, notify: DatagramSocket, config: URL) {
         let dir = try SpawnedDaemon.makeDirectory()
         let notify = try DatagramSocket(path: dir.appendingPathComponent("notify.sock").path)
-        let config = dir.appendingPathComponent("locationd.toml")
-        try "[log]\nlevel = \"info\"\n".write(to: config, atomically: true, encoding: .utf8)
+        let file = dir.appendingPathComponent("locationd.toml")
+        try config.write(to: file, atomically: true, encoding: .utf8)
         let daemon = try SpawnedDaemon(
-            arguments: ["--config", config.path, "--socket", dir.appendingPathComponent("locationd.sock").path, "--gpsd", "127.0.0.1:1"],
-            environment: ["NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "200000"], directory: dir)
+            arguments: ["--config", file.path, "--socket", dir.appendingPathComponent("locationd.sock").path, "--gpsd", "127.0.0.1:1"],
+            environment: environment.merging(["NOTIFY_SOCKET": notify.path]) { mine, _ in mine }, directory: dir)
+        return (daemon, notify, file)
+    }
+
+    @Test func notifyReadyAfterSocketWatchdogStatusReloadStopping() async throws {
+        let (daemon, notify, config) = try Self.spawn(config: "[log]\nlevel = \"info\"\n", environment: ["WATCHDOG_USEC": "200000"])
         defer { daemon.stop() }
 
         // READY=1 comes once the socket accepts connections: connect at once, no retry.
@@ -110,14 +117,8 @@ import Glibc
     /// daemon.shutdown_timeout bounds the stop: with the event loop stuck (the test hook), the
     /// hub never reports it has processed its input, and the daemon gives up and says so.
     @Test func aShutdownThatCannotFinishEndsAfterShutdownTimeout() throws {
-        let dir = try SpawnedDaemon.makeDirectory()
-        let notify = try DatagramSocket(path: dir.appendingPathComponent("notify.sock").path)
-        let config = dir.appendingPathComponent("locationd.toml")
-        try "[daemon]\nshutdown_timeout = 0.5\n".write(to: config, atomically: true, encoding: .utf8)
-        let daemon = try SpawnedDaemon(
-            arguments: ["--config", config.path, "--socket", dir.appendingPathComponent("locationd.sock").path, "--gpsd", "127.0.0.1:1"],
-            environment: ["NOTIFY_SOCKET": notify.path, "LOCATIOND_TEST_STALL_ON": "SIGUSR2"],
-            directory: dir)
+        let (daemon, notify, _) = try Self.spawn(config: "[daemon]\nshutdown_timeout = 0.5\n",
+                                                 environment: ["LOCATIOND_TEST_STALL_ON": "SIGUSR2"])
         defer { daemon.stop() }
         _ = try Self.read(notify) { Self.lines($0).contains("READY=1") }
         daemon.signal(SIGUSR2)
