@@ -16,7 +16,8 @@ ones: a stale list costs memory, never correctness. Regenerate it when the daemo
 change much.
 
 What runs is recorded with callgrind (every executed function) over three runs of the release
-binary: (1) the daemon idle against an absent gpsd, stopped by SIGTERM; (2) the production path:
+binary, each with a database file as installed daemons have (a file store runs more of SQLite
+than `--database none` does): (1) the daemon idle against an absent gpsd, stopped by SIGTERM; (2) the production path:
 a subscriber served from gpsd reports (a stand-in gpsd in this script speaks gpsd's protocol on
 a local TCP port: the watch request, then VERSION/DEVICES/WATCH, then a TPV and a SKY every
 50 ms), then SIGTERM; (3) a replay of a small generated NMEA log to a subscriber that also asks
@@ -71,7 +72,8 @@ def callgrind(name, args, drive):
     out = os.path.join(work, f"{name}.callgrind")
     sock = os.path.join(work, f"{name}.sock")
     p = subprocess.Popen(["valgrind", "--tool=callgrind", "--demangle=no", f"--callgrind-out-file={out}",
-                          stripped, "--socket", sock, "--database", "none", "--log-level", "info"] + args,
+                          stripped, "--socket", sock, "--database", os.path.join(work, f"{name}.sqlite"),
+                          "--log-level", "info"] + args,
                          stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, f"{name}.log"), "w"))
     deadline = time.monotonic() + 120
     while not os.path.exists(sock):
