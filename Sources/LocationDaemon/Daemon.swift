@@ -1,7 +1,7 @@
+import Dispatch
 import LocationCore
 import Logging
 import NIOCore
-import Dispatch
 import NIOPosix
 import Synchronization
 #if canImport(Glibc)
