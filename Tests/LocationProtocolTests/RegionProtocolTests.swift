@@ -27,14 +27,7 @@ import Testing
         (#"{"type":"regions.state","id":1,"ids":[1]}"#, .badField, "ids must be an array of strings"),
     ])
     func badRegionRequestsAreClearErrors(line: String, code: ErrorCode, text: String) {
-        do {
-            _ = try Request.decode(line)
-            Issue.record("accepted \(line)")
-        } catch {
-            #expect(error.code == code, "\(error)")
-            #expect(error.message.contains(text), "\(error.message)")
-            #expect(error.id == .number(1))
-        }
+        expectDecodeError(line, code: code, text: text)
     }
 
     @Test func regionEventAndRepliesRoundTrip() throws {
