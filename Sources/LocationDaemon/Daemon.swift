@@ -24,8 +24,9 @@ public enum Daemon {
         let database = try Database(path: options.databasePath ?? ":memory:")
         let store = try RegionStore(database: database)
         let queue = try EventQueue(database: database, limit: options.queueLimit)
+        let identities = try ProgramIdentities(database: database)
         let hub = Hub(eventLoop: loop, sourceDescription: describe(options.source), logger: logger,
-                      regionLimits: options.regionLimits, regionStore: store, queue: queue)
+                      regionLimits: options.regionLimits, regionStore: store, queue: queue, identities: identities)
         // The approximate-location grid: a fixed seed (replays, tests) or the device secret,
         // created once in the state directory (docs/privacy.md).
         let secret = try options.privacySeed ?? options.databasePath.map { try DeviceSecret.load(path: DeviceSecret.path(forDatabase: $0)) }
@@ -39,6 +40,8 @@ public enum Daemon {
         defer { group.shutdownGracefully { _ in } }
         try await restoreRegions(from: store, into: hub, logger: logger)
         try await restoreBackground(from: queue, into: hub, logger: logger)
+        // The policy may have changed while the daemon was down.
+        try await loop.submit { hub.enforcePolicy() }.get()
         // The signals are caught before the socket is bound: a SIGTERM sent as soon as the
         // socket exists must shut down gracefully.
         let (wakes, wake) = AsyncStream<DaemonService.Wake>.makeStream()

@@ -154,4 +154,52 @@ import Testing
         let delivered: [RegionEvent] = out.compactMap { if case .region(let e) = $0.event { e } else { nil } }
         #expect(delivered.map(\.kind) == [.exit])
     }
+
+    /// docs/privacy.md, "Programs that are away": suspended regions see no fix; resumed, they
+    /// start from their last state and the next fix decides them, as after a restart.
+    @Test func suspendedRegionsAreNotEvaluatedAndResumeFromTheirLastState() throws {
+        var engine = Engine()
+        let program = ProgramID("p")
+        try engine.addRegions([Region(id: "home", center: Self.day[1600].coordinate, radius: 100)], for: program)
+        var out: [Delivery] = []
+        var events: [ProgramEvent] = []
+        var queued: [RegionEvent] = []
+        func feed(_ fixes: ArraySlice<Fix>) {
+            for f in fixes {
+                engine.handle(.fix(f), into: &out)
+                engine.drainProgramEvents(into: &events)
+                queued += events.compactMap { if case .region(let e) = $0.event { e } else { nil } }
+            }
+        }
+        feed(Self.day[0..<1700])
+        #expect(queued.map(\.kind) == [.enter])
+
+        let suspended = engine.suspendRegions(of: program)
+        let suspendedAgain = engine.suspendRegions(of: program)
+        let suspendedWithoutRegions = engine.suspendRegions(of: ProgramID("no regions"))
+        #expect(suspended && !suspendedAgain && !suspendedWithoutRegions)
+        #expect(engine.regionsSuspended(of: program) && !engine.monitorsRegions)
+        #expect(engine.regionProgramIDs == [program])
+        feed(Self.day[1700..<3100])  // leaves home at 2700
+        #expect(queued.map(\.kind) == [.enter] && out.isEmpty)
+
+        let resumed = engine.resumeRegions(of: program)
+        let resumedAgain = engine.resumeRegions(of: program)
+        #expect(resumed && !resumedAgain)
+        #expect(engine.monitorsRegions && engine.regionRecords(of: program).map(\.state) == [.inside])
+        feed(Self.day[3100..<3200])
+        #expect(queued.map(\.kind) == [.enter, .exit])
+        #expect(queued.last?.time == Self.day[3100].time, "decided by the first fix after resuming, not back-dated into the suspension")
+    }
+
+    @Test func backgroundAccuracyIsTheHandedOverSubscriptions() {
+        var engine = Engine()
+        var approximate = Self.monitoring
+        approximate.accuracy = .approximate
+        engine.restoreBackground(ProgramID("a"), options: approximate)
+        engine.restoreBackground(ProgramID("p"), options: Self.monitoring)
+        #expect(engine.backgroundAccuracy(of: ProgramID("a")) == .approximate)
+        #expect(engine.backgroundAccuracy(of: ProgramID("p")) == .precise)
+        #expect(engine.backgroundAccuracy(of: ProgramID("none")) == nil)
+    }
 }

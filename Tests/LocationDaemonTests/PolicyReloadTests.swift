@@ -41,4 +41,76 @@ import Testing
         defer { other.close() }
         #expect(try await other.startSession(.always).authorization == .whenInUse)
     }
+
+    /// docs/privacy.md, "Programs that are away", through the real daemon and its database: a
+    /// reload that takes `always` away ends the program's background monitoring and suspends its
+    /// regions (the receiver is released: nothing needs fixes); giving it back resumes the
+    /// regions; a restart under a revoking policy suspends them before anything is served.
+    @Test func reloadAndRestartDecideWhatAProgramThatIsAwayKeeps() async throws {
+        let dir = try SpawnedDaemon.makeDirectory()
+        let notify = try DatagramSocket(path: dir.appendingPathComponent("notify.sock").path)
+        let config = dir.appendingPathComponent("locationd.toml")
+        func policy(_ authorization: String) throws {
+            try "[policy.me]\nuser = \(getuid())\nauthorization = \"\(authorization)\"\naccuracy = \"precise\"\n"
+                .write(to: config, atomically: true, encoding: .utf8)
+        }
+        func start() throws -> SpawnedDaemon {
+            let daemon = try SpawnedDaemon(
+                arguments: ["--config", config.path, "--socket", dir.appendingPathComponent("locationd.sock").path,
+                            "--database", dir.appendingPathComponent("locationd.db").path, "--gpsd", "127.0.0.1:1"],
+                environment: ["NOTIFY_SOCKET": notify.path], directory: dir)
+            _ = try SystemdTests.read(notify) { SystemdTests.lines($0).contains("READY=1") }
+            return daemon
+        }
+        func reload(_ daemon: SpawnedDaemon, to authorization: String) throws {
+            try policy(authorization)
+            daemon.signal(SIGHUP)
+            _ = try SystemdTests.read(notify) { SystemdTests.lines($0).contains("READY=1") }
+        }
+        /// The daemon's view, asked by a connection of the same program without a session.
+        func status(_ daemon: SpawnedDaemon) async throws -> (receiver: String?, background: Int?) {
+            let watcher = try await LocationClient.connect(path: daemon.socketPath)
+            defer { watcher.close() }
+            let s = try await watcher.status()
+            return (s.receiver, s.backgroundMonitors)
+        }
+
+        try policy("always")
+        // Each SpawnedDaemon removes the shared directory when released: both live to the end.
+        let daemon = try start()
+        defer { daemon.stop() }
+        do {
+            let program = try await LocationClient.connect(path: daemon.socketPath)
+            try await program.startSession(.always)
+            _ = try await program.request { .regionsAdd(id: $0, regions: [Region(id: "home", center: Coordinate(latitude: 52.5, longitude: 13.4), radius: 100)]) }
+            _ = try await program.subscribe(SubscriptionOptions(events: [.visits]))
+            program.close()  // away, its session not ended: monitoring continues
+        }
+        var away = try await status(daemon)
+        let deadline = Date().addingTimeInterval(20)
+        while away.background != 1 {
+            guard Date() < deadline else { Issue.record("never handed over: \(away)"); return }
+            try await Task.sleep(for: .milliseconds(20))
+            away = try await status(daemon)
+        }
+        #expect(away.receiver == "watching")
+
+        try reload(daemon, to: "when-in-use")
+        away = try await status(daemon)
+        #expect(away.background == 0 && away.receiver == "released")
+        #expect(daemon.stderrText.contains("policy: background monitoring ended"))
+        #expect(daemon.stderrText.contains("policy: regions suspended"))
+
+        try reload(daemon, to: "always")
+        away = try await status(daemon)
+        #expect(away.background == 0 && away.receiver == "watching", "regions resumed; the ended monitor stays ended")
+        #expect(daemon.stderrText.contains("policy: regions resumed"))
+
+        daemon.stop()
+        try policy("when-in-use")
+        let restarted = try start()
+        defer { restarted.stop() }
+        #expect(try await status(restarted).receiver == "released")
+        #expect(restarted.stderrText.contains("policy: regions suspended"))
+    }
 }

@@ -76,6 +76,11 @@ extension Engine {
     /// Programs whose visits or significant changes are monitored in the background.
     public var backgroundProgramIDs: [ProgramID] { background.order }
 
+    /// The accuracy `program`'s background detectors report at, if it has any.
+    public func backgroundAccuracy(of program: ProgramID) -> Accuracy? {
+        background.monitors[program].map { $0.approximate ? .approximate : .precise }
+    }
+
     /// Moves the program events produced since the last call to `out` (which it empties first).
     /// Swapping buffers keeps both allocations alive: no allocation per fix.
     public mutating func drainProgramEvents(into out: inout [ProgramEvent]) {

@@ -5,6 +5,9 @@ public struct RegionPrograms: Sendable {
     var order: [ProgramID] = []
     var subscribers: [ProgramID: [SubscriberID]] = [:]
     var programOf: [SubscriberID: ProgramID] = [:]
+    /// Programs whose regions stay registered but are not evaluated: the policy no longer lets
+    /// them monitor regions (docs/privacy.md, "Programs that are away").
+    var suspended: Set<ProgramID> = []
     var scratch: [RegionEvent] = []
     public var limits = RegionMonitor.Limits()
 
@@ -14,6 +17,7 @@ public struct RegionPrograms: Sendable {
     /// `unbound` for the program's queue: regions are monitored in the background.
     mutating func handle(_ fix: Fix, into out: inout [Delivery], unbound: inout [ProgramEvent]) {
         for p in order {
+            if !suspended.isEmpty && suspended.contains(p) { continue }
             scratch.removeAll(keepingCapacity: true)
             monitors[p]!.handle(fix, into: &scratch)
             guard !scratch.isEmpty else { continue }
@@ -92,6 +96,34 @@ extension Engine {
         return out
     }
 
-    /// Programs with registered regions.
+    /// Programs with registered regions, monitored or suspended.
     public var regionProgramIDs: [ProgramID] { regionPrograms.order.filter { regionPrograms.monitors[$0]!.count > 0 } }
+
+    /// Whether any program's regions are evaluated (they need fixes).
+    public var monitorsRegions: Bool {
+        regionPrograms.order.contains { regionPrograms.monitors[$0]!.count > 0 && !regionPrograms.suspended.contains($0) }
+    }
+
+    /// Stops evaluating `program`'s regions; they stay registered, with their last states.
+    /// Returns whether this changed anything.
+    @discardableResult
+    public mutating func suspendRegions(of program: ProgramID) -> Bool {
+        guard regionPrograms.monitors[program] != nil else { return false }
+        return regionPrograms.suspended.insert(program).inserted
+    }
+
+    /// Evaluates `program`'s regions again, as after a daemon restart: from their last states,
+    /// each decided afresh by the next fix (no confirmation or crossing inference reaches back
+    /// over the time they were suspended). Returns whether they were suspended.
+    @discardableResult
+    public mutating func resumeRegions(of program: ProgramID) -> Bool {
+        guard regionPrograms.suspended.remove(program) != nil, let old = regionPrograms.monitors[program] else { return false }
+        var fresh = RegionMonitor(limits: old.limits)
+        // The records passed validation when they were registered, under the same limits.
+        try? fresh.restore(old.records)
+        regionPrograms.monitors[program] = fresh
+        return true
+    }
+
+    public func regionsSuspended(of program: ProgramID) -> Bool { regionPrograms.suspended.contains(program) }
 }

@@ -33,6 +33,9 @@ public final class Hub: Sendable {
     /// Keeps background events of `always` programs until they acknowledge them (on the loop;
     /// shares the region store's database, so a fix's states and events commit together).
     public let queue: EventQueue?
+    /// The identities of programs' last `always` sessions (what the policy is matched against
+    /// for a program that is away).
+    public let identities: ProgramIdentities?
     private let logger: Logger
     private let box: NIOLoopBoundBox<State>
 
@@ -56,11 +59,12 @@ public final class Hub: Sendable {
 
     public init(eventLoop: any EventLoop, sourceDescription: String, logger: Logger = Logger(label: "locationd.hub"),
                 regionLimits: RegionMonitor.Limits = RegionMonitor.Limits(),
-                regionStore: RegionStore? = nil, queue: EventQueue? = nil) {
+                regionStore: RegionStore? = nil, queue: EventQueue? = nil, identities: ProgramIdentities? = nil) {
         self.eventLoop = eventLoop
         self.sourceDescription = sourceDescription
         self.regionStore = regionStore
         self.queue = queue
+        self.identities = identities
         self.logger = logger
         let state = State()
         state.engine.regionLimits = regionLimits
@@ -143,13 +147,68 @@ public final class Hub: Sendable {
         set { box.value.policy = newValue }
     }
 
+    /// What a program that outlives its connections keeps, decided again whenever the policy
+    /// may have changed (daemon start, reload; docs/privacy.md, "Programs that are away"): every
+    /// program with regions, background monitors or queued events is matched, by the identity
+    /// of its last `always` session, against the policy in force. A program no longer `always`
+    /// loses its background monitors and its queued events, and its regions are suspended; one
+    /// no longer offered precise location has its regions and precise background monitors
+    /// stopped the same way. Suspended regions resume when the rule allows them again.
+    public func enforcePolicy() {
+        let s = box.value
+        var programs = Set(s.engine.regionProgramIDs).union(s.engine.backgroundProgramIDs)
+        if let queue { programs.formUnion(queue.programsWithEvents) }
+        for program in programs.sorted() {
+            let who = identities?.recorded(program) ?? PeerIdentity.presumed(for: program)
+            let rule = who.map { s.policy.rule(for: $0) } ?? s.policy.defaultRule
+            apply(rule, to: program)
+        }
+        updateDemand()
+    }
+
+    /// An `always` session started: its identity is the program's from now on, and regions the
+    /// policy had suspended resume if this rule allows them.
+    public func alwaysSessionStarted(_ identity: PeerIdentity, rule: PolicyRule) {
+        identities?.record(identity)
+        if rule.monitorsRegions, box.value.engine.resumeRegions(of: identity.program) {
+            logger.notice("policy: regions resumed", metadata: ["program": "\(identity.program)", "rule": "\(rule.name)"])
+            updateDemand()
+        }
+    }
+
+    private func apply(_ rule: PolicyRule, to program: ProgramID) {
+        let s = box.value
+        var meta: Logger.Metadata = ["program": "\(program)", "rule": "\(rule.name)",
+                                     "max": "\(rule.authorization.rawValue) \(rule.accuracy.rawValue)"]
+        if let accuracy = s.engine.backgroundAccuracy(of: program), !rule.keepsBackground(at: accuracy) {
+            s.engine.endBackground(program)
+            queue?.removeBackground(program)
+            logger.notice("policy: background monitoring ended", metadata: meta)
+        }
+        if !rule.keepsQueue, let queue, queue.count(of: program) > 0 {
+            do {
+                meta["events"] = "\(try queue.discard(program))"
+                logger.notice("policy: queued background events discarded", metadata: meta)
+            } catch {
+                meta["error"] = "\(error)"
+                logger.error("policy: cannot discard queued background events", metadata: meta)
+            }
+        }
+        if rule.monitorsRegions {
+            if s.engine.resumeRegions(of: program) { logger.notice("policy: regions resumed", metadata: meta) }
+        } else if s.engine.suspendRegions(of: program) {
+            meta["regions"] = "\(s.engine.regionRecords(of: program).count)"
+            logger.notice("policy: regions suspended (kept, not monitored)", metadata: meta)
+        }
+    }
+
     // MARK: Receiver gating (on the loop; docs/privacy.md, "Receiver")
 
     /// Whether anyone needs fixes: an open session, a subscription, or a program's regions,
     /// visits or significant changes (background monitoring).
     public var needsFixes: Bool {
         let s = box.value
-        return s.openSessions > 0 || s.engine.subscriberCount > 0 || !s.engine.regionProgramIDs.isEmpty
+        return s.openSessions > 0 || s.engine.subscriberCount > 0 || s.engine.monitorsRegions
             || !s.engine.backgroundProgramIDs.isEmpty
     }
 
@@ -293,6 +352,9 @@ public final class Hub: Sendable {
     }
 
     public var backgroundProgramIDs: [ProgramID] { box.value.engine.backgroundProgramIDs }
+
+    /// Whether `program`'s regions are registered but suspended by the policy.
+    public func regionsSuspended(of program: ProgramID) -> Bool { box.value.engine.regionsSuspended(of: program) }
 
     private func handle(_ input: EngineInput) {
         eventLoop.preconditionInEventLoop()

@@ -34,6 +34,29 @@ public struct PeerIdentity: Hashable, Sendable, CustomStringConvertible {
     /// What regions and queued events belong to: the same user running the same executable.
     public var program: ProgramID { ProgramID("uid=\(uid) exe=\(executable ?? "?")") }
 
+    /// The identity a program that is away is presumed to have when none of its `always`
+    /// sessions was recorded: the uid and executable its `ProgramID` names, and that user's
+    /// groups as the user database lists them now. Nil for a `ProgramID` that names no uid
+    /// (a peer whose credentials could not be read).
+    public static func presumed(for program: ProgramID) -> PeerIdentity? {
+        let text = program.rawValue
+        guard text.hasPrefix("uid="), let space = text.firstIndex(of: " "),
+              let uid = UInt32(text[text.index(text.startIndex, offsetBy: 4)..<space]),
+              text[space...].hasPrefix(" exe=") else { return nil }
+        let exe = String(text[text.index(space, offsetBy: 5)...])
+        guard let user = getpwuid(uid)?.pointee else {
+            return PeerIdentity(pid: 0, uid: uid, gid: gid_t.max, groups: [], executable: exe == "?" ? nil : exe)  // no such user: no groups
+        }
+        var count: Int32 = 64
+        var groups = [gid_t](repeating: 0, count: Int(count))
+        if getgrouplist(user.pw_name, user.pw_gid, &groups, &count) < 0 {
+            groups = [gid_t](repeating: 0, count: Int(count))
+            _ = getgrouplist(user.pw_name, user.pw_gid, &groups, &count)
+        }
+        return PeerIdentity(pid: 0, uid: uid, gid: user.pw_gid, groups: Array(Set(groups.prefix(Int(max(count, 0)))).union([user.pw_gid])).sorted(),
+                            executable: exe == "?" ? nil : exe)
+    }
+
     public var description: String { "pid=\(pid) uid=\(uid) gid=\(gid) exe=\(executable ?? "?")" }
 }
 
@@ -63,6 +86,24 @@ public struct PolicyRule: Hashable, Sendable {
         if let group, !who.groups.contains(group) { return false }
         if let executable, executable != who.executable { return false }
         return true
+    }
+
+    /// Whether a program under this rule can be granted precise location (by its accuracy, or
+    /// by a purpose key for a session).
+    public var offersPrecise: Bool { accuracy == .precise || !purposes.isEmpty }
+
+    // What a program under this rule keeps while it is away (docs/privacy.md, "Programs that
+    // are away"): what it needed to start it.
+
+    /// Its durable queue of background events: an `always` program's.
+    public var keepsQueue: Bool { authorization == .always }
+
+    /// Its registered regions are evaluated: they need an `always` session with precise location.
+    public var monitorsRegions: Bool { authorization == .always && offersPrecise }
+
+    /// Its background visit and significant-change detectors, running at `accuracy`.
+    public func keepsBackground(at accuracy: Accuracy) -> Bool {
+        authorization == .always && (accuracy == .approximate || offersPrecise)
     }
 
     var summary: String {

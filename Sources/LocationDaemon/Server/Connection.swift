@@ -333,6 +333,7 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
             if session == nil { hub.sessionOpened() }
             session = (grant, requested, purpose)
             if isSubscribed && accuracyChanged { subscribe(requestedOptions) }
+            if grant.authorization == .always, let identity { hub.alwaysSessionStarted(identity, rule: rule) }
             logger.info("session started", metadata: ["authorization": "\(grant.authorization.rawValue)",
                                                       "accuracy": "\(grant.accuracy.rawValue)", "rule": "\(grant.rule)"])
             send(.session(info(id: rid, state: .active)), flush: false)
@@ -371,6 +372,7 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
             guard grant != session.grant else { return }
             self.session = (grant, session.requested, session.purpose)
             if isSubscribed && grant.accuracy != session.grant.accuracy { subscribe(requestedOptions) }
+            if grant.authorization == .always, let identity { hub.alwaysSessionStarted(identity, rule: new) }
             send(.session(info(id: nil, state: .changed)), flush: true)
         case .failure(let error):
             endSession()

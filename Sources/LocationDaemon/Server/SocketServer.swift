@@ -119,11 +119,13 @@ public final class SocketServer: Sendable {
     public var closeFuture: EventLoopFuture<Void> { channel.closeFuture }
 
     /// The open connections' state (read on the loop).
-    /// Puts a new access policy in force for new and open connections (a reload).
+    /// Puts a new access policy in force for new and open connections, and for what programs
+    /// keep while they are away (a reload).
     public func applyPolicy(_ policy: Policy) async throws {
         try await hub.eventLoop.submit {
             self.hub.policy = policy
             for c in self.registry.all { c.applyPolicy(policy) }
+            self.hub.enforcePolicy()
         }.get()
     }
 

@@ -86,6 +86,21 @@ public final class EventQueue: @unchecked Sendable {
         for p in touched { try saveHead(p) }
     }
 
+    /// Drops every queued event of `program` (its `always` authorization was withdrawn),
+    /// counting them as lost: if it is allowed a queue again, its backlog starts with an
+    /// `overflow` covering them. Returns how many were dropped.
+    func discard(_ program: ProgramID) throws -> Int {
+        let n = count(of: program)
+        guard n > 0 else { return 0 }
+        do {
+            try database.transaction { try drop(program, n) }
+        } catch {
+            resynchronize()
+            throw error
+        }
+        return n
+    }
+
     /// Drops the `n` oldest queued events of `program`, counting them as lost.
     private func drop(_ program: ProgramID, _ n: Int) throws {
         guard var head = heads[program], n > 0 else { return }
@@ -148,6 +163,9 @@ public final class EventQueue: @unchecked Sendable {
 
     /// Events queued for `program` now.
     public func count(of program: ProgramID) -> Int { heads[program]?.count ?? 0 }
+
+    /// Programs with queued events.
+    public var programsWithEvents: [ProgramID] { heads.filter { $0.value.count > 0 }.map(\.key).sorted() }
 
     public struct AckError: Error, Hashable, Sendable, CustomStringConvertible {
         public var description: String

@@ -1,0 +1,63 @@
+import CSQLite
+import LocationCore
+
+/// The identity each program had in its last `always` session: uid, groups and executable.
+/// A program's regions, background monitors and queue outlive its connections, so a reload or
+/// a restart matches the policy against this identity to decide what the program keeps while
+/// it is away (docs/privacy.md, "Programs that are away"). The groups matter: a service started
+/// with `SupplementaryGroups=` has groups the user database does not list.
+///
+/// Kept in memory (loaded at start) and in the daemon's database; used on the hub's loop only.
+public final class ProgramIdentities: @unchecked Sendable {
+    public let database: Database
+    private var known: [ProgramID: PeerIdentity] = [:]
+
+    public init(database: Database) throws {
+        self.database = database
+        try database.exec("""
+            CREATE TABLE IF NOT EXISTS program_identity (
+              program TEXT PRIMARY KEY, uid INTEGER NOT NULL, gid INTEGER NOT NULL,
+              groups TEXT NOT NULL, executable TEXT) WITHOUT ROWID
+            """)
+        let stmt = try database.prepare("SELECT program, uid, gid, groups, executable FROM program_identity")
+        defer { sqlite3_finalize(stmt) }
+        while sqlite3_step(stmt) == SQLITE_ROW {
+            let program = ProgramID(String(cString: sqlite3_column_text(stmt, 0)))
+            let groups = String(cString: sqlite3_column_text(stmt, 3)).split(separator: ",").compactMap { UInt32($0) }
+            known[program] = PeerIdentity(
+                pid: 0, uid: UInt32(truncatingIfNeeded: sqlite3_column_int64(stmt, 1)),
+                gid: UInt32(truncatingIfNeeded: sqlite3_column_int64(stmt, 2)), groups: groups,
+                executable: sqlite3_column_text(stmt, 4).map { String(cString: $0) })
+        }
+    }
+
+    /// The recorded identity of `program`, or nil if none of its `always` sessions was recorded.
+    public func recorded(_ program: ProgramID) -> PeerIdentity? { known[program] }
+
+    /// Remembers `identity` as its program's (an `always` session started). The pid is not
+    /// kept: it names a process, and is reused once that process is gone. A failed write is
+    /// reported and the identity kept in memory (it decides until the next restart).
+    public func record(_ identity: PeerIdentity) {
+        var kept = identity
+        kept.pid = 0
+        let program = identity.program
+        guard known[program] != kept else { return }
+        known[program] = kept
+        do {
+            let upsert = try database.prepare("""
+                INSERT INTO program_identity (program, uid, gid, groups, executable) VALUES (?, ?, ?, ?, ?)
+                ON CONFLICT (program) DO UPDATE SET uid = excluded.uid, gid = excluded.gid,
+                  groups = excluded.groups, executable = excluded.executable
+                """)
+            defer { sqlite3_finalize(upsert) }
+            locationd_sqlite3_bind_text(upsert, 1, program.rawValue)
+            sqlite3_bind_int64(upsert, 2, Int64(kept.uid))
+            sqlite3_bind_int64(upsert, 3, Int64(kept.gid))
+            locationd_sqlite3_bind_text(upsert, 4, kept.groups.map(String.init).joined(separator: ","))
+            if let exe = kept.executable { locationd_sqlite3_bind_text(upsert, 5, exe) } else { sqlite3_bind_null(upsert, 5) }
+            try database.run(upsert)
+        } catch {
+            database.report("program identity", error)
+        }
+    }
+}

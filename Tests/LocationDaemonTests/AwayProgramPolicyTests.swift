@@ -1,0 +1,200 @@
+import Foundation
+import LocationCore
+@testable import LocationDaemon
+import LocationProtocol
+import Logging
+import NIOPosix
+import Synchronization
+import Testing
+
+/// What a program keeps while it is away, decided again by the policy at start and on reload
+/// (docs/privacy.md, "Programs that are away"): the rule, the identity it is matched by, the
+/// store, and the hub applying them to a real SQLite file.
+@Suite struct AwayProgramPolicyTests {
+    static let tracker = PeerIdentity(pid: 31337, uid: 4242, gid: 4242, groups: [900, 4242], executable: "/usr/bin/tracker")
+    static let home = Coordinate(latitude: 52.5, longitude: 13.4)
+    static let t0 = CivilTime(year: 2026, month: 6, day: 1, hour: 8).timestamp
+
+    static func policy(group: UInt32 = 900, _ authorization: Authorization, _ accuracy: Accuracy, purposes: [String] = []) -> Policy {
+        var p = Policy()
+        p.ownerRule = false
+        p.rules = [PolicyRule(name: "trackers", group: group, authorization: authorization, accuracy: accuracy, purposes: purposes)]
+        return p
+    }
+
+    @Test func whatARuleLetsAProgramKeepWhileAway() {
+        func rule(_ a: Authorization, _ c: Accuracy, purposes: [String] = []) -> PolicyRule {
+            PolicyRule(name: "r", authorization: a, accuracy: c, purposes: purposes)
+        }
+        // (rule, queue, regions, precise background, approximate background)
+        let table: [(PolicyRule, Bool, Bool, Bool, Bool)] = [
+            (rule(.always, .precise), true, true, true, true),
+            (rule(.always, .approximate), true, false, false, true),
+            (rule(.always, .approximate, purposes: ["navigation"]), true, true, true, true),
+            (rule(.whenInUse, .precise), false, false, false, false),
+            (rule(.denied, .precise), false, false, false, false),
+        ]
+        for (r, queue, regions, precise, approximate) in table {
+            #expect(r.keepsQueue == queue, "\(r)")
+            #expect(r.monitorsRegions == regions, "\(r)")
+            #expect(r.keepsBackground(at: .precise) == precise, "\(r)")
+            #expect(r.keepsBackground(at: .approximate) == approximate, "\(r)")
+        }
+    }
+
+    @Test func aProgramWithNoRecordedIdentityIsPresumedFromItsIDAndTheUserDatabase() throws {
+        let root = try #require(PeerIdentity.presumed(for: ProgramID("uid=0 exe=/usr/sbin/agent")))
+        #expect(root.uid == 0 && root.gid == 0 && root.groups.contains(0) && root.executable == "/usr/sbin/agent")
+        // A uid the user database does not know: no groups to match.
+        let stranger = try #require(PeerIdentity.presumed(for: ProgramID("uid=3999999 exe=?")))
+        #expect(stranger.uid == 3_999_999 && stranger.groups.isEmpty && stranger.executable == nil)
+        #expect(stranger.program == ProgramID("uid=3999999 exe=?"))
+        #expect(PeerIdentity.presumed(for: ProgramID("unknown")) == nil)
+        #expect(PeerIdentity.presumed(for: ProgramID("uid=x exe=/bin/true")) == nil)
+    }
+
+    @Test func identitiesAreRecordedWithoutThePidAndSurviveAReopen() throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("locationd.db").path
+        do {
+            let identities = try ProgramIdentities(database: Database(path: path))
+            identities.record(Self.tracker)
+            var moved = Self.tracker
+            moved.groups = [4242]
+            identities.record(PeerIdentity(pid: 1, uid: 0, gid: 0, executable: nil))
+            identities.record(moved)  // the last always session's identity wins
+        }
+        let reopened = try ProgramIdentities(database: Database(path: path))
+        var expected = Self.tracker
+        expected.pid = 0
+        expected.groups = [4242]
+        #expect(reopened.recorded(Self.tracker.program) == expected)
+        #expect(reopened.recorded(ProgramID("uid=0 exe=?")) == PeerIdentity(pid: 0, uid: 0, gid: 0, executable: nil))
+        #expect(reopened.recorded(ProgramID("uid=1 exe=?")) == nil)
+    }
+
+    /// The tracker (group 900 only through its recorded identity, as a service started with
+    /// `SupplementaryGroups=` has it) registers a region and monitors visits, then is away.
+    /// Taking `always` away ends its background monitoring, discards its queue and suspends its
+    /// regions (the receiver is released); giving it back resumes the regions, and the backlog
+    /// starts with an overflow accounting for what was discarded.
+    @Test func revokingAlwaysStopsWhatTheProgramKeptAndRestoringItResumesRegions() async throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await Self.withHub(path: dir.appendingPathComponent("locationd.db").path) { hub in
+        let program = Self.tracker.program
+        let demand = DemandLog()
+        try await hub.eventLoop.submit {
+            hub.policy = Self.policy(.always, .precise)
+            hub.onDemandChange { demand.append($0) }
+            hub.alwaysSessionStarted(Self.tracker, rule: hub.policy.rule(for: Self.tracker))
+            try hub.restoreRegions([RegionRecord(region: Region(id: "home", center: Self.home, radius: 100), state: .outside)], for: program)
+            hub.restoreBackground(program, options: SubscriptionOptions(events: [.visits, .significant]))
+        }.get()
+        try await Self.feed(hub, seconds: 0..<5, metresNorth: 0)  // enter home (and a first significant change), queued
+        let queue = try #require(hub.queue)
+        let queuedBefore = try await hub.eventLoop.submit { queue.count(of: program) }.get()
+        #expect(queuedBefore >= 1)
+
+        // The same policy again: the recorded groups match, nothing changes.
+        try await hub.eventLoop.submit { hub.enforcePolicy() }.get()
+        #expect(try await hub.eventLoop.submit { (hub.backgroundProgramIDs, queue.count(of: program), hub.needsFixes) }.get()
+                == ([program], queuedBefore, true))
+
+        // always → when-in-use.
+        try await hub.eventLoop.submit { hub.policy = Self.policy(.whenInUse, .precise); hub.enforcePolicy() }.get()
+        let revoked = try await hub.eventLoop.submit {
+            (hub.backgroundProgramIDs, queue.count(of: program), hub.regionsSuspended(of: program), hub.needsFixes,
+             hub.regionRecords(of: program).map(\.region.id), try queue.loadBackground().map(\.program))
+        }.get()
+        #expect(revoked.0.isEmpty && revoked.1 == 0 && revoked.2 && !revoked.3)
+        #expect(revoked.4 == ["home"], "regions stay registered")
+        #expect(revoked.5.isEmpty, "the remembered background monitor is forgotten too")
+        #expect(demand.values == [false, true, false])  // nothing restored yet; the first enforcement; revoked
+        try await Self.feed(hub, seconds: 5..<10, metresNorth: 1000)  // leaves: nothing evaluated, nothing queued
+        #expect(try await hub.eventLoop.submit { queue.count(of: program) }.get() == 0)
+
+        // Back to always: regions resume from their last state; the next fix decides them.
+        try await hub.eventLoop.submit { hub.policy = Self.policy(.always, .precise); hub.enforcePolicy() }.get()
+        #expect(try await hub.eventLoop.submit { (hub.regionsSuspended(of: program), hub.needsFixes) }.get() == (false, true))
+        #expect(demand.values == [false, true, false, true])
+        try await Self.feed(hub, seconds: 10..<11, metresNorth: 1000)
+        let backlog = try await hub.eventLoop.submit { queue.backlog(of: program) }.get()
+            .map { try ServerMessage.decode(String(decoding: $0.dropLast(), as: UTF8.self)) }
+        guard backlog.count == 2, case .overflow(let lost, let seq) = backlog[0],
+              case .queued(let exitSeq, .region(let exit)) = backlog[1] else {
+            Issue.record("backlog: \(backlog)")
+            return
+        }
+        #expect(lost == queuedBefore && seq == UInt64(queuedBefore) && exitSeq == UInt64(queuedBefore) + 1)
+        #expect(exit.kind == .exit && exit.time == Self.t0.adding(seconds: 10))
+        }
+    }
+
+    /// always precise → always approximate: a precise background monitor and the regions stop,
+    /// an approximate monitor and the queue stay.
+    @Test func losingPreciseStopsRegionsAndPreciseMonitorsOnly() async throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let coarse = { var c = Self.tracker; c.executable = "/usr/bin/coarse"; return c }()
+        let approximate = { var o = SubscriptionOptions(events: [.visits]); o.accuracy = .approximate; return o }()
+        try await Self.withHub(path: dir.appendingPathComponent("locationd.db").path) { hub in
+        let queue = try #require(hub.queue)
+        let after = try await hub.eventLoop.submit {
+            hub.policy = Self.policy(.always, .precise)
+            for who in [Self.tracker, coarse] { hub.alwaysSessionStarted(who, rule: hub.policy.rule(for: who)) }
+            try hub.restoreRegions([RegionRecord(region: Region(id: "home", center: Self.home, radius: 100), state: .outside)], for: Self.tracker.program)
+            hub.restoreBackground(Self.tracker.program, options: SubscriptionOptions(events: [.visits]))
+            hub.restoreBackground(coarse.program, options: approximate)
+            try queue.database.transaction {
+                try queue.append([ProgramEvent(program: Self.tracker.program, event: .status(.fix, time: Self.t0))])
+            }
+            hub.policy = Self.policy(.always, .approximate)
+            hub.enforcePolicy()
+            return (hub.backgroundProgramIDs, hub.regionsSuspended(of: Self.tracker.program), queue.count(of: Self.tracker.program))
+        }.get()
+        #expect(after.0 == [coarse.program] && after.1 && after.2 == 1)
+        }
+    }
+
+    // MARK: Support
+
+    static func directory() throws -> URL {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("away-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        return dir
+    }
+
+    /// A hub on its own loop with every store on the database at `path`, shut down after `body`.
+    static func withHub(path: String, _ body: (Hub) async throws -> Void) async throws {
+        let database = try Database(path: path)
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let hub = Hub(eventLoop: group.next(), sourceDescription: "test", logger: logger,
+                      regionStore: try RegionStore(database: database), queue: try EventQueue(database: database, limit: 100),
+                      identities: try ProgramIdentities(database: database))
+        do { try await body(hub) } catch {
+            try? await group.shutdownGracefully()
+            throw error
+        }
+        try await group.shutdownGracefully()
+    }
+
+    /// One fix a second, `metresNorth` of home, 5 m accuracy.
+    static func feed(_ hub: Hub, seconds: Range<Int>, metresNorth: Double) async throws {
+        for s in seconds {
+            let coordinate = Coordinate(latitude: home.latitude + metresNorth / 111_195, longitude: home.longitude)
+            hub.submit(.fix(Fix(time: t0.adding(seconds: Double(s)), coordinate: coordinate, mode: .threeD, horizontalAccuracy: 5)))
+        }
+        await hub.processed()
+    }
+}
+
+/// The receiver-demand changes the hub reported, in order.
+final class DemandLog: Sendable {
+    private let log = Mutex<[Bool]>([])
+    func append(_ value: Bool) { log.withLock { $0.append(value) } }
+    var values: [Bool] { log.withLock { $0 } }
+}
