@@ -88,7 +88,7 @@ import Testing
         try await hub.eventLoop.submit {
             hub.policy = Self.policy(.always, .precise)
             hub.onDemandChange { demand.append($0) }
-            hub.alwaysSessionStarted(Self.tracker, rule: hub.policy.rule(for: Self.tracker))
+            hub.programSeen(Self.tracker, rule: hub.policy.rule(for: Self.tracker))
             try hub.restoreRegions([RegionRecord(region: Region(id: "home", center: Self.home, radius: 100), state: .outside)], for: program)
             hub.restoreBackground(program, options: SubscriptionOptions(events: [.visits, .significant]))
         }.get()
@@ -132,6 +132,31 @@ import Testing
         }
     }
 
+    /// A program whose groups changed is caught when it next asks for a session, not only at
+    /// the next reload; asking again with the group back resumes its regions.
+    @Test func aSessionWithoutTheGroupStopsWhatTheProgramKeptAtOnce() async throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let stripped = { var who = Self.tracker; who.groups = [4242]; return who }()
+        try await Self.withHub(path: dir.appendingPathComponent("locationd.db").path) { hub in
+            let program = Self.tracker.program
+            let (kept, after, back) = try await hub.eventLoop.submit {
+                hub.policy = Self.policy(.always, .precise)
+                hub.programSeen(Self.tracker, rule: hub.policy.rule(for: Self.tracker))
+                try hub.restoreRegions([RegionRecord(region: Region(id: "home", center: Self.home, radius: 100), state: .outside)], for: program)
+                hub.restoreBackground(program, options: SubscriptionOptions(events: [.visits]))
+                let kept = (hub.backgroundProgramIDs, hub.regionsSuspended(of: program))
+                hub.programSeen(stripped, rule: hub.policy.rule(for: stripped))  // [policy.default]: denied
+                let after = (hub.backgroundProgramIDs, hub.regionsSuspended(of: program), hub.identities?.recorded(program)?.groups)
+                hub.programSeen(Self.tracker, rule: hub.policy.rule(for: Self.tracker))
+                return (kept, after, hub.regionsSuspended(of: program))
+            }.get()
+            #expect(kept.0 == [program] && !kept.1)
+            #expect(after.0.isEmpty && after.1 && after.2 == [4242])
+            #expect(!back)
+        }
+    }
+
     /// always precise → always approximate: a precise background monitor and the regions stop,
     /// an approximate monitor and the queue stay.
     @Test func losingPreciseStopsRegionsAndPreciseMonitorsOnly() async throws {
@@ -143,7 +168,7 @@ import Testing
         let queue = try #require(hub.queue)
         let after = try await hub.eventLoop.submit {
             hub.policy = Self.policy(.always, .precise)
-            for who in [Self.tracker, coarse] { hub.alwaysSessionStarted(who, rule: hub.policy.rule(for: who)) }
+            for who in [Self.tracker, coarse] { hub.programSeen(who, rule: hub.policy.rule(for: who)) }
             try hub.restoreRegions([RegionRecord(region: Region(id: "home", center: Self.home, radius: 100), state: .outside)], for: Self.tracker.program)
             hub.restoreBackground(Self.tracker.program, options: SubscriptionOptions(events: [.visits]))
             hub.restoreBackground(coarse.program, options: approximate)

@@ -2,6 +2,7 @@ import Foundation
 import LocationClient
 import LocationCore
 import LocationProtocol
+@testable import LocationDaemon
 import Testing
 
 /// SIGHUP and the policy, through the real daemon (READY=1 on the notify socket marks the end
@@ -82,6 +83,12 @@ import Testing
         do {
             let program = try await LocationClient.connect(path: daemon.socketPath)
             try await program.startSession(.always)
+            // The session recorded the process's own identity (groups included) for the program.
+            let me = ProgramIdentity.program(of: PeerCredentials(pid: getpid(), uid: getuid(), gid: getgid()))
+            let recorded = try ProgramIdentities(database: Database(path: dir.appendingPathComponent("locationd.db").path)).recorded(me)
+            var groups = [gid_t](repeating: 0, count: 256)
+            let n = getgroups(Int32(groups.count), &groups)
+            #expect(recorded?.uid == getuid() && recorded?.groups == Set(groups.prefix(Int(n)) + [getgid()]).sorted())
             _ = try await program.request { .regionsAdd(id: $0, regions: [Region(id: "home", center: Coordinate(latitude: 52.5, longitude: 13.4), radius: 100)]) }
             _ = try await program.subscribe(SubscriptionOptions(events: [.visits]))
             program.close()  // away, its session not ended: monitoring continues

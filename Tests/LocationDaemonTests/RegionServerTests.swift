@@ -1,3 +1,4 @@
+import Glibc
 import LocationClient
 import LocationCore
 import LocationProtocol
@@ -58,6 +59,45 @@ import Testing
         #expect(states.map(\.state) == [.inside])
 
         #expect(try await client.request { .regionsRemove(id: $0, ids: nil) } == .regionsChanged(id: .number(8), added: 0, removed: 2, registered: 0))
+        client.close()
+        await h.stop()
+    }
+
+    /// A subscription that becomes approximate (a session without the purpose that made it
+    /// precise) gets no region events any more, though the program's regions stay monitored.
+    @Test func aSubscriptionThatBecomesApproximateIsNoLongerSentRegionEvents() async throws {
+        let h = try await ServerHarness.start()
+        var policy = Policy()
+        policy.ownerRule = false
+        policy.rules = [PolicyRule(name: "nav", user: getuid(), authorization: .always, accuracy: .approximate, purposes: ["navigation"])]
+        try await h.hub.eventLoop.submit { [policy] in h.hub.policy = policy }.get()
+        let client = try await LocationClient.connect(path: h.path)
+        var messages = client.messages.makeAsyncIterator()
+        #expect(try await client.startSession(.always, purpose: "navigation").accuracy == .precise)
+        _ = try await client.request { .regionsAdd(id: $0, regions: [Region(id: "home", center: Self.home, radius: 100, notifyInitialState: true)]) }
+        try await client.subscribe(SubscriptionOptions(events: [.visits]))
+        #expect(try await messages.expectNext() == .status(.disconnected, nil))
+        h.hub.submit(.fix(fixAt(0, northMetres: 400)))
+        var initial: RegionEvent?
+        while initial == nil {
+            if case .region(let e) = try await messages.expectNext() { initial = e }  // after the status change
+        }
+        #expect(initial?.kind == .outside)
+
+        // The same program, precise no more: the subscription is re-opened approximate. Walking
+        // in would be an `enter`; the source going away afterwards marks the end.
+        #expect(try await client.startSession(.always).accuracy == .approximate)
+        for i in 1...10 { h.hub.submit(.fix(fixAt(i, northMetres: 0))) }
+        h.hub.submit(.source(.disconnected))
+        var seen: [ServerMessage] = []
+        while true {
+            let m = try await messages.expectNext()
+            if case .status(.disconnected, _) = m { break }
+            seen.append(m)
+        }
+        #expect(!seen.contains { if case .region = $0 { true } else { false } }, "\(seen)")
+        let records = try await h.hub.eventLoop.submit { h.hub.regionRecords(of: ProgramIdentity.program(of: PeerCredentials(pid: getpid(), uid: getuid(), gid: getgid()))) }.get()
+        #expect(records.map(\.state) == [.inside], "monitored all along, only not sent")
         client.close()
         await h.stop()
     }

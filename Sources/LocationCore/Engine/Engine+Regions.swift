@@ -59,9 +59,14 @@ extension Engine {
         set { regionPrograms.limits = newValue }
     }
 
-    /// Region events of `program` go to `subscriber` (until it unsubscribes).
+    /// Region events of `program` go to `subscriber` (until it unsubscribes or is unbound).
     public mutating func bind(_ subscriber: SubscriberID, to program: ProgramID) {
         regionPrograms.bind(subscriber, to: program)
+    }
+
+    /// Region events no longer go to `subscriber`.
+    public mutating func unbind(_ subscriber: SubscriberID) {
+        regionPrograms.unbind(subscriber)
     }
 
     /// Registers regions for `program`: all of them, or none (the error says why).
@@ -119,9 +124,9 @@ extension Engine {
     public mutating func resumeRegions(of program: ProgramID) -> Bool {
         guard regionPrograms.suspended.remove(program) != nil, let old = regionPrograms.monitors[program] else { return false }
         var fresh = RegionMonitor(limits: old.limits)
-        // The records passed validation when they were registered, under the same limits.
-        try? fresh.restore(old.records)
-        regionPrograms.monitors[program] = fresh
+        // The records passed validation when they were registered, under the same limits; were
+        // that ever not so, the old monitor (states kept, evaluated on) beats losing them.
+        if (try? fresh.restore(old.records)) != nil { regionPrograms.monitors[program] = fresh }
         return true
     }
 

@@ -159,21 +159,26 @@ public final class Hub: Sendable {
         var programs = Set(s.engine.regionProgramIDs).union(s.engine.backgroundProgramIDs)
         if let queue { programs.formUnion(queue.programsWithEvents) }
         for program in programs.sorted() {
-            let who = identities?.recorded(program) ?? PeerIdentity.presumed(for: program)
+            var who = identities?.recorded(program)
+            if who == nil, program != ProgramID("unknown") {
+                who = PeerIdentity.presumed(for: program)
+                logger.warning("policy: no session of this program recorded its identity; matching its uid's groups from the user database",
+                               metadata: ["program": "\(program)", "groups": "\(who?.groups ?? [])"])
+            }
             let rule = who.map { s.policy.rule(for: $0) } ?? s.policy.defaultRule
             apply(rule, to: program)
         }
         updateDemand()
     }
 
-    /// An `always` session started: its identity is the program's from now on, and regions the
-    /// policy had suspended resume if this rule allows them.
-    public func alwaysSessionStarted(_ identity: PeerIdentity, rule: PolicyRule) {
+    /// A peer of the program asked for a session (or, holding one, used its regions): its
+    /// identity is the program's from now on, and `rule` — the one that matches it — decides at
+    /// once what the program keeps, as a reload would. A program whose groups changed, or that
+    /// lost its rule, is caught the next time it asks, not only at the next reload.
+    public func programSeen(_ identity: PeerIdentity, rule: PolicyRule) {
         identities?.record(identity)
-        if rule.monitorsRegions, box.value.engine.resumeRegions(of: identity.program) {
-            logger.notice("policy: regions resumed", metadata: ["program": "\(identity.program)", "rule": "\(rule.name)"])
-            updateDemand()
-        }
+        apply(rule, to: identity.program)
+        updateDemand()
     }
 
     private func apply(_ rule: PolicyRule, to program: ProgramID) {
@@ -248,6 +253,11 @@ public final class Hub: Sendable {
     /// Region events of `program` go to subscriber `id` from now on.
     public func bind(_ id: SubscriberID, to program: ProgramID) {
         box.value.engine.bind(id, to: program)
+    }
+
+    /// Region events no longer go to subscriber `id` (its subscription became approximate).
+    public func unbind(_ id: SubscriberID) {
+        box.value.engine.unbind(id)
     }
 
     /// Registers `regions` for `program`, all or none; returns how many are registered now.

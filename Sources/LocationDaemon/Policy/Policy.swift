@@ -44,17 +44,22 @@ public struct PeerIdentity: Hashable, Sendable, CustomStringConvertible {
               let uid = UInt32(text[text.index(text.startIndex, offsetBy: 4)..<space]),
               text[space...].hasPrefix(" exe=") else { return nil }
         let exe = String(text[text.index(space, offsetBy: 5)...])
-        guard let user = getpwuid(uid)?.pointee else {
-            return PeerIdentity(pid: 0, uid: uid, gid: gid_t.max, groups: [], executable: exe == "?" ? nil : exe)  // no such user: no groups
+        let executable = exe == "?" ? nil : exe
+        // getpwuid_r: the reload's config parsing may use the user database on another thread.
+        var entry = passwd()
+        var found: UnsafeMutablePointer<passwd>?
+        var storage = [CChar](repeating: 0, count: 16 * 1024)
+        guard getpwuid_r(uid, &entry, &storage, storage.count, &found) == 0, found != nil, let name = entry.pw_name else {
+            return PeerIdentity(pid: 0, uid: uid, gid: gid_t.max, groups: [], executable: executable)  // no such user: no groups
         }
         var count: Int32 = 64
         var groups = [gid_t](repeating: 0, count: Int(count))
-        if getgrouplist(user.pw_name, user.pw_gid, &groups, &count) < 0 {
+        if getgrouplist(name, entry.pw_gid, &groups, &count) < 0 {
             groups = [gid_t](repeating: 0, count: Int(count))
-            _ = getgrouplist(user.pw_name, user.pw_gid, &groups, &count)
+            _ = getgrouplist(name, entry.pw_gid, &groups, &count)
         }
-        return PeerIdentity(pid: 0, uid: uid, gid: user.pw_gid, groups: Array(Set(groups.prefix(Int(max(count, 0)))).union([user.pw_gid])).sorted(),
-                            executable: exe == "?" ? nil : exe)
+        return PeerIdentity(pid: 0, uid: uid, gid: entry.pw_gid,
+                            groups: Set(groups.prefix(Int(max(count, 0)))).union([entry.pw_gid]).sorted(), executable: executable)
     }
 
     public var description: String { "pid=\(pid) uid=\(uid) gid=\(gid) exe=\(executable ?? "?")" }

@@ -242,6 +242,9 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
             if let error = regionsRefusal(request.id) {
                 send(.error(error), flush: false)
             } else {
+                // Another process of the program may have had its regions suspended meanwhile;
+                // this one may use them.
+                if let identity { hub.programSeen(identity, rule: rule) }
                 handleRegions(request)
             }
         }
@@ -260,7 +263,7 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
         let effective = effectiveOptions(options, session.grant)
         isSubscribed = true
         hub.subscribe(id, options: effective, subscriber: self)
-        if effective.accuracy == .precise { hub.bind(id, to: program) }
+        if effective.accuracy == .precise { hub.bind(id, to: program) } else { hub.unbind(id) }
         if session.grant.authorization == .always { takeBackground() }
     }
 
@@ -322,6 +325,7 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
     }
 
     func startSession(requested: Authorization, purpose: String?, id rid: RequestID?) {
+        if let identity { hub.programSeen(identity, rule: rule) }
         switch Grant.decide(requested: requested, purpose: purpose, rule: rule) {
         case .failure(.notAuthorized(let why)):
             endSession()
@@ -333,7 +337,6 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
             if session == nil { hub.sessionOpened() }
             session = (grant, requested, purpose)
             if isSubscribed && accuracyChanged { subscribe(requestedOptions) }
-            if grant.authorization == .always, let identity { hub.alwaysSessionStarted(identity, rule: rule) }
             logger.info("session started", metadata: ["authorization": "\(grant.authorization.rawValue)",
                                                       "accuracy": "\(grant.accuracy.rawValue)", "rule": "\(grant.rule)"])
             send(.session(info(id: rid, state: .active)), flush: false)
@@ -372,7 +375,6 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
             guard grant != session.grant else { return }
             self.session = (grant, session.requested, session.purpose)
             if isSubscribed && grant.accuracy != session.grant.accuracy { subscribe(requestedOptions) }
-            if grant.authorization == .always, let identity { hub.alwaysSessionStarted(identity, rule: new) }
             send(.session(info(id: nil, state: .changed)), flush: true)
         case .failure(let error):
             endSession()
