@@ -18,6 +18,8 @@ processes one batch later arrivals wait: with 1000 subscribers the numbers are a
 For one subscriber it also runs each client alone (gpspipe without locationd, then locationd
 without gpspipe) and reports the difference of the two distributions: on a two-core machine
 the side-by-side run makes the two clients, gpsd and the reader queue for a CPU.
+First it runs two gpspipe clients and reports the second one's lag behind the first: the floor
+under any side-by-side "added" figure on this machine (gpsd serves its clients in turn).
 Prints markdown table rows.
 """
 import os
@@ -65,7 +67,10 @@ def us(x):
     return f"{x * 1e6:,.0f} µs"
 
 
-def run(locationd, subscribers, epochs, with_pipe=True):
+def run(locationd, subscribers, epochs, with_pipe=True, second_pipe=False):
+    """One run; with `second_pipe` (and no locationd) a second gpspipe stands where locationd
+    would: gpsd writes to its clients in turn, so the second one's lag behind the first is the
+    floor under any "added" figure measured side by side on this machine."""
     work = tempfile.mkdtemp(prefix="latency-", dir=".build-bench")
     feed = socket.socket()
     feed.bind(("127.0.0.1", 0))
@@ -81,16 +86,18 @@ def run(locationd, subscribers, epochs, with_pipe=True):
         procs.append(gpsd)
         time.sleep(0.5)  # set-up only (gpsd binding its port); nothing is timed across it
         sock_path = os.path.join(work, "l.sock")
-        daemon = subprocess.Popen([locationd, "--gpsd", f"127.0.0.1:{gport}", "--socket", sock_path,
-                                   "--database", "none", "--log-level", "error"],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        procs.append(daemon)
-        pipe = None
-        if with_pipe:
-            pipe = subprocess.Popen(["gpspipe", "-w", f"127.0.0.1:{gport}"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-            procs.append(pipe)
+        if locationd:
+            daemon = subprocess.Popen([locationd, "--gpsd", f"127.0.0.1:{gport}", "--socket", sock_path,
+                                       "--database", "none", "--log-level", "error"],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            procs.append(daemon)
+        pipes = []
+        for _ in range((1 if with_pipe else 0) + (1 if second_pipe else 0)):
+            pipes.append(subprocess.Popen(["gpspipe", "-w", f"127.0.0.1:{gport}"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL))
+            procs.append(pipes[-1])
+            time.sleep(0.2)  # set-up only: the first gpspipe is gpsd's first client
         deadline = time.monotonic() + 10
-        while not os.path.exists(sock_path):
+        while locationd and not os.path.exists(sock_path):
             if time.monotonic() > deadline:
                 raise RuntimeError("locationd socket did not appear")
             time.sleep(0.02)
@@ -110,9 +117,9 @@ def run(locationd, subscribers, epochs, with_pipe=True):
                 buf += data
             c.setblocking(False)
             sel.register(c, selectors.EVENT_READ, ("sub", bytearray()))
-        if pipe:
+        for i, pipe in enumerate(pipes):
             os.set_blocking(pipe.stdout.fileno(), False)
-            sel.register(pipe.stdout, selectors.EVENT_READ, ("pipe", bytearray()))
+            sel.register(pipe.stdout, selectors.EVENT_READ, ("pipe" if i == 0 else "sub", bytearray()))
         feed.settimeout(10)
         conn, _ = feed.accept()   # gpsd opens the feed once a client watches
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -140,7 +147,7 @@ def run(locationd, subscribers, epochs, with_pipe=True):
                             k = second_of(line)
                             if k is not None:
                                 t_pipe.setdefault(k, now)
-                        elif kind == "sub" and b'"type":"location"' in line:
+                        elif kind == "sub" and (b'"type":"location"' in line or b'"class":"TPV"' in line and b'"lat"' in line):
                             k = second_of(line)
                             if k is not None:
                                 t_sub.setdefault(k, []).append(now)
@@ -154,7 +161,7 @@ def run(locationd, subscribers, epochs, with_pipe=True):
         gpsd_lat = [t_pipe[k] - t_feed[k] for k in range(warm, epochs + warm) if k in t_pipe]
         e2e = [t - t_feed[k] for k in range(warm, epochs + warm) for t in t_sub.get(k, [])]
         added = [t - t_pipe[k] for k in range(warm, epochs + warm) if k in t_pipe for t in t_sub.get(k, [])]
-        missing = subscribers * epochs - len(e2e)
+        missing = max(subscribers, 1 if second_pipe else 0) * epochs - len(e2e)
         conn.close()
         for c in subs:
             c.close()
@@ -182,6 +189,11 @@ def main():
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 65536), hard))
     counts = [int(n) for n in os.environ.get("SUBSCRIBERS", "1 100 1000").split()]
+    g, _, a, _ = run(None, 0, epochs, second_pipe=True)
+    if a and g:
+        print(f"| floor: a second gpspipe -w where locationd would be, p50 / p99 | {epochs} epochs via real gpsd"
+              f" | its lag behind the first gpspipe {us(pct(a, 50))} / {us(pct(a, 99))}"
+              f" | gpspipe -w (gpsd + client) {us(pct(g, 50))} / {us(pct(g, 99))} | — |")
     for n in counts:
         if n == 1:
             # The same path with one gpsd client at a time: on two cores, gpspipe, locationd,
