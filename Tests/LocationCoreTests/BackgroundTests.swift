@@ -128,68 +128,65 @@ import Testing
         #expect(engine.backgroundProgramIDs.isEmpty)
     }
 
-    @Test func regionEventsOfAProgramWithoutSubscriberAreProgramEvents() throws {
+    /// An engine with program "p"'s region at the second stay, and what it queues for "p".
+    struct AwayRegions {
         var engine = Engine()
         let program = ProgramID("p")
-        try engine.addRegions([Region(id: "home", center: Self.day[1600].coordinate, radius: 100)], for: program)
         var out: [Delivery] = []
-        var events: [ProgramEvent] = []
         var queued: [RegionEvent] = []
-        func feed(_ fixes: ArraySlice<Fix>) {
+        private var events: [ProgramEvent] = []
+
+        init() throws {
+            try engine.addRegions([Region(id: "home", center: BackgroundTests.day[1600].coordinate, radius: 100)], for: program)
+        }
+
+        mutating func feed(_ fixes: ArraySlice<Fix>) {
             for f in fixes {
                 engine.handle(.fix(f), into: &out)
                 engine.drainProgramEvents(into: &events)
                 queued += events.compactMap { if case .region(let e) = $0.event { e } else { nil } }
             }
         }
-        feed(Self.day[0..<1700])
-        #expect(queued.map(\.kind) == [.enter])
-        #expect(out.isEmpty)
+    }
+
+    @Test func regionEventsOfAProgramWithoutSubscriberAreProgramEvents() throws {
+        var r = try AwayRegions()
+        r.feed(Self.day[0..<1700])
+        #expect(r.queued.map(\.kind) == [.enter])
+        #expect(r.out.isEmpty)
         // Bound to a subscriber: delivered, not queued.
-        engine.handle(.subscribe(SubscriberID(7), SubscriptionOptions(events: [])), into: &out)
-        engine.bind(SubscriberID(7), to: program)
-        out.removeAll()
-        feed(Self.day[1700..<3100])
-        #expect(queued.count == 1)
-        let delivered: [RegionEvent] = out.compactMap { if case .region(let e) = $0.event { e } else { nil } }
+        r.engine.handle(.subscribe(SubscriberID(7), SubscriptionOptions(events: [])), into: &r.out)
+        r.engine.bind(SubscriberID(7), to: r.program)
+        r.out.removeAll()
+        r.feed(Self.day[1700..<3100])
+        #expect(r.queued.count == 1)
+        let delivered: [RegionEvent] = r.out.compactMap { if case .region(let e) = $0.event { e } else { nil } }
         #expect(delivered.map(\.kind) == [.exit])
     }
 
     /// docs/privacy.md, "Programs that are away": suspended regions see no fix; resumed, they
     /// start from their last state and the next fix decides them, as after a restart.
     @Test func suspendedRegionsAreNotEvaluatedAndResumeFromTheirLastState() throws {
-        var engine = Engine()
-        let program = ProgramID("p")
-        try engine.addRegions([Region(id: "home", center: Self.day[1600].coordinate, radius: 100)], for: program)
-        var out: [Delivery] = []
-        var events: [ProgramEvent] = []
-        var queued: [RegionEvent] = []
-        func feed(_ fixes: ArraySlice<Fix>) {
-            for f in fixes {
-                engine.handle(.fix(f), into: &out)
-                engine.drainProgramEvents(into: &events)
-                queued += events.compactMap { if case .region(let e) = $0.event { e } else { nil } }
-            }
-        }
-        feed(Self.day[0..<1700])
-        #expect(queued.map(\.kind) == [.enter])
+        var r = try AwayRegions()
+        r.feed(Self.day[0..<1700])
+        #expect(r.queued.map(\.kind) == [.enter])
 
-        let suspended = engine.suspendRegions(of: program)
-        let suspendedAgain = engine.suspendRegions(of: program)
-        let suspendedWithoutRegions = engine.suspendRegions(of: ProgramID("no regions"))
+        let suspended = r.engine.suspendRegions(of: r.program)
+        let suspendedAgain = r.engine.suspendRegions(of: r.program)
+        let suspendedWithoutRegions = r.engine.suspendRegions(of: ProgramID("no regions"))
         #expect(suspended && !suspendedAgain && !suspendedWithoutRegions)
-        #expect(engine.regionsSuspended(of: program) && !engine.monitorsRegions)
-        #expect(engine.regionProgramIDs == [program])
-        feed(Self.day[1700..<3100])  // leaves home at 2700
-        #expect(queued.map(\.kind) == [.enter] && out.isEmpty)
+        #expect(r.engine.regionsSuspended(of: r.program) && !r.engine.monitorsRegions)
+        #expect(r.engine.regionProgramIDs == [r.program])
+        r.feed(Self.day[1700..<3100])  // leaves home at 2700
+        #expect(r.queued.map(\.kind) == [.enter] && r.out.isEmpty)
 
-        let resumed = engine.resumeRegions(of: program)
-        let resumedAgain = engine.resumeRegions(of: program)
+        let resumed = r.engine.resumeRegions(of: r.program)
+        let resumedAgain = r.engine.resumeRegions(of: r.program)
         #expect(resumed && !resumedAgain)
-        #expect(engine.monitorsRegions && engine.regionRecords(of: program).map(\.state) == [.inside])
-        feed(Self.day[3100..<3200])
-        #expect(queued.map(\.kind) == [.enter, .exit])
-        #expect(queued.last?.time == Self.day[3100].time, "decided by the first fix after resuming, not back-dated into the suspension")
+        #expect(r.engine.monitorsRegions && r.engine.regionRecords(of: r.program).map(\.state) == [.inside])
+        r.feed(Self.day[3100..<3200])
+        #expect(r.queued.map(\.kind) == [.enter, .exit])
+        #expect(r.queued.last?.time == Self.day[3100].time, "decided by the first fix after resuming, not back-dated into the suspension")
     }
 
     @Test func backgroundAccuracyIsTheHandedOverSubscriptions() {
