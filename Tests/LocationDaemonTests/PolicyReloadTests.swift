@@ -84,7 +84,7 @@ import Testing
             let program = try await LocationClient.connect(path: daemon.socketPath)
             try await program.startSession(.always)
             // The session recorded the process's own identity (groups included) for the program.
-            let me = ProgramIdentity.program(of: PeerCredentials(pid: getpid(), uid: getuid(), gid: getgid()))
+            let me = PeerIdentity.resolve(PeerCredentials(pid: getpid(), uid: getuid(), gid: getgid())).program
             let recorded = try ProgramIdentities(database: Database(path: dir.appendingPathComponent("locationd.db").path)).recorded(me)
             var groups = [gid_t](repeating: 0, count: 256)
             let n = getgroups(Int32(groups.count), &groups)

@@ -96,7 +96,7 @@ import Testing
             seen.append(m)
         }
         #expect(!seen.contains { if case .region = $0 { true } else { false } }, "\(seen)")
-        let records = try await h.hub.eventLoop.submit { h.hub.regionRecords(of: ProgramIdentity.program(of: PeerCredentials(pid: getpid(), uid: getuid(), gid: getgid()))) }.get()
+        let records = try await h.hub.eventLoop.submit { h.hub.regionRecords(of: PeerIdentity.resolve(PeerCredentials(pid: getpid(), uid: getuid(), gid: getgid())).program) }.get()
         #expect(records.map(\.state) == [.inside], "monitored all along, only not sent")
         client.close()
         await h.stop()

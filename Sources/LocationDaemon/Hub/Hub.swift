@@ -33,8 +33,8 @@ public final class Hub: Sendable {
     /// Keeps background events of `always` programs until they acknowledge them (on the loop;
     /// shares the region store's database, so a fix's states and events commit together).
     public let queue: EventQueue?
-    /// The identities of programs' last `always` sessions (what the policy is matched against
-    /// for a program that is away).
+    /// The identities of programs' latest sessions (what the policy is matched against for a
+    /// program that is away).
     public let identities: ProgramIdentities?
     private let logger: Logger
     private let box: NIOLoopBoundBox<State>
@@ -150,7 +150,7 @@ public final class Hub: Sendable {
     /// What a program that outlives its connections keeps, decided again whenever the policy
     /// may have changed (daemon start, reload; docs/privacy.md, "Programs that are away"): every
     /// program with regions, background monitors or queued events is matched, by the identity
-    /// of its last `always` session, against the policy in force. A program no longer `always`
+    /// of its latest session, against the policy in force. A program no longer `always`
     /// loses its background monitors and its queued events, and its regions are suspended; one
     /// no longer offered precise location has its regions and precise background monitors
     /// stopped the same way. Suspended regions resume when the rule allows them again.

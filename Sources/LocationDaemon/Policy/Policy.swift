@@ -34,8 +34,8 @@ public struct PeerIdentity: Hashable, Sendable, CustomStringConvertible {
     /// What regions and queued events belong to: the same user running the same executable.
     public var program: ProgramID { ProgramID("uid=\(uid) exe=\(executable ?? "?")") }
 
-    /// The identity a program that is away is presumed to have when none of its `always`
-    /// sessions was recorded: the uid and executable its `ProgramID` names, and that user's
+    /// The identity a program that is away is presumed to have when none of its sessions was
+    /// recorded: the uid and executable its `ProgramID` names, and that user's
     /// groups as the user database lists them now. Nil for a `ProgramID` that names no uid
     /// (a peer whose credentials could not be read).
     public static func presumed(for program: ProgramID) -> PeerIdentity? {

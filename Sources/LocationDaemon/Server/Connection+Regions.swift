@@ -2,14 +2,8 @@ import Glibc
 import LocationCore
 import LocationProtocol
 
-/// Who a peer is, for owning regions: its uid and executable (`/proc/PID/exe`). Provisional:
-/// the identity issue formalises this.
+/// The executable half of a program's identity (`PeerIdentity.program`).
 enum ProgramIdentity {
-    static func program(of peer: PeerCredentials?) -> ProgramID {
-        guard let peer else { return ProgramID("unknown") }
-        return ProgramID("uid=\(peer.uid) exe=\(executable(pid: peer.pid) ?? "?")")
-    }
-
     static func executable(pid: Int32) -> String? {
         var buffer = [CChar](repeating: 0, count: 4097)
         let n = readlink("/proc/\(pid)/exe", &buffer, 4096)

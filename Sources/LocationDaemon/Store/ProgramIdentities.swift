@@ -1,7 +1,7 @@
 import CSQLite
 import LocationCore
 
-/// The identity each program had in its last `always` session: uid, groups and executable.
+/// The identity each program had in its latest session: uid, groups and executable.
 /// A program's regions, background monitors and queue outlive its connections, so a reload or
 /// a restart matches the policy against this identity to decide what the program keeps while
 /// it is away (docs/privacy.md, "Programs that are away"). The groups matter: a service started
@@ -31,12 +31,12 @@ public final class ProgramIdentities: @unchecked Sendable {
         }
     }
 
-    /// The recorded identity of `program`, or nil if none of its `always` sessions was recorded.
+    /// The recorded identity of `program`, or nil if none of its sessions was recorded.
     public func recorded(_ program: ProgramID) -> PeerIdentity? { known[program] }
 
-    /// Remembers `identity` as its program's (an `always` session started). The pid is not
-    /// kept: it names a process, and is reused once that process is gone. A failed write is
-    /// reported and the identity kept in memory (it decides until the next restart).
+    /// Remembers `identity` as its program's (one of its processes asked for a session). The
+    /// pid is not kept: it names a process, and is reused once that process is gone. A failed
+    /// write is reported and the identity kept in memory (it decides until the next restart).
     public func record(_ identity: PeerIdentity) {
         var kept = identity
         kept.pid = 0
