@@ -23,7 +23,8 @@ public struct HubSnapshot: Hashable, Sendable {
 /// connections (on the same loop) register with `subscribe`/`unsubscribe`.
 ///
 /// Each distinct event of one input is encoded once (one `ByteBuffer`, shared copy-on-write by
-/// all subscribers receiving it), not once per subscriber.
+/// all subscribers receiving it), not once per subscriber, into buffers reused from one input
+/// to the next (`EncodedLines`).
 public final class Hub: Sendable {
     public let eventLoop: any EventLoop
     /// What positions come from, e.g. `gpsd localhost:2947` (shown in status replies).
@@ -44,10 +45,8 @@ public final class Hub: Sendable {
         var subscribers: [SubscriberID: any HubSubscriber] = [:]
         var nextID: UInt64 = 1
         var deliveries: [Delivery] = []
-        var scratch: [UInt8] = []
-        var encoded: [(event: Event, buffer: ByteBuffer)] = []
+        var lines = EncodedLines()
         var programEvents: [ProgramEvent] = []
-        let encoder = EventEncoder()
         var processedInputs: UInt64 = 0
         var hadSubscription = false
         var firstSubscriptionWaiters: [@Sendable () -> Void] = []
@@ -374,20 +373,10 @@ public final class Hub: Sendable {
         s.processedInputs &+= 1
         if case .fix = input { persist(s) }
         guard !s.deliveries.isEmpty else { return }
-        s.encoded.removeAll(keepingCapacity: true)
+        s.lines.startInput()
         for delivery in s.deliveries {
             guard let subscriber = s.subscribers[delivery.subscriber] else { continue }
-            let buffer: ByteBuffer
-            if let cached = s.encoded.first(where: { $0.event == delivery.event }) {
-                buffer = cached.buffer
-            } else {
-                s.scratch.removeAll(keepingCapacity: true)
-                s.encoder.append(delivery.event, to: &s.scratch)
-                buffer = ByteBuffer(bytes: s.scratch)
-                s.encoded.append((delivery.event, buffer))
-            }
-            subscriber.deliver(delivery.event, encoded: buffer)
+            subscriber.deliver(delivery.event, encoded: s.lines.line(for: delivery.event))
         }
-        s.encoded.removeAll(keepingCapacity: true)
     }
 }

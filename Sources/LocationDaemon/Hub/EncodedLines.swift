@@ -1,0 +1,42 @@
+import LocationCore
+import LocationProtocol
+import NIOCore
+
+/// The protocol lines of one input's distinct events: each event is encoded once and its line is
+/// shared by every subscriber receiving it.
+///
+/// The buffers outlive the input on purpose. Once the sockets have written a line, NIO lets go
+/// of it, the buffer is uniquely referenced again, and the next input clears and refills it in
+/// place — so a fix delivered to subscribers that keep up costs no allocation (the per-fix path
+/// is hot; docs/benchmarks.md, "Allocations"). A line still queued for a slow reader stays with
+/// that reader, and `ByteBuffer.clear` gives this slot fresh storage.
+///
+/// Used on the hub's loop only.
+struct EncodedLines {
+    private var events: [Event] = []
+    private var buffers: [ByteBuffer] = []
+    /// Slots in use for the current input; the rest keep their storage for later inputs.
+    private var used = 0
+    private var scratch: [UInt8] = []
+    private let encoder = EventEncoder()
+
+    /// Forgets the previous input's events (their buffers are kept for reuse).
+    mutating func startInput() { used = 0 }
+
+    /// `event`'s line, encoded on first use within the current input.
+    mutating func line(for event: Event) -> ByteBuffer {
+        for slot in 0..<used where events[slot] == event { return buffers[slot] }
+        scratch.removeAll(keepingCapacity: true)
+        encoder.append(event, to: &scratch)
+        if used == buffers.count {
+            events.append(event)
+            buffers.append(ByteBuffer())
+        } else {
+            events[used] = event
+        }
+        buffers[used].clear(minimumCapacity: scratch.count)
+        buffers[used].writeBytes(scratch)
+        used += 1
+        return buffers[used - 1]
+    }
+}

@@ -1,0 +1,64 @@
+import LocationCore
+import LocationProtocol
+import NIOCore
+import Testing
+@testable import LocationDaemon
+
+@Suite("EncodedLines: one line per distinct event, buffers reused across inputs")
+struct EncodedLinesTests {
+    func fix(_ second: Int64, latitude: Double) -> Event {
+        .location(Fix(time: Timestamp(seconds: 1_773_136_800 + second, nanoseconds: 0),
+                      coordinate: Coordinate(latitude: latitude, longitude: 11.5), mode: .threeD))
+    }
+
+    /// What the encoder itself writes for `event`.
+    func expected(_ event: Event) -> String {
+        var bytes: [UInt8] = []
+        EventEncoder().append(event, to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    func text(_ buffer: ByteBuffer) -> String { String(buffer: buffer) }
+
+    func storage(_ buffer: ByteBuffer) -> UnsafeRawPointer? {
+        buffer.withUnsafeReadableBytes { UnsafeRawPointer($0.baseAddress) }
+    }
+
+    @Test func eachDistinctEventIsEncodedOncePerInput() {
+        var lines = EncodedLines()
+        let a = fix(0, latitude: 48.1), status = Event.status(.fix, time: nil)
+        lines.startInput()
+        let first = lines.line(for: a)
+        let other = lines.line(for: status)
+        let again = lines.line(for: a)
+        #expect(text(first) == expected(a))
+        #expect(text(other) == expected(status))
+        // The same event's line is the same buffer, not a second encoding.
+        #expect(storage(again) == storage(first))
+        #expect(storage(other) != storage(first))
+    }
+
+    @Test func aBufferNobodyHoldsIsRefilledInPlace() {
+        var lines = EncodedLines()
+        lines.startInput()
+        let firstStorage = storage(lines.line(for: fix(0, latitude: 48.1)))
+        lines.startInput()
+        let next = fix(1, latitude: 48.2)
+        let line = lines.line(for: next)
+        #expect(text(line) == expected(next))
+        #expect(storage(line) == firstStorage, "the next input's line should reuse the storage (no allocation per fix)")
+    }
+
+    @Test func aLineStillHeldForASlowReaderIsNotOverwritten() {
+        var lines = EncodedLines()
+        let old = fix(0, latitude: 48.1)
+        lines.startInput()
+        let held = lines.line(for: old)  // as NIO holds a write a slow reader has not taken yet
+        lines.startInput()
+        let new = fix(1, latitude: -33.9)
+        let line = lines.line(for: new)
+        #expect(text(held) == expected(old))
+        #expect(text(line) == expected(new))
+        #expect(storage(line) != storage(held))
+    }
+}
