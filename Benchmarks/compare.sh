@@ -5,7 +5,8 @@
 #   NMEA parse    locationd-bench decode                      vs  pynmea2 (venv under .build-bench)
 #   pipeline      100 subscribers, 10,000 regions (20 active), visits, significant change
 #   rotation      bench-regions 100000
-#   latency       gpsd → subscriber (1/100/1000) vs gpspipe -w   (Benchmarks/latency.py)
+#   latency       gpsd → subscriber (1/100/1000) vs gpspipe -w, and Benchmarks/relay.c as a
+#                 reference relay (Benchmarks/latency.py; the installed, static build)
 #   footprint     idle RSS, CPU per hour with 10 subscribers at 1 Hz, binary size (footprint.py)
 # and prints one table. Environment: MIN_SECONDS (per measurement, default 1), SKIP="latency
 # footprint pynmea2" to leave parts out. The gpsd corpus (../shared/corpus/gpsd) is read in
@@ -95,14 +96,17 @@ rr=$("$BIN/bench-regions" 100000)
 row "rotation: re-rank query, 100,000 regions" "bench-regions" \
     "$(sed -n 's/^re-rank query.*: \(.*\) µs/\1 µs/p' <<<"$rr" | cut -c1-8) µs/query; $(sed -n 's/^monitor per fix.*: \([0-9.]*\) µs.*/\1/p' <<<"$rr" | cut -c1-6) µs/fix in monitor" "—" "—"
 
-if ! skip latency; then
-    while IFS= read -r line; do rows+=("$line"); done < <(python3 Benchmarks/latency.py "$BIN/locationd" 1000 || echo "| latency | failed | | | |")
-fi
-if ! skip footprint; then
-    # The dynamic release build and the installed one (make install: static Swift runtime).
+# The installed daemon (make install: static Swift runtime) is what latency is measured on;
+# footprint measures it and the dynamic release build.
+if ! skip latency || ! skip footprint; then
     swift build -c release --static-swift-stdlib --scratch-path .build-install --product locationd >&2
     STATIC="$(swift build -c release --static-swift-stdlib --scratch-path .build-install --show-bin-path)/locationd"
     sync  # freshly written binaries' page-cache pages would otherwise show as dirty
+fi
+if ! skip latency; then
+    while IFS= read -r line; do rows+=("$line"); done < <(python3 Benchmarks/latency.py "$STATIC" 1000 || echo "| latency | failed | | | |")
+fi
+if ! skip footprint; then
     for b in "$BIN/locationd" "$STATIC"; do
         kind=$([ "$b" = "$STATIC" ] && echo "static runtime (make install)" || echo "dynamic runtime")
         while IFS= read -r line; do rows+=("${line/| locationd |/| locationd, $kind |}"); done \

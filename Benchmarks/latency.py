@@ -16,11 +16,14 @@ reader is this one Python process; a line's time is when epoll reported its sock
 (one timestamp per epoll batch), so the reader's own per-socket work is not added, but while it
 processes one batch later arrivals wait: with 1000 subscribers the numbers are an upper bound.
 For one subscriber it also runs each client alone (gpspipe without locationd, then locationd
-without gpspipe) and reports the difference of the two distributions: on a two-core machine
-the side-by-side run makes the two clients, gpsd and the reader queue for a CPU.
+without gpspipe, in three alternating rounds) and reports the difference of the two
+distributions: on a two-core machine the side-by-side run makes the two clients, gpsd and the
+reader queue for a CPU. In the same rounds it runs Benchmarks/relay.c, the least any process
+between gpsd and a client can do (read, libgps decode, write), as a reference row.
 First it runs two gpspipe clients and reports the second one's lag behind the first: the floor
 under any side-by-side "added" figure on this machine (gpsd serves its clients in turn).
-Prints markdown table rows.
+Prints markdown table rows; the ratio column is gpspipe's end-to-end time over the subscribers'
+(peer time / ours, p50 / p99), so below 1× means the hop through locationd costs time.
 """
 import os
 import selectors
@@ -67,6 +70,11 @@ def us(x):
     return f"{x * 1e6:,.0f} µs"
 
 
+def ratios(peer, ours):
+    """The table's ratio column, peer time / ours, at p50 and p99 (< 1: locationd is slower)."""
+    return f"{pct(peer, 50) / pct(ours, 50):.2f}× / {pct(peer, 99) / pct(ours, 99):.2f}×"
+
+
 def run(locationd, subscribers, epochs, with_pipe=True, second_pipe=False):
     """One run; with `second_pipe` (and no locationd) a second gpspipe stands where locationd
     would: gpsd writes to its clients in turn, so the second one's lag behind the first is the
@@ -87,9 +95,12 @@ def run(locationd, subscribers, epochs, with_pipe=True, second_pipe=False):
         time.sleep(0.5)  # set-up only (gpsd binding its port); nothing is timed across it
         sock_path = os.path.join(work, "l.sock")
         if locationd:
-            daemon = subprocess.Popen([locationd, "--gpsd", f"127.0.0.1:{gport}", "--socket", sock_path,
-                                       "--database", "none", "--log-level", "error"],
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if os.path.basename(locationd) == "relay":  # Benchmarks/relay.c: the least a relay does
+                argv = [locationd, "127.0.0.1", str(gport), sock_path]
+            else:
+                argv = [locationd, "--gpsd", f"127.0.0.1:{gport}", "--socket", sock_path,
+                        "--database", "none", "--log-level", "error"]
+            daemon = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             procs.append(daemon)
         pipes = []
         for _ in range((1 if with_pipe else 0) + (1 if second_pipe else 0)):
@@ -178,6 +189,18 @@ def run(locationd, subscribers, epochs, with_pipe=True, second_pipe=False):
         shutil.rmtree(work, ignore_errors=True)
 
 
+def build_relay():
+    """Benchmarks/relay.c built into .build-bench (None without a C compiler or libgps-dev)."""
+    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "relay.c")
+    out = os.path.join(".build-bench", "relay")
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None or subprocess.run([cc, "-O2", source, "-lgps", "-o", out],
+                                    stderr=subprocess.DEVNULL).returncode != 0:
+        print("(no C compiler or libgps-dev: the minimal relay row is left out)", file=sys.stderr)
+        return None
+    return out
+
+
 def main():
     # SIGTERM (e.g. from `timeout`) unwinds through run()'s cleanup instead of leaving gpsd,
     # gpspipe and locationd running.
@@ -189,23 +212,35 @@ def main():
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 65536), hard))
     counts = [int(n) for n in os.environ.get("SUBSCRIBERS", "1 100 1000").split()]
-    g, _, a, _ = run(None, 0, epochs, second_pipe=True)
-    if a and g:
+    relay = build_relay()
+    g, second, a, _ = run(None, 0, epochs, second_pipe=True)
+    if a and g and second:
         print(f"| floor: a second gpspipe -w where locationd would be, p50 / p99 | {epochs} epochs via real gpsd"
               f" | its lag behind the first gpspipe {us(pct(a, 50))} / {us(pct(a, 99))}"
-              f" | gpspipe -w (gpsd + client) {us(pct(g, 50))} / {us(pct(g, 99))} | — |")
+              f" | gpspipe -w (gpsd + client) {us(pct(g, 50))} / {us(pct(g, 99))} | {ratios(g, second)} |")
     for n in counts:
         if n == 1:
             # The same path with one gpsd client at a time: on two cores, gpspipe, locationd,
             # gpsd and this reader running at once queue for a CPU, and that wait lands on
-            # whichever client gpsd writes to second. Separate runs compare the distributions.
-            g, _, _, _ = run(locationd, 0, epochs)
-            _, e, _, missing = run(locationd, 1, epochs, with_pipe=False)
+            # whichever client gpsd writes to second. Separate runs compare the distributions,
+            # in three alternating rounds so that drift in the machine's load falls on all.
+            # The minimal relay (relay.c) shows what any process between gpsd and a client costs.
+            g, e, r, missing = [], [], [], 0
+            for _ in range(3):
+                g += run(locationd, 0, epochs // 3)[0]
+                _, e1, _, m = run(locationd, 1, epochs // 3, with_pipe=False)
+                e += e1; missing += m
+                if relay:
+                    r += run(relay, 1, epochs // 3, with_pipe=False)[1]
             if e and g:
-                print(f"| latency gpsd → subscriber, 1 subscriber, one gpsd client at a time, p50 / p99 | {epochs} epochs via real gpsd"
+                print(f"| latency gpsd → subscriber, 1 subscriber, one gpsd client at a time, p50 / p99 | {len(g)} epochs via real gpsd"
                       f" | end to end {us(pct(e, 50))} / {us(pct(e, 99))}; difference {us(pct(e, 50) - pct(g, 50))} / {us(pct(e, 99) - pct(g, 99))}"
                       f"{'' if missing == 0 else f'; {missing} events missing'}"
-                      f" | gpspipe -w alone {us(pct(g, 50))} / {us(pct(g, 99))} | — |")
+                      f" | gpspipe -w alone {us(pct(g, 50))} / {us(pct(g, 99))} | {ratios(g, e)} |")
+            if r and g:
+                print(f"| reference: minimal C relay (Benchmarks/relay.c), one gpsd client at a time, p50 / p99 | same rounds"
+                      f" | end to end {us(pct(r, 50))} / {us(pct(r, 99))}; difference {us(pct(r, 50) - pct(g, 50))} / {us(pct(r, 99) - pct(g, 99))}"
+                      f" | gpspipe -w alone {us(pct(g, 50))} / {us(pct(g, 99))} | {ratios(g, r)} |")
         g, e, a, missing = run(locationd, n, epochs)
         if not e or not g:
             print(f"| latency, {n} subscriber(s) | {epochs} epochs | no events received | | |")
@@ -213,7 +248,7 @@ def main():
         print(f"| latency gpsd → subscriber, {n} subscriber(s), p50 / p99 | {epochs} epochs via real gpsd"
               f" | end to end {us(pct(e, 50))} / {us(pct(e, 99))}; added vs gpspipe {us(pct(a, 50))} / {us(pct(a, 99))}"
               f"{'' if missing == 0 else f'; {missing} events missing'}"
-              f" | gpspipe -w (gpsd + client) {us(pct(g, 50))} / {us(pct(g, 99))} | — |")
+              f" | gpspipe -w (gpsd + client) {us(pct(g, 50))} / {us(pct(g, 99))} | {ratios(g, e)} |")
 
 
 if __name__ == "__main__":
