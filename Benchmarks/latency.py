@@ -227,7 +227,7 @@ def main():
             # The minimal relay (relay.c) shows what any process between gpsd and a client costs.
             g, e, r, missing = [], [], [], 0
             for _ in range(3):
-                g += run(locationd, 0, epochs // 3)[0]
+                g += run(None, 0, epochs // 3)[0]
                 _, e1, _, m = run(locationd, 1, epochs // 3, with_pipe=False)
                 e += e1; missing += m
                 if relay:
