@@ -5,9 +5,11 @@
  *
  * Usage: relay HOST PORT SOCKET_PATH      (cc -O2 relay.c -lgps -o relay)
  */
+#include <fcntl.h>
 #include <gps.h>
 #include <netdb.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +32,7 @@ static int connect_gpsd(const char *host, const char *port) {
 
 int main(int argc, char **argv) {
     if (argc != 4) { fprintf(stderr, "usage: relay HOST PORT SOCKET_PATH\n"); return 2; }
+    signal(SIGPIPE, SIG_IGN); /* a client that went away is an EPIPE, not the relay's end */
     int gpsd = connect_gpsd(argv[1], argv[2]);
     if (gpsd < 0) { perror("relay: gpsd"); return 1; }
     int listener = socket(AF_UNIX, SOCK_STREAM, 0);
@@ -52,6 +55,7 @@ int main(int argc, char **argv) {
             int c = accept(listener, NULL, NULL);
             if (c >= 0 && nclients < MAX_CLIENTS) {
                 const char *hello = "{\"type\":\"subscribed\"}\n";
+                fcntl(c, F_SETFL, O_NONBLOCK);
                 if (write(c, hello, strlen(hello)) < 0) close(c);
                 else fds[2 + nclients++].fd = c;
             }
