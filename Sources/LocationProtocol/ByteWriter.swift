@@ -104,7 +104,7 @@ import LocationCore
     @inlinable mutating func fixed(_ value: Double, decimals: Int) {
         guard value.isFinite else { ascii("null"); return }
         precondition(decimals >= 0 && decimals <= 9, "decimals must be 0...9")
-        let scale = Self.powerOfTen(decimals)
+        let scale = UInt64(powerOfTen(decimals))
         guard let fixed = Self.roundedHalfAwayFromZero(value * Double(scale)),
               fixed.magnitude < 9_000_000_000_000_000 else { description(value); return }
         if fixed < 0 { byte(UInt8(ascii: "-")) }
@@ -113,23 +113,6 @@ import LocationCore
         let fraction = magnitude % scale
         guard fraction != 0 else { return }
         fractionDigits(fraction, width: decimals)
-    }
-
-    /// 10^p for 0 ≤ p ≤ 9. A switch (a constant table once compiled), not a global array:
-    /// Swift checks a global's lazy initialisation on every access.
-    @inlinable @inline(__always) static func powerOfTen(_ p: Int) -> UInt64 {
-        switch p {
-        case 0: 1
-        case 1: 10
-        case 2: 100
-        case 3: 1_000
-        case 4: 10_000
-        case 5: 100_000
-        case 6: 1_000_000
-        case 7: 10_000_000
-        case 8: 100_000_000
-        default: 1_000_000_000
-        }
     }
 
     /// `x.rounded(.toNearestOrAwayFromZero)` as an integer, without the libm call it compiles
@@ -153,7 +136,7 @@ import LocationCore
             p += 1
             eight = fraction % 100_000_000
         } else {
-            eight *= Self.powerOfTen(8 - width)  // left-aligned: the trailing zeros are trimmed below
+            eight *= UInt64(powerOfTen(8 - width))  // left-aligned: the trailing zeros are trimmed below
         }
         let digits = Self.eightDigits(UInt32(truncatingIfNeeded: eight))
         UnsafeMutableRawPointer(p).storeBytes(of: (digits | 0x3030_3030_3030_3030).littleEndian, as: UInt64.self)

@@ -1,3 +1,5 @@
+import LocationCore
+
 /// Sequential reader over a sentence's comma-separated fields, straight from the bytes:
 /// no String, no allocation. A missing trailing field reads as empty.
 ///
@@ -120,7 +122,7 @@ struct FieldCursor {
     /// Unsigned decimal "123.456" → (mantissa 123456, 3 fraction digits). Nil if empty.
     mutating func decimal(_ r: Range<Int>) -> (mantissa: Int64, scale: Int)? {
         guard let (whole, fraction, scale) = decimalParts(r) else { return nil }
-        return (whole &* pow10i(scale) &+ fraction, scale)
+        return (whole &* powerOfTen(scale) &+ fraction, scale)
     }
 
     /// Signed decimal as Double. Nil if empty.
@@ -160,7 +162,7 @@ struct FieldCursor {
     @inline(__always) mutating func clock(_ whole: Int64, _ fraction: Int64, _ scale: Int) -> Int64? {
         let hh = whole / 10000, mm = whole / 100 % 100, ss = whole % 100
         guard hh < 24, mm < 60, ss <= 60 else { bad = true; return nil }
-        return (hh * 3600 + mm * 60 + ss) * 1_000_000_000 + fraction * pow10i(9 - scale)
+        return (hh * 3600 + mm * 60 + ss) * 1_000_000_000 + fraction * powerOfTen(9 - scale)
     }
 
     /// "ddmm.mmmm" / "dddmm.mmmm" + hemisphere → signed degrees. Nil if either is empty.
@@ -168,7 +170,7 @@ struct FieldCursor {
         if r.isEmpty || hemi.isEmpty { return nil }
         guard let (whole, fraction, scale) = decimalParts(r), scale <= 12 else { bad = true; return nil }
         let deg = Double(whole / 100)
-        let minutes = Double((whole % 100) * pow10i(scale) + fraction) / pow10(scale)
+        let minutes = Double((whole % 100) * powerOfTen(scale) + fraction) / pow10(scale)
         if minutes >= 60 { bad = true; return nil }
         var v = deg + minutes / 60
         guard let h = char(hemi) else { bad = true; return nil }
@@ -178,33 +180,5 @@ struct FieldCursor {
     }
 }
 
-/// 10^p for 0 ≤ p ≤ 18 (callers guarantee the range: at most 18 digits are parsed).
-/// A switch, which compiles to a constant table, instead of a global array: Swift guards every
-/// global access with a lazy initialisation check, which we do not want per field.
-@inline(__always) func pow10i(_ p: Int) -> Int64 {
-    switch p {
-    case 0: 1
-    case 1: 10
-    case 2: 100
-    case 3: 1_000
-    case 4: 10_000
-    case 5: 100_000
-    case 6: 1_000_000
-    case 7: 10_000_000
-    case 8: 100_000_000
-    case 9: 1_000_000_000
-    case 10: 10_000_000_000
-    case 11: 100_000_000_000
-    case 12: 1_000_000_000_000
-    case 13: 10_000_000_000_000
-    case 14: 100_000_000_000_000
-    case 15: 1_000_000_000_000_000
-    case 16: 10_000_000_000_000_000
-    case 17: 100_000_000_000_000_000
-    case 18: 1_000_000_000_000_000_000
-    default: preconditionFailure("10^\(p) is out of range")
-    }
-}
-
 /// 10^p as a Double, exact for 0 ≤ p ≤ 18 (every power of ten up to 10^22 is representable).
-@inline(__always) func pow10(_ p: Int) -> Double { Double(pow10i(p)) }
+@inline(__always) func pow10(_ p: Int) -> Double { Double(powerOfTen(p)) }
