@@ -105,14 +105,22 @@ import LocationCore
         guard value.isFinite else { ascii("null"); return }
         precondition(decimals >= 0 && decimals <= 9, "decimals must be 0...9")
         let scale = UInt64(powerOfTen(decimals))
-        guard let fixed = Self.roundedHalfAwayFromZero(value * Double(scale)),
-              fixed.magnitude < 9_000_000_000_000_000 else { description(value); return }
+        guard let fixed = Self.scaled(value, by: scale) else { description(value); return }
         if fixed < 0 { byte(UInt8(ascii: "-")) }
         let magnitude = fixed.magnitude
         unsigned(magnitude / scale)
         let fraction = magnitude % scale
         guard fraction != 0 else { return }
         fractionDigits(fraction, width: decimals)
+    }
+
+    /// `value · scale` rounded half away from zero: the integer whose digits `fixed` writes; nil
+    /// beyond exact fixed point (|value · scale| ≥ 9·10^18), where `fixed` falls back to the
+    /// description. `DecimalFormat.rounded` reads a value back through the same rule.
+    @inlinable @inline(__always) static func scaled(_ value: Double, by scale: UInt64) -> Int64? {
+        guard let fixed = roundedHalfAwayFromZero(value * Double(scale)),
+              fixed.magnitude < 9_000_000_000_000_000 else { return nil }
+        return fixed
     }
 
     /// `x.rounded(.toNearestOrAwayFromZero)` as an integer, without the libm call it compiles

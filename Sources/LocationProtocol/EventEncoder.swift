@@ -65,9 +65,9 @@ public struct EventEncoder: Sendable {
 
     @inlinable static func writeCoordinate(_ c: Coordinate, _ w: inout ByteWriter) {
         w.ascii(",\"latitude\":")
-        w.fixed(c.latitude, decimals: 9)
+        w.fixed(c.latitude, decimals: DecimalFormat.degreeDecimals)
         w.ascii(",\"longitude\":")
-        w.fixed(c.longitude, decimals: 9)
+        w.fixed(c.longitude, decimals: DecimalFormat.degreeDecimals)
     }
 
     /// `,"horizontalAccuracy":…` — always present, `null` when unknown (docs/protocol.md).
@@ -78,7 +78,7 @@ public struct EventEncoder: Sendable {
     @inlinable static func writeAccuracy(_ accuracy: Double?, _ w: inout ByteWriter) {
         w.ascii(",\"horizontalAccuracy\":")
         if let accuracy {
-            w.fixed(accuracy, decimals: 3)
+            w.fixed(accuracy, decimals: DecimalFormat.metreDecimals)
         } else {
             w.ascii("null")
         }
@@ -93,7 +93,7 @@ public struct EventEncoder: Sendable {
     @inlinable static func writeMetres(_ key: StaticString, _ value: Double?, _ w: inout ByteWriter) {
         guard let value else { return }
         w.ascii(key)
-        w.fixed(value, decimals: 3)
+        w.fixed(value, decimals: DecimalFormat.metreDecimals)
     }
 
     /// `"fix"` etc., quotes included.

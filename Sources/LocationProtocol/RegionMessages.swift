@@ -37,9 +37,14 @@ public enum RegionCodec {
             JSONWriter.appendValue(m, to: &out)
             metadata = String(decoding: out, as: UTF8.self)
         }
+        // Kept to the wire's precision, so that the region monitored is the one regions.list
+        // and the store give back, digit for digit (docs/protocol.md, "Regions").
+        func degrees(_ name: String) throws(ProtocolError) -> Double {
+            DecimalFormat.rounded(try required(name), decimals: DecimalFormat.degreeDecimals)
+        }
         let region = Region(
-            id: id, center: Coordinate(latitude: try required("latitude"), longitude: try required("longitude")),
-            radius: try required("radius"), notifyOnEntry: try flag("notifyOnEntry", true),
+            id: id, center: Coordinate(latitude: try degrees("latitude"), longitude: try degrees("longitude")),
+            radius: DecimalFormat.rounded(try required("radius"), decimals: DecimalFormat.metreDecimals), notifyOnEntry: try flag("notifyOnEntry", true),
             notifyOnExit: try flag("notifyOnExit", true), notifyInitialState: try flag("notifyInitialState", false),
             dwell: try number("dwell"), metadata: metadata)
         if let reason = region.invalidReason {
@@ -51,12 +56,8 @@ public enum RegionCodec {
     public static func appendRegion(_ r: RegionRecord, to out: inout [UInt8]) {
         JSONWriter.appendASCII("{\"id\":", to: &out)
         JSONWriter.appendString(r.region.id, to: &out)
-        JSONWriter.appendASCII(",\"latitude\":", to: &out)
-        DecimalFormat.appendFixed(r.region.center.latitude, decimals: 9, to: &out)
-        JSONWriter.appendASCII(",\"longitude\":", to: &out)
-        DecimalFormat.appendFixed(r.region.center.longitude, decimals: 9, to: &out)
-        JSONWriter.appendASCII(",\"radius\":", to: &out)
-        DecimalFormat.appendFixed(r.region.radius, decimals: 3, to: &out)
+        EventEncoder.appendCoordinate(r.region.center, to: &out)
+        EventEncoder.appendMetres(",\"radius\":", r.region.radius, to: &out)
         JSONWriter.appendASCII(r.region.notifyOnEntry ? ",\"notifyOnEntry\":true" : ",\"notifyOnEntry\":false", to: &out)
         JSONWriter.appendASCII(r.region.notifyOnExit ? ",\"notifyOnExit\":true" : ",\"notifyOnExit\":false", to: &out)
         JSONWriter.appendASCII(r.region.notifyInitialState ? ",\"notifyInitialState\":true" : ",\"notifyInitialState\":false", to: &out)

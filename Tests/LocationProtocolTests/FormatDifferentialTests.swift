@@ -132,6 +132,28 @@ enum ReferenceFormat {
         }
     }
 
+    /// What a decoder keeps (`rounded`) is what parsing the written digits gives, and writing it
+    /// again writes the same digits: the fixed point of a round trip.
+    @Test func roundedIsWhatTheWrittenDigitsParseTo() {
+        var rng = SplitMix64(seed: 0x0D1D_0A7A)
+        var values = Self.edgeValues
+        for _ in 0..<100_000 { values.append(Self.randomValue(&rng)) }
+        for (i, v) in values.enumerated() where v.isFinite {
+            let d = i < Self.edgeValues.count ? i % 10 : Int(rng.next() % 10)
+            let written = text { DecimalFormat.appendFixed(v, decimals: d, to: &$0) }
+            let kept = DecimalFormat.rounded(v, decimals: d)
+            // Writing `kept` again can move the last digit only where `kept · 10^d`, rounded in
+            // binary, is off by half a unit: beyond 2^50, far outside any coordinate or distance.
+            let stable = abs(v) * Double(powerOfTen(d)) >= 0x1p50
+                || text({ DecimalFormat.appendFixed(kept, decimals: d, to: &$0) }) == written
+            guard let parsed = Double(written), parsed.bitPattern == kept.bitPattern, stable else {
+                Issue.record("\(v) (bits \(v.bitPattern)) with \(d) decimals: wrote \(written), kept \(kept)"); return
+            }
+        }
+        #expect(DecimalFormat.rounded(52.53330006459703, decimals: 9) == 52.533300065)
+        #expect(DecimalFormat.rounded(-0.0, decimals: 3).sign == .plus)  // as "0" parses
+    }
+
     @Test func integersAndPaddingMatchReference() {
         var rng = SplitMix64(seed: 42)
         var values: [Int64] = [0, 1, -1, 9, 10, 99, 100, 9_999, 10_000, Int64.max, Int64.min, Int64.min + 1]

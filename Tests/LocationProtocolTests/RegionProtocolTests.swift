@@ -15,6 +15,21 @@ import Testing
         #expect(try Request.decode(request.line.trimmingCharacters()) == request)
     }
 
+    /// Found by fuzz-request: a latitude with more than 9 decimals came back from
+    /// `Request.append` rounded, so the request changed on its way through the client library.
+    /// The decoder keeps region geometry to the wire's precision, so what the daemon monitors is
+    /// what it lists and what a client re-sends.
+    @Test func regionGeometryIsKeptToTheWirePrecision() throws {
+        let line = #"{"type":"regions.add","id":1,"regions":[{"id":"home","latitude":52.53330006459703,"longitude":-13.4000000006,"radius":150.00049,"dwell":300}]}"#
+        let request = try Request.decode(line)
+        guard case .regionsAdd(_, let regions) = request, let region = regions.first else { Issue.record("\(request)"); return }
+        #expect(region.center == Coordinate(latitude: 52.533300065, longitude: -13.400000001))
+        #expect(region.radius == 150)
+        let again = try Request.decode(request.line.trimmingCharacters())
+        #expect(again == request)
+        #expect(again.line == request.line)
+    }
+
     @Test(arguments: [
         (#"{"type":"regions.add","id":1}"#, ErrorCode.missingField, "missing field regions"),
         (#"{"type":"regions.add","id":1,"regions":{}}"#, .badField, "regions must be an array"),
