@@ -48,6 +48,11 @@ public struct StatusReply: Hashable, Sendable {
     public var queued: Int?
     /// Programs whose visits or significant changes are monitored while they are away.
     public var backgroundMonitors: Int?
+    /// Regions the asking program has registered (docs/regions.md).
+    public var regions: Int?
+    /// Whether the policy has suspended those regions: kept, not monitored (docs/privacy.md,
+    /// "Programs that are away").
+    public var regionsSuspended: Bool?
 
     public init(id: RequestID?, state: SourceState, subscribers: Int, source: String, lastFix: Timestamp?) {
         self.id = id; self.state = state; self.subscribers = subscribers
@@ -134,12 +139,16 @@ public indirect enum ServerMessage: Hashable, Sendable {
             JSONWriter.appendString(s.source, to: &out)
             JSONWriter.appendASCII(",\"lastFix\":", to: &out)
             EventEncoder.appendTime(s.lastFix, to: &out)
-            for (name, value) in [("sessions", s.sessions), ("queued", s.queued), ("backgroundMonitors", s.backgroundMonitors)] {
+            for (name, value) in [("sessions", s.sessions), ("queued", s.queued), ("backgroundMonitors", s.backgroundMonitors),
+                                  ("regions", s.regions)] {
                 guard let value else { continue }
                 out.append(UInt8(ascii: ","))
                 JSONWriter.appendString(name, to: &out)
                 out.append(UInt8(ascii: ":"))
                 DecimalFormat.appendInteger(Int64(value), to: &out)
+            }
+            if let suspended = s.regionsSuspended {
+                JSONWriter.appendASCII(suspended ? ",\"regionsSuspended\":true" : ",\"regionsSuspended\":false", to: &out)
             }
             for (name, value) in [("receiver", s.receiver), ("identity", s.identity), ("grant", s.grant)] {
                 guard let value else { continue }
@@ -282,6 +291,12 @@ public indirect enum ServerMessage: Hashable, Sendable {
                 if o["sessions"] != nil { reply.sessions = try int(o, "sessions") }
                 if o["queued"] != nil { reply.queued = try int(o, "queued") }
                 if o["backgroundMonitors"] != nil { reply.backgroundMonitors = try int(o, "backgroundMonitors") }
+                if o["regions"] != nil { reply.regions = try int(o, "regions") }
+                switch o["regionsSuspended"] {
+                case nil: break
+                case .bool(let b)?: reply.regionsSuspended = b
+                case let other?: throw DecodingError("status regionsSuspended must be a boolean, not \(other.kindName)")
+                }
                 if case .string(let r)? = o["receiver"] { reply.receiver = r }
                 if case .string(let r)? = o["identity"] { reply.identity = r }
                 if case .string(let r)? = o["grant"] { reply.grant = r }

@@ -148,6 +148,10 @@ struct Status: AsyncParsableCommand {
             if let n = reply.sessions { out.line("sessions:     \(n)") }
             if let n = reply.backgroundMonitors { out.line("background:   \(n) program(s) monitored while away") }
             if let n = reply.queued { out.line("queued:       \(n) event(s) waiting for this program's ack") }
+            if let n = reply.regions {
+                out.line("regions:      \(n) registered by this program"
+                    + (reply.regionsSuspended == true ? "; suspended by the policy (kept, not monitored)" : ""))
+            }
             if let r = reply.receiver { out.line("receiver:     \(r)") }
             if let i = reply.identity { out.line("identity:     \(i)") }
             if let g = reply.grant { out.line("grant:        \(g)") }

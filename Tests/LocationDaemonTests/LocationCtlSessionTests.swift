@@ -37,6 +37,7 @@ import Testing
         #expect(text.status == 0, "\(text.err)")
         let lines = text.out.split(separator: "\n").map(String.init)
         #expect(lines.contains("sessions:     2") && lines.contains("subscribers:  1") && lines.contains("receiver:     watching"), "\(text.out)")
+        #expect(lines.contains("regions:      0 registered by this program"), "\(text.out)")
         // The probe DaemonProcess.connect opened may still be closing: count the rows instead.
         let header = try #require(lines.firstIndex { $0.hasPrefix("conn  ") }, "\(text.out)")
         #expect(lines[header].split(separator: " ", omittingEmptySubsequences: true)

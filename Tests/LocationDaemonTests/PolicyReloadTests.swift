@@ -69,11 +69,12 @@ import Testing
             _ = try SystemdTests.read(notify) { SystemdTests.lines($0).contains("READY=1") }
         }
         /// The daemon's view, asked by a connection of the same program without a session.
-        func status(_ daemon: SpawnedDaemon) async throws -> (receiver: String?, background: Int?) {
+        func status(_ daemon: SpawnedDaemon) async throws
+            -> (receiver: String?, background: Int?, regions: Int?, suspended: Bool?) {
             let watcher = try await LocationClient.connect(path: daemon.socketPath)
             defer { watcher.close() }
             let s = try await watcher.status()
-            return (s.receiver, s.backgroundMonitors)
+            return (s.receiver, s.backgroundMonitors, s.regions, s.regionsSuspended)
         }
 
         try policy("always")
@@ -100,24 +101,27 @@ import Testing
             try await Task.sleep(for: .milliseconds(20))
             away = try await status(daemon)
         }
-        #expect(away.receiver == "watching")
+        #expect(away.receiver == "watching" && away.regions == 1 && away.suspended == false)
 
         try reload(daemon, to: "when-in-use")
         away = try await status(daemon)
         #expect(away.background == 0 && away.receiver == "released")
+        #expect(away.regions == 1 && away.suspended == true, "status tells the program its regions are suspended")
         #expect(daemon.stderrText.contains("policy: background monitoring ended"))
         #expect(daemon.stderrText.contains("policy: regions suspended"))
 
         try reload(daemon, to: "always")
         away = try await status(daemon)
         #expect(away.background == 0 && away.receiver == "watching", "regions resumed; the ended monitor stays ended")
+        #expect(away.regions == 1 && away.suspended == false)
         #expect(daemon.stderrText.contains("policy: regions resumed"))
 
         daemon.stop()
         try policy("when-in-use")
         let restarted = try start()
         defer { restarted.stop() }
-        #expect(try await status(restarted).receiver == "released")
+        let afterRestart = try await status(restarted)
+        #expect(afterRestart.receiver == "released" && afterRestart.regions == 1 && afterRestart.suspended == true)
         #expect(restarted.stderrText.contains("policy: regions suspended"))
     }
 }

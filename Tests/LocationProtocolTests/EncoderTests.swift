@@ -195,6 +195,8 @@ import Testing
     static func statusWithConnections() -> StatusReply {
         var r = StatusReply(id: .number(3), state: .fix, subscribers: 1, source: "gpsd localhost:2947", lastFix: nil)
         r.sessions = 2
+        r.regions = 12
+        r.regionsSuspended = true
         r.receiver = "watching"
         r.identity = "uid=0 exe=/usr/local/bin/locationctl"
         r.grant = "no session; at most always precise (rule owner)"
@@ -221,6 +223,13 @@ import Testing
             line.removeLast()
             #expect(try ServerMessage.decode(line) == .statusReply(r))
         }
+    }
+
+    @Test func statusReplyRegionFields() throws {
+        let line = ServerMessage.statusReply(Self.statusWithConnections()).line
+        #expect(line.contains(#","sessions":2,"regions":12,"regionsSuspended":true,"receiver":"watching","#), "\(line)")
+        let bad = #"{"type":"status","state":"fix","subscribers":0,"source":"gpsd","lastFix":null,"regionsSuspended":1}"#
+        #expect(throws: (any Error).self) { try ServerMessage.decode(bad) }
     }
 
     @Test func statusReplyConnectionShape() {

@@ -131,4 +131,7 @@ extension Engine {
     }
 
     public func regionsSuspended(of program: ProgramID) -> Bool { regionPrograms.suspended.contains(program) }
+
+    /// How many regions `program` has registered, monitored or suspended.
+    public func registeredRegionCount(of program: ProgramID) -> Int { regionPrograms.monitors[program]?.count ?? 0 }
 }

@@ -365,6 +365,9 @@ public final class Hub: Sendable {
     /// Whether `program`'s regions are registered but suspended by the policy.
     public func regionsSuspended(of program: ProgramID) -> Bool { box.value.engine.regionsSuspended(of: program) }
 
+    /// How many regions `program` has registered, monitored or suspended.
+    public func registeredRegionCount(of program: ProgramID) -> Int { box.value.engine.registeredRegionCount(of: program) }
+
     private func handle(_ input: EngineInput) {
         eventLoop.preconditionInEventLoop()
         let s = box.value

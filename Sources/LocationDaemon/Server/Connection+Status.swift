@@ -12,6 +12,8 @@ extension Connection {
         reply.identity = program.rawValue
         reply.queued = hub.queue?.count(of: program)
         reply.backgroundMonitors = hub.backgroundProgramIDs.count
+        reply.regions = hub.registeredRegionCount(of: program)
+        reply.regionsSuspended = hub.regionsSuspended(of: program)
         if let session {
             reply.grant = "\(session.grant.authorization.rawValue) \(session.grant.accuracy.rawValue) (rule \(session.grant.rule))"
         } else {
