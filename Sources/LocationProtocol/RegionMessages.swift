@@ -44,9 +44,9 @@ public enum RegionCodec {
         }
         let region = Region(
             id: id, center: Coordinate(latitude: try degrees("latitude"), longitude: try degrees("longitude")),
-            radius: DecimalFormat.rounded(try required("radius"), decimals: DecimalFormat.metreDecimals), notifyOnEntry: try flag("notifyOnEntry", true),
-            notifyOnExit: try flag("notifyOnExit", true), notifyInitialState: try flag("notifyInitialState", false),
-            dwell: try number("dwell"), metadata: metadata)
+            radius: DecimalFormat.rounded(try required("radius"), decimals: DecimalFormat.metreDecimals),
+            notifyOnEntry: try flag("notifyOnEntry", true), notifyOnExit: try flag("notifyOnExit", true),
+            notifyInitialState: try flag("notifyInitialState", false), dwell: try number("dwell"), metadata: metadata)
         if let reason = region.invalidReason {
             throw ProtocolError(.invalidRegion, "\(at): \(reason)", id: rid)
         }
