@@ -61,7 +61,7 @@ import Testing
                         let tookBack = engine.takeBack(program, into: id)
                         #expect(tookBack)
                     } else {
-                        let handedOver = engine.handOver(id, to: program)
+                        let handedOver = engine.handOver(id, to: program, options: Self.monitoring) != nil
                         #expect(handedOver)
                         #expect(engine.subscriberCount == 0 && engine.backgroundProgramIDs == [program])
                     }
@@ -85,7 +85,7 @@ import Testing
         var out: [Delivery] = []
         engine.handle(.subscribe(SubscriberID(1), Self.monitoring), into: &out)
         for f in Self.day.prefix(700) { engine.handle(.fix(f), into: &out) }
-        let handedOver1 = engine.handOver(SubscriberID(1), to: program)
+        let handedOver1 = engine.handOver(SubscriberID(1), to: program, options: Self.monitoring) != nil
         #expect(handedOver1)
         engine.handle(.subscribe(SubscriberID(2), SubscriptionOptions()), into: &out)
         let tookBack = engine.takeBack(program, into: SubscriberID(2))
@@ -100,9 +100,74 @@ import Testing
         }
         #expect(Self.monitorEvents(out).isEmpty)
         // A location-only subscription had nothing to hand over.
-        let handedOver = engine.handOver(SubscriberID(2), to: program)
+        let handedOver = engine.handOver(SubscriberID(2), to: program, options: SubscriptionOptions()) != nil
         #expect(!handedOver)
         #expect(engine.backgroundProgramIDs.isEmpty)
+    }
+
+    /// Two connections of one program, one asking for visits and one for significant changes,
+    /// both go away: both kinds continue, as they would with one subscription asking for both.
+    @Test func connectionsThatHandOverInTurnJoinTheirDetectors() {
+        var reference = Engine()
+        var out: [Delivery] = []
+        reference.handle(.subscribe(SubscriberID(1), Self.monitoring), into: &out)
+        for f in Self.day { reference.handle(.fix(f), into: &out) }
+        let expected = Self.monitorEvents(out)
+
+        var engine = Engine()
+        let program = ProgramID("p")
+        let visits = SubscriptionOptions(events: [.visits])
+        var significant = SubscriptionOptions(events: [.significant])
+        significant.significantParameters.distance = 400
+        significant.desiredAccuracy = 40
+        engine.handle(.subscribe(SubscriberID(1), visits), into: &out)
+        engine.handle(.subscribe(SubscriberID(2), significant), into: &out)
+        let first = engine.handOver(SubscriberID(1), to: program, options: visits)
+        #expect(first == visits)
+        let joined = engine.handOver(SubscriberID(2), to: program, options: significant)
+        // What a restart starts again: both kinds, each with the parameters it was asked with.
+        var both = visits
+        both.events = [.visits, .significant]
+        both.significantParameters = significant.significantParameters
+        both.desiredAccuracy = 40
+        #expect(joined == both)
+        #expect(engine.backgroundProgramIDs == [program])
+
+        var events: [ProgramEvent] = []
+        var received: [Event] = []
+        out.removeAll()
+        for f in Self.day {
+            engine.handle(.fix(f), into: &out)
+            engine.drainProgramEvents(into: &events)
+            received += events.map(\.event)
+        }
+        #expect(out.isEmpty)
+        let visitEvents = received.filter { if case .visit = $0 { true } else { false } }
+        #expect(visitEvents == expected.filter { if case .visit = $0 { true } else { false } })
+        #expect(received.contains { if case .significant = $0 { true } else { false } })
+
+        // A connection of the same kind and accuracy adds nothing: the running detector stays.
+        engine.handle(.subscribe(SubscriberID(3), visits), into: &out)
+        let again = engine.handOver(SubscriberID(3), to: program, options: visits)
+        #expect(again == both)
+    }
+
+    /// A program's background detectors run at one accuracy: a connection handing over at the
+    /// other accuracy replaces them (the latest session's), and the program keeps monitoring.
+    @Test func aHandOverAtTheOtherAccuracyReplacesTheDetectors() {
+        var engine = Engine()
+        let program = ProgramID("p")
+        var approximate = SubscriptionOptions(events: [.visits])
+        approximate.accuracy = .approximate
+        var out: [Delivery] = []
+        engine.handle(.subscribe(SubscriberID(1), Self.monitoring), into: &out)
+        engine.handle(.subscribe(SubscriberID(2), approximate), into: &out)
+        _ = engine.handOver(SubscriberID(1), to: program, options: Self.monitoring)
+        #expect(engine.backgroundAccuracy(of: program) == .precise)
+        let replaced = engine.handOver(SubscriberID(2), to: program, options: approximate)
+        #expect(replaced == approximate)
+        #expect(engine.backgroundAccuracy(of: program) == .approximate)
+        #expect(engine.backgroundProgramIDs == [program])
     }
 
     @Test func restoredMonitorsStartFreshAndCanBeEnded() {

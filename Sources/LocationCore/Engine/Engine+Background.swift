@@ -13,24 +13,52 @@ public struct ProgramEvent: Hashable, Sendable {
 /// The visit and significant-change detectors of programs that went to the background: an
 /// `always` subscription's detectors are handed over here when its connection goes away and
 /// handed back when the program subscribes again, so detection is one continuous stream.
+/// A program has one set of background detectors, and the options that would start them afresh
+/// (what the shell remembers across restarts).
 @usableFromInline struct BackgroundMonitors: Sendable {
-    var monitors: [ProgramID: SubscriptionExtras] = [:]
+    struct Monitor: Sendable {
+        var extras: SubscriptionExtras
+        var options: SubscriptionOptions
+    }
+    var monitors: [ProgramID: Monitor] = [:]
     /// Programs in hand-over order: events of one fix come out in a repeatable order.
     var order: [ProgramID] = []
 
-    mutating func set(_ extras: SubscriptionExtras, for program: ProgramID) {
-        if monitors.updateValue(extras, forKey: program) == nil { order.append(program) }
+    /// Another connection of `program` hands over its detectors (docs/semantics.md,
+    /// "Background", several connections): at the accuracy the program's background detectors
+    /// already run at, they keep running and the newcomer's join for the kinds they lack; at the
+    /// other accuracy, the newcomer's replace them (one accuracy per program, the latest
+    /// session's). Returns the options of what runs now.
+    mutating func join(_ extras: SubscriptionExtras, options: SubscriptionOptions, for program: ProgramID) -> SubscriptionOptions {
+        guard var m = monitors[program], m.extras.approximate == extras.approximate else {
+            if monitors.updateValue(Monitor(extras: extras, options: options), forKey: program) == nil { order.append(program) }
+            return options
+        }
+        if m.extras.visits == nil, let visits = extras.visits {
+            m.extras.visits = visits
+            m.options.events.insert(.visits)
+            m.options.visitParameters = options.visitParameters
+        }
+        if m.extras.significant == nil, let significant = extras.significant {
+            m.extras.significant = significant
+            m.options.events.insert(.significant)
+            m.options.significantParameters = options.significantParameters
+            // Part of the significant-change gate (`SubscriptionExtras.init`).
+            m.options.desiredAccuracy = options.desiredAccuracy
+        }
+        monitors[program] = m
+        return m.options
     }
 
     mutating func remove(_ program: ProgramID) -> SubscriptionExtras? {
-        guard let extras = monitors.removeValue(forKey: program) else { return nil }
+        guard let monitor = monitors.removeValue(forKey: program) else { return nil }
         order.removeAll { $0 == program }
-        return extras
+        return monitor.extras
     }
 
     mutating func handle(_ fix: Fix, privacy: ApproximateLocation, into out: inout [ProgramEvent]) {
         for p in order {
-            monitors[p]!.offer(fix, privacy: privacy) { out.append(ProgramEvent(program: p, event: $0)) }
+            monitors[p]!.extras.offer(fix, privacy: privacy) { out.append(ProgramEvent(program: p, event: $0)) }
         }
     }
 }
@@ -38,16 +66,18 @@ public struct ProgramEvent: Hashable, Sendable {
 extension Engine {
     /// `id`'s connection went away while its program may monitor in the background (an
     /// `always` session): its visit and significant-change detectors keep running for
-    /// `program`, and the subscription closes. Returns whether anything keeps running.
+    /// `program` (joining those of its connections that went before), and the subscription
+    /// closes. `options` are the subscription's, as granted. Returns the options that would
+    /// start the program's background detectors afresh (to remember across restarts), or nil
+    /// if the subscription had none to hand over.
     @discardableResult
-    public mutating func handOver(_ id: SubscriberID, to program: ProgramID) -> Bool {
-        guard let i = indexByID[id] else { return false }
+    public mutating func handOver(_ id: SubscriberID, to program: ProgramID, options: SubscriptionOptions) -> SubscriptionOptions? {
+        guard let i = indexByID[id] else { return nil }
         let extras = subscriptions[i].extras
         var ignored: [Delivery] = []
         handle(.unsubscribe(id), into: &ignored)
-        guard let extras else { return false }
-        background.set(extras, for: program)
-        return true
+        guard let extras else { return nil }
+        return background.join(extras, options: options, for: program)
     }
 
     /// The program subscribed again as `id`: its background detectors' state carries over to
@@ -70,7 +100,7 @@ extension Engine {
     /// interest was remembered, the detectors' state was not).
     public mutating func restoreBackground(_ program: ProgramID, options: SubscriptionOptions) {
         guard let extras = SubscriptionExtras(options: options) else { return }
-        background.set(extras, for: program)
+        _ = background.join(extras, options: options, for: program)
     }
 
     /// Programs whose visits or significant changes are monitored in the background.
@@ -78,7 +108,7 @@ extension Engine {
 
     /// The accuracy `program`'s background detectors report at, if it has any.
     public func backgroundAccuracy(of program: ProgramID) -> Accuracy? {
-        background.monitors[program].map { $0.approximate ? .approximate : .precise }
+        background.monitors[program].map { $0.extras.approximate ? .approximate : .precise }
     }
 
     /// Moves the program events produced since the last call to `out` (which it empties first).

@@ -339,8 +339,8 @@ public final class Hub: Sendable {
     /// detectors keep running for `program` (remembered across restarts), its regions too.
     public func handOver(_ id: SubscriberID, to program: ProgramID, options: SubscriptionOptions) {
         guard box.value.subscribers.removeValue(forKey: id) != nil else { return }
-        if box.value.engine.handOver(id, to: program) {
-            queue?.saveBackground(program, options: options)
+        if let running = box.value.engine.handOver(id, to: program, options: options) {
+            queue?.saveBackground(program, options: running)
             logger.info("background monitoring", metadata: ["program": "\(program)"])
         }
         updateDemand()
