@@ -1,5 +1,5 @@
 import Foundation
-import LocationCore
+@testable import LocationCore
 import Testing
 
 /// The approximate-location stage against the attacks of docs/privacy.md: averaging, pooling,
@@ -169,6 +169,77 @@ import Testing
             }
         }
         #expect(visits >= 2 && significant >= 2, "visits \(visits), significant \(significant)")
+    }
+
+    /// A device parked within GPS noise of the antimeridian (Taveuni, Fiji) keeps one cell: the
+    /// cells go round the globe without a seam, so noise across ±180° flips nothing.
+    @Test func parkedOnTheAntimeridianKeepsItsCell() {
+        for secret in [Self.secret, 0, 42] {
+            var privacy = ApproximateLocation(grid: PrivacyGrid(secret: secret))
+            var changes = 0
+            for i in 0..<100 {
+                let longitude = i % 2 == 0 ? 179.99995 : -179.99995  // 10 m apart
+                if privacy.offer(fix(at: Double(i), Coordinate(latitude: -16.8, longitude: longitude), accuracy: 8)) { changes += 1 }
+            }
+            #expect(changes == 1, "secret \(secret): the first fix sets the cell, nothing moves it")
+        }
+    }
+
+    /// A drive east across the antimeridian changes cell as anywhere else, and every reported
+    /// centre is a valid coordinate within the reported accuracy of the truth.
+    @Test func crossingTheAntimeridianIsLikeCrossingAnyBoundary() {
+        var privacy = ApproximateLocation(grid: Self.grid)
+        var changes = 0
+        var previous: PrivacyGrid.Cell?
+        for i in 0...2000 {
+            // 20 km at 10 m per fix, from 179.9° east to 179.91° west.
+            var longitude = 179.9 + Double(i) * 10 / (111_320 * cos(16.8 * .pi / 180))
+            if longitude >= 180 { longitude -= 360 }
+            let truth = Coordinate(latitude: -16.8, longitude: longitude)
+            if privacy.offer(fix(at: Double(i), truth, accuracy: 8)) { changes += 1 }
+            let cell = privacy.cell!
+            let centre = Self.grid.centre(of: cell)
+            #expect((-180..<180).contains(centre.longitude))
+            #expect(Geodesy.distance(centre, truth) <= Self.grid.reportedAccuracy, "fix \(i)")
+            if let previous, previous != cell {
+                #expect(Geodesy.distance(Self.grid.centre(of: previous), centre) < 2 * Self.grid.cellSize + 1)
+            }
+            previous = cell
+        }
+        // 20 km over ~2 km cells: about ten changes, none of them flips back.
+        #expect((9...12).contains(changes), "\(changes) changes")
+    }
+
+    /// Every cell is at least `cellSize` wide (and the row around a pole is one cell), and every
+    /// centre is a valid coordinate, at any latitude and longitude.
+    @Test func cellsAreWholeAndCentresValidFromPoleToPole() {
+        for secret: UInt64 in [Self.secret, 0, 1, 0xFFFF_FFFF_FFFF_FFFF] {
+            let grid = PrivacyGrid(secret: secret)
+            var latitude = -90.0
+            while latitude <= 90 {
+                for longitude in stride(from: -180.0, to: 180.0, by: 7.3) + [179.9999999, -180] {
+                    let c = Coordinate(latitude: latitude, longitude: longitude)
+                    let (cell, inset) = grid.cell(of: c)
+                    let centre = grid.centre(of: cell)
+                    #expect((-90...90).contains(centre.latitude) && (-180..<180).contains(centre.longitude), "\(c) → \(centre)")
+                    #expect(inset >= 0 && inset <= grid.cellSize / 2 + 1e-6)
+                    #expect(grid.cell(of: centre).cell == cell, "\(c): the centre lies in its cell")
+                }
+                latitude += 0.37
+            }
+        }
+        // Near the south pole (the old grid's cells there were a few hundred metres wide) a
+        // cell is as wide as anywhere else.
+        let grid = PrivacyGrid(secret: 0)
+        let a = Coordinate(latitude: -89.9, longitude: 0)
+        let row = grid.cell(of: a).cell.row
+        let rowWidth = Geodesy.distance(Coordinate(latitude: grid.centre(of: grid.cell(of: a).cell).latitude, longitude: 0),
+                                        Coordinate(latitude: grid.centre(of: grid.cell(of: a).cell).latitude, longitude: 1))
+        let cellWidth = rowWidth * 360 / Double(grid.columns(row: row))
+        #expect(cellWidth >= grid.cellSize, "\(cellWidth) m")
+        // At the pole itself every longitude is one cell.
+        let pole = grid.cell(of: Coordinate(latitude: 89.9999, longitude: -179)).cell
+        #expect(grid.cell(of: Coordinate(latitude: 89.9999, longitude: 90)).cell == pole)
     }
 
     static func isCellCentre(_ c: Coordinate) -> Bool {

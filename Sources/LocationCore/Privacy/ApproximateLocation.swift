@@ -53,41 +53,60 @@ public struct PrivacyGrid: Hashable, Sendable {
 
     var rowHeight: Double { cellSize / Self.metresPerDegree }  // degrees of latitude
 
-    /// Degrees of longitude of one cell in `row` (cells stay ~`cellSize` wide at any latitude).
-    func columnWidth(row: Int) -> Double {
-        let lat = (Double(row) + 0.5 - offsetNorth) * rowHeight
-        let c = max(cos(lat * .pi / 180), 0.01)
-        return min(rowHeight / c, 360)
+    /// The latitude (degrees) a cell of `row` is centred on: the middle of the part of the row
+    /// on the globe (the rows around the poles reach past ±90°).
+    func centreLatitude(row: Int) -> Double {
+        let south = max((Double(row) - offsetNorth) * rowHeight, -90)
+        let north = min((Double(row) + 1 - offsetNorth) * rowHeight, 90)
+        return (south + north) / 2
+    }
+
+    /// How many cells `row` has: a whole number, so that they go round the globe without a seam
+    /// at the antimeridian, each at least `cellSize` wide at the row's centre latitude. The row
+    /// around a pole, shorter than a cell, is one cell.
+    func columns(row: Int) -> Int {
+        let circumference = 360 * Self.metresPerDegree * cos(centreLatitude(row: row) * .pi / 180)
+        return max(1, Int((circumference / cellSize).rounded(.down)))
+    }
+
+    /// Where `c` falls in `row`'s geometry: the row (y) and column (x) coordinates in cells,
+    /// x counted eastwards from the antimeridian (not yet wrapped), and the row's cell count.
+    func position(of c: Coordinate, row: Int) -> (y: Double, x: Double, columns: Int) {
+        let n = columns(row: row)
+        return (c.latitude / rowHeight + offsetNorth, (c.longitude + 180) / 360 * Double(n) + offsetEast, n)
     }
 
     /// The cell containing `c`, and how far (metres) `c` is from that cell's nearest edge.
     public func cell(of c: Coordinate) -> (cell: Cell, inset: Double) {
-        let y = c.latitude / rowHeight + offsetNorth
-        let row = Int(y.rounded(.down))
-        let w = columnWidth(row: row)
-        let x = c.longitude / w + offsetEast
+        let row = Int((c.latitude / rowHeight + offsetNorth).rounded(.down))
+        let (y, x, n) = position(of: c, row: row)
         let column = Int(x.rounded(.down))
         let fy = y - Double(row), fx = x - Double(column)
-        let inset = min(fy, 1 - fy, fx, 1 - fx) * cellSize
-        return (Cell(row: row, column: column), inset)
+        // The one cell of a polar row has no east or west edge.
+        let inset = (n == 1 ? min(fy, 1 - fy) : min(fy, 1 - fy, fx, 1 - fx)) * cellSize
+        return (Cell(row: row, column: ((column % n) + n) % n), inset)
     }
 
     public func centre(of cell: Cell) -> Coordinate {
-        let w = columnWidth(row: cell.row)
-        return Coordinate(latitude: (Double(cell.row) + 0.5 - offsetNorth) * rowHeight,
-                          longitude: (Double(cell.column) + 0.5 - offsetEast) * w)
+        let n = Double(columns(row: cell.row))
+        var longitude = (Double(cell.column) + 0.5 - offsetEast) / n * 360 - 180
+        if longitude < -180 { longitude += 360 } else if longitude >= 180 { longitude -= 360 }
+        return Coordinate(latitude: centreLatitude(row: cell.row), longitude: longitude)
     }
 
     /// The 95 % radius reported with a cell centre: the device is inside the current cell grown
     /// by `margin` (hysteresis), so at most this far from its centre.
     public var reportedAccuracy: Double { ((cellSize / 2 + margin) * 2.0.squareRoot()).rounded(.up) }
 
-    /// Distance (metres) of `c` outside the square of `cell` grown by `margin` (0 if inside).
+    /// Whether `c` is outside the square of `cell` grown by `margin`.
     func outside(_ c: Coordinate, grown cell: Cell) -> Bool {
-        let y = c.latitude / rowHeight + offsetNorth - Double(cell.row)
-        let x = c.longitude / columnWidth(row: cell.row) + offsetEast - Double(cell.column)
+        let (y, x, n) = position(of: c, row: cell.row)
+        let dy = y - Double(cell.row)
+        // East or west of the cell the short way round (across the antimeridian if need be).
+        var dx = x - Double(cell.column)
+        dx -= Double(n) * ((dx - 0.5) / Double(n) + 0.5).rounded(.down)
         let m = margin / cellSize
-        return y < -m || y > 1 + m || x < -m || x > 1 + m
+        return dy < -m || dy > 1 + m || (n > 1 && (dx < -m || dx > 1 + m))
     }
 }
 
