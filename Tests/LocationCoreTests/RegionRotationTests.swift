@@ -94,6 +94,29 @@ import Testing
         }
     }
 
+    /// The receiver's clock jumps back while the device moves into a large region past many
+    /// small ones: the time gap does not shrink the search for crossed boundaries, and the
+    /// capped monitor still enters.
+    @Test func aBackwardsClockJumpDoesNotHideACrossedRegion() throws {
+        let outside = offset(origin, east: -1000, north: 0)
+        let inside = offset(origin, east: 1000, north: 0)
+        var regions = [Region(id: "big", center: offset(origin, east: 5000, north: 0), radius: 5000)]
+        // Small regions around both places, nearer than the big one's boundary: it is active at neither.
+        for (name, place) in [("here", outside), ("there", inside)] {
+            for i in 0..<25 {
+                regions.append(Region(id: "\(name)\(i)", center: offset(place, east: Double(i % 5) * 150 - 300, north: Double(i / 5) * 150 - 300), radius: 50))
+            }
+        }
+        var all = RegionMonitor(limits: .init(maxActive: nil))
+        var capped = RegionMonitor(limits: .init(maxActive: 20))
+        try all.add(regions); try capped.add(regions)
+        var fixes = (0..<60).map { fix(at: Double($0), outside) }
+        fixes += (30..<90).map { fix(at: Double($0), inside) }  // 29 s back in time, 2 km on
+        let a = run(&all, fixes), b = run(&capped, fixes)
+        #expect(a.contains { $0.region == "big" && $0.kind == .enter })
+        #expect(a == b)
+    }
+
     @Test func regionsLeavingAndReturningToTheActiveSetKeepTheirState() throws {
         // 30 regions along a line; the device drives past all of them and back.
         var regions: [Region] = []

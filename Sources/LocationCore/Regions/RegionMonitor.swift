@@ -181,6 +181,8 @@ public struct RegionMonitor: Sendable {
     /// Runs one fix through the regions, appending their events (sorted by time, then id).
     public mutating func handle(_ fix: Fix, into out: inout [RegionEvent]) {
         guard fix.coordinate.isValid, !slots.isEmpty else { previous = fix; return }
+        // Where the device was, whatever its clock says: the regions it may have crossed since.
+        let last = previous?.coordinate
         if let p = previous {
             if fix.time == p.time { return }            // one epoch, one evaluation
             if fix.time < p.time { previous = nil }     // the receiver's clock jumped back: a gap
@@ -198,7 +200,7 @@ public struct RegionMonitor: Sendable {
             if moved >= safeDistance - RegionMonitor.slack {
                 // Re-rank here. Every region whose boundary the segment from the previous fix
                 // could have crossed is evaluated for this fix too, however many there are.
-                let jump = prev.map { Geodesy.distance($0.coordinate, fix.coordinate) } ?? 0
+                let jump = last.map { Geodesy.distance($0, fix.coordinate) } ?? 0
                 let near = index.nearest(to: fix.coordinate, k: cap + 1, within: jump + RegionMonitor.slack)
                 active = near.prefix(cap).map(\.slot)
                 safeDistance = near.count > cap ? near[cap].key : .infinity
