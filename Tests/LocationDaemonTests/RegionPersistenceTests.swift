@@ -96,4 +96,81 @@ import Testing
             #expect(error.code.rawValue == "tooManyRegions")
         }
     }
+
+    /// A limit lowered below what programs registered keeps their regions (it stops new ones
+    /// until the program is below it): a restart does not delete them, and neither does the
+    /// program's next change (which rewrites all of its rows).
+    @Test func loweringMaxRegisteredKeepsWhatWasRegistered() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("regions-limit-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let database = dir.appendingPathComponent("locationd.db").path
+        let config = dir.appendingPathComponent("locationd.toml")
+        try "[regions]\nmax_registered = 2\n".write(to: config, atomically: true, encoding: .utf8)
+        let c = Coordinate(latitude: 48.1, longitude: 11.5)
+        do {
+            let daemon = try DaemonProcess(arguments: ["--gpsd", "127.0.0.1:1"], database: database)
+            defer { daemon.stop() }
+            let client = try await daemon.connect()
+            defer { client.close() }
+            try await client.startSession(.always)
+            let three = ["a", "b", "c"].map { Region(id: $0, center: c, radius: 100) }
+            _ = try await client.request { .regionsAdd(id: $0, regions: three) }
+        }
+        let daemon = try DaemonProcess(arguments: ["--config", config.path, "--gpsd", "127.0.0.1:1"], database: database)
+        defer { daemon.stop() }
+        let client = try await daemon.connect()
+        defer { client.close() }
+        try await client.startSession(.always)
+        func listed() async throws -> [String] {
+            guard case .regions(_, let records, _) = try await client.request({ .regionsList(id: $0) }) else { return [] }
+            return records.map(\.region.id)
+        }
+        #expect(try await listed() == ["a", "b", "c"])
+        for expected in ["tooManyRegions", "tooManyRegions"] {
+            do {
+                _ = try await client.request { .regionsAdd(id: $0, regions: [Region(id: "d", center: c, radius: 100)]) }
+                Issue.record("a region was accepted past max_registered = 2")
+            } catch let error as ProtocolError {
+                #expect(error.code.rawValue == expected)
+            }
+            // Removing one leaves 2: still no room for another.
+            if try await listed().count == 3 { _ = try await client.request { .regionsRemove(id: $0, ids: ["a"]) } }
+        }
+        #expect(try await listed() == ["b", "c"])
+        _ = try await client.request { .regionsRemove(id: $0, ids: ["b"]) }
+        _ = try await client.request { .regionsAdd(id: $0, regions: [Region(id: "d", center: c, radius: 100)]) }
+        #expect(try await listed() == ["c", "d"])
+    }
+}
+
+/// A program whose remembered regions cannot be loaded (a stored region this version rejects)
+/// keeps its rows: its changes are refused, since each rewrites all of its rows.
+@Suite struct UnrestoredRegionsTests {
+    @Test func changesOfAProgramWhoseRegionsDidNotLoadAreRefused() async throws {
+        let harness = try await ServerHarness.start()
+        let hub = harness.hub
+        let c = Coordinate(latitude: 48.1, longitude: 11.5)
+        let program = ProgramID("uid=1000 exe=/usr/bin/tracker"), other = ProgramID("uid=1000 exe=/usr/bin/other")
+        let outcome = try await hub.eventLoop.submit { () -> [String] in
+            var out: [String] = []
+            let bad = RegionRecord(region: Region(id: "a", center: c, radius: 1), state: .unknown)  // radius out of range
+            do throws(RegionError) { try hub.restoreRegions([bad], for: program) } catch { out.append("restore \(error.code.rawValue)") }
+            do throws(RegionError) { _ = try hub.addRegions([Region(id: "b", center: c, radius: 100)], for: program) } catch {
+                out.append("\(error.code.rawValue): \(error.message)")
+            }
+            do throws(RegionError) { _ = try hub.removeRegions(nil, for: program) } catch { out.append("\(error.code.rawValue): \(error.message)") }
+            // Another program is not affected.
+            do { out.append("other \(try hub.addRegions([Region(id: "b", center: c, radius: 100)], for: other))") } catch { out.append("other \(error)") }
+            return out
+        }.get()
+        await harness.stop()
+        #expect(outcome.count == 4)
+        #expect(outcome[0] == "restore invalidRegion")
+        for refusal in outcome[1...2] {
+            #expect(refusal.hasPrefix("notStored: this program's remembered regions could not be loaded at start (region a: radius 1.0 is out of range"))
+            #expect(refusal.contains("correct or delete this program's rows"))
+        }
+        #expect(outcome[3] == "other 1")
+    }
 }

@@ -114,13 +114,19 @@ public struct RegionMonitor: Sendable {
 
     /// Checks `regions` against the registered ones and the limits without changing anything.
     public func validate(_ regions: [Region]) throws(RegionError) {
+        try validate(regions, limited: true)
+    }
+
+    /// `limited`: whether the registration limit applies (it does to new registrations, not to
+    /// remembered ones).
+    private func validate(_ regions: [Region], limited: Bool) throws(RegionError) {
         var seen = Set<String>()
         for r in regions {
             if let reason = r.invalidReason { throw RegionError(.invalidRegion, reason) }
             if slotByID[r.id] != nil { throw RegionError(.duplicateRegion, "region \(r.id) is already registered") }
             if !seen.insert(r.id).inserted { throw RegionError(.duplicateRegion, "region \(r.id) is given twice") }
         }
-        if slots.count + regions.count > limits.maxRegistered {
+        if limited, slots.count + regions.count > limits.maxRegistered {
             throw RegionError(.tooManyRegions, "\(slots.count) registered + \(regions.count) new is more than the limit of \(limits.maxRegistered) regions per program")
         }
     }
@@ -132,9 +138,11 @@ public struct RegionMonitor: Sendable {
     }
 
     /// Registers remembered regions with their state (after a restart). The first fix
-    /// evaluates each of them once (the device may have moved meanwhile).
+    /// evaluates each of them once (the device may have moved meanwhile). All are kept even past
+    /// a registration limit lowered since: the limit stops new registrations (until the program
+    /// is below it), it does not delete what was registered.
     public mutating func restore(_ records: [RegionRecord]) throws(RegionError) {
-        try validate(records.map(\.region))
+        try validate(records.map(\.region), limited: false)
         for r in records { append(r) }
     }
 

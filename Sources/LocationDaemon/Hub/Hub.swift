@@ -54,6 +54,9 @@ public final class Hub: Sendable {
         var openSessions = 0
         var demandHandler: (@Sendable (Bool) -> Void)?
         var receiverWatched: Bool?
+        /// Programs whose remembered regions could not be loaded at start, and why: their rows
+        /// stay as they are in the store, so no change of theirs may rewrite them.
+        var unrestored: [ProgramID: RegionError] = [:]
     }
 
     public init(eventLoop: any EventLoop, sourceDescription: String, logger: Logger = Logger(label: "locationd.hub"),
@@ -261,6 +264,7 @@ public final class Hub: Sendable {
 
     /// Registers `regions` for `program`, all or none; returns how many are registered now.
     public func addRegions(_ regions: [Region], for program: ProgramID) throws(RegionError) -> Int {
+        try checkRestored(program)
         try box.value.engine.addRegions(regions, for: program)
         do {
             try store(program)
@@ -284,6 +288,7 @@ public final class Hub: Sendable {
 
     /// Unregisters `ids` (nil: all) of `program`, all or none; returns (removed, registered).
     public func removeRegions(_ ids: [String]?, for program: ProgramID) throws(RegionError) -> (removed: Int, registered: Int) {
+        try checkRestored(program)
         let before = box.value.engine.regionRecords(of: program)
         try box.value.engine.removeRegions(ids, for: program)
         do {
@@ -299,9 +304,19 @@ public final class Hub: Sendable {
         return (before.count - after.count, after.count)
     }
 
-    /// Registers remembered regions (daemon start, before any fix).
+    /// Registers remembered regions (daemon start, before any fix). If they cannot be (a stored
+    /// region this version rejects), the program's changes are refused until a restart loads
+    /// them: a change rewrites all of a program's rows, and would delete the ones not loaded.
     public func restoreRegions(_ records: [RegionRecord], for program: ProgramID) throws(RegionError) {
-        try box.value.engine.restoreRegions(records, for: program)
+        do { try box.value.engine.restoreRegions(records, for: program) } catch {
+            box.value.unrestored[program] = error
+            throw error
+        }
+    }
+
+    private func checkRestored(_ program: ProgramID) throws(RegionError) {
+        guard let error = box.value.unrestored[program] else { return }
+        throw RegionError(.notStored, "this program's remembered regions could not be loaded at start (\(error.message)); to keep them, no change is made to them — correct or delete this program's rows in \(regionStore?.path ?? "the database") and restart locationd")
     }
 
     public func regionRecords(of program: ProgramID) -> [RegionRecord] {
