@@ -160,6 +160,36 @@ import Testing
         await h.stop()
     }
 
+    /// A peer that sends requests and never reads its replies: the daemon stops answering (and
+    /// reading) at the write watermark instead of queueing every reply, and once the peer reads,
+    /// every request is answered, in order.
+    @Test func requestsOfAPeerThatDoesNotReadWaitInsteadOfQueueingReplies() async throws {
+        let h = try await ServerHarness.start { $0.floodBurst = 100_000; $0.floodRate = 100_000 }
+        let peer = RawSocket(path: h.path)
+        let count = 3000
+        // ≈ 90 KB of requests, ≈ 1 MB of replies: more than the socket and the watermark hold.
+        peer.send((0..<count).map { #"{"type":"status","id":\#($0)}"# + "\n" }.joined())
+        var stats = try await h.server.connectionStats()
+        let deadline = ContinuousClock.now + .seconds(20)
+        while stats.first?.isWritable != false && ContinuousClock.now < deadline {
+            stats = try await h.server.connectionStats()
+        }
+        #expect(stats.first?.isWritable == false, "the replies should have filled the socket")
+        for _ in 0..<20 {  // however often the loop runs meanwhile
+            stats = try await h.server.connectionStats()
+            #expect((stats.first?.bufferedBytes ?? 0) <= h.server.configuration.writeBufferHighWatermark + 4096)
+        }
+        #expect(peer.readLine()?.contains(#""type":"hello""#) == true)
+        var answered = 0
+        while answered < count, let line = peer.readLine() {
+            guard line.contains(#""type":"status""#) else { continue }
+            #expect(line.contains(#""id":\#(answered),"#), "reply \(answered) out of order: \(line.prefix(60))")
+            answered += 1
+        }
+        #expect(answered == count)
+        await h.stop()
+    }
+
     @Test func slowReaderDoesNotStallOthersAndStaysBounded() async throws {
         let h = try await ServerHarness.start()
         let slow = RawSocket(path: h.path)

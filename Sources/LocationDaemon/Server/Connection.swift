@@ -76,6 +76,8 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
     var skippedSincePending = 0
     var skippedTotal = 0
     var unwritableTimer: Scheduled<Void>?
+    /// Whether reading from the socket is paused until the replies drain (`handleInput`).
+    var readingPaused = false
     /// The program this connection speaks for (regions belong to it); set at connect time.
     var program = ProgramID("unknown")
     /// The peer as resolved at connect time (nil when SO_PEERCRED failed: the default rule applies).
@@ -158,8 +160,22 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
         guard !closing else { return }
         var incoming = unwrapInboundIn(data)
         input.writeBuffer(&incoming)
+        handleInput(context: context)
+    }
+
+    /// Answers the complete request lines read so far. While the connection is not writable (its
+    /// peer does not read its replies) it stops: the rest waits in `input`, and reading from the
+    /// socket pauses until the replies drain, so a peer that sends requests and never reads
+    /// holds the daemon's memory to the watermarks, not to what it asks for (docs/protocol.md,
+    /// "Slow readers").
+    func handleInput(context: ChannelHandlerContext) {
         let max = configuration.maxLineBytes
-        while !closing, let newline = input.readableBytesView.firstIndex(of: 0x0A) {
+        while !closing {
+            guard context.channel.isWritable else {
+                pauseReading(context: context)
+                break
+            }
+            guard let newline = input.readableBytesView.firstIndex(of: 0x0A) else { break }
             let length = newline - input.readerIndex
             guard length <= max + 1 else {  // + 1: a CR before the LF is allowed
                 abort(ProtocolError(.lineTooLong, "line of \(length) bytes is longer than \(max) bytes; closing"))
@@ -175,7 +191,9 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
             if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }  // blank lines are ignored
             handleLine(line)
         }
-        if !closing && input.readableBytes > max + 1 {
+        // The next line, complete or not, must fit.
+        let next = input.readableBytesView.firstIndex(of: 0x0A).map { $0 - input.readerIndex } ?? input.readableBytes
+        if !closing && next > max + 1 {
             abort(ProtocolError(.lineTooLong, "line longer than \(max) bytes; closing"))
             return
         }
@@ -183,11 +201,27 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
         context.flush()
     }
 
+    private func pauseReading(context: ChannelHandlerContext) {
+        guard !readingPaused else { return }
+        readingPaused = true
+        try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false)
+    }
+
+    private func resumeReading(context: ChannelHandlerContext) {
+        guard readingPaused else { return }
+        readingPaused = false
+        handleInput(context: context)
+        if !readingPaused && !closing {
+            try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: true)
+        }
+    }
+
     func channelWritabilityChanged(context: ChannelHandlerContext) {
         if context.channel.isWritable {
             unwritableTimer?.cancel()
             unwritableTimer = nil
             flushPending()
+            resumeReading(context: context)
         } else if unwritableTimer == nil {
             let timeout = configuration.unwritableTimeout
             unwritableTimer = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) { [self] in
@@ -383,8 +417,8 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
         }
     }
 
-    /// Replies are always written (their volume is bounded by the flood limit and the
-    /// unwritable timeout); only events are held back for slow readers.
+    /// Replies are always written (no more are made while the connection is not writable: see
+    /// `handleInput`); only events are held back for slow readers.
     func send(_ message: ServerMessage, flush: Bool) {
         guard let context else { return }
         scratch.removeAll(keepingCapacity: true)
