@@ -18,6 +18,7 @@ public enum Daemon {
 
     public static func run(_ options: DaemonOptions, logControl: LogControl = LogControl(), logger: Logger) async throws {
         raiseDescriptorLimit(logger: logger)
+        if !ProgramIdentity.canIdentifyOtherUsers() { logger.warning("\(ProgramIdentity.cannotIdentifyWarning)") }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let loop = group.next()
         // `--database none` keeps the same tables in memory: nothing survives a restart.

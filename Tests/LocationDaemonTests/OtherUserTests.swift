@@ -122,4 +122,67 @@ import Testing
         let me = try #require(entries.first { $0.isSelf })
         #expect(me.uid == 0 && me.session == StatusReply.SessionGrant(authorization: .always, accuracy: .precise))
     }
+
+    /// The daemon as the unprivileged user it runs as under the shipped unit: without
+    /// CAP_SYS_PTRACE it cannot read another user's executable (and says so at start); with it
+    /// (the unit's AmbientCapabilities=) it can, and a rule naming the executable matches.
+    @Test func anUnprivilegedDaemonIdentifiesOtherUsersProgramsOnlyWithCapSysPtrace() async throws {
+        guard getuid() == 0 else { return }
+        let python = URL(fileURLWithPath: "/usr/bin/python3").resolvingSymlinksInPath().path
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("locationd-cap-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let config = dir.appendingPathComponent("locationd.toml")
+        try "[policy.python]\nexecutable = \"\(python)\"\nauthorization = \"always\"\n".write(to: config, atomically: true, encoding: .utf8)
+        chmod(dir.path, 0o755)
+        chmod(config.path, 0o644)
+        let script = """
+            import socket,sys
+            s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); f=s.makefile('rwb')
+            f.readline()
+            f.write(b'{"type":"session.start","id":1,"authorization":"always"}\\n{"type":"status","id":2}\\n'); f.flush()
+            print(f.readline().decode().strip()); print(f.readline().decode().strip())
+            """
+        let check = Process()
+        check.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        check.arguments = ["--reuid=daemon", "--regid=daemon", "--clear-groups", "/usr/bin/test", "-x", DaemonProcess.executable.path]
+        try check.run()
+        check.waitUntilExit()
+        guard check.terminationStatus == 0 else {
+            print("SKIPPED anUnprivilegedDaemon…: user 'daemon' cannot run \(DaemonProcess.executable.path) (a parent directory is not world-searchable)")
+            return
+        }
+        for withCapability in [false, true] {
+            let caps = withCapability ? ["--inh-caps=+sys_ptrace", "--ambient-caps=+sys_ptrace"] : []
+            let daemon = try DaemonProcess(arguments: ["--config", config.path, "--gpsd", "127.0.0.1:1"], database: "none",
+                                           launcher: ["/usr/bin/setpriv", "--reuid=daemon", "--regid=daemon", "--clear-groups"] + caps)
+            defer { daemon.stop() }
+            let probe = try await daemon.connect()
+            probe.close()
+            chmod(daemon.socketPath, 0o666)
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            p.arguments = ["--reuid=nobody", "--regid=nogroup", "--clear-groups", python, "-c", script, daemon.socketPath]
+            let output = Pipe()
+            p.standardOutput = output
+            try p.run()
+            p.waitUntilExit()
+            let lines = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n").map(String.init)
+            try #require(lines.count == 2, "\(lines)")
+            guard case .statusReply(let status) = try ServerMessage.decode(lines[1]),
+                  let mine = status.connections?.first(where: \.isSelf) else { Issue.record("\(lines[1])"); return }
+            daemon.signal(SIGTERM)
+            _ = daemon.waitForExit()
+            let log = daemon.stderrText()
+            if withCapability {
+                #expect(mine.executable == python)
+                #expect(lines[0].contains(#""rule":"python""#), "\(lines[0])")
+                #expect(!log.contains("cannot identify other users' programs"))
+            } else {
+                #expect(mine.executable == nil)
+                #expect(lines[0].contains(#""code":"notAuthorized""#), "\(lines[0])")
+                #expect(log.contains("cannot identify other users' programs: reading another user's /proc/PID/exe needs CAP_SYS_PTRACE"), "\(log.suffix(2000))")
+            }
+        }
+    }
 }

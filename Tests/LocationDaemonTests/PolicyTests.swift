@@ -7,6 +7,19 @@ import Testing
 
 /// Policy rules in the config: parsing, every kind of bad rule with its message, matching.
 @Suite struct PolicyTests {
+    /// A program upgraded while it runs keeps its identity; the capability check reads CapEff.
+    @Test func executableLinksAndTheCapabilityCheck() {
+        #expect(ProgramIdentity.path(ofLink: "/usr/bin/tracker (deleted)") == "/usr/bin/tracker")
+        #expect(ProgramIdentity.path(ofLink: "/usr/bin/tracker") == "/usr/bin/tracker")
+        let status = { (eff: String) in "Name:\tlocationd\nCapInh:\t0000000000080000\nCapEff:\t\(eff)\nCapBnd:\t000001ffffffffff\n" }
+        #expect(ProgramIdentity.canIdentifyOtherUsers(status: status("0000000000080000")))
+        #expect(ProgramIdentity.canIdentifyOtherUsers(status: status("000001ffffffffff")))
+        #expect(!ProgramIdentity.canIdentifyOtherUsers(status: status("0000000000000000")))
+        #expect(!ProgramIdentity.canIdentifyOtherUsers(status: status("0000000000040000")))
+        #expect(!ProgramIdentity.canIdentifyOtherUsers(status: "Name:\tx\n"))
+        #expect(!ProgramIdentity.canIdentifyOtherUsers(status: nil))
+    }
+
     static func error(_ text: String) -> String? { ConfigTests.error(text) }
 
     @Test func everyBadPolicyHasItsMessage() {

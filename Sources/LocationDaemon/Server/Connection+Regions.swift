@@ -8,8 +8,32 @@ enum ProgramIdentity {
         var buffer = [CChar](repeating: 0, count: 4097)
         let n = readlink("/proc/\(pid)/exe", &buffer, 4096)
         guard n > 0 else { return nil }
-        return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return path(ofLink: String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self))
     }
+
+    /// The kernel marks the link of a process whose executable was replaced since it started
+    /// (a package upgrade) with " (deleted)": the program is still the one of that path, and its
+    /// regions, queue and rules must not change with the upgrade.
+    static func path(ofLink link: String) -> String {
+        link.hasSuffix(" (deleted)") ? String(link.dropLast(10)) : link
+    }
+
+    /// `CAP_SYS_PTRACE`: reading another user's `/proc/PID/exe` needs it (the kernel's
+    /// ptrace-read check), and so does seeing that process at all under `ProtectProc=invisible`.
+    static let sysPtrace = 19
+
+    /// Whether this process may read the executables of other users' processes: its effective
+    /// capabilities (`CapEff` in /proc/self/status) include `CAP_SYS_PTRACE`. Root without it
+    /// (an empty bounding set) may not either.
+    static func canIdentifyOtherUsers(status: String? = try? DaemonOptions.readFile("/proc/self/status")) -> Bool {
+        guard let status,
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("CapEff:") }),
+              let mask = UInt64(line.dropFirst(7).trimmingPrefix { $0 == " " || $0 == "\t" }, radix: 16) else { return false }
+        return mask & (1 << sysPtrace) != 0
+    }
+
+    /// What the daemon logs at start when it cannot (docs/systemd.md, "Identifying programs").
+    static let cannotIdentifyWarning = "cannot identify other users' programs: reading another user's /proc/PID/exe needs CAP_SYS_PTRACE, which locationd does not have; their executables read as '?', so policy rules naming an executable do not match them and each user's programs share one identity (uid=N exe=?) for regions and queued events. Grant it: AmbientCapabilities=CAP_SYS_PTRACE and CapabilityBoundingSet=CAP_SYS_PTRACE in the unit (the shipped unit does)"
 }
 
 extension Connection {

@@ -19,16 +19,25 @@ final class DaemonProcess: @unchecked Sendable {
     }
 
     /// `database`: the region store's path (default: a fresh file in the temp folder).
-    init(arguments: [String], database: String? = nil, directory reuse: URL? = nil) throws {
+    /// `launcher`: a command the daemon runs under (e.g. setpriv, to run it as another user,
+    /// who then needs to create its socket in the temp folder).
+    init(arguments: [String], database: String? = nil, directory reuse: URL? = nil, launcher: [String] = []) throws {
         guard FileManager.default.isExecutableFile(atPath: Self.executable.path) else {
             throw Failure(description: "locationd not built at \(Self.executable.path); run swift build first")
         }
         directory = reuse ?? FileManager.default.temporaryDirectory
             .appendingPathComponent("locationd-test-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        process.executableURL = Self.executable
-        process.arguments = ["--socket", directory.appendingPathComponent("locationd.sock").path, "--log-level", "debug",
-                             "--database", database ?? directory.appendingPathComponent("locationd.db").path] + arguments
+        let daemonArguments = ["--socket", directory.appendingPathComponent("locationd.sock").path, "--log-level", "debug",
+                               "--database", database ?? directory.appendingPathComponent("locationd.db").path] + arguments
+        if let command = launcher.first {
+            chmod(directory.path, 0o777)
+            process.executableURL = URL(fileURLWithPath: command)
+            process.arguments = launcher.dropFirst() + [Self.executable.path] + daemonArguments
+        } else {
+            process.executableURL = Self.executable
+            process.arguments = daemonArguments
+        }
         process.standardError = stderrPipe
         process.standardOutput = FileHandle.nullDevice
         try process.run()
