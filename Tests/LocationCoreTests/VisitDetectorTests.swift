@@ -49,6 +49,27 @@ struct VisitRecorder {
         #expect(Geodesy.distance(centre, origin) < 3)
     }
 
+    /// 200 s at one spot, a slow 250 m walk the unconfirmed stay follows, then an hour at the
+    /// destination: the early-fix buffer filled with the spot and the walk must make room for the
+    /// destination's fixes, or the visit there is never reported.
+    @Test func aVisitAfterASlowWalkFromAShortStopIsReported() {
+        for walk in [120.0, 250, 280] {
+            var r = VisitRecorder()
+            r.stay(at: 0, 0, from: 0, seconds: 200)
+            let steps = Int(walk / 1.4)
+            for i in 0..<steps { r.feed(fix(at: 200 + Double(i), offset(1.4 * Double(i), 0))) }
+            let reached = 200 + Double(steps)
+            r.stay(at: walk, 0, from: reached, seconds: 3600)
+            #expect(r.arrivals.count == 1, "walk \(walk) m")
+            guard let visit = r.arrivals.first else { continue }
+            #expect(Geodesy.distance(visit.coordinate, offset(walk, 0)) < 10, "walk \(walk) m")
+            // Back-dated to the stay's first fix near the destination: the last 50 m of the walk
+            // (36 s) plus one 4.7 s step at most.
+            let arrival = visit.arrival - t0
+            #expect(arrival >= reached - 50 && arrival <= reached + 5, "walk \(walk) m: arrival at \(arrival), reached at \(reached)")
+        }
+    }
+
     @Test func arrivalAfterAnApproachIsBackDatedToNearThePlace() {
         var r = VisitRecorder()
         // Walk 1.4 m/s from 400 m south to the place, arriving at t = 286 s, then stay 10 min.

@@ -180,7 +180,7 @@ public struct VisitDetector: Sendable {
             if confirmed {
                 return
             }
-            remember(fix, in: &early, start: stay.start)
+            remember(fix, in: &early, stay: stay)
             confirmIfDwelt(emit)
             return
         }
@@ -191,18 +191,18 @@ public struct VisitDetector: Sendable {
             pending = Stay(fix)
             pending!.add(fix, distance: 0, radius: parameters.radius, coreRadius: parameters.coreRadius)
             pendingEarly.removeAll(keepingCapacity: true)
-            remember(fix, in: &pendingEarly, start: fix.time)
+            remember(fix, in: &pendingEarly, stay: pending!)
         } else if var p = pending {
             let dp = p.distanceFromCentre(fix.coordinate)
             if dp <= parameters.radius {
                 p.add(fix, distance: dp, radius: parameters.radius, coreRadius: parameters.coreRadius,
                       memory: parameters.candidateMemory)
-                remember(fix, in: &pendingEarly, start: p.start)
+                remember(fix, in: &pendingEarly, stay: p)
             } else {
                 p = Stay(fix)
                 p.add(fix, distance: 0, radius: parameters.radius, coreRadius: parameters.coreRadius)
                 pendingEarly.removeAll(keepingCapacity: true)
-                remember(fix, in: &pendingEarly, start: fix.time)
+                remember(fix, in: &pendingEarly, stay: p)
             }
             pending = p
         }
@@ -242,13 +242,20 @@ public struct VisitDetector: Sendable {
         outsideCount = 0
         pending = nil
         early.removeAll(keepingCapacity: true)
-        remember(fix, in: &early, start: fix.time)
+        remember(fix, in: &early, stay: s)
     }
 
-    /// Keeps at most `earlyCapacity` early fixes, spaced `dwell / capacity` apart.
-    func remember(_ fix: Fix, in buffer: inout [(time: Timestamp, coordinate: Coordinate)], start: Timestamp) {
-        guard buffer.count < Self.earlyCapacity else { return }
+    /// Keeps at most `earlyCapacity` early fixes of `stay`, spaced `dwell / capacity` apart. When
+    /// the buffer is full its oldest fix gives way if it is no longer near the stay's centre:
+    /// a stay that followed the device on a slow walk (its centre moves, unconfirmed) would
+    /// otherwise fill the buffer with the walk, and the fixes near where it stops — its arrival —
+    /// would never be kept. The oldest fix near the centre stays: it is the arrival.
+    func remember(_ fix: Fix, in buffer: inout [(time: Timestamp, coordinate: Coordinate)], stay: Stay) {
         if let last = buffer.last, fix.time - last.time < parameters.dwell / Double(Self.earlyCapacity) { return }
+        if buffer.count == Self.earlyCapacity {
+            guard stay.distanceFromCentre(buffer[0].coordinate) > parameters.coreRadius else { return }
+            buffer.removeFirst()  // 64 entries moved, in place: no allocation
+        }
         buffer.append((fix.time, fix.coordinate))
     }
 
