@@ -70,6 +70,20 @@ struct VisitRecorder {
         }
     }
 
+    /// A one-hour visit, then the receiver's clock jumps back 52 minutes (gpsd's bt451 log) while
+    /// the device goes 3 km away for 40 minutes: the departure and the next arrival are
+    /// reported, and every event's times stay in order.
+    @Test func aBackwardsClockJumpDoesNotSilenceVisits() {
+        var r = VisitRecorder()
+        r.stay(at: 0, 0, from: 0, seconds: 3600)
+        r.stay(at: 3000, 0, from: 3600 - 3120, seconds: 2400)
+        #expect(r.arrivals.count == 2)
+        #expect(r.departures.count == 1)
+        let times = r.events.flatMap { [$0.visit.arrival] + ($0.visit.departure.map { [$0] } ?? []) }
+        #expect(r.departures.first.map { $0.departure! >= $0.arrival } == true)
+        #expect(r.arrivals.count == 2 && r.arrivals[1].arrival > r.departures[0].departure!, "\(times)")
+    }
+
     @Test func arrivalAfterAnApproachIsBackDatedToNearThePlace() {
         var r = VisitRecorder()
         // Walk 1.4 m/s from 400 m south to the place, arriving at t = 286 s, then stay 10 min.
@@ -231,6 +245,23 @@ struct VisitRecorder {
             #expect(Geodesy.distance(a.coordinate, b.coordinate) >= 500)
             #expect(b.time - a.time >= 300 && b.time - a.time <= 502)
         }
+    }
+
+    /// The receiver's clock jumps back 52 minutes (as in gpsd's bt451 log), then the device
+    /// drives 6 km: the changes come as without the jump, not only once the clock is back.
+    @Test func aBackwardsClockJumpDoesNotSilenceSignificantChanges() {
+        func drive(jump: Double) -> Int {
+            var s = SignificantChange()
+            var count = 0
+            for i in 0...600 { if s.offer(fix(at: Double(i), origin)) != nil { count += 1 } }
+            for i in 1...3000 {  // 2 m/s for 50 minutes, timed from 52 minutes before
+                if s.offer(fix(at: 600 - jump + Double(i), offset(2 * Double(i), 0))) != nil { count += 1 }
+            }
+            return count
+        }
+        let steady = drive(jump: 0)
+        #expect(steady >= 10)
+        #expect(drive(jump: 3120) == steady)
     }
 
     @Test func inaccurateFixesAreIgnored() {

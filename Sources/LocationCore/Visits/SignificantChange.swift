@@ -49,8 +49,11 @@ public struct SignificantChange: Hashable, Sendable {
         return nil
     }
 
+    /// A fix timed before the last delivered one (the receiver's clock jumped back) meets the
+    /// interval, as it passes `minimumInterval`: otherwise a backwards jump would silence
+    /// significant changes for as long as the jump.
     @inlinable func qualifies(_ fix: Fix, after last: Fix) -> Bool {
-        fix.time - last.time >= parameters.interval
+        (fix.time < last.time || fix.time - last.time >= parameters.interval)
             && Geodesy.distance(last.coordinate, fix.coordinate) >= parameters.distance
     }
 }

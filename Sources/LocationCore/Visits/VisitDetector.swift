@@ -149,6 +149,12 @@ public struct VisitDetector: Sendable {
     @usableFromInline var early: [(time: Timestamp, coordinate: Coordinate)]
     @usableFromInline var pendingEarly: [(time: Timestamp, coordinate: Coordinate)]
     static let earlyCapacity = 64
+    /// The receiver's clock can jump back (gpsd's bt451 log: 52 minutes). The detector then
+    /// takes the fix as one second after the latest and keeps that shift for the fixes after it
+    /// (nanoseconds added to their times), so durations go on counting and its events stay in
+    /// order, instead of ignoring every fix until the clock is back where it was.
+    @usableFromInline var clockShift: Int64 = 0
+    @usableFromInline var latest: Timestamp?
 
     public init(parameters: Parameters = Parameters()) {
         self.parameters = parameters
@@ -160,8 +166,15 @@ public struct VisitDetector: Sendable {
     public var isVisiting: Bool { confirmed }
 
     /// Offers one fix; calls `emit` with an arrival or departure when one is decided.
-    public mutating func offer(_ fix: Fix, _ emit: (Visit) -> Void) {
-        if let a = fix.horizontalAccuracy, a > parameters.maximumAccuracy { return }
+    public mutating func offer(_ received: Fix, _ emit: (Visit) -> Void) {
+        if let a = received.horizontalAccuracy, a > parameters.maximumAccuracy { return }
+        var fix = received
+        fix.time.nanoseconds &+= clockShift
+        if let latest, fix.time < latest {
+            clockShift &+= latest.nanoseconds &- fix.time.nanoseconds &+ 1_000_000_000
+            fix.time = latest.adding(seconds: 1)
+        }
+        latest = fix.time
         guard var stay = current else { start(fix); return }
         if fix.time <= stay.lastInside && outsideCount == 0 { return }  // same epoch or clock going back
         let d = stay.distanceFromCentre(fix.coordinate)
