@@ -1,6 +1,7 @@
 import Foundation
 import LocationClient
 import LocationCore
+@testable import LocationDaemon
 import Simulation
 import LocationProtocol
 import Testing
@@ -275,5 +276,74 @@ import Testing
         if case .region(let e)? = queued.first?.1 { #expect(e.kind == .enter && e.region == "A") } else { Issue.record("\(text)") }
         #expect(lines.contains { $0.contains(#""type":"acked""#) && $0.contains(#""seq":1"#) && $0.contains(#""queued":0"#) }, "\(text)")
         #expect(try queuedForLocationctl() == 0)
+    }
+}
+
+/// Two connections of one program (this test process), one going away without `session.end`:
+/// its detectors go on in the background, but an event the other connection receives live is
+/// not queued as well (the program would get it twice).
+@Suite struct BackgroundAndLiveConnectionsTests {
+    /// A 20-minute stay at 1 Hz, then a drive 3 km away and another 20-minute stay.
+    static func day(from t0: Timestamp) -> [Fix] {
+        var fixes: [Fix] = []
+        let here = Coordinate(latitude: 48.1, longitude: 11.5), there = Coordinate(latitude: 48.127, longitude: 11.5)
+        for i in 0..<1200 { fixes.append(Fix(time: t0.adding(seconds: Double(i)), coordinate: here, mode: .threeD, horizontalAccuracy: 8)) }
+        for i in 0..<300 {
+            let f = Double(i) / 300
+            let c = Coordinate(latitude: here.latitude + (there.latitude - here.latitude) * f, longitude: here.longitude)
+            fixes.append(Fix(time: t0.adding(seconds: Double(1200 + i)), coordinate: c, mode: .threeD, horizontalAccuracy: 8))
+        }
+        for i in 0..<1200 { fixes.append(Fix(time: t0.adding(seconds: Double(1500 + i)), coordinate: there, mode: .threeD, horizontalAccuracy: 8)) }
+        return fixes
+    }
+
+    /// Returns the events queued for the program and the visits the staying connection received.
+    static func run(stayingAsks events: EventKinds) async throws -> (queued: [String], live: Int) {
+        let database = try Database(path: ":memory:")
+        let queue = try EventQueue(database: database, limit: 1000)
+        let h = try await ServerHarness.start(queue: queue)
+        let leaving = try await LocationClient.connect(path: h.path)
+        try await leaving.startSession(.always)
+        try await leaving.subscribe(SubscriptionOptions(events: [.visits]))
+        let staying = try await LocationClient.connect(path: h.path)
+        try await staying.startSession(.always)
+        try await staying.subscribe(SubscriptionOptions(events: events))
+        leaving.close()  // without session.end: its visits go on in the background
+        let deadline = ContinuousClock.now + .seconds(20)
+        while try await h.server.connectionStats().count > 1 && ContinuousClock.now < deadline {}
+        try #require(try await h.server.connectionStats().count == 1, "the leaving connection never closed")
+        let fixes = Self.day(from: CivilTime(year: 2026, month: 6, day: 1, hour: 8).timestamp)
+        let reader = Task {
+            var visits = 0
+            for try await m in staying.messages {
+                if case .visit = m { visits += 1 }
+                if case .location(let f, _) = m, f.time == fixes.last!.time { break }
+                if case .significant(let f) = m, f.time == fixes.last!.time { break }
+            }
+            return visits
+        }
+        for (i, f) in fixes.enumerated() {
+            h.hub.submit(.fix(f))
+            if i % 500 == 499 { await h.hub.processed() }
+        }
+        await h.hub.processed()
+        let queued = try await h.hub.eventLoop.submit {
+            queue.programsWithEvents.flatMap { queue.backlog(of: $0) }
+        }.get()
+        staying.close()
+        let live = events.contains(.visits) ? try await reader.value : 0
+        reader.cancel()
+        await h.stop()
+        return (queued.map { String(decoding: $0, as: UTF8.self) }, live)
+    }
+
+    @Test func aKindAnotherConnectionReceivesLiveIsNotQueuedToo() async throws {
+        // The staying connection asks for visits too: it gets them live, the queue stays empty.
+        let both = try await Self.run(stayingAsks: [.visits, .location])
+        #expect(both.live == 3)  // arrival, departure, arrival
+        #expect(both.queued.isEmpty, "\(both.queued)")
+        // It asks only for locations: the leaving connection's visits are queued.
+        let other = try await Self.run(stayingAsks: [.location])
+        #expect(other.queued.filter { $0.contains(#""type":"visit""#) }.count == 3, "\(other.queued)")
     }
 }

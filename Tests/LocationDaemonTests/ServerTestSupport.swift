@@ -15,7 +15,7 @@ final class ServerHarness: Sendable {
     let directory: String
     var path: String { server.configuration.path }
 
-    static func start(store: RegionStore? = nil, _ configure: @Sendable (inout SocketServer.Configuration) -> Void = { _ in }) async throws -> ServerHarness {
+    static func start(store: RegionStore? = nil, queue: EventQueue? = nil, _ configure: @Sendable (inout SocketServer.Configuration) -> Void = { _ in }) async throws -> ServerHarness {
         var template = Array("/tmp/ldt-XXXXXX".utf8CString)
         guard let dir = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
             fatalError("mkdtemp failed")
@@ -24,7 +24,7 @@ final class ServerHarness: Sendable {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         var logger = Logger(label: "test")
         logger.logLevel = .critical
-        let hub = Hub(eventLoop: group.next(), sourceDescription: "test source", logger: logger, regionStore: store)
+        let hub = Hub(eventLoop: group.next(), sourceDescription: "test source", logger: logger, regionStore: store, queue: queue)
         var config = SocketServer.Configuration(path: directory + "/run/s.sock")
         configure(&config)
         let server = try await SocketServer.start(hub: hub, configuration: config, logger: logger)

@@ -5,6 +5,8 @@ import NIOCore
 
 /// Something that receives a subscriber's events: a connection. Called on the hub's loop only.
 public protocol HubSubscriber: AnyObject {
+    /// The program the subscriber speaks for (its peer's).
+    var program: ProgramID { get }
     /// `encoded` is the event's line, shared by every subscriber receiving the same event.
     func deliver(_ event: Event, encoded: ByteBuffer)
 }
@@ -328,6 +330,7 @@ public final class Hub: Sendable {
     /// (after a crash none is lost, and none is queued twice).
     private func persist(_ s: State) {
         s.engine.drainProgramEvents(into: &s.programEvents)
+        if !s.programEvents.isEmpty { dropEventsReceivedLive(s) }
         let changes = regionStore == nil ? [] : s.engine.drainRegionChanges()
         guard !changes.isEmpty || !s.programEvents.isEmpty else { return }
         guard let database = regionStore?.database ?? queue?.database else {
@@ -345,6 +348,24 @@ public final class Hub: Sendable {
         } catch {
             queue?.resynchronize()
             logger.error("cannot store a fix's region states and background events", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// A background monitor's visit or significant change is not queued for a program one of
+    /// whose connections is subscribed to that kind: that connection has its own detector and
+    /// received it live, so the queue would hand it over twice (docs/semantics.md, "Background").
+    /// Runs only for fixes that made program events (rare), over the subscribers.
+    private func dropEventsReceivedLive(_ s: State) {
+        s.programEvents.removeAll { e in
+            let kind: EventKinds
+            switch e.event {
+            case .visit: kind = .visits
+            case .significant: kind = .significant
+            default: return false  // region events reach the queue only when no connection is bound
+            }
+            return s.subscribers.contains { id, subscriber in
+                subscriber.program == e.program && s.engine.options(of: id)?.events.contains(kind) == true
+            }
         }
     }
 
