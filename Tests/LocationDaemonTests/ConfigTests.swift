@@ -1,5 +1,5 @@
 import Foundation
-import LocationDaemon
+@testable import LocationDaemon
 import Testing
 
 @Suite struct ConfigTests {
@@ -150,5 +150,32 @@ import Testing
         let failed = try Self.run(["--check-config", bad.path])
         #expect(failed.status == 78)
         #expect(failed.err == "locationd: \(bad.path):2: unknown key 'gpsd.hots'; expected one of host, port\n")
+    }
+}
+
+/// The approximate-location grid's secret: created once, whole, private; read back unchanged.
+@Suite struct DeviceSecretTests {
+    @Test func theSecretIsCreatedWholeOnceAndReadBack() throws {
+        var template = Array("/tmp/ldt-secret-XXXXXX".utf8CString)
+        let dir = String(cString: try #require(template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }))
+        defer { _ = try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/privacy-secret"
+        // A partial file left by a crash mid-write does not stand in the way.
+        try "12".write(toFile: path + ".new", atomically: false, encoding: .utf8)
+        let first = try DeviceSecret.load(path: path)
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        #expect(text.count == 17 && text.hasSuffix("\n") && UInt64(text.dropLast(), radix: 16) == first)
+        var info = stat()
+        #expect(stat(path, &info) == 0 && info.st_mode & 0o777 == 0o600)
+        #expect(!FileManager.default.fileExists(atPath: path + ".new"))
+        #expect(try DeviceSecret.load(path: path) == first)
+        // An unreadable secret names the file and the fix.
+        try "".write(toFile: path, atomically: false, encoding: .utf8)
+        do {
+            _ = try DeviceSecret.load(path: path)
+            Issue.record("an empty secret was accepted")
+        } catch {
+            #expect("\(error)".contains("privacy-secret") && "\(error)".contains("remove it to generate a new one"), "\(error)")
+        }
     }
 }

@@ -27,13 +27,28 @@ enum DeviceSecret {
         let v = random()
         var hex = String(v, radix: 16)
         hex = String(repeating: "0", count: 16 - hex.count) + hex + "\n"
-        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw ConfigError(file: path, line: 0, message: String(cString: strerror(errno))) }
-        defer { close(fd) }
-        let bytes = Array(hex.utf8)
-        guard write(fd, bytes, bytes.count) == bytes.count, fsync(fd) == 0 else {
-            throw ConfigError(file: path, line: 0, message: String(cString: strerror(errno)))
+        // Written whole or not at all: a crash while writing must not leave an empty or partial
+        // file that stops every later start. The file appears by link(2), which fails if another
+        // start created it meanwhile; that one's secret is then read.
+        let partial = path + ".new"
+        func failure(_ what: String) -> ConfigError {
+            ConfigError(file: path, line: 0, message: "cannot create the privacy secret (\(what): \(String(cString: strerror(errno)))); check that locationd may write to its state directory")
         }
+        unlink(partial)  // one a crash left: it may have any mode, and O_CREAT would keep it
+        let fd = open(partial, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw failure("open \(partial)") }
+        let bytes = Array(hex.utf8)
+        let written = write(fd, bytes, bytes.count) == bytes.count && fsync(fd) == 0
+        close(fd)
+        defer { unlink(partial) }
+        guard written else { throw failure("write \(partial)") }
+        guard link(partial, path) == 0 else {
+            if errno == EEXIST { return try load(path: path) }
+            throw failure("link \(partial)")
+        }
+        let slash = path.lastIndex(of: "/")
+        let directory = open(slash.map { String(path[..<$0]) } ?? ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if directory >= 0 { fsync(directory); close(directory) }  // the new name is durable too
         return v
     }
 }
