@@ -106,7 +106,7 @@ public enum Daemon {
 
     static func describe(_ source: DaemonOptions.Source) -> String {
         switch source {
-        case .gpsd(let host, let port): "gpsd \(host):\(port)"
+        case .gpsd(let host, let port): host.contains(":") ? "gpsd [\(host)]:\(port)" : "gpsd \(host):\(port)"
         case .replay(let path, _, _): "replay \(path)"
         }
     }

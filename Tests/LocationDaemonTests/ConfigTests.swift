@@ -93,6 +93,16 @@ import Testing
         let o = try Self.load(text, ["--gpsd", "b:5", "--log-level", "error"])
         #expect(o.source == .gpsd(host: "b", port: "5"))
         #expect(o.logLevel == "error")
+        // IPv6: in brackets with a port, or bare without one.
+        for (flag, host, port) in [("[::1]:2950", "::1", "2950"), ("[fe80::1%eth0]", "fe80::1%eth0", "2947"),
+                                   ("::1", "::1", "2947"), ("gps.local", "gps.local", "2947")] {
+            #expect(try Self.load("", ["--gpsd", flag]).source == .gpsd(host: host, port: port), "\(flag)")
+        }
+        for bad in ["[::1", "[::1]2950", ":2947", "[]:2947", "host:0", "host:x"] {
+            #expect(throws: DaemonOptions.Failure.usage("--gpsd '\(bad)': expected HOST, HOST:PORT, [IPv6] or [IPv6]:PORT with a port 1…65535")) {
+                try Self.load("", ["--gpsd", bad])
+            }
+        }
         // The file's replay applies without flags; --speed needs a replay from somewhere.
         #expect(try Self.load(text, ["--speed", "3"]).source == .replay(path: "x.nmea", speed: 3, loop: false))
         #expect(throws: DaemonOptions.Failure.usage("--speed and --loop apply only with --replay (or replay.file in the config)")) {

@@ -94,7 +94,8 @@ public struct DaemonOptions: Sendable, Equatable {
                               and exit: 0 when valid, 78 with FILE:LINE: problem otherwise
           --socket PATH       Unix socket to serve (default: /run/locationd/locationd.sock);
                               ignored when systemd passes a socket (locationd.socket)
-          --gpsd HOST[:PORT]  gpsd to read (default: localhost:2947)
+          --gpsd HOST[:PORT]  gpsd to read (default: localhost:2947); an IPv6 address in
+                              brackets with a port: [::1]:2947
           --replay LOG        replay an NMEA 0183 log instead of reading gpsd; the replay
                               starts when the first subscriber subscribes, and the daemon
                               exits when the log ends unless --loop is given
@@ -179,10 +180,8 @@ public struct DaemonOptions: Sendable, Equatable {
                 flags.append { $0.socketPath = path }
             case "--gpsd":
                 let v = try value(arg)
-                let parts = v.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
-                let host = String(parts[0]), port = parts.count > 1 ? String(parts[1]) : "2947"
-                guard !host.isEmpty, let p = Int(port), (1...65535).contains(p) else {
-                    throw .usage("--gpsd '\(v)': expected HOST or HOST:PORT with a port 1…65535")
+                guard let (host, port) = Self.hostAndPort(v), let p = Int(port), (1...65535).contains(p) else {
+                    throw .usage("--gpsd '\(v)': expected HOST, HOST:PORT, [IPv6] or [IPv6]:PORT with a port 1…65535")
                 }
                 flags.append { $0.gpsdHost = host; $0.gpsdPort = p; $0.replayFile = "" }
                 sawGPSD = true
@@ -254,6 +253,29 @@ public struct DaemonOptions: Sendable, Equatable {
     }
 
     /// Reads a whole file with plain POSIX calls (no Foundation in the daemon).
+    /// `HOST[:PORT]`, with an IPv6 address in brackets (`[::1]:2947`, as in URLs) or bare
+    /// (`::1`, no port); the port defaults to gpsd's 2947. Nil when the host is empty or the
+    /// brackets do not close.
+    static func hostAndPort(_ text: String) -> (host: String, port: String)? {
+        var host: Substring, port: Substring = "2947"
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]") else { return nil }
+            host = text[text.index(after: text.startIndex)..<close]
+            let rest = text[text.index(after: close)...]
+            if !rest.isEmpty {
+                guard rest.hasPrefix(":") else { return nil }
+                port = rest.dropFirst()
+            }
+        } else if text.filter({ $0 == ":" }).count > 1 {
+            host = text[...]  // a bare IPv6 address
+        } else {
+            let parts = text.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+            host = parts[0]
+            if parts.count > 1 { port = parts[1] }
+        }
+        return host.isEmpty ? nil : (String(host), String(port))
+    }
+
     public static func readFile(_ path: String) throws(ConfigError) -> String? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else {
