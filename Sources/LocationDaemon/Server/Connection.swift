@@ -259,7 +259,10 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
         case .subscribe(let rid, _) where session == nil:
             send(.error(notAuthorized(rid)), flush: false)
         case .subscribe(let rid, let options):
-            send(.subscribed(id: rid, options: options), flush: false)
+            // What the filter runs with: an approximate session's accuracy gate is off and its
+            // interval at least `approximateInterval` (docs/privacy.md).
+            let effective = session.map { effectiveOptions(options, $0.grant).effectiveForFilter } ?? options
+            send(.subscribed(id: rid, options: effective), flush: false)
             subscribe(options)
         case .unsubscribe(let rid):
             if isSubscribed {
