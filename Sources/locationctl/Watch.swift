@@ -69,6 +69,10 @@ struct Watch: AsyncParsableCommand {
                 out.line(text)
             }
             out.flush()
+            // A reload that revokes the session ends the stream: nothing more will come.
+            if case .session(let info) = message, info.state == .ended {
+                throw Refusal("locationd ended the session" + (info.reason.map { ": \($0)" } ?? ""))
+            }
             // Acknowledged only once written out: a crash before loses nothing.
             if ack, let seq = message.queueSequence { try client.send(.ack(id: nil, seq: seq)) }
             if let count, locations >= count { return }
@@ -109,6 +113,9 @@ struct Watch: AsyncParsableCommand {
             return "#\(seq)  overflow: \(lost) queued event(s) up to here were dropped (queue_limit)"
         case .acked:
             return nil
+        case .session(let info) where info.state == .changed:
+            return "session changed: \(info.authorization?.rawValue ?? "?"), \(info.accuracy?.rawValue ?? "?")"
+                + (info.reason.map { " (\($0))" } ?? "")
         case .subscribed(_, let o):
             var parts: [String] = []
             if o.distanceFilter > 0 { parts.append("distance filter \(DecimalText.fixed(o.distanceFilter, 1)) m") }

@@ -100,6 +100,56 @@ import Testing
         }
     }
 
+    /// A reload that revokes the session ends `watch` with the daemon's reason (it used to wait
+    /// forever, printing nothing); a reload that only changes it is printed.
+    @Test func watchEndsWhenAReloadEndsItsSession() async throws {
+        let daemon = try await Self.daemon(rule: "authorization = \"always\"\n")
+        defer { daemon.stop() }
+        let config = daemon.directory.appendingPathComponent("locationd.toml")
+        let watch = Process()
+        watch.executableURL = URL(fileURLWithPath: Self.locationctl)
+        watch.arguments = ["watch", "--socket", daemon.socketPath]
+        let out = Pipe(), err = Pipe()
+        watch.standardOutput = out
+        watch.standardError = err
+        try watch.run()
+        defer { if watch.isRunning { watch.terminate() } }
+        var text = ""
+        func waitFor(_ needle: String) {
+            while !text.contains(needle) {
+                let chunk = out.fileHandleForReading.availableData  // blocks until output or EOF
+                if chunk.isEmpty { return }
+                text += String(decoding: chunk, as: UTF8.self)
+            }
+        }
+        waitFor("subscribed")
+        try "[policy.ctl]\nexecutable = \"\(Self.locationctl)\"\nauthorization = \"when-in-use\"\naccuracy = \"approximate\"\n"
+            .write(to: config, atomically: true, encoding: .utf8)
+        daemon.signal(SIGHUP)
+        waitFor("session changed")
+        #expect(text.contains("session changed: when-in-use, approximate"), "\(text)")
+        try "[policy.ctl]\nexecutable = \"\(Self.locationctl)\"\nauthorization = \"denied\"\n".write(to: config, atomically: true, encoding: .utf8)
+        daemon.signal(SIGHUP)
+        let watchdog = Task { try await Task.sleep(for: .seconds(20)); watch.terminate() }  // a hang fails, not waits
+        watch.waitUntilExit()
+        watchdog.cancel()
+        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(watch.terminationStatus == 1, "\(stderr)")
+        #expect(stderr.contains("locationd ended the session: policy rule 'ctl'"), "\(stderr)")
+    }
+
+    /// The daemon refusing a region change is not a usage error: exit 1 and its reason, no usage.
+    @Test func regionsRefusedByTheDaemonExitOneWithItsReason() async throws {
+        let daemon = try await Self.daemon(rule: "authorization = \"always\"\naccuracy = \"precise\"\n")
+        defer { daemon.stop() }
+        let refused = try LocationCtlReplayTests.run(["regions", "remove", "nosuch", "--socket", daemon.socketPath])
+        #expect(refused.status == 1, "\(refused.err)")
+        #expect(refused.err.contains("locationd refused: unknownRegion: region nosuch is not registered"), "\(refused.err)")
+        #expect(!refused.err.contains("USAGE"), "\(refused.err)")
+        let typo = try LocationCtlReplayTests.run(["regions", "remove", "--socket", daemon.socketPath])
+        #expect(typo.status == 64 && typo.err.contains("give region ids or --all"), "\(typo.err)")
+    }
+
     @Test func watchDeniedByPolicyExitsNonZeroWithTheRule() async throws {
         let daemon = try await Self.daemon(rule: "authorization = \"denied\"\n")
         defer { daemon.stop() }
