@@ -71,6 +71,20 @@ struct GPSDEndToEndTests {
         "ublox-zed-f9p-nmea", // GST every epoch
     ]
 
+    /// A real gpsd with no receiver data answers the idle probe: the quiet connection stays.
+    @Test func aQuietGPSDAnswersTheIdleProbeAndStaysConnected() async throws {
+        guard GPSDHarness.isAvailable else { return }
+        let gpsd = try GPSDHarness()
+        defer { gpsd.shutdown() }
+        let recorder = EventRecorder()
+        let source = GPSDSource(configuration: .init(host: gpsd.host, port: gpsd.portString, idleProbe: 0.05), sink: recorder.sink)
+        source.start()
+        defer { source.stop() }
+        #expect(await waitUntil { source.statistics.idleProbes >= 10 })
+        #expect(source.statistics.connections == 1 && source.statistics.connectionsLost == 0)
+        #expect(recorder.events == [.input(.source(.connected))])
+    }
+
     @Test("every position TPV of the log, in order", arguments: logs)
     func replayMatchesChk(_ name: String) async throws {
         let log = try #require(GPSDHarness.corpusLog(name), "corpus log \(name) missing")

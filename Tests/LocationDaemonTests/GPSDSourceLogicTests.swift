@@ -34,6 +34,27 @@ struct GPSDSourceLogicTests {
                    sink: recorder.sink, onDeviceDeactivated: recorder.deviceDeactivated)
     }
 
+    /// A gpsd that accepts, sends a report and then never writes again (hung): the silent
+    /// connection is asked ?VERSION;, dropped when that goes unanswered, and made again.
+    @Test func aHungGPSDIsProbedDroppedAndReconnected() async throws {
+        let port = Int(try GPSDHarness.freePort())
+        let gpsd = try FakeGPSD(port: port, steps: [.lines([Self.tpv(1)], close: false), .lines([Self.tpv(2)], close: false)])
+        defer { gpsd.shutdown() }
+        let recorder = EventRecorder()
+        let source = GPSDSource(configuration: .init(host: "127.0.0.1", port: String(port), initialBackoff: 0.001,
+                                                     maximumBackoff: 0.004, idleProbe: 0.1),
+                                sink: recorder.sink)
+        source.start()
+        #expect(await recorder.first { $0 == .input(Self.fix(2)) } != nil)
+        source.stop()
+        #expect(recorder.events == [.input(.source(.connected)), .input(Self.fix(1)), .input(.source(.disconnected)),
+                                    .input(.source(.connected)), .input(Self.fix(2)), .input(.source(.disconnected))])
+        let stats = source.statistics
+        #expect(stats.connectionsLost == 1 && stats.idleProbes >= 1)
+        #expect(stats.lastError?.message.contains("not even an answer to ?VERSION; reconnecting") == true, "\(String(describing: stats.lastError))")
+        #expect(gpsd.received.first == Self.watch + "?VERSION;\n")
+    }
+
     @Test func reportsOnlyChangesAndReconnects() async throws {
         let port = Int(try GPSDHarness.freePort())
         let recorder = EventRecorder()

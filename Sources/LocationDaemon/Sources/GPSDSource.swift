@@ -35,14 +35,20 @@ public final class GPSDSource: Sendable {
         public var maximumBackoff: Double
         /// How long one connection attempt may take, seconds (a host that drops SYNs).
         public var connectTimeout: Double
+        /// A connection silent this long is asked `?VERSION;`, and dropped (and made again) if it
+        /// stays silent as long again: gpsd answers that at once even with no receiver, so a
+        /// gpsd that does not is hung (docs/gpsd.md, "Talking to gpsd"), seconds.
+        public var idleProbe: Double
 
         public init(
             host: String = "localhost", port: String = defaultGPSDPort,
-            initialBackoff: Double = 0.1, maximumBackoff: Double = 1.0, connectTimeout: Double = 2
+            initialBackoff: Double = 0.1, maximumBackoff: Double = 1.0, connectTimeout: Double = 2,
+            idleProbe: Double = 10
         ) {
             self.host = host; self.port = port
             self.initialBackoff = initialBackoff; self.maximumBackoff = maximumBackoff
             self.connectTimeout = connectTimeout
+            self.idleProbe = idleProbe
         }
     }
 
@@ -53,8 +59,10 @@ public final class GPSDSource: Sendable {
         /// Failed connection attempts (gpsd absent, refused, …).
         public var failedAttempts = 0
         /// Established connections that were lost (gpsd closed it, a socket error, a line
-        /// longer than `GPSDSource.maximumLineLength`).
+        /// longer than `GPSDSource.maximumLineLength`, no answer to an idle probe).
         public var connectionsLost = 0
+        /// `?VERSION;` probes sent on silent connections.
+        public var idleProbes = 0
         /// Reports read (any class).
         public var messages = 0
         /// TPVs read.
@@ -102,6 +110,12 @@ public final class GPSDSource: Sendable {
         var backoff: Backoff
         /// The last `.source` state sent; nil before the first.
         var reported: SourceState?
+        /// Reads on the connection (counted instead of timed: no clock read per report), the
+        /// count the idle check saw last, and whether a probe is unanswered.
+        var reads: UInt64 = 0
+        var readsChecked: UInt64 = 0
+        var probing = false
+        var idleCheck: RepeatedTask?
         let decoder = GPSDLineDecoder()
         init(backoff: Backoff) { self.backoff = backoff }
     }
@@ -200,6 +214,7 @@ public final class GPSDSource: Sendable {
             s.channel = nil
             channel.close(promise: nil)
         }
+        stopIdleCheck()
         // A consumer that stops or releases the source should not keep believing it is connected.
         if s.reported == .connected { report(.disconnected) }
     }
@@ -246,7 +261,39 @@ public final class GPSDSource: Sendable {
         // What libgps's `gps_stream(WATCH_ENABLE | WATCH_JSON)` sends.
         let watch = #"?WATCH={"enable":true,"json":true};"# + "\n"
         channel.writeAndFlush(channel.allocator.buffer(string: watch), promise: nil)
+        startIdleCheck(generation: generation)
         report(.connected)
+    }
+
+    /// Every `idleProbe` seconds: a connection that read nothing since the last check is asked
+    /// `?VERSION;`; one that read nothing since the probe either is dropped as hung.
+    private func startIdleCheck(generation: Int) {
+        let s = state.value
+        stopIdleCheck()
+        s.readsChecked = s.reads
+        s.probing = false
+        let interval = TimeAmount.nanoseconds(Int64(configuration.idleProbe * 1e9))
+        s.idleCheck = eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { [self] _ in
+            let s = state.value
+            guard generation == s.generation, let channel = s.channel else { return }
+            if s.reads != s.readsChecked {
+                s.readsChecked = s.reads
+                s.probing = false
+            } else if s.probing {
+                lost(GPSDError(code: 0, message: "gpsd sent nothing for \(2 * configuration.idleProbe) s, not even an answer to ?VERSION; reconnecting"),
+                     generation: generation)
+            } else {
+                s.probing = true
+                count { $0.idleProbes += 1 }
+                channel.writeAndFlush(channel.allocator.buffer(string: "?VERSION;\n"), promise: nil)
+            }
+        }
+    }
+
+    private func stopIdleCheck() {
+        let s = state.value
+        s.idleCheck?.cancel()
+        s.idleCheck = nil
     }
 
     private func failed(_ error: GPSDError, generation: Int) {
@@ -269,6 +316,7 @@ public final class GPSDSource: Sendable {
         guard let channel = s.channel else { return }
         s.channel = nil
         s.generation += 1
+        stopIdleCheck()
         channel.close(promise: nil)
         count { $0.connectionsLost += 1; $0.lastError = error }
         report(.disconnected)
@@ -285,6 +333,12 @@ public final class GPSDSource: Sendable {
             s.retry = nil
             reconcile()
         }
+    }
+
+    /// The connection of `generation` read something (for the idle check).
+    fileprivate func readSome(generation: Int) {
+        let s = state.value
+        if generation == s.generation { s.reads &+= 1 }
     }
 
     /// One report line from the connection of `generation`, without its terminator.
@@ -351,6 +405,7 @@ private final class GPSDReportHandler: ChannelInboundHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        source.readSome(generation: generation)
         var incoming = unwrapInboundIn(data)
         if var carried = pending {
             pending = nil
