@@ -28,6 +28,20 @@ import Testing
         try EventQueue(database: Database(path: path), limit: limit)
     }
 
+    /// Another process holding the file's write lock (the sqlite3 shell, a backup) makes a write
+    /// wait for it a moment instead of failing at once.
+    @Test func aWriteWaitsForAnotherHoldersLockBeforeFailing() throws {
+        defer { cleanUp() }
+        let holder = try Database(path: path), writer = try Database(path: path)
+        try writer.exec("CREATE TABLE t (x)")
+        try holder.exec("BEGIN IMMEDIATE")
+        let start = ContinuousClock.now
+        #expect(throws: StoreError.self) { try writer.exec("INSERT INTO t VALUES (1)") }
+        #expect(ContinuousClock.now - start >= .milliseconds(200), "it failed at once")
+        try holder.exec("COMMIT")
+        try writer.exec("INSERT INTO t VALUES (1)")
+    }
+
     func append(_ q: EventQueue, _ range: ClosedRange<Int>, for p: ProgramID) throws {
         try q.database.transaction { try q.append(range.map { ProgramEvent(program: p, event: .region(Self.event($0))) }) }
     }

@@ -33,6 +33,10 @@ public final class Database: @unchecked Sendable {
         }
         try exec("PRAGMA journal_mode=WAL")
         try exec("PRAGMA synchronous=NORMAL")
+        // Another process that holds the file's write lock for a moment (the sqlite3 shell, a
+        // backup) makes a write wait up to this long instead of failing it at once, which would
+        // refuse a registration or drop a fix's background events. Short: the loop waits too.
+        sqlite3_busy_timeout(handle, 250)
     }
 
     deinit { sqlite3_close(handle) }
