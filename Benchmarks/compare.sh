@@ -4,6 +4,7 @@
 #   NMEA → JSON   locationd-bench json / locationctl replay   vs  gpsdecode -j
 #   NMEA parse    locationd-bench decode                      vs  pynmea2 (venv under .build-bench)
 #   pipeline      100 subscribers, 10,000 regions (20 active), visits, significant change
+#   cold          locationd-bench cold: one fix through engine + encoder with nothing cached
 #   rotation      bench-regions 100000
 #   latency       gpsd → subscriber (1/100/1000) vs gpspipe -w, and Benchmarks/relay.c as a
 #                 reference relay (Benchmarks/latency.py; the installed, static build)
@@ -96,6 +97,9 @@ done
 pl=$("$BIN/locationd-bench" pipeline "$LOG" 100 10000)
 row "pipeline: 100 subscribers, 10,000 regions (20 active), visits, significant" "$(basename "$LOG")" \
     "$(field fixes_per_s <<<"$pl") fixes/s ($(field us_per_fix <<<"$pl") µs/fix, $(field deliveries <<<"$pl") events)" "—" "—"
+cold=$("$BIN/locationd-bench" cold 2000)
+row "one fix through engine + encoder, cold (caches and TLBs flushed) vs warm, p50 / p99" "2,000 fixes, 1 subscriber" \
+    "cold $(field cold_p50_ns <<<"$cold") ns / $(field cold_p99_ns <<<"$cold") ns; warm $(field warm_p50_ns <<<"$cold") ns / $(field warm_p99_ns <<<"$cold") ns" "—" "—"
 rr=$("$BIN/bench-regions" 100000)
 row "rotation: re-rank query, 100,000 regions" "bench-regions" \
     "$(sed -n 's/^re-rank query.*: \(.*\) µs/\1 µs/p' <<<"$rr" | cut -c1-8) µs/query; $(sed -n 's/^monitor per fix.*: \([0-9.]*\) µs.*/\1/p' <<<"$rr" | cut -c1-6) µs/fix in monitor" "—" "—"

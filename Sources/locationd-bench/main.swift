@@ -4,6 +4,8 @@
 //   locationd-bench decode LOG...      NMEA → epochs → fixes, and NMEA → location JSON lines
 //   locationd-bench pipeline LOG       100 subscribers + 10,000 regions (20 active) + visits
 //                                      + significant change, every delivery encoded
+//   locationd-bench cold [FIXES]       one fix through the engine and the encoder, with nothing
+//                                      of it cached (as after a second asleep) and warm
 //
 // Each measurement repeats its work until at least MIN_SECONDS (default 1) have passed and
 // reports the rate over all repetitions; inputs are read into memory first (no I/O timed).
@@ -165,9 +167,60 @@ func pipeline(_ path: String, subscribers: Int, regionCount: Int) {
           + "\tfixes_per_s=\(fmt(Double(fixes) / per, 0))\tus_per_fix=\(fmt(per / Double(fixes) * 1e6, 2))\tpasses=\(r.passes)")
 }
 
+/// `cold [FIXES]`: what one report costs the daemon's engine and encoder when none of its code or
+/// data is cached, next to the same work warm. A daemon that serves a 1 Hz receiver sleeps a
+/// second between reports while other processes run, so its report path starts cold: every cache
+/// line and page it touches is fetched again (and, in a VM, every page walk is two-level). Before
+/// each cold fix it writes a buffer larger than the caches and TLBs cover, which evicts both;
+/// the warm fix follows at once. One subscriber with no filter, as in the latency benchmark.
+/// Prints nanoseconds per fix at p50/p90/p99.
+func cold(fixes count: Int) {
+    let flushSize = 64 << 20
+    let flush = UnsafeMutableRawBufferPointer.allocate(byteCount: flushSize, alignment: 64)
+    defer { flush.deallocate() }
+    var engine = Engine()
+    var deliveries: [Delivery] = []
+    engine.handle(.subscribe(SubscriberID(1), SubscriptionOptions()), into: &deliveries)
+    engine.handle(.source(.connected), into: &deliveries)
+    let encoder = EventEncoder()
+    var line: [UInt8] = []
+    line.reserveCapacity(4096)
+    var coldTimes: [Double] = [], warmTimes: [Double] = []
+    coldTimes.reserveCapacity(count); warmTimes.reserveCapacity(count)
+    func fix(_ k: Int) -> Fix {
+        Fix(time: Timestamp(seconds: 1_773_136_800 + Int64(k), nanoseconds: 0),
+            coordinate: Coordinate(latitude: 48.112 + Double(k) * 1e-6, longitude: 11.537), mode: .threeD,
+            altitudeHAE: 75.8, horizontalAccuracy: 3.1, speed: 0.25, course: 45)
+    }
+    engine.handle(.fix(fix(0)), into: &deliveries)  // the status change to "fix" comes with the first
+    func report(_ k: Int) -> Double {
+        let fix = fix(k)
+        let start = clock.now
+        deliveries.removeAll(keepingCapacity: true)
+        engine.handle(.fix(fix), into: &deliveries)
+        line.removeAll(keepingCapacity: true)
+        for d in deliveries { encoder.append(d.event, to: &line) }
+        let took = seconds(clock.now - start)
+        guard deliveries.count == 1, !line.isEmpty else { fail("cold: fix \(k) gave \(deliveries.count) deliveries") }
+        return took
+    }
+    for k in 0..<(count + 10) {
+        var i = 0
+        while i < flushSize { flush[i] = UInt8(truncatingIfNeeded: k &+ i); i += 64 }
+        let c = report(2 * k + 1), w = report(2 * k + 2)
+        if k >= 10 { coldTimes.append(c); warmTimes.append(w) }  // the first ones also load the code
+    }
+    func ns(_ times: [Double], _ p: Int) -> String {
+        let sorted = times.sorted()
+        return fmt(sorted[min(sorted.count - 1, sorted.count * p / 100)] * 1e9, 0)
+    }
+    print("cold\tfixes=\(count)\tcold_p50_ns=\(ns(coldTimes, 50))\tcold_p90_ns=\(ns(coldTimes, 90))\tcold_p99_ns=\(ns(coldTimes, 99))"
+          + "\twarm_p50_ns=\(ns(warmTimes, 50))\twarm_p90_ns=\(ns(warmTimes, 90))\twarm_p99_ns=\(ns(warmTimes, 99))")
+}
+
 var args = Array(CommandLine.arguments.dropFirst())
 guard let command = args.first else {
-    fail("usage: locationd-bench decode LOG... | pipeline LOG [SUBSCRIBERS [REGIONS]]")
+    fail("usage: locationd-bench decode LOG... | pipeline LOG [SUBSCRIBERS [REGIONS]] | cold [FIXES]")
 }
 args.removeFirst()
 switch command {
@@ -177,6 +230,9 @@ case "decode":
 case "pipeline":
     guard let log = args.first else { fail("pipeline: no log given") }
     pipeline(log, subscribers: args.count > 1 ? Int(args[1]) ?? 100 : 100, regionCount: args.count > 2 ? Int(args[2]) ?? 10_000 : 10_000)
+case "cold":
+    guard let fixes = args.isEmpty ? 2000 : Int(args[0]), fixes > 0 else { fail("cold: FIXES must be a positive number, not '\(args[0])'") }
+    cold(fixes: fixes)
 default:
-    fail("unknown command \(command); expected decode or pipeline")
+    fail("unknown command \(command); expected decode, pipeline or cold")
 }
