@@ -347,3 +347,32 @@ import Testing
         #expect(other.queued.filter { $0.contains(#""type":"visit""#) }.count == 3, "\(other.queued)")
     }
 }
+
+/// A subscribed connection whose session becomes `always` (a new session.start) takes the
+/// program's background over as an `always` subscribe does: the queue is delivered, the
+/// background monitors carry over.
+@Suite struct SessionUpgradeTakesTheBackgroundTests {
+    @Test func upgradingToAlwaysDeliversTheQueueAndTakesTheMonitorsBack() async throws {
+        let queue = try EventQueue(database: try Database(path: ":memory:"), limit: 100)
+        let h = try await ServerHarness.start(queue: queue)
+        let program = PeerIdentity.resolve(PeerCredentials(pid: getpid(), uid: getuid(), gid: getgid())).program
+        let visit = Visit(kind: .arrival, arrival: CivilTime(year: 2026, month: 6, day: 1, hour: 8).timestamp, departure: nil,
+                          coordinate: Coordinate(latitude: 48.1, longitude: 11.5), horizontalAccuracy: 20)
+        try await h.hub.eventLoop.submit {
+            h.hub.restoreBackground(program, options: SubscriptionOptions(events: [.visits]))
+            try queue.append([ProgramEvent(program: program, event: .visit(visit))])
+        }.get()
+        let client = try await LocationClient.connect(path: h.path)
+        try await client.startSession(.whenInUse)
+        try await client.subscribe(SubscriptionOptions(events: [.visits]))
+        #expect(try await h.hub.eventLoop.submit { h.hub.backgroundProgramIDs }.get() == [program])
+        var reader = MessageReader(client)
+        try await client.startSession(.always)
+        let seen = try await reader.read(timeout: 10) { $0.contains { if case .queued = $0 { true } else { false } } }
+        guard case .queued(let seq, .visit(let got))? = seen.last else { Issue.record("no queued visit: \(seen)"); return }
+        #expect(seq == 1 && got == visit)
+        #expect(try await h.hub.eventLoop.submit { h.hub.backgroundProgramIDs }.get().isEmpty)
+        client.close()
+        await h.stop()
+    }
+}

@@ -304,6 +304,19 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
         if session.grant.authorization == .always { takeBackground() }
     }
 
+    /// The session's grant changed under an open subscription (a new `session.start`, a
+    /// reload): another accuracy subscribes again (the privacy stage changes), and becoming
+    /// `always` takes the program's background monitoring and queue over, as an `always`
+    /// subscribe does.
+    func subscriptionRegranted(from old: Grant?) {
+        guard isSubscribed, let session else { return }
+        if old?.accuracy != session.grant.accuracy {
+            subscribe(requestedOptions)
+        } else if old?.authorization != .always && session.grant.authorization == .always {
+            takeBackground()
+        }
+    }
+
     func effectiveOptions(_ options: SubscriptionOptions, _ grant: Grant) -> SubscriptionOptions {
         var effective = options
         effective.accuracy = grant.accuracy
@@ -370,10 +383,10 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
         case .failure(.fullAccuracyDenied(let why)):
             send(.error(ProtocolError(.fullAccuracyDenied, why, id: rid)), flush: false)
         case .success(let grant):
-            let accuracyChanged = session?.grant.accuracy != grant.accuracy
+            let old = session?.grant
             if session == nil { hub.sessionOpened() }
             session = (grant, requested, purpose)
-            if isSubscribed && accuracyChanged { subscribe(requestedOptions) }
+            subscriptionRegranted(from: old)
             logger.info("session started", metadata: ["authorization": "\(grant.authorization.rawValue)",
                                                       "accuracy": "\(grant.accuracy.rawValue)", "rule": "\(grant.rule)"])
             send(.session(info(id: rid, state: .active)), flush: false)
@@ -411,7 +424,7 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
         case .success(let grant):
             guard grant != session.grant else { return }
             self.session = (grant, session.requested, session.purpose)
-            if isSubscribed && grant.accuracy != session.grant.accuracy { subscribe(requestedOptions) }
+            subscriptionRegranted(from: session.grant)
             send(.session(info(id: nil, state: .changed)), flush: true)
         case .failure(let error):
             endSession()
