@@ -242,6 +242,25 @@ import Testing
         #expect(grid.cell(of: Coordinate(latitude: 89.9999, longitude: 90)).cell == pole)
     }
 
+    /// An approximate visit's departure carries the cell its arrival was reported with, even when
+    /// the fixes come back after a gap in another cell (where the device is by then).
+    @Test func aDepartureAfterAGapRepeatsItsArrivalsCell() {
+        var engine = Self.engine()
+        var o = Self.approximate
+        o.events = [.visits]
+        var out: [Delivery] = []
+        engine.handle(.subscribe(SubscriberID(1), o), into: &out)
+        let home = Self.truth, away = Self.offset(Self.truth, north: 6000, east: 0)
+        for i in 0..<900 { engine.handle(.fix(fix(at: Double(i), home, accuracy: 10)), into: &out) }
+        for i in 0..<60 { engine.handle(.fix(fix(at: 3600 + Double(i), away, accuracy: 10)), into: &out) }  // after an hour's gap
+        let visits = out.compactMap { if case .visit(let v) = $0.event { v } else { nil } }
+        #expect(visits.map(\.kind) == [.arrival, .departure])
+        guard visits.count == 2 else { return }
+        #expect(visits[1].coordinate == visits[0].coordinate)
+        #expect(Geodesy.distance(visits[0].coordinate, home) < Self.grid.reportedAccuracy)
+        #expect(engine.privacy.cell.map { Self.grid.centre(of: $0) } != visits[0].coordinate, "the device is in another cell by then")
+    }
+
     static func isCellCentre(_ c: Coordinate) -> Bool {
         Geodesy.distance(c, grid.centre(of: grid.cell(of: c).cell)) < 0.01
     }

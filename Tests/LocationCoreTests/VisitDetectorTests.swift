@@ -84,6 +84,19 @@ struct VisitRecorder {
         #expect(r.arrivals.count == 2 && r.arrivals[1].arrival > r.departures[0].departure!, "\(times)")
     }
 
+    /// gpsd reports an epoch several times while it fills in: repeated copies of one outside
+    /// fix count once towards the three a departure needs.
+    @Test func copiesOfOneEpochCountOnceTowardsADeparture() {
+        var r = VisitRecorder()
+        r.stay(at: 0, 0, from: 0, seconds: 400)
+        #expect(r.arrivals.count == 1)
+        let far = offset(500, 0)
+        for t in [500.0, 500, 500, 510] { r.feed(fix(at: t, far)) }
+        #expect(r.departures.isEmpty, "two copies of the fix at 500 s counted as two outside fixes")
+        r.feed(fix(at: 511, far))
+        #expect(r.departures.count == 1)
+    }
+
     @Test func arrivalAfterAnApproachIsBackDatedToNearThePlace() {
         var r = VisitRecorder()
         // Walk 1.4 m/s from 400 m south to the place, arriving at t = 286 s, then stay 10 min.

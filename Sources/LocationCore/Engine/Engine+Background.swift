@@ -36,6 +36,7 @@ public struct ProgramEvent: Hashable, Sendable {
         }
         if m.extras.visits == nil, let visits = extras.visits {
             m.extras.visits = visits
+            m.extras.visitCell = extras.visitCell
             m.options.events.insert(.visits)
             m.options.visitParameters = options.visitParameters
         }

@@ -20,6 +20,9 @@ public struct EventKinds: OptionSet, Hashable, Sendable {
     var visits: VisitDetector?
     var significant: SignificantChange?
     var approximate = false
+    /// Approximate: the cell centre the open visit's arrival was reported with, which its
+    /// departure repeats (by then the device may be in another cell, e.g. after a gap).
+    var visitCell: Coordinate?
 
     init?(options: SubscriptionOptions) {
         guard options.events.contains(.visits) || options.events.contains(.significant) else { return nil }
@@ -45,8 +48,18 @@ public struct EventKinds: OptionSet, Hashable, Sendable {
     @inline(__always)
     mutating func offer(_ fix: Fix, privacy: ApproximateLocation, emit: (Event) -> Void) {
         if visits != nil {
-            let approximate = self.approximate
-            visits!.offer(fix) { emit(.visit(approximate ? privacy.approximate($0) : $0)) }
+            if approximate {
+                var cell = visitCell
+                visits!.offer(fix) { v in
+                    var shown = privacy.approximate(v)
+                    if v.kind == .departure, let c = cell { shown.coordinate = c }
+                    cell = v.kind == .arrival ? shown.coordinate : nil
+                    emit(.visit(shown))
+                }
+                visitCell = cell
+            } else {
+                visits!.offer(fix) { emit(.visit($0)) }
+            }
         }
         if significant != nil {
             if approximate {
@@ -64,7 +77,7 @@ public struct EventKinds: OptionSet, Hashable, Sendable {
     /// progress when a program went to the background ends with a departure, not a second arrival.
     mutating func adopt(_ other: SubscriptionExtras) {
         guard other.approximate == approximate else { return }
-        if visits != nil, let v = other.visits, v.parameters == visits!.parameters { visits = v }
+        if visits != nil, let v = other.visits, v.parameters == visits!.parameters { visits = v; visitCell = other.visitCell }
         if significant != nil, let s = other.significant, s.parameters == significant!.parameters { significant = s }
     }
 }

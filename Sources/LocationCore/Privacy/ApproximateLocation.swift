@@ -141,8 +141,10 @@ public struct ApproximateLocation: Sendable {
                    horizontalAccuracy: grid.reportedAccuracy, verticalAccuracy: nil, speed: nil, course: nil)
     }
 
-    /// A visit as an approximate program receives it: the cell of its centre (no hysteresis
-    /// needed: the stay is long), times rounded down to 15 minutes.
+    /// A visit as an approximate program receives it: the device's current cell centre (the
+    /// cell of the visit's centre before the device has one), so a stay next to a boundary does
+    /// not reveal the side the hysteresis hides; times rounded down to 15 minutes. (A departure
+    /// repeats its arrival's cell: `SubscriptionExtras`.)
     public func approximate(_ v: Visit) -> Visit {
         Visit(kind: v.kind, arrival: Self.coarse(v.arrival), departure: v.departure.map(Self.coarse),
               coordinate: cell.map { grid.centre(of: $0) } ?? grid.centre(of: grid.cell(of: v.coordinate).cell),

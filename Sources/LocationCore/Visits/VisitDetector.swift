@@ -98,8 +98,7 @@ public struct VisitDetector: Sendable {
         var spread95: Double { weight > 0 ? 1.731 * (m2 / weight).squareRoot() : 0 }
 
         /// Adds an inside fix: weight 1/accuracy², softly trimmed beyond half the radius so one
-        /// far fix cannot drag the centre.
-        /// Adds an inside fix. Until the stay is confirmed (`memory` > 0), a fast average with
+        /// far fix cannot drag the centre. Until the stay is confirmed (`memory` > 0), a fast average with
         /// that time constant runs beside the mean; when the two part by more than the core
         /// radius the mean restarts from the fast one, so a device on the move does not
         /// leave a trail of old fixes in the centre.
@@ -170,9 +169,14 @@ public struct VisitDetector: Sendable {
         if let a = received.horizontalAccuracy, a > parameters.maximumAccuracy { return }
         var fix = received
         fix.time.nanoseconds &+= clockShift
-        if let latest, fix.time < latest {
-            clockShift &+= latest.nanoseconds &- fix.time.nanoseconds &+ 1_000_000_000
-            fix.time = latest.adding(seconds: 1)
+        if let latest {
+            // gpsd reports an epoch several times while it fills in: one epoch, one fix (two
+            // copies of one outside fix must not count as two of the departure's three).
+            if fix.time == latest { return }
+            if fix.time < latest {
+                clockShift &+= latest.nanoseconds &- fix.time.nanoseconds &+ 1_000_000_000
+                fix.time = latest.adding(seconds: 1)
+            }
         }
         latest = fix.time
         guard var stay = current else { start(fix); return }
