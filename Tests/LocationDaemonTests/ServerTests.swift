@@ -190,6 +190,34 @@ import Testing
         await h.stop()
     }
 
+    /// A peer within the flood limit (200 at once, then 100/s) that reads its replies late: the
+    /// requests the daemon held back meanwhile are answered at the limit's rate when it reads,
+    /// not taken for a flood because they come out of the socket together.
+    @Test func requestsHeldBackByAPauseAreNotAFlood() async throws {
+        let h = try await ServerHarness.start()
+        let client = try await LocationClient.connect(path: h.path)
+        try await client.startSession(.always)
+        let metadata = "{\"note\":\"" + String(repeating: "x", count: 3000) + "\"}"
+        let regions = (0..<20).map { Region(id: "r\($0)", center: Coordinate(latitude: 48.1, longitude: 11.5), radius: 100, metadata: metadata) }
+        _ = try await client.request { .regionsAdd(id: $0, regions: regions) }
+        client.close()
+        let peer = RawSocket(path: h.path)
+        peer.send(#"{"type":"session.start","authorization":"always"}"# + "\n")
+        // ≈ 60 KB per reply: the socket and the watermark are full after a few.
+        let list = (0..<200).map { #"{"type":"regions.list","id":\#($0)}"# + "\n" }.joined()
+        peer.send(list)
+        try await Task.sleep(for: .milliseconds(1100))  // the scenario: 100 more requests within the rate
+        peer.send((200..<300).map { #"{"type":"regions.list","id":\#($0)}"# + "\n" }.joined())
+        var answered = 0, flood = false
+        while answered < 300, let line = peer.readLine() {
+            if line.contains(#""code":"flood""#) { flood = true; break }
+            if line.hasPrefix(#"{"type":"regions""#) { answered += 1 }
+        }
+        #expect(!flood)
+        #expect(answered == 300)
+        await h.stop()
+    }
+
     @Test func slowReaderDoesNotStallOthersAndStaysBounded() async throws {
         let h = try await ServerHarness.start()
         let slow = RawSocket(path: h.path)

@@ -76,8 +76,12 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
     var skippedSincePending = 0
     var skippedTotal = 0
     var unwritableTimer: Scheduled<Void>?
-    /// Whether reading from the socket is paused until the replies drain (`handleInput`).
+    /// Whether reading from the socket is paused (`handleInput`): until the replies drain, or
+    /// until the flood limit's next token (`throttle`).
     var readingPaused = false
+    var throttle: Scheduled<Void>?
+    /// Requests held back by a pause are still being answered (they do not count as a flood).
+    var catchingUp = false
     /// The program this connection speaks for (regions belong to it); set at connect time.
     var program = ProgramID("unknown")
     /// The peer as resolved at connect time (nil when SO_PEERCRED failed: the default rule applies).
@@ -134,6 +138,8 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
     func channelInactive(context: ChannelHandlerContext) {
         unwritableTimer?.cancel()
         unwritableTimer = nil
+        throttle?.cancel()
+        throttle = nil
         if isSubscribed, let session, session.grant.authorization == .always {
             // Going away without ending the session: the program's monitoring continues in
             // the background and its events wait in the queue (docs/semantics.md, "Background").
@@ -167,12 +173,14 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
     /// peer does not read its replies) it stops: the rest waits in `input`, and reading from the
     /// socket pauses until the replies drain, so a peer that sends requests and never reads
     /// holds the daemon's memory to the watermarks, not to what it asks for (docs/protocol.md,
-    /// "Slow readers").
+    /// "Slow readers"). Requests held back so are then answered at the flood limit's rate
+    /// rather than counted as a flood: they arrive together because the daemon held them.
     func handleInput(context: ChannelHandlerContext) {
         let max = configuration.maxLineBytes
-        while !closing {
+        while !closing && throttle == nil {
             guard context.channel.isWritable else {
                 pauseReading(context: context)
+                catchingUp = true
                 break
             }
             guard let newline = input.readableBytesView.firstIndex(of: 0x0A) else { break }
@@ -181,6 +189,15 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
                 abort(ProtocolError(.lineTooLong, "line of \(length) bytes is longer than \(max) bytes; closing"))
                 return
             }
+            let blank = input.readableBytesView[input.readerIndex..<newline].allSatisfy { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }
+            if !blank && !bucket.take(now: configuration.now()) {
+                guard catchingUp else {
+                    abort(ProtocolError(.flood, "more than \(configuration.floodBurst) requests at once or \(JSONWriter.numberText(configuration.floodRate)) per second sustained; closing"))
+                    return
+                }
+                throttleInput(context: context)
+                break
+            }
             var line = input.readBytes(length: length) ?? []
             input.moveReaderIndex(forwardBy: 1)
             if line.last == 0x0D { line.removeLast() }
@@ -188,7 +205,7 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
                 abort(ProtocolError(.lineTooLong, "line of \(line.count) bytes is longer than \(max) bytes; closing"))
                 return
             }
-            if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { continue }  // blank lines are ignored
+            if blank { continue }  // blank lines are ignored
             handleLine(line)
         }
         // The next line, complete or not, must fit.
@@ -201,14 +218,37 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
         context.flush()
     }
 
+    /// The socket has no more to read for now: if every request read is answered and reading is
+    /// not paused, the connection has caught up with what a pause held back.
+    func channelReadComplete(context: ChannelHandlerContext) {
+        if catchingUp && !readingPaused && throttle == nil && input.readableBytesView.firstIndex(of: 0x0A) == nil {
+            catchingUp = false
+        }
+        context.fireChannelReadComplete()
+    }
+
     private func pauseReading(context: ChannelHandlerContext) {
         guard !readingPaused else { return }
         readingPaused = true
         try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false)
     }
 
-    private func resumeReading(context: ChannelHandlerContext) {
-        guard readingPaused else { return }
+    /// Waits for the flood limit's next token, reading paused.
+    private func throttleInput(context: ChannelHandlerContext) {
+        pauseReading(context: context)
+        let wait = TimeAmount.nanoseconds(Int64(1e9 / configuration.floodRate) + 1)
+        throttle = context.eventLoop.assumeIsolated().scheduleTask(in: wait) { [self] in
+            throttle = nil
+            resumeInput()
+        }
+    }
+
+    /// Answers what waited and reads again, unless the connection is still not writable or
+    /// waits for a token. Called as a task of its own, never inside another handler's call
+    /// (a write that drains the socket can make the connection writable inside the hub's
+    /// delivery loop, and requests must not be handled there).
+    private func resumeInput() {
+        guard let context, !closing, readingPaused, throttle == nil, context.channel.isWritable else { return }
         readingPaused = false
         handleInput(context: context)
         if !readingPaused && !closing {
@@ -221,7 +261,7 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
             unwritableTimer?.cancel()
             unwritableTimer = nil
             flushPending()
-            resumeReading(context: context)
+            if readingPaused { context.eventLoop.assumeIsolated().execute { [self] in resumeInput() } }
         } else if unwritableTimer == nil {
             let timeout = configuration.unwritableTimeout
             unwritableTimer = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) { [self] in
@@ -236,10 +276,6 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
     // MARK: Requests
 
     func handleLine(_ line: [UInt8]) {
-        guard bucket.take(now: configuration.now()) else {
-            abort(ProtocolError(.flood, "more than \(configuration.floodBurst) requests at once or \(JSONWriter.numberText(configuration.floodRate)) per second sustained; closing"))
-            return
-        }
         let request: Request
         do {
             request = try Request.decode(line)
