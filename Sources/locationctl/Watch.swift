@@ -64,7 +64,7 @@ struct Watch: AsyncParsableCommand {
                 break
             }
             if json {
-                out.line(message.line)
+                out.line(String(message.line.dropLast()))  // the protocol line, without its own newline
             } else if let text = Self.human(message) {
                 out.line(text)
             }
@@ -210,7 +210,7 @@ func connect(path: String, wait: Double) async throws -> LocationClient {
             return try await LocationClient.connect(path: path)
         } catch {
             if ContinuousClock.now >= deadline {
-                throw ValidationError("cannot connect to locationd at \(path): \(error) (is locationd running? --socket or $LOCATIOND_SOCKET select another socket)")
+                throw Refusal("cannot connect to locationd at \(path): \(error) (is locationd running? --socket or $LOCATIOND_SOCKET select another socket)")
             }
             try await Task.sleep(for: .milliseconds(100))  // polling for the daemon to come up, not synchronisation
         }

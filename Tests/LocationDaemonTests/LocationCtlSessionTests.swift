@@ -88,6 +88,7 @@ import Testing
         let watch = try LocationCtlReplayTests.run(["watch", "--socket", daemon.socketPath, "--session", "always", "--purpose", "nav",
                                                     "--json", "--count", "\(log.fixes.count)"])
         #expect(watch.status == 0, "\(watch.err)")
+        #expect(!watch.out.contains("\n\n") && watch.out.hasSuffix("}\n"), "NDJSON: one message per line, no blank lines")
         let messages = try watch.out.split(separator: "\n").map { try ServerMessage.decode(String($0)) }
         guard case .session(let grant) = messages.first else { Issue.record("no session line: \(watch.out)"); return }
         #expect(grant.state == .active && grant.requested == .always && grant.authorization == .whenInUse)
@@ -148,6 +149,16 @@ import Testing
         #expect(!refused.err.contains("USAGE"), "\(refused.err)")
         let typo = try LocationCtlReplayTests.run(["regions", "remove", "--socket", daemon.socketPath])
         #expect(typo.status == 64 && typo.err.contains("give region ids or --all"), "\(typo.err)")
+    }
+
+    /// No daemon at the socket is not a usage error: exit 1 with the socket and what to do.
+    @Test func noDaemonExitsOneNamingTheSocket() throws {
+        for command in [["status"], ["watch"], ["regions", "list"]] {
+            let r = try LocationCtlReplayTests.run(command + ["--socket", "/nonexistent/locationd.sock"])
+            #expect(r.status == 1, "\(command): \(r.err)")
+            #expect(r.err.contains("cannot connect to locationd at /nonexistent/locationd.sock") && r.err.contains("is locationd running?"), "\(r.err)")
+            #expect(!r.err.contains("Usage") && !r.err.contains("USAGE"), "\(r.err)")
+        }
     }
 
     @Test func watchDeniedByPolicyExitsNonZeroWithTheRule() async throws {
