@@ -337,6 +337,36 @@ import Testing
         return (queued.map { String(decoding: $0, as: UTF8.self) }, live)
     }
 
+    /// The staying connection subscribed mid-visit, 100 s before the other went away: its own
+    /// detector never confirms that visit, so the departure the background makes is queued.
+    @Test func aDepartureOnlyTheBackgroundSawIsQueued() async throws {
+        let queue = try EventQueue(database: try Database(path: ":memory:"), limit: 1000)
+        let h = try await ServerHarness.start(queue: queue)
+        let fixes = Self.day(from: CivilTime(year: 2026, month: 6, day: 1, hour: 8).timestamp)
+        func feed(_ range: Range<Int>) async { for i in range { h.hub.submit(.fix(fixes[i])) }; await h.hub.processed() }
+        let leaving = try await LocationClient.connect(path: h.path)
+        try await leaving.startSession(.always)
+        try await leaving.subscribe(SubscriptionOptions(events: [.visits]))
+        await feed(0..<1000)  // arrival (live, to the leaving connection) at 300 s
+        let staying = try await LocationClient.connect(path: h.path)
+        try await staying.startSession(.always)
+        try await staying.subscribe(SubscriptionOptions(events: [.visits]))
+        await feed(1000..<1100)
+        leaving.close()
+        let deadline = ContinuousClock.now + .seconds(20)
+        while try await h.server.connectionStats().count > 1 && ContinuousClock.now < deadline {}
+        try #require(try await h.server.connectionStats().count == 1, "the leaving connection never closed")
+        await feed(1100..<fixes.count)
+        let queued = try await h.hub.eventLoop.submit { queue.programsWithEvents.flatMap { queue.backlog(of: $0) } }.get()
+            .map { String(decoding: $0, as: UTF8.self) }
+        staying.close()
+        await h.stop()
+        // The departure from the first stay (only the background saw its arrival); the second
+        // stay's arrival, which the staying connection's detector made too, is not queued again.
+        #expect(queued.count == 1, "\(queued)")
+        #expect(queued.first?.contains(#""event":"departure","arrival":"2026-06-01T08:00:00Z""#) == true, "\(queued)")
+    }
+
     @Test func aKindAnotherConnectionReceivesLiveIsNotQueuedToo() async throws {
         // The staying connection asks for visits too: it gets them live, the queue stays empty.
         let both = try await Self.run(stayingAsks: [.visits, .location])

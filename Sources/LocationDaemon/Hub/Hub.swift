@@ -351,21 +351,19 @@ public final class Hub: Sendable {
         }
     }
 
-    /// A background monitor's visit or significant change is not queued for a program one of
-    /// whose connections is subscribed to that kind: that connection has its own detector and
-    /// received it live, so the queue would hand it over twice (docs/semantics.md, "Background").
-    /// Runs only for fixes that made program events (rare), over the subscribers.
+    /// A background monitor's visit or significant change is not queued when the same event went
+    /// live, at this fix, to a connection of the same program: that connection's own detector
+    /// watched the same stay and made it too, and the queue would hand it over twice
+    /// (docs/semantics.md, "Background"). A detector that started later makes different
+    /// events (or none), and the background's are then queued. Runs only for fixes that made
+    /// program events (rare), over this fix's deliveries.
     private func dropEventsReceivedLive(_ s: State) {
         s.programEvents.removeAll { e in
-            let kind: EventKinds
             switch e.event {
-            case .visit: kind = .visits
-            case .significant: kind = .significant
+            case .visit, .significant: break
             default: return false  // region events reach the queue only when no connection is bound
             }
-            return s.subscribers.contains { id, subscriber in
-                subscriber.program == e.program && s.engine.options(of: id)?.events.contains(kind) == true
-            }
+            return s.deliveries.contains { d in d.event == e.event && s.subscribers[d.subscriber]?.program == e.program }
         }
     }
 
