@@ -1,4 +1,4 @@
-import LocationCore
+@testable import LocationCore
 import Testing
 
 /// A point `north`/`east` metres from `origin` (small offsets).
@@ -95,6 +95,20 @@ struct VisitRecorder {
         #expect(r.departures.isEmpty, "two copies of the fix at 500 s counted as two outside fixes")
         r.feed(fix(at: 511, far))
         #expect(r.departures.count == 1)
+    }
+
+    /// Two receivers behind one gpsd, one's epochs 0.1 s behind the other's: the older fixes are
+    /// out of order, not clock jumps; the detector's clock does not run ahead, and a 143 s stop
+    /// is no visit.
+    @Test func interleavedReceiversDoNotMoveTheClock() {
+        var r = VisitRecorder()
+        for i in 0..<143 {
+            r.feed(fix(at: Double(i), origin))
+            r.feed(fix(at: Double(i) - 0.1, origin))
+        }
+        for i in 143..<300 { r.feed(fix(at: Double(i), offset(3000, 0))) }
+        #expect(r.arrivals.isEmpty)
+        #expect(r.detector.clockShift == 0)
     }
 
     @Test func arrivalAfterAnApproachIsBackDatedToNearThePlace() {

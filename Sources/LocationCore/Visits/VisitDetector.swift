@@ -151,9 +151,12 @@ public struct VisitDetector: Sendable {
     /// The receiver's clock can jump back (gpsd's bt451 log: 52 minutes). The detector then
     /// takes the fix as one second after the latest and keeps that shift for the fixes after it
     /// (nanoseconds added to their times), so durations go on counting and its events stay in
-    /// order, instead of ignoring every fix until the clock is back where it was.
+    /// order, instead of ignoring every fix until the clock is back where it was. A fix less
+    /// than `clockJump` older is only out of order (two receivers behind one gpsd) and ignored,
+    /// or the shift would grow by a second for each.
     @usableFromInline var clockShift: Int64 = 0
     @usableFromInline var latest: Timestamp?
+    public static let clockJump = 60.0
 
     public init(parameters: Parameters = Parameters()) {
         self.parameters = parameters
@@ -174,6 +177,7 @@ public struct VisitDetector: Sendable {
             // copies of one outside fix must not count as two of the departure's three).
             if fix.time == latest { return }
             if fix.time < latest {
+                if latest - fix.time < Self.clockJump { return }
                 clockShift &+= latest.nanoseconds &- fix.time.nanoseconds &+ 1_000_000_000
                 fix.time = latest.adding(seconds: 1)
             }
