@@ -5,7 +5,8 @@ import LocationCore
 /// Formatting keeps the fraction exactly (nanoseconds, trailing zeros trimmed, no fraction for
 /// whole seconds) and always writes `Z`. Parsing accepts `Z` or a `±HH:MM` offset, 1–9
 /// fraction digits (more are rejected rather than silently rounded), and validates every field
-/// against the calendar (leap years included).
+/// against the calendar (leap years included). Years 1678–2261 only: a `Timestamp` is 64-bit
+/// nanoseconds since 1970, which hold ±292 years, and a year outside would wrap around.
 public enum ISO8601 {
     /// Appends `time` as `YYYY-MM-DDTHH:MM:SS[.fffffffff]Z` (quotes not included).
     @inlinable public static func append(_ time: Timestamp, to out: inout [UInt8]) {
@@ -93,7 +94,7 @@ public enum ISO8601 {
             return nil
         }
         guard i == b.count else { return nil }
-        guard (1...12).contains(month), day >= 1, day <= daysIn(month: month, year: year),
+        guard (1678...2261).contains(year), (1...12).contains(month), day >= 1, day <= daysIn(month: month, year: year),
               hour < 24, minute < 60, second <= 60 else { return nil }
         let civil = CivilTime(year: year, month: month, day: day, hour: hour, minute: minute,
                               second: second, nanosecond: nanos)

@@ -30,6 +30,8 @@ import Testing
         #expect(ISO8601.parse("2000-02-29T00:00:00Z") == t(2000, 2, 29))
         #expect(ISO8601.parse("1969-12-31T23:59:59.5Z") == Timestamp(nanoseconds: -500_000_000))
         #expect(ISO8601.parse("1916-12-31T23:59:60Z") == t(1917, 1, 1))  // leap second → next second
+        #expect(ISO8601.parse("2261-12-31T23:59:59Z") == t(2261, 12, 31, 23, 59, 59))
+        #expect(ISO8601.parse("1678-01-01T00:00:00Z") == t(1678, 1, 1))
     }
 
     @Test(arguments: [
@@ -37,6 +39,8 @@ import Testing
         "1900-02-29T00:00:00Z", "2019-04-31T00:00:00Z", "2019-03-12T24:00:00Z", "2019-03-12T10:60:00Z",
         "2019-03-12T10:00:61Z", "2019-03-12T10:00:01.Z", "2019-03-12T10:00:01.1234567891Z",
         "2019-03-12T10:00:01Zjunk", "19-03-12T10:00:01Z", "2019-03-12T10:00:01+0200", "2019-00-10T00:00:00Z",
+        // Beyond what 64-bit nanoseconds hold: they used to wrap into another century.
+        "2300-01-01T00:00:00Z", "9999-12-31T23:59:59Z", "1600-01-01T00:00:00Z", "2262-04-12T00:00:00Z",
     ])
     func rejects(text: String) {
         #expect(ISO8601.parse(text) == nil)
