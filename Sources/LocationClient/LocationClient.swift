@@ -258,9 +258,17 @@ final class Core: Sendable {
         pending.continuation.resume(throwing: LocationClientError.timedOut(request: pending.name, timeout: timeout))
     }
 
-    /// Fails `id`'s call with `error` if it still waits.
-    private func fail(_ id: RequestID, with error: any Error) {
-        let pending = state.withLock { $0.waiters.removeValue(forKey: id) }
+    /// Fails `id`'s call with `error` if it still waits. `expecting`: the request went out, so
+    /// its reply may still come; it is dropped then, not put on `messages` (a cancelled call).
+    private func fail(_ id: RequestID, with error: any Error, expecting reply: Bool = false) {
+        let pending = state.withLock { s in
+            let p = s.waiters.removeValue(forKey: id)
+            if reply, p != nil {
+                if s.expired.count >= 1024, let any = s.expired.first { s.expired.remove(any) }
+                s.expired.insert(id)
+            }
+            return p
+        }
         pending?.timer.cancel()
         pending?.continuation.resume(throwing: error)
     }
@@ -282,6 +290,8 @@ final class Core: Sendable {
                         _ = Glibc.shutdown(fd, Int32(SHUT_RDWR))  // the reader then fails every pending call
                         throw LocationClientError.timedOut(request: "sending \(name)", timeout: timeout)
                     }
+                    // The daemon closed the connection (the reader fails the pending calls).
+                    if e == EPIPE || e == ECONNRESET { throw LocationClientError.closed }
                     throw LocationClientError.system("send", errno: e)
                 }
                 offset += n
@@ -313,13 +323,15 @@ final class Core: Sendable {
                 }
             }
         } onCancel: {
-            fail(id, with: CancellationError())
+            fail(id, with: CancellationError(), expecting: true)
         }
     }
 
-    /// Wakes the reader (which closes the descriptor on its way out).
+    /// Wakes the reader (which closes the descriptor on its way out); calls from now on throw
+    /// `closed`.
     func shutdown() {
         state.withLock { s in
+            s.closed = true
             if !s.fdClosed { _ = Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
         }
     }

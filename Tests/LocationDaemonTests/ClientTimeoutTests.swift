@@ -27,6 +27,8 @@ final class FakeServer: @unchecked Sendable {
     private var connections: [Int32] = []
     /// Set when a client's end reached EOF (the client closed its socket).
     private var sawEOF = 0
+    /// Request lines read, all connections.
+    private var requestsRead = 0
 
     init(_ script: Script) throws {
         self.script = script
@@ -74,6 +76,7 @@ final class FakeServer: @unchecked Sendable {
                     return
                 }
                 index += 1
+                lock.withLock { requestsRead += 1 }
                 for r in replies { send(fd, r) }
             }
         }
@@ -85,6 +88,16 @@ final class FakeServer: @unchecked Sendable {
         while Date() < deadline {
             if clientsClosed >= n { return true }
             usleep(10_000)
+        }
+        return false
+    }
+
+    /// Waits (polling, a deadline only against a hang) until `n` request lines were read.
+    func waitForRequests(_ n: Int, timeout: Double = 10) async -> Bool {
+        let deadline = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
+        while ContinuousClock.now < deadline {
+            if lock.withLock({ requestsRead }) >= n { return true }
+            try? await Task.sleep(for: .milliseconds(5))
         }
         return false
     }
@@ -204,5 +217,38 @@ final class FakeServer: @unchecked Sendable {
         let result = await waiting.result
         guard case .failure(let error) = result else { Issue.record("\(result)"); return }
         #expect(error is CancellationError, "\(error)")
+    }
+
+    /// The reply to a cancelled call, arriving after all, is dropped like a timed-out one's,
+    /// not put on `messages`.
+    @Test func aCancelledCallsLateReplyIsDropped() async throws {
+        let server = try FakeServer(.init(reply: { index, _ in
+            index == 0 ? [] : [ServerMessage.unsubscribed(id: .number(1)).line, ServerMessage.unsubscribed(id: .string("probe")).line]
+        }))
+        defer { server.stop() }
+        let client = try await LocationClient.connect(path: server.path, requestTimeout: .seconds(30))
+        defer { client.close() }
+        let waiting = Task { try await client.unsubscribe() }
+        #expect(await server.waitForRequests(1))
+        waiting.cancel()
+        _ = await waiting.result
+        try client.send(.unsubscribe(id: .string("probe")))
+        var messages = client.messages.makeAsyncIterator()
+        let first = try await messages.next()
+        #expect(first == .unsubscribed(id: .string("probe")), "\(String(describing: first))")
+    }
+
+    /// After `close()` every call throws `closed` at once, not a socket error.
+    @Test func callsAfterCloseThrowClosed() async throws {
+        let server = try FakeServer(.init())
+        defer { server.stop() }
+        for _ in 0..<20 {
+            let client = try await LocationClient.connect(path: server.path, requestTimeout: .seconds(30))
+            client.close()
+            do { _ = try await client.status(); Issue.record("a call on a closed client") } catch let e as LocationClientError {
+                #expect(e == .closed)
+            }
+            #expect(throws: LocationClientError.closed) { try client.send(.unsubscribe(id: nil)) }
+        }
     }
 }
