@@ -4,6 +4,7 @@ import LocationCore
 import LocationProtocol
 #if canImport(Glibc)
 import Glibc
+import Synchronization
 #endif
 
 /// `locationctl watch`: subscribe and print events as they arrive.
@@ -21,7 +22,7 @@ struct Watch: AsyncParsableCommand {
     @Option(help: "Event types to subscribe to, comma-separated: location, visits, significant (status events always come).",
             transform: Replay.parseKinds)
     var events: Set<Replay.EventKind> = [.location]
-    @Flag(help: "Acknowledge each queued background event once printed, so the daemon forgets it (--session always; docs/protocol.md, \"Background delivery\").")
+    @Flag(help: "Acknowledge the queued background events once printed (one ack per 100, and at the backlog's end), so the daemon forgets them (--session always; docs/protocol.md, \"Background delivery\").")
     var ack = false
 
     var authorization: Authorization? {
@@ -53,6 +54,8 @@ struct Watch: AsyncParsableCommand {
             out.line("session: \(grant.authorization?.rawValue ?? "?"), \(grant.accuracy?.rawValue ?? "?") (\(grant.reason ?? ""))")
         }
         try client.send(.subscribe(id: .number(1), options: options))
+        let acknowledger = Acknowledger(client: client)
+        defer { acknowledger.stop() }
         var locations = 0
         for try await message in client.messages {
             switch message {
@@ -74,7 +77,7 @@ struct Watch: AsyncParsableCommand {
                 throw Refusal("locationd ended the session" + (info.reason.map { ": \($0)" } ?? ""))
             }
             // Acknowledged only once written out: a crash before loses nothing.
-            if ack, let seq = message.queueSequence { try client.send(.ack(id: nil, seq: seq)) }
+            if ack { try acknowledger.printed(message) }
             if let count, locations >= count { return }
         }
         if !json { out.line("locationd closed the connection") }
@@ -224,4 +227,51 @@ enum DecimalText {
         DecimalFormat.appendFixed(v, decimals: decimals, to: &buf)
         return String(decoding: buf, as: UTF8.self)
     }
+}
+
+/// `watch --ack`: acknowledges what was printed without flooding the daemon (an `ack` per event
+/// of a 600-event backlog exceeded the flood limit and got watch disconnected). One `ack` covers
+/// every lower `seq`, so it sends one per 100 events, one when a message that is not a queued
+/// event follows them (the backlog is over), and one 0.2 s after the last queued event
+/// otherwise. Acknowledging again changes nothing, so an overlap is harmless.
+final class Acknowledger: Sendable {
+    private struct State {
+        var printed: UInt64 = 0
+        var sent: UInt64 = 0
+        var timer: Task<Void, Never>?
+    }
+    private let client: LocationClient
+    private let state = Mutex(State())
+
+    init(client: LocationClient) { self.client = client }
+
+    func printed(_ message: ServerMessage) throws {
+        guard let seq = message.queueSequence else {
+            try flush()
+            return
+        }
+        let due = state.withLock { s -> Bool in
+            s.printed = max(s.printed, seq)
+            s.timer?.cancel()
+            s.timer = nil
+            return s.printed >= s.sent + 100
+        }
+        if due { try flush(); return }
+        let task = Task { [self] in
+            do { try await Task.sleep(for: .milliseconds(200)) } catch { return }
+            try? flush()
+        }
+        state.withLock { $0.timer = task }
+    }
+
+    private func flush() throws {
+        let seq: UInt64? = state.withLock { s in
+            guard s.printed > s.sent else { return nil }
+            s.sent = s.printed
+            return s.printed
+        }
+        if let seq { try client.send(.ack(id: nil, seq: seq)) }
+    }
+
+    func stop() { state.withLock { $0.timer?.cancel() } }
 }

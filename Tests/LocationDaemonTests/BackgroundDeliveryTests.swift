@@ -226,8 +226,9 @@ import Testing
     }
 
     /// `locationctl watch --session always --ack` prints the backlog with its numbers and
-    /// acknowledges it: afterwards nothing waits for locationctl's program.
-    @Test func watchAckPrintsAndAcknowledgesTheBacklog() async throws {
+    /// acknowledges it: afterwards nothing waits for locationctl's program. With 600 queued
+    /// events too: one `ack` each went past the flood limit and got watch disconnected.
+    @Test(arguments: [0, 599]) func watchAckPrintsAndAcknowledgesTheBacklog(farRegions: Int) async throws {
         guard GPSDHarness.isAvailable else { return }
         let gpsd = try GPSDHarness()
         defer { gpsd.shutdown() }
@@ -235,7 +236,12 @@ import Testing
         defer { daemon.stop() }
         // locationctl is its own program: it registers the region, so the events are its own.
         let geojson = daemon.directory.appendingPathComponent("a.geojson")
-        try #"{"type":"FeatureCollection","features":[{"type":"Feature","geometry":{"type":"Point","coordinates":[11.576124,48.137154]},"properties":{"id":"A","radius":100}}]}"#
+        // Far regions report their initial state (outside) at the first fix: one queued event each.
+        let far = (0..<farRegions).map { i in
+            #"{"type":"Feature","geometry":{"type":"Point","coordinates":[12.\#(i / 100),47.\#(i % 100)]},"properties":{"id":"far\#(i)","radius":100,"notifyInitialState":true}}"#
+        }
+        let a = #"{"type":"Feature","geometry":{"type":"Point","coordinates":[11.576124,48.137154]},"properties":{"id":"A","radius":100}}"#
+        try (#"{"type":"FeatureCollection","features":["# + ([a] + far).joined(separator: ",") + "]}")
             .write(to: geojson, atomically: true, encoding: .utf8)
         let probe = try await daemon.connect()  // also waits for the socket
         defer { probe.close() }
@@ -249,7 +255,7 @@ import Testing
             guard case .statusReply(let reply) = try ServerMessage.decode(String(r.out.dropLast())) else { return nil }
             return reply.queued
         }
-        #expect(try queuedForLocationctl() == 1)
+        #expect(try queuedForLocationctl() == 1 + farRegions)
 
         let watch = Process()
         watch.executableURL = LocationCtlReplayTests.locationctl
@@ -263,7 +269,7 @@ import Testing
         let watchdog = Task { try await Task.sleep(for: .seconds(20)); watch.terminate() }
         defer { watchdog.cancel() }
         var text = ""
-        while !text.contains(#""type":"acked""#) {
+        while !(text.contains(#""type":"acked""#) && text.contains(#""queued":0}"#)) {
             let chunk = out.fileHandleForReading.availableData
             if chunk.isEmpty { break }
             text += String(decoding: chunk, as: UTF8.self)
@@ -272,9 +278,13 @@ import Testing
         let queued = try lines.map { try ServerMessage.decode($0) }.compactMap { m -> (UInt64, ServerMessage)? in
             if case .queued(let seq, let e) = m { (seq, e) } else { nil }
         }
-        #expect(queued.count == 1 && queued.first?.0 == 1, "\(text)")
-        if case .region(let e)? = queued.first?.1 { #expect(e.kind == .enter && e.region == "A") } else { Issue.record("\(text)") }
-        #expect(lines.contains { $0.contains(#""type":"acked""#) && $0.contains(#""seq":1"#) && $0.contains(#""queued":0"#) }, "\(text)")
+        #expect(queued.map(\.0) == Array(1...UInt64(1 + farRegions)), "\(text.prefix(2000))")
+        let regionEvents = queued.compactMap { if case .region(let e) = $0.1 { e } else { nil } }
+        #expect(regionEvents.filter { $0.kind == .enter && $0.region == "A" }.count == 1)
+        #expect(regionEvents.filter { $0.kind == .outside }.count == farRegions)
+        #expect(lines.contains { $0.contains(#""type":"acked""#) && $0.contains(#""seq":\#(1 + farRegions),"#) && $0.contains(#""queued":0"#) },
+                "\(text.suffix(2000))")
+        #expect(!lines.contains { $0.contains(#""code":"flood""#) })
         #expect(try queuedForLocationctl() == 0)
     }
 }
