@@ -173,8 +173,22 @@ public final class LocationClient: Sendable {
         guard case .unsubscribed = reply else { throw LocationClientError.unexpectedReply(reply.line) }
     }
 
+    /// The daemon's status, with every page of `connections` (a reply holds as many as fit one
+    /// line; docs/protocol.md, "Status reply"): the counts are the first page's.
     public func status() async throws -> StatusReply {
-        let reply = try await core.request { .status(id: $0) }
+        var status = try await statusPage(from: 0)
+        var next = status.next
+        while let offset = next {
+            let page = try await statusPage(from: offset)
+            status.connections = (status.connections ?? []) + (page.connections ?? [])
+            next = page.next
+        }
+        status.next = nil
+        return status
+    }
+
+    private func statusPage(from offset: Int) async throws -> StatusReply {
+        let reply = try await core.request { .status(id: $0, offset: offset) }
         guard case .statusReply(let s) = reply else { throw LocationClientError.unexpectedReply(reply.line) }
         return s
     }

@@ -85,7 +85,8 @@ public enum Request: Hashable, Sendable {
     /// Start (or replace) this connection's subscription.
     case subscribe(id: RequestID?, options: SubscriptionOptions)
     case unsubscribe(id: RequestID?)
-    case status(id: RequestID?)
+    /// `offset`: the first connection of the `connections` page (a previous reply's `next`).
+    case status(id: RequestID?, offset: Int = 0)
     /// Register regions for the connection's program (all or none).
     case regionsAdd(id: RequestID?, regions: [Region])
     /// Open this connection's session (docs/protocol.md, "Sessions").
@@ -102,7 +103,7 @@ public enum Request: Hashable, Sendable {
 
     public var id: RequestID? {
         switch self {
-        case .hello(let id), .subscribe(let id, _), .unsubscribe(let id), .status(let id),
+        case .hello(let id), .subscribe(let id, _), .unsubscribe(let id), .status(let id, _),
              .regionsAdd(let id, _), .regionsRemove(let id, _), .regionsList(let id, _), .regionsState(let id, _, _),
              .sessionStart(let id, _, _), .sessionEnd(let id), .ack(let id, _): id
         }
@@ -172,7 +173,7 @@ public enum Request: Hashable, Sendable {
         case "unsubscribe":
             return .unsubscribe(id: id)
         case "status":
-            return .status(id: id)
+            return .status(id: id, offset: try offset(object, id: id, unit: "connections"))
         case "regions.add":
             return .regionsAdd(id: id, regions: try RegionCodec.decodeRegions(object["regions"], id: id))
         case "regions.remove":
@@ -232,7 +233,9 @@ public enum Request: Hashable, Sendable {
             JSONWriter.appendNumber(options.minimumInterval, to: &out)
             if options.events != .location { EventEncoder.appendEvents(options.events, to: &out) }
         case .unsubscribe: type("unsubscribe")
-        case .status: type("status")
+        case .status(_, let offset):
+            type("status")
+            Request.appendOffset(offset, to: &out)
         case .regionsAdd(_, let regions):
             type("regions.add")
             JSONWriter.appendASCII(",\"regions\":[", to: &out)
@@ -277,10 +280,10 @@ public enum Request: Hashable, Sendable {
         JSONWriter.appendASCII("}\n", to: &out)
     }
 
-    /// `offset` of a paged `regions.list`/`regions.state` (docs/protocol.md, "Regions"):
-    /// where the page starts; the previous reply's `next`.
-    static func offset(_ object: [String: JSONValue], id: RequestID?) throws(ProtocolError) -> Int {
-        guard let n = try number(object, "offset", in: 0...1e9, unit: "regions", id: id) else { return 0 }
+    /// `offset` of a paged `regions.list`/`regions.state` (docs/protocol.md, "Regions") or
+    /// `status` (its `connections`): where the page starts; the previous reply's `next`.
+    static func offset(_ object: [String: JSONValue], id: RequestID?, unit: String = "regions") throws(ProtocolError) -> Int {
+        guard let n = try number(object, "offset", in: 0...1e9, unit: unit, id: id) else { return 0 }
         guard n == n.rounded() else {
             throw ProtocolError(.outOfRange, "offset \(JSONWriter.numberText(n)) is not an integer; expected the previous reply's next", id: id)
         }

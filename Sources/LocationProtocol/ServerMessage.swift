@@ -41,8 +41,11 @@ public struct StatusReply: Hashable, Sendable {
     public var connected: Int?
     /// Whether `connections` lists every connection or only the asker's own.
     public var connectionsShown: ConnectionsShown?
-    /// The connections the asker may see, by connection number (docs/protocol.md, "Status reply").
+    /// The connections the asker may see, by connection number (docs/protocol.md, "Status reply"):
+    /// as many as fit one line, from the request's `offset`.
     public var connections: [ConnectionEntry]?
+    /// Where the next page of `connections` starts (the next request's `offset`); nil on the last.
+    public var next: Int?
     /// Background events waiting for the asking program's acknowledgement (docs/protocol.md,
     /// "Background delivery").
     public var queued: Int?

@@ -49,8 +49,9 @@ extension StatusReply {
 }
 
 /// Wire form of the status reply's connection list.
-enum StatusConnectionsCodec {
-    /// `,"connected":N,"connectionsShown":"all","connections":[…]` — each part only when set.
+public enum StatusConnectionsCodec {
+    /// `,"connected":N,"connectionsShown":"all","connections":[…],"next":N` — each part only
+    /// when set.
     static func append(_ s: StatusReply, to out: inout [UInt8]) {
         if let n = s.connected {
             JSONWriter.appendASCII(",\"connected\":", to: &out)
@@ -67,6 +68,37 @@ enum StatusConnectionsCodec {
             appendEntry(e, to: &out)
         }
         out.append(UInt8(ascii: "]"))
+        if let next = s.next {
+            JSONWriter.appendASCII(",\"next\":", to: &out)
+            DecimalFormat.appendInteger(Int64(next), to: &out)
+        }
+    }
+
+    /// The entries of `all` (in connection order) from connection number `offset` on that fit,
+    /// with the rest of `reply`, one line of at most `maxLineBytes`, and the connection number
+    /// the rest starts at (nil: this is the last page). A page holds at least one entry, so
+    /// paging always advances; numbering by connection, not position, keeps pages from
+    /// repeating or skipping an entry while connections come and go. *Reason:* 1,000
+    /// connections are ≈ 200 KB; lines are limited to 64 KiB both ways (docs/protocol.md).
+    public static func page(_ all: [StatusReply.ConnectionEntry], from offset: Int, of reply: StatusReply)
+        -> (entries: ArraySlice<StatusReply.ConnectionEntry>, next: Int?) {
+        let start = all.firstIndex { $0.connection >= UInt64(max(offset, 0)) } ?? all.count
+        var envelope = reply
+        envelope.connections = []
+        envelope.next = Int(Int32.max)
+        var bytes: [UInt8] = []
+        ServerMessage.statusReply(envelope).append(to: &bytes)
+        var used = bytes.count
+        var end = start
+        while end < all.count {
+            bytes.removeAll(keepingCapacity: true)
+            appendEntry(all[end], to: &bytes)
+            let size = bytes.count + (end > start ? 1 : 0)  // the comma
+            if end > start && used + size > maxLineBytes { break }
+            used += size
+            end += 1
+        }
+        return (all[start..<end], end < all.count ? Int(all[end].connection) : nil)
     }
 
     /// Every field is always written (`null` when unknown), so scripts see one shape.
@@ -120,6 +152,7 @@ enum StatusConnectionsCodec {
             reply.connections = entries
         case let other?: throw DecodingError("connections must be an array, not \(other.kindName)")
         }
+        if o["next"] != nil { reply.next = try ServerMessage.int(o, "next") }
     }
 
     static func decodeEntry(_ value: JSONValue, at path: String) throws(DecodingError) -> StatusReply.ConnectionEntry {

@@ -73,6 +73,32 @@ import Testing
         await h.stop()
     }
 
+    /// With more connections than one line holds, the reply comes in pages, each a line within
+    /// the limit, and `LocationClient.status()` (so `locationctl status`) gets them all.
+    @Test func manyConnectionsArePagedAndTheClientGetsThemAll() async throws {
+        let h = try await ServerHarness.start()
+        let peers = (0..<400).map { _ in RawSocket(path: h.path) }
+        for p in peers { _ = p.readLine() }  // each one's hello: it is open on the server's side
+        let client = try await LocationClient.connect(path: h.path)
+        let status = try await client.status()
+        #expect(status.connected == 401)
+        #expect(status.connections?.count == 401 && status.next == nil)
+        #expect(status.connections.map { $0.map(\.connection) == $0.map(\.connection).sorted() } == true)
+        // The raw first page: within the line limit, `next` naming where the second starts.
+        let raw = RawSocket(path: h.path)
+        _ = raw.readLine()
+        raw.send(#"{"type":"status","id":1}"# + "\n")
+        let line = try #require(raw.readLine())
+        #expect(line.utf8.count <= maxLineBytes)
+        guard case .statusReply(let first) = try ServerMessage.decode(line), let next = first.next else { Issue.record("\(line.prefix(200))"); return }
+        raw.send(#"{"type":"status","id":2,"offset":\#(next)}"# + "\n")
+        guard case .statusReply(let second) = try ServerMessage.decode(try #require(raw.readLine())) else { Issue.record("no second page"); return }
+        #expect(second.connections?.first?.connection == UInt64(next))
+        client.close()
+        withExtendedLifetime(peers) {}
+        await h.stop()
+    }
+
     @Test func visibleConnectionsFilter() {
         func entry(_ n: UInt64) -> StatusReply.ConnectionEntry {
             .init(connection: n, pid: Int32(n), uid: 1000, gid: 1000, executable: "/bin/p\(n)", rule: "r", session: nil, subscribed: false)

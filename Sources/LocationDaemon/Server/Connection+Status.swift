@@ -3,7 +3,8 @@ import LocationProtocol
 
 /// The `status` reply (docs/protocol.md, "Status reply"). On the hub's loop, like every request.
 extension Connection {
-    func statusReply(id rid: RequestID?) -> StatusReply {
+    /// `offset`: the first entry of the `connections` page (docs/protocol.md, "Status reply").
+    func statusReply(id rid: RequestID?, offset: Int = 0) -> StatusReply {
         let s = hub.loopSnapshot
         var reply = StatusReply(id: rid, state: s.state, subscribers: s.subscriberCount,
                                 source: s.sourceDescription, lastFix: s.lastFix?.time)
@@ -23,7 +24,10 @@ extension Connection {
         let showAll = hub.policy.isOwner(identity)
         reply.connected = everyone.count
         reply.connectionsShown = showAll ? .all : .own
-        reply.connections = Self.visibleConnections(everyone, asker: id.rawValue, showAll: showAll)
+        let visible = Self.visibleConnections(everyone, asker: id.rawValue, showAll: showAll)
+        let page = StatusConnectionsCodec.page(visible, from: offset, of: reply)
+        reply.connections = Array(page.entries)
+        reply.next = page.next
         return reply
     }
 

@@ -307,8 +307,8 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
             }
             dropPending()
             send(.unsubscribed(id: rid), flush: false)
-        case .status(let rid):
-            send(.statusReply(statusReply(id: rid)), flush: false)
+        case .status(let rid, let offset):
+            send(.statusReply(statusReply(id: rid, offset: offset)), flush: false)
         case .ack(let rid, let seq):
             acknowledge(seq, id: rid)
         case .regionsAdd, .regionsRemove, .regionsList, .regionsState:
