@@ -16,13 +16,13 @@ extension EventEncoder {
     /// because the program's queue was full while it was away.
     public static func appendOverflow(lost: UInt64, seq: UInt64, to out: inout [UInt8]) {
         JSONWriter.appendASCII("{\"type\":\"overflow\",\"lost\":", to: &out)
-        DecimalFormat.appendInteger(Int64(lost), to: &out)
+        DecimalFormat.appendInteger(Int64(clamping: lost), to: &out)
         appendSeq(seq, to: &out)
     }
 
     static func appendSeq(_ seq: UInt64, to out: inout [UInt8]) {
         JSONWriter.appendASCII(",\"seq\":", to: &out)
-        DecimalFormat.appendInteger(Int64(seq), to: &out)
+        DecimalFormat.appendInteger(Int64(clamping: seq), to: &out)
         JSONWriter.appendASCII("}\n", to: &out)
     }
 }
@@ -53,7 +53,7 @@ extension ServerMessage {
             id.append(to: &out)
         }
         JSONWriter.appendASCII(",\"seq\":", to: &out)
-        DecimalFormat.appendInteger(Int64(seq), to: &out)
+        DecimalFormat.appendInteger(Int64(clamping: seq), to: &out)
         JSONWriter.appendASCII(",\"queued\":", to: &out)
         DecimalFormat.appendInteger(Int64(queued), to: &out)
         JSONWriter.appendASCII("}\n", to: &out)

@@ -271,7 +271,7 @@ public enum Request: Hashable, Sendable {
         case .ack(_, let seq):
             type("ack")
             JSONWriter.appendASCII(",\"seq\":", to: &out)
-            DecimalFormat.appendInteger(Int64(seq), to: &out)
+            DecimalFormat.appendInteger(Int64(clamping: seq), to: &out)
         }
         if let id {
             JSONWriter.appendASCII(",\"id\":", to: &out)

@@ -323,7 +323,11 @@ public indirect enum ServerMessage: Hashable, Sendable {
                 horizontalAccuracy: try optionalNumber(o, "horizontalAccuracy"),
                 verticalAccuracy: try optionalNumber(o, "verticalAccuracy"),
                 speed: try optionalNumber(o, "speed"), course: try optionalNumber(o, "course"))
-            return .location(fix, skipped: Int(try optionalNumber(o, "skipped") ?? 0))
+            let skipped = try optionalNumber(o, "skipped") ?? 0
+            guard let count = Int(exactly: skipped), count >= 0 else {
+                throw DecodingError("location skipped \(JSONWriter.numberText(skipped)) is not a count")
+            }
+            return .location(fix, skipped: count)
         case "visit":
             return .visit(try decodeVisit(o))
         case "significant":

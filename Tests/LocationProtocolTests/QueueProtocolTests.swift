@@ -30,6 +30,26 @@ import Testing
         #expect(try ServerMessage.decode(String(acked.line.dropLast())) == acked)
     }
 
+    /// Values past what the protocol carries are refused, never a crash of the encoding or
+    /// decoding process: an ack above 2^53-1 goes out clamped and the daemon answers outOfRange;
+    /// a `skipped` that is no count is a decoding error.
+    @Test func outOfRangeNumbersAreRefusedNotFatal() throws {
+        let line = Request.ack(id: nil, seq: .max).line
+        #expect(line == #"{"type":"ack","seq":9223372036854775807}"# + "\n")
+        #expect(throws: ProtocolError.self) { try Request.decode(String(line.dropLast())) }
+        var queued: [UInt8] = []
+        EventEncoder().appendQueued(.region(Self.exit), seq: .max, to: &queued)
+        #expect(String(decoding: queued, as: UTF8.self).hasSuffix(#""seq":9223372036854775807}"# + "\n"))
+        func location(skipped: String) -> String {
+            #"{"type":"location","time":"2026-05-28T21:00:00Z","latitude":1,"longitude":2,"mode":"3d","skipped":"# + skipped + "}"
+        }
+        #expect(throws: ServerMessage.DecodingError.self) { try ServerMessage.decode(location(skipped: "1e300")) }
+        #expect(throws: ServerMessage.DecodingError.self) { try ServerMessage.decode(location(skipped: "-1")) }
+        guard case .location(_, 2) = try ServerMessage.decode(location(skipped: "2")) else {
+            Issue.record("the same line with a real count did not decode"); return
+        }
+    }
+
     @Test func ackRequestRoundTrips() throws {
         let request = try Request.decode(#"{"type":"ack","id":7,"seq":42}"#)
         #expect(request == .ack(id: .number(7), seq: 42))
