@@ -98,7 +98,7 @@ import Testing
                                    ("::1", "::1", "2947"), ("gps.local", "gps.local", "2947")] {
             #expect(try Self.load("", ["--gpsd", flag]).source == .gpsd(host: host, port: port), "\(flag)")
         }
-        for bad in ["[::1", "[::1]2950", ":2947", "[]:2947", "host:0", "host:x"] {
+        for bad in ["[::1", "[::1]2950", ":2947", "[]:2947", "host:0", "host:x", "localhost:2947:", "gps.local:29:47"] {
             #expect(throws: DaemonOptions.Failure.usage("--gpsd '\(bad)': expected HOST, HOST:PORT, [IPv6] or [IPv6]:PORT with a port 1…65535")) {
                 try Self.load("", ["--gpsd", bad])
             }

@@ -267,7 +267,11 @@ public struct DaemonOptions: Sendable, Equatable {
                 port = rest.dropFirst()
             }
         } else if text.filter({ $0 == ":" }).count > 1 {
-            host = text[...]  // a bare IPv6 address
+            // A bare IPv6 address (no port): only hex digits, colons, dots (an IPv4 tail) and a
+            // %zone; anything else with two colons is a mistake, not an address.
+            let address = text.split(separator: "%", maxSplits: 1).first ?? ""
+            guard address.allSatisfy({ $0.isHexDigit || $0 == ":" || $0 == "." }), !text.hasSuffix(":") || text.hasSuffix("::") else { return nil }
+            host = text[...]
         } else {
             let parts = text.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
             host = parts[0]

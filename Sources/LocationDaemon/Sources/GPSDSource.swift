@@ -35,9 +35,10 @@ public final class GPSDSource: Sendable {
         public var maximumBackoff: Double
         /// How long one connection attempt may take, seconds (a host that drops SYNs).
         public var connectTimeout: Double
-        /// A connection silent this long is asked `?VERSION;`, and dropped (and made again) if it
-        /// stays silent as long again: gpsd answers that at once even with no receiver, so a
-        /// gpsd that does not is hung (docs/gpsd.md, "Talking to gpsd"), seconds.
+        /// How often the connection is looked at: silent since the last look, it is asked
+        /// `?VERSION;`; still silent at the next, it is dropped and made again (gpsd answers that
+        /// at once even with no receiver, so a gpsd that does not is hung; docs/gpsd.md,
+        /// "Talking to gpsd"), seconds.
         public var idleProbe: Double
 
         public init(
