@@ -213,7 +213,7 @@ import Testing
     /// Every cell is at least `cellSize` wide (and the row around a pole is one cell), and every
     /// centre is a valid coordinate, at any latitude and longitude.
     @Test func cellsAreWholeAndCentresValidFromPoleToPole() {
-        for secret: UInt64 in [Self.secret, 0, 1, 0xFFFF_FFFF_FFFF_FFFF] {
+        for secret: UInt64 in [Self.secret, 0, 1, 42, 0xFFFF_FFFF_FFFF_FFFF] {
             let grid = PrivacyGrid(secret: secret)
             var latitude = -90.0
             while latitude <= 90 {
@@ -222,10 +222,21 @@ import Testing
                     let (cell, inset) = grid.cell(of: c)
                     let centre = grid.centre(of: cell)
                     #expect((-90...90).contains(centre.latitude) && (-180..<180).contains(centre.longitude), "\(c) → \(centre)")
-                    #expect(inset >= 0 && inset <= grid.cellSize / 2 + 1e-6)
+                    #expect(inset >= 0 && inset <= 2 * grid.cellSize + 1e-6)
                     #expect(grid.cell(of: centre).cell == cell, "\(c): the centre lies in its cell")
+                    // The reported accuracy covers the whole cell, whatever its width.
+                    #expect(Geodesy.distance(c, centre) <= grid.reportedAccuracy(of: cell), "\(c)")
                 }
                 latitude += 0.37
+            }
+            // A polar cap reaches at least a row from its pole, whatever the secret puts its edge:
+            // no cell around a pole is smaller than a cell elsewhere.
+            for north in [true, false] {
+                let pole = Coordinate(latitude: north ? 90 : -90, longitude: 0)
+                let cap = grid.cell(of: pole).cell
+                let edge = Coordinate(latitude: north ? 90 - grid.cellSize / 111_320 : -90 + grid.cellSize / 111_320, longitude: 123)
+                #expect(grid.cell(of: edge).cell == cap, "secret \(secret): the cap is smaller than a row")
+                #expect(grid.centre(of: cap) == pole)
             }
         }
         // Near the south pole (the old grid's cells there were a few hundred metres wide) a
@@ -236,10 +247,26 @@ import Testing
         let rowWidth = Geodesy.distance(Coordinate(latitude: grid.centre(of: grid.cell(of: a).cell).latitude, longitude: 0),
                                         Coordinate(latitude: grid.centre(of: grid.cell(of: a).cell).latitude, longitude: 1))
         let cellWidth = rowWidth * 360 / Double(grid.columns(row: row))
-        #expect(cellWidth >= grid.cellSize, "\(cellWidth) m")
-        // At the pole itself every longitude is one cell.
-        let pole = grid.cell(of: Coordinate(latitude: 89.9999, longitude: -179)).cell
-        #expect(grid.cell(of: Coordinate(latitude: 89.9999, longitude: 90)).cell == pole)
+        #expect(grid.columns(row: row) == 1 || cellWidth >= grid.cellSize, "\(cellWidth) m")
+    }
+
+    /// Walking out of a cell near a pole (to just inside the hysteresis margin) and round the
+    /// pole, the device is never farther from the reported centre than the reported accuracy.
+    @Test func nearAPoleTheReportedAccuracyHolds() {
+        for secret: UInt64 in [Self.secret, 1, 7, 42, 99] {
+            let grid = PrivacyGrid(secret: secret)
+            var privacy = ApproximateLocation(grid: grid)
+            var t = 0.0
+            for latitude in stride(from: 90.0, through: 89.9, by: -0.0005) {
+                for longitude in stride(from: -180.0, to: 180.0, by: 15) {
+                    let c = Coordinate(latitude: latitude, longitude: longitude)
+                    privacy.offer(fix(at: t, c, accuracy: 5))
+                    t += 1
+                    let shown = privacy.approximate(fix(at: t, c, accuracy: 5))
+                    #expect(Geodesy.distance(shown.coordinate, c) <= shown.horizontalAccuracy!, "secret \(secret) at \(c)")
+                }
+            }
+        }
     }
 
     /// An approximate visit's departure carries the cell its arrival was reported with, even when

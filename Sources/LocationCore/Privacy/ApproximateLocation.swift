@@ -53,19 +53,33 @@ public struct PrivacyGrid: Hashable, Sendable {
 
     var rowHeight: Double { cellSize / Self.metresPerDegree }  // degrees of latitude
 
-    /// The latitude (degrees) a cell of `row` is centred on: the middle of the part of the row
-    /// on the globe (the rows around the poles reach past ±90°).
-    func centreLatitude(row: Int) -> Double {
-        let south = max((Double(row) - offsetNorth) * rowHeight, -90)
-        let north = min((Double(row) + 1 - offsetNorth) * rowHeight, 90)
-        return (south + north) / 2
+    /// The row of `latitude`. Within a row of each pole, rows merge into its **polar cap**, one
+    /// cell around the pole: the row that holds the pole may reach only metres onto the globe
+    /// (where the secret offset puts its edge), and a cell must be ~`cellSize` across everywhere.
+    func row(of latitude: Double) -> Int {
+        let r = Int((latitude / rowHeight + offsetNorth).rounded(.down))
+        return min(max(r, capRow(north: false)), capRow(north: true))
+    }
+
+    /// The row that is the polar cap: the one holding the latitude a row short of the pole.
+    func capRow(north: Bool) -> Int {
+        Int(((north ? 90 - rowHeight : -90 + rowHeight) / rowHeight + offsetNorth).rounded(.down))
+    }
+
+    /// The latitudes a row spans on the globe (a cap reaches to its pole).
+    func span(row: Int) -> (south: Double, north: Double) {
+        let south = row == capRow(north: false) ? -90 : (Double(row) - offsetNorth) * rowHeight
+        let north = row == capRow(north: true) ? 90 : (Double(row) + 1 - offsetNorth) * rowHeight
+        return (south, north)
     }
 
     /// How many cells `row` has: a whole number, so that they go round the globe without a seam
-    /// at the antimeridian, each at least `cellSize` wide at the row's centre latitude. The row
-    /// around a pole, shorter than a cell, is one cell.
+    /// at the antimeridian, each at least `cellSize` wide at the row's middle latitude; a polar
+    /// cap is one.
     func columns(row: Int) -> Int {
-        let circumference = 360 * Self.metresPerDegree * cos(centreLatitude(row: row) * .pi / 180)
+        if row == capRow(north: true) || row == capRow(north: false) { return 1 }
+        let (south, north) = span(row: row)
+        let circumference = 360 * Self.metresPerDegree * cos((south + north) / 2 * .pi / 180)
         return max(1, Int((circumference / cellSize).rounded(.down)))
     }
 
@@ -78,34 +92,65 @@ public struct PrivacyGrid: Hashable, Sendable {
 
     /// The cell containing `c`, and how far (metres) `c` is from that cell's nearest edge.
     public func cell(of c: Coordinate) -> (cell: Cell, inset: Double) {
-        let row = Int((c.latitude / rowHeight + offsetNorth).rounded(.down))
+        let row = row(of: c.latitude)
         let (y, x, n) = position(of: c, row: row)
         let column = Int(x.rounded(.down))
         let fy = y - Double(row), fx = x - Double(column)
-        // The one cell of a polar row has no east or west edge.
-        let inset = (n == 1 ? min(fy, 1 - fy) : min(fy, 1 - fy, fx, 1 - fx)) * cellSize
+        let inset: Double
+        if row == capRow(north: true) {
+            inset = fy * cellSize  // a cap's one edge is on the equator's side
+        } else if row == capRow(north: false) {
+            inset = (1 - fy) * cellSize
+        } else {
+            inset = min(fy, 1 - fy, fx, 1 - fx) * cellSize
+        }
         return (Cell(row: row, column: ((column % n) + n) % n), inset)
     }
 
+    /// A cell's centre: a polar cap's is its pole.
     public func centre(of cell: Cell) -> Coordinate {
+        if cell.row == capRow(north: true) { return Coordinate(latitude: 90, longitude: 0) }
+        if cell.row == capRow(north: false) { return Coordinate(latitude: -90, longitude: 0) }
+        let (south, north) = span(row: cell.row)
         let n = Double(columns(row: cell.row))
         var longitude = (Double(cell.column) + 0.5 - offsetEast) / n * 360 - 180
         if longitude < -180 { longitude += 360 } else if longitude >= 180 { longitude -= 360 }
-        return Coordinate(latitude: centreLatitude(row: cell.row), longitude: longitude)
+        return Coordinate(latitude: (south + north) / 2, longitude: longitude)
     }
 
-    /// The 95 % radius reported with a cell centre: the device is inside the current cell grown
-    /// by `margin` (hysteresis), so at most this far from its centre.
+    /// The 95 % radius reported with a cell centre where cells are `cellSize` square: the device
+    /// is inside the current cell grown by `margin` (hysteresis), so at most this far from its
+    /// centre. (1000 + 500)·√2 ≈ 2122 m for the defaults.
     public var reportedAccuracy: Double { ((cellSize / 2 + margin) * 2.0.squareRoot()).rounded(.up) }
+
+    /// The same bound for `cell` as it is: its cells are wider where a row's circumference is
+    /// not a whole number of cells (up to twice as wide near the poles), and a polar cap reaches
+    /// from the pole to its edge. Never less than `reportedAccuracy`.
+    public func reportedAccuracy(of cell: Cell) -> Double {
+        let (south, north) = span(row: cell.row)
+        if cell.row == capRow(north: true) { return ((90 - south) * Self.metresPerDegree + margin).rounded(.up) }
+        if cell.row == capRow(north: false) { return ((north + 90) * Self.metresPerDegree + margin).rounded(.up) }
+        // The grown cell is widest at its latitude nearest the equator.
+        let grown = margin / Self.metresPerDegree
+        let low = south - grown, high = north + grown
+        let widest = low <= 0 && high >= 0 ? 0 : min(abs(low), abs(high))
+        let n = Double(columns(row: cell.row))
+        let halfWidth = 360 / n * Self.metresPerDegree * cos(widest * .pi / 180) * (0.5 + margin / cellSize)
+        let halfHeight = cellSize / 2 + margin
+        return max(reportedAccuracy, (halfWidth * halfWidth + halfHeight * halfHeight).squareRoot().rounded(.up))
+    }
 
     /// Whether `c` is outside the square of `cell` grown by `margin`.
     func outside(_ c: Coordinate, grown cell: Cell) -> Bool {
         let (y, x, n) = position(of: c, row: cell.row)
         let dy = y - Double(cell.row)
+        let m = margin / cellSize
+        // A cap has no edge on its pole's side.
+        if cell.row == capRow(north: true) { return dy < -m }
+        if cell.row == capRow(north: false) { return dy > 1 + m }
         // East or west of the cell the short way round (across the antimeridian if need be).
         var dx = x - Double(cell.column)
         dx -= Double(n) * ((dx - 0.5) / Double(n) + 0.5).rounded(.down)
-        let m = margin / cellSize
         return dy < -m || dy > 1 + m || (n > 1 && (dx < -m || dx > 1 + m))
     }
 }
@@ -136,9 +181,9 @@ public struct ApproximateLocation: Sendable {
     /// `fix` as an approximate program receives it: the current cell's centre, an honest
     /// accuracy, no altitude, speed or course.
     public func approximate(_ fix: Fix) -> Fix {
-        let centre = cell.map { grid.centre(of: $0) } ?? grid.centre(of: grid.cell(of: fix.coordinate).cell)
-        return Fix(time: fix.time, coordinate: centre, mode: .twoD, altitudeHAE: nil, altitudeMSL: nil,
-                   horizontalAccuracy: grid.reportedAccuracy, verticalAccuracy: nil, speed: nil, course: nil)
+        let shown = cell ?? grid.cell(of: fix.coordinate).cell
+        return Fix(time: fix.time, coordinate: grid.centre(of: shown), mode: .twoD, altitudeHAE: nil, altitudeMSL: nil,
+                   horizontalAccuracy: grid.reportedAccuracy(of: shown), verticalAccuracy: nil, speed: nil, course: nil)
     }
 
     /// A visit as an approximate program receives it: the device's current cell centre (the
@@ -146,9 +191,9 @@ public struct ApproximateLocation: Sendable {
     /// not reveal the side the hysteresis hides; times rounded down to 15 minutes. (A departure
     /// repeats its arrival's cell: `SubscriptionExtras`.)
     public func approximate(_ v: Visit) -> Visit {
-        Visit(kind: v.kind, arrival: Self.coarse(v.arrival), departure: v.departure.map(Self.coarse),
-              coordinate: cell.map { grid.centre(of: $0) } ?? grid.centre(of: grid.cell(of: v.coordinate).cell),
-              horizontalAccuracy: grid.reportedAccuracy)
+        let shown = cell ?? grid.cell(of: v.coordinate).cell
+        return Visit(kind: v.kind, arrival: Self.coarse(v.arrival), departure: v.departure.map(Self.coarse),
+                     coordinate: grid.centre(of: shown), horizontalAccuracy: grid.reportedAccuracy(of: shown))
     }
 
     /// Times in coarse events: rounded down to 15 minutes.
