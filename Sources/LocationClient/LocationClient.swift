@@ -387,6 +387,7 @@ final class Core: Sendable {
                 do {
                     route(try ServerMessage.decode(line))
                 } catch {
+                    if error.isUnknownType { continue }  // a newer daemon's message, not for this client
                     failure = error
                     break reading
                 }

@@ -233,7 +233,10 @@ public indirect enum ServerMessage: Hashable, Sendable {
     /// Why a server line could not be understood.
     public struct DecodingError: Error, Hashable, Sendable, CustomStringConvertible {
         public var message: String
-        public init(_ message: String) { self.message = message }
+        /// The line is a message of a type this version does not know (a newer daemon's): a
+        /// client skips it rather than giving up the connection.
+        public var isUnknownType = false
+        public init(_ message: String, unknownType: Bool = false) { self.message = message; self.isUnknownType = unknownType }
         public var description: String { message }
     }
 
@@ -353,7 +356,7 @@ public indirect enum ServerMessage: Hashable, Sendable {
             guard let code = ErrorCode(rawValue: codeText) else { throw DecodingError("unknown error code \(codeText)") }
             return .error(ProtocolError(code, try string(o, "message"), id: id))
         default:
-            throw DecodingError("unknown message type \(type)")
+            throw DecodingError("unknown message type \(type)", unknownType: true)
         }
     }
 

@@ -238,6 +238,22 @@ final class FakeServer: @unchecked Sendable {
         #expect(first == .unsubscribed(id: .string("probe")), "\(String(describing: first))")
     }
 
+    /// A message of a type this client does not know (a newer daemon's) is skipped: the reply
+    /// after it still arrives and the connection stays open.
+    @Test func aNewerDaemonsUnknownMessageIsSkipped() async throws {
+        let server = try FakeServer(.init(reply: { index, _ in
+            [#"{"type":"weather","id":9,"rain":true}"#, ServerMessage.unsubscribed(id: .number(Double(index + 1))).line]
+        }))
+        defer { server.stop() }
+        let client = try await LocationClient.connect(path: server.path, requestTimeout: .seconds(30))
+        defer { client.close() }
+        try await client.unsubscribe()
+        #expect(throws: ServerMessage.DecodingError(#"unknown message type weather"#, unknownType: true)) {
+            try ServerMessage.decode(#"{"type":"weather"}"#)
+        }
+        try await client.unsubscribe()  // still open
+    }
+
     /// After `close()` every call throws `closed` at once, not a socket error.
     @Test func callsAfterCloseThrowClosed() async throws {
         let server = try FakeServer(.init())
