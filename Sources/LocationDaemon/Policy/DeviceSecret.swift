@@ -31,17 +31,20 @@ enum DeviceSecret {
         // file that stops every later start. The file appears by link(2), which fails if another
         // start created it meanwhile; that one's secret is then read.
         let partial = path + ".new"
-        func failure(_ what: String) -> ConfigError {
-            ConfigError(file: path, line: 0, message: "cannot create the privacy secret (\(what): \(String(cString: strerror(errno)))); check that locationd may write to its state directory")
+        func failure(_ what: String, _ code: Int32 = errno) -> ConfigError {
+            let why = code == 0 ? "short write" : String(cString: strerror(code))
+            return ConfigError(file: path, line: 0, message: "cannot create the privacy secret (\(what): \(why)); check that locationd may write to its state directory")
         }
         unlink(partial)  // one a crash left: it may have any mode, and O_CREAT would keep it
         let fd = open(partial, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw failure("open \(partial)") }
         let bytes = Array(hex.utf8)
+        errno = 0
         let written = write(fd, bytes, bytes.count) == bytes.count && fsync(fd) == 0
+        let code = errno  // before close(2) may change it
         close(fd)
         defer { unlink(partial) }
-        guard written else { throw failure("write \(partial)") }
+        guard written else { throw failure("write \(partial)", code) }
         guard link(partial, path) == 0 else {
             if errno == EEXIST { return try load(path: path) }
             throw failure("link \(partial)")
