@@ -160,17 +160,18 @@ import Testing
                 out.append("\(error.code.rawValue): \(error.message)")
             }
             do throws(RegionError) { _ = try hub.removeRegions(nil, for: program) } catch { out.append("\(error.code.rawValue): \(error.message)") }
+            do throws(RegionError) { try hub.checkRestored(program) } catch { out.append("\(error.code.rawValue): \(error.message)") }
             // Another program is not affected.
             do { out.append("other \(try hub.addRegions([Region(id: "b", center: c, radius: 100)], for: other))") } catch { out.append("other \(error)") }
             return out
         }.get()
         await harness.stop()
-        #expect(outcome.count == 4)
+        #expect(outcome.count == 5)
         #expect(outcome[0] == "restore invalidRegion")
-        for refusal in outcome[1...2] {
+        for refusal in outcome[1...3] {  // add, remove, and what list and state check
             #expect(refusal.hasPrefix("notStored: this program's remembered regions could not be loaded at start (region a: radius 1.0 is out of range"))
             #expect(refusal.contains("correct or delete this program's rows"))
         }
-        #expect(outcome[3] == "other 1")
+        #expect(outcome[4] == "other 1")
     }
 }

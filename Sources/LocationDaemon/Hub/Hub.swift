@@ -316,9 +316,10 @@ public final class Hub: Sendable {
         }
     }
 
-    private func checkRestored(_ program: ProgramID) throws(RegionError) {
+    /// Throws `notStored` for a program whose remembered regions could not be loaded at start.
+    public func checkRestored(_ program: ProgramID) throws(RegionError) {
         guard let error = box.value.unrestored[program] else { return }
-        throw RegionError(.notStored, "this program's remembered regions could not be loaded at start (\(error.message)); to keep them, no change is made to them — correct or delete this program's rows in \(regionStore?.path ?? "the database") and restart locationd")
+        throw RegionError(.notStored, "this program's remembered regions could not be loaded at start (\(error.message)); they are kept as they are, unmonitored, and cannot be listed or changed — correct or delete this program's rows in \(regionStore?.path ?? "the database") and restart locationd")
     }
 
     public func regionRecords(of program: ProgramID) -> [RegionRecord] {

@@ -64,9 +64,11 @@ extension Connection {
                 let r = try hub.removeRegions(ids, for: program)
                 send(.regionsChanged(id: rid, added: 0, removed: r.removed, registered: r.registered), flush: false)
             case .regionsList(let rid, let offset):
+                try hub.checkRestored(program)  // not an empty list: the regions are there, unloaded
                 let page = RegionCodec.page(hub.regionRecords(of: program), from: offset, id: rid)
                 send(.regions(id: rid, regions: Array(page.records), next: page.next), flush: false)
             case .regionsState(let rid, let ids, let offset):
+                try hub.checkRestored(program)
                 var records = hub.regionRecords(of: program)
                 if let ids {
                     let byID = Dictionary(records.map { ($0.region.id, $0) }, uniquingKeysWith: { a, _ in a })
