@@ -34,6 +34,12 @@ struct Watch: AsyncParsableCommand {
         guard authorization != nil else {
             throw ValidationError("--session must be when-in-use or always, not '\(session)'")
         }
+        // replay prints status and region events on request; a subscription always gets status
+        // events, and region events come for the program's regions without asking.
+        let extra = events.subtracting([.location, .visits, .significant])
+        guard extra.isEmpty else {
+            throw ValidationError("--events \(extra.map(\.rawValue).sorted().joined(separator: ",")): watch subscribes to location, visits or significant (status events always come; region events come for this program's regions)")
+        }
     }
 
     func run() async throws {

@@ -80,6 +80,8 @@ import Testing
         #expect(spy.err.contains("locationd refused the session (--session always --purpose spy): fullAccuracyDenied: purpose 'spy' is not allowed by rule 'ctl'; allowed: nav"),
                 "\(spy.err)")
         #expect(spy.out.isEmpty, "\(spy.out)")
+        let region = try LocationCtlReplayTests.run(["watch", "--socket", daemon.socketPath, "--events", "location,region"])
+        #expect(region.status == 64 && region.err.contains("--events region: watch subscribes to location, visits or significant"), "\(region.err)")
         let typo = try LocationCtlReplayTests.run(["watch", "--socket", daemon.socketPath, "--session", "sometimes"])
         #expect(typo.status == 64)
         #expect(typo.err.contains("--session must be when-in-use or always, not 'sometimes'"), "\(typo.err)")
