@@ -174,19 +174,31 @@ extension RegionCodec {
     /// 10,000 regions with 4 KB of metadata each; no client should have to read one 40 MB line.
     public static func page(_ records: [RegionRecord], from offset: Int, id: RequestID?) -> (records: ArraySlice<RegionRecord>, next: Int?) {
         let start = min(max(offset, 0), records.count)
-        var envelope: [UInt8] = []
-        ServerMessage.regions(id: id, regions: [], next: Int(Int32.max)).append(to: &envelope)
-        var used = envelope.count
-        var scratch: [UInt8] = []
+        let end = Paging.end(from: start, count: records.count,
+                             envelope: .regions(id: id, regions: [], next: Int(Int32.max))) { appendRegion(records[$0], to: &$1) }
+        return (records[start..<end], end < records.count ? end : nil)
+    }
+}
+
+/// The paged replies (`regions`, `status`'s `connections`; docs/protocol.md): one rule for
+/// what fits one line.
+enum Paging {
+    /// The end of the page of entries from `start` (of `count`) that fits one line of at most
+    /// `maxLineBytes` with `envelope` (the reply with an empty list and a `next`): at least one
+    /// entry, so paging always advances.
+    static func end(from start: Int, count: Int, envelope: ServerMessage, entry: (Int, inout [UInt8]) -> Void) -> Int {
+        var bytes: [UInt8] = []
+        envelope.append(to: &bytes)
+        var used = bytes.count
         var end = start
-        while end < records.count {
-            scratch.removeAll(keepingCapacity: true)
-            appendRegion(records[end], to: &scratch)
-            let size = scratch.count + (end > start ? 1 : 0)  // the comma
+        while end < count {
+            bytes.removeAll(keepingCapacity: true)
+            entry(end, &bytes)
+            let size = bytes.count + (end > start ? 1 : 0)  // the comma
             if end > start && used + size > maxLineBytes { break }
             used += size
             end += 1
         }
-        return (records[start..<end], end < records.count ? end : nil)
+        return end
     }
 }

@@ -86,18 +86,7 @@ public enum StatusConnectionsCodec {
         var envelope = reply
         envelope.connections = []
         envelope.next = Int(Int32.max)
-        var bytes: [UInt8] = []
-        ServerMessage.statusReply(envelope).append(to: &bytes)
-        var used = bytes.count
-        var end = start
-        while end < all.count {
-            bytes.removeAll(keepingCapacity: true)
-            appendEntry(all[end], to: &bytes)
-            let size = bytes.count + (end > start ? 1 : 0)  // the comma
-            if end > start && used + size > maxLineBytes { break }
-            used += size
-            end += 1
-        }
+        let end = Paging.end(from: start, count: all.count, envelope: .statusReply(envelope)) { appendEntry(all[$0], to: &$1) }
         return (all[start..<end], end < all.count ? Int(all[end].connection) : nil)
     }
 

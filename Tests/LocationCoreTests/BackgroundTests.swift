@@ -34,12 +34,17 @@ import Testing
         }
     }
 
-    @Test func detectionIsOneStreamAcrossHandOverAndTakeBack() {
+    /// What one uninterrupted subscription asking for visits and significant changes gets.
+    static let uninterrupted: [Event] = {
         var reference = Engine()
         var out: [Delivery] = []
-        reference.handle(.subscribe(SubscriberID(1), Self.monitoring), into: &out)
-        for f in Self.day { reference.handle(.fix(f), into: &out) }
-        let expected = Self.monitorEvents(out)
+        reference.handle(.subscribe(SubscriberID(1), monitoring), into: &out)
+        for f in day { reference.handle(.fix(f), into: &out) }
+        return monitorEvents(out)
+    }()
+
+    @Test func detectionIsOneStreamAcrossHandOverAndTakeBack() {
+        let expected = Self.uninterrupted
         #expect(expected.filter { if case .visit = $0 { true } else { false } }.count == 5)  // 3 arrivals, 2 departures
         #expect(expected.contains { if case .significant = $0 { true } else { false } })
 
@@ -108,11 +113,8 @@ import Testing
     /// Two connections of one program, one asking for visits and one for significant changes,
     /// both go away: both kinds continue, as they would with one subscription asking for both.
     @Test func connectionsThatHandOverInTurnJoinTheirDetectors() {
-        var reference = Engine()
+        let expected = Self.uninterrupted
         var out: [Delivery] = []
-        reference.handle(.subscribe(SubscriberID(1), Self.monitoring), into: &out)
-        for f in Self.day { reference.handle(.fix(f), into: &out) }
-        let expected = Self.monitorEvents(out)
 
         var engine = Engine()
         let program = ProgramID("p")
