@@ -26,10 +26,30 @@ enum ProgramIdentity {
     /// capabilities (`CapEff` in /proc/self/status) include `CAP_SYS_PTRACE`. Root without it
     /// (an empty bounding set) may not either.
     static func canIdentifyOtherUsers(status: String? = try? DaemonOptions.readFile("/proc/self/status")) -> Bool {
-        guard let status,
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("CapEff:") }),
-              let mask = UInt64(line.dropFirst(7).trimmingPrefix { $0 == " " || $0 == "\t" }, radix: 16) else { return false }
-        return mask & (1 << sysPtrace) != 0
+        // On the bytes: it runs once at start, and String's splitting and trimming would make
+        // pages of code resident that nothing else uses (idle RSS, docs/benchmarks.md).
+        guard let status else { return false }
+        let bytes = Array(status.utf8), key = Array("\nCapEff:".utf8)
+        guard var i = (0...max(0, bytes.count - key.count)).first(where: { bytes[$0..<min($0 + key.count, bytes.count)].elementsEqual(key) })
+        else { return false }
+        i += key.count
+        while i < bytes.count, bytes[i] == 0x20 || bytes[i] == 0x09 { i += 1 }
+        var mask: UInt64 = 0, digits = 0
+        while i < bytes.count, let d = Self.hexValue(bytes[i]), digits < 16 {
+            mask = mask << 4 | UInt64(d)
+            digits += 1
+            i += 1
+        }
+        return digits > 0 && mask & (1 << sysPtrace) != 0
+    }
+
+    private static func hexValue(_ b: UInt8) -> UInt8? {
+        switch b {
+        case 0x30...0x39: b - 0x30
+        case 0x61...0x66: b - 0x61 + 10
+        case 0x41...0x46: b - 0x41 + 10
+        default: nil
+        }
     }
 
     /// What the daemon logs at start when it cannot (docs/systemd.md, "Identifying programs").
