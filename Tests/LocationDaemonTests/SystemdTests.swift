@@ -1,7 +1,7 @@
 import Foundation
 import LocationClient
 import LocationCore
-import LocationDaemon
+@testable import LocationDaemon
 import Logging
 import Testing
 #if canImport(Glibc)
@@ -37,6 +37,17 @@ import Glibc
             arguments: ["--config", file.path, "--socket", dir.appendingPathComponent("locationd.sock").path, "--gpsd", "127.0.0.1:1"],
             environment: environment.merging(["NOTIFY_SOCKET": notify.path]) { mine, _ in mine }, directory: dir)
         return (daemon, notify, file)
+    }
+
+    /// WATCHDOG=1 every half WatchdogSec, not on every 500 ms status tick (which woke PID 1 twice
+    /// a second with WatchdogSec=10s); never less often than asked.
+    @Test func watchdogPingsAtItsIntervalNotEveryStatusTick() {
+        for (ping, tick, every) in [(UInt64(5_000_000), UInt64(500_000), 10), (100_000, 100_000, 1), (750_000, 500_000, 1), (1_000_000, 500_000, 2)] {
+            let s = ServiceSupervisor.schedule(ping: ping)
+            #expect(s.tickMicroseconds == tick && s.ticksPerPing == every, "ping \(ping)")
+            #expect(UInt64(s.ticksPerPing) * s.tickMicroseconds <= ping)
+        }
+        #expect(ServiceSupervisor.schedule(ping: nil).tickMicroseconds == 500_000)
     }
 
     @Test func notifyReadyAfterSocketWatchdogStatusReloadStopping() async throws {

@@ -26,6 +26,8 @@ public final class ServiceSupervisor: Sendable {
         var lastStatus = ""
         var task: RepeatedTask?
         var extra: String?
+        /// Ticks so far.
+        var ticks = 0
     }
 
     public init(hub: Hub, notifier: SystemdNotifier = SystemdNotifier(), watchdog: Bool, logger: Logger) {
@@ -48,10 +50,21 @@ public final class ServiceSupervisor: Sendable {
         return "\(s.sourceDescription): \(state); \(subscribers)" + (note.map { "; \($0)" } ?? "")
     }
 
+    /// The status is looked at every tick (at most 500 ms apart); a ping goes out every
+    /// `ticksPerPing` ticks, i.e. every `watchdogPingMicroseconds` (rounded down to a tick):
+    /// pinging on every tick woke PID 1 twice a second with WatchdogSec=10s.
+    static func schedule(ping: UInt64?) -> (tickMicroseconds: UInt64, ticksPerPing: Int) {
+        let tick = min(ping ?? statusTick, statusTick)
+        return (tick, ping.map { max(1, Int($0 / tick)) } ?? 0)
+    }
+    static let statusTick: UInt64 = 500_000
+    var tickMicroseconds: UInt64 { Self.schedule(ping: watchdogPingMicroseconds).tickMicroseconds }
+    var ticksPerPing: Int { Self.schedule(ping: watchdogPingMicroseconds).ticksPerPing }
+
     /// Starts the repeated task on the hub's loop (status always, pings when asked for).
     public func start() {
         guard notifier.isEnabled else { return }
-        let tick = min(watchdogPingMicroseconds ?? 500_000, 500_000)
+        let tick = tickMicroseconds
         if let ping = watchdogPingMicroseconds {
             logger.info("watchdog on", metadata: ["ping_interval_ms": "\(ping / 1000)"])
         }
@@ -83,7 +96,11 @@ public final class ServiceSupervisor: Sendable {
     public func notify(_ state: String) -> Bool { notifier.notify(state) }
 
     private func tickOnLoop() {
-        sendStatusIfChanged(prefix: watchdogPingMicroseconds != nil ? "WATCHDOG=1" : nil)
+        let s = box.value
+        // The first tick (at once) pings, then every ticksPerPing-th.
+        let ping = watchdogPingMicroseconds != nil && s.ticks % ticksPerPing == 0
+        s.ticks &+= 1
+        sendStatusIfChanged(prefix: ping ? "WATCHDOG=1" : nil)
     }
 
     private func sendStatusIfChanged(prefix: String?) {
