@@ -7,7 +7,7 @@ import Testing
 /// allowed by an explicit rule. Needs root (the test environment runs as root).
 @Suite struct OtherUserTests {
     /// Runs a tiny client as nobody: connects, sends `session.start`, prints the reply line.
-    static func sessionAsNobody(socket: String) throws -> String {
+    static func sessionAsNobody(socket: String, groups: String? = nil) throws -> String {
         let script = """
             import socket,sys
             s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); f=s.makefile('rwb')
@@ -17,7 +17,8 @@ import Testing
             """
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-        p.arguments = ["--reuid=nobody", "--regid=nogroup", "--clear-groups", "/usr/bin/python3", "-c", script, socket]
+        p.arguments = ["--reuid=nobody", "--regid=nogroup", groups.map { "--groups=\($0)" } ?? "--clear-groups",
+                       "/usr/bin/python3", "-c", script, socket]
         let out = Pipe()
         p.standardOutput = out
         try p.run()
@@ -57,6 +58,25 @@ import Testing
         #expect(granted.hasPrefix("{\"type\":\"session\",\"id\":1,\"state\":\"active\",\"requested\":\"always\",\"authorization\":\"when-in-use\",\"accuracy\":\"approximate\""), "\(granted)")
         #expect(granted.contains("\"rule\":\"nobody\""))
         allowed.stop()
+    }
+
+    /// A rule naming the peer's lowest supplementary group matches (the kernel's list starts
+    /// after a tab, and that first group used to be dropped).
+    @Test func theFirstSupplementaryGroupMatchesItsRule() async throws {
+        guard getuid() == 0 else { return }
+        let daemon = try await Self.daemon(config: """
+            [policy.first]
+            group = 5
+            authorization = "when-in-use"
+
+            [policy.second]
+            group = 998
+            authorization = "always"
+
+            """)
+        defer { daemon.stop() }
+        let reply = try Self.sessionAsNobody(socket: daemon.socketPath, groups: "5,998")
+        #expect(reply.contains(#""rule":"first""#), "\(reply)")
     }
 
     /// nobody's status lists only its own connection; root's, at the same time, lists nobody's

@@ -7,6 +7,19 @@ import Testing
 
 /// Policy rules in the config: parsing, every kind of bad rule with its message, matching.
 @Suite struct PolicyTests {
+    /// The kernel's `Groups:` line has a tab after the colon: the first (lowest) group counts too
+    /// (a system group like `location`, added with usermod -aG, is usually that one).
+    @Test func everySupplementaryGroupIsRead() throws {
+        #expect(PeerIdentity.supplementaryGroups(status: "Name:\tx\nGroups:\t5 998 1000 \nNSpid:\t1\n") == [5, 998, 1000])
+        #expect(PeerIdentity.supplementaryGroups(status: "Groups:\t\n").isEmpty)
+        #expect(PeerIdentity.supplementaryGroups(status: "Name:\tx\n").isEmpty)
+        // This process's own line, as the kernel writes it.
+        let own = try #require(try DaemonOptions.readFile("/proc/self/status"))
+        let line = try #require(own.split(separator: "\n").first { $0.hasPrefix("Groups:") })
+        let count = line.dropFirst(7).split(whereSeparator: { $0 == " " || $0 == "\t" }).count
+        #expect(PeerIdentity.supplementaryGroups(status: own).count == count)
+    }
+
     /// A program upgraded while it runs keeps its identity; the capability check reads CapEff.
     @Test func executableLinksAndTheCapabilityCheck() {
         #expect(ProgramIdentity.path(ofLink: "/usr/bin/tracker (deleted)") == "/usr/bin/tracker")

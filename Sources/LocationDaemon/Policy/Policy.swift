@@ -23,12 +23,18 @@ public struct PeerIdentity: Hashable, Sendable, CustomStringConvertible {
     public static func resolve(_ peer: PeerCredentials) -> PeerIdentity {
         var groups: Set<UInt32> = [peer.gid]
         if let status = try? DaemonOptions.readFile("/proc/\(peer.pid)/status") {
-            for line in status.split(separator: "\n") where line.hasPrefix("Groups:") {
-                for word in line.dropFirst(7).split(separator: " ") { if let g = UInt32(word) { groups.insert(g) } }
-            }
+            groups.formUnion(supplementaryGroups(status: status))
         }
         return PeerIdentity(pid: peer.pid, uid: peer.uid, gid: peer.gid, groups: groups.sorted(),
                             executable: ProgramIdentity.executable(pid: peer.pid))
+    }
+
+    /// The `Groups:` line of a /proc/PID/status text. The kernel writes a tab after the colon
+    /// and a space after each gid ("Groups:\t5 998 1000 "): split on both, or the first group —
+    /// the lowest gid, often a system group such as `location` — is lost.
+    static func supplementaryGroups(status: String) -> [UInt32] {
+        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("Groups:") }) else { return [] }
+        return line.dropFirst(7).split(whereSeparator: { $0 == " " || $0 == "\t" }).compactMap { UInt32($0) }
     }
 
     /// What regions and queued events belong to: the same user running the same executable.
