@@ -36,6 +36,8 @@ import Testing
             ("[socket]\nflood_rate = inf\n", "locationd.toml:2: 'socket.flood_rate' is inf; expected 0.001…1000000 requests/s"),
             ("[log]\nlevel = \"loud\"\n", "locationd.toml:2: 'log.level' is \"loud\"; expected one of trace, debug, info, notice, warning, error, critical"),
             ("[socket]\npath = \"\"\n", "locationd.toml:2: 'socket.path' must not be empty"),
+            ("[socket]\npath = \"/run/" + String(repeating: "x", count: 120) + "\"\n",
+             "locationd.toml:2: 'socket.path' is 125 bytes long; at most 107 (a Unix socket address holds 108 bytes with its terminating NUL): choose a shorter path"),
             // duplicates
             ("[gpsd]\nport = 1\nport = 2\n", "locationd.toml:3: duplicate key 'gpsd.port' (first set on line 2)"),
             ("[gpsd]\n[log]\n[gpsd]\n", "locationd.toml:3: duplicate table [gpsd] (first defined on line 1)"),
@@ -97,6 +99,10 @@ import Testing
         for (flag, host, port) in [("[::1]:2950", "::1", "2950"), ("[fe80::1%eth0]", "fe80::1%eth0", "2947"),
                                    ("::1", "::1", "2947"), ("gps.local", "gps.local", "2947")] {
             #expect(try Self.load("", ["--gpsd", flag]).source == .gpsd(host: host, port: port), "\(flag)")
+        }
+        let long = "/tmp/" + String(repeating: "s", count: 103)
+        #expect(throws: DaemonOptions.Failure.usage("--socket '\(long)' is 108 bytes long; at most 107 (a Unix socket address holds 108 bytes with its terminating NUL): choose a shorter path")) {
+            try Self.load("", ["--socket", long])
         }
         for bad in ["[::1", "[::1]2950", ":2947", "[]:2947", "host:0", "host:x", "localhost:2947:", "gps.local:29:47"] {
             #expect(throws: DaemonOptions.Failure.usage("--gpsd '\(bad)': expected HOST, HOST:PORT, [IPv6] or [IPv6]:PORT with a port 1…65535")) {

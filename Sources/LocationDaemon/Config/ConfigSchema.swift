@@ -14,13 +14,16 @@ public struct ConfigKey: Sendable {
 
 extension ConfigKey {
     static func string(_ table: String, _ key: String, live: Bool = false, _ kp: WritableKeyPath<DaemonOptions, String> & Sendable,
-                       oneOf allowed: [String]? = nil, nonEmpty: Bool = false) -> ConfigKey {
+                       oneOf allowed: [String]? = nil, nonEmpty: Bool = false, maxBytes: Int? = nil, why: String = "") -> ConfigKey {
         ConfigKey(table: table, key: key, live: live, set: { options, value in
             guard case .string(let s) = value else { return "'\(table).\(key)' must be a string, not \(value.typeName)" }
             if let allowed, !allowed.contains(s) {
                 return "'\(table).\(key)' is \(TOMLValue.string(s)); expected one of \(allowed.joined(separator: ", "))"
             }
             if nonEmpty, s.isEmpty { return "'\(table).\(key)' must not be empty" }
+            if let maxBytes, s.utf8.count > maxBytes {
+                return "'\(table).\(key)' is \(s.utf8.count) bytes long; at most \(maxBytes)\(why)"
+            }
             options[keyPath: kp] = s
             return nil
         }, get: { .string($0[keyPath: kp]) })
@@ -70,8 +73,12 @@ extension ConfigKey {
 }
 
 public enum ConfigSchema {
+    /// `sun_path` is 108 bytes, NUL included.
+    public static let socketPathMaxBytes = 107
+
     public static let keys: [ConfigKey] = [
-        .string("socket", "path", \.socketPath, nonEmpty: true),
+        .string("socket", "path", \.socketPath, nonEmpty: true, maxBytes: socketPathMaxBytes,
+                why: " (a Unix socket address holds 108 bytes with its terminating NUL): choose a shorter path"),
         .integer("socket", "flood_burst", \.floodBurst, range: 1...1_000_000),
         .number("socket", "flood_rate", \.floodRate, range: 0.001...1_000_000, unit: " requests/s"),
         .number("socket", "unwritable_timeout", \.unwritableTimeout, range: 0.1...86_400, unit: " s"),

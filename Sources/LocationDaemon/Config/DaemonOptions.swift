@@ -177,6 +177,9 @@ public struct DaemonOptions: Sendable, Equatable {
             case "--socket":
                 let path = try value(arg)
                 guard !path.isEmpty else { throw .usage("--socket needs a path") }
+                guard path.utf8.count <= ConfigSchema.socketPathMaxBytes else {
+                    throw .usage("--socket '\(path)' is \(path.utf8.count) bytes long; at most \(ConfigSchema.socketPathMaxBytes) (a Unix socket address holds 108 bytes with its terminating NUL): choose a shorter path")
+                }
                 flags.append { $0.socketPath = path }
             case "--gpsd":
                 let v = try value(arg)
