@@ -49,7 +49,7 @@ import Testing
             ("[gpsd]\nport = 1 2\n", "locationd.toml:2: unexpected '2' after the value of 'port'"),
             ("[gpsd]\nport =\n", "locationd.toml:2: missing value after '='"),
             ("[gpsd]\nhost = \"a\\qb\"\n", "locationd.toml:2: invalid escape '\\q' in string"),
-            ("[gpsd]\nport = 007\n", "locationd.toml:2: invalid value '007' (strings must be quoted)"),
+            ("[gpsd]\nport = 007\n", "locationd.toml:2: invalid number '007' (TOML numbers: no leading zeros, a digit on both sides of '.' and of '_', integers within 64 bits)"),
             ("[gpsd.x]\n", "locationd.toml:1: nested tables ([gpsd.…]) are not supported"),
             ("[gpsd]\nhost.name = \"x\"\n", "locationd.toml:2: dotted keys ('host.…') are not supported; use a [table]"),
             ("[gpsd]\nhost = \"\"\"x\"\"\"\n", "locationd.toml:2: multi-line strings are not supported"),
@@ -88,6 +88,44 @@ import Testing
         #expect(o.logLevel == "debug" && o.preciseCoordinates)
         #expect(try TOMLDocument.parse("a = [1, \"x\", [true]]\n", file: "f").entries.first?.value
                 == .array([.integer(1), .string("x"), .array([.boolean(true)])]))
+    }
+
+    /// TOML 1.0's number, escape and control-character rules (compared with Python's tomllib):
+    /// what it refuses is refused, with the line, and what it accepts still parses.
+    @Test func invalidTOMLIsRefused() throws {
+        for bad in ["a = --2947", "a = 0x+B83", "a = +0x10", "a = 01.5", "a = 00.1", "a = 1._5", "a = 1_.5", "a = 1e_5",
+                    "a = +.5", "a = 1.e5", "a = .5", "a = 007", "a = 9223372036854775808", "a = 1__0",
+                    "a = \"\\u+041\"", "a = \"\\u04\"", "a = 'x\u{1}y'", "a = \"x\u{7F}y\"", "a = 1 # bell\u{7}"] {
+            do {
+                _ = try TOMLDocument.parse("\n" + bad + "\n", file: "f")
+                Issue.record("accepted: \(bad)")
+            } catch {
+                #expect(error.description.hasPrefix("f:2: "), "\(bad): \(error)")
+            }
+        }
+        let good: [(String, TOMLValue)] = [
+            ("a = 0", .integer(0)), ("a = -17", .integer(-17)), ("a = 1_000", .integer(1000)), ("a = 0xDEAD_beef", .integer(0xDEADBEEF)),
+            ("a = 0o17", .integer(15)), ("a = 0b101", .integer(5)), ("a = 0.5", .float(0.5)), ("a = -1e-3", .float(-0.001)),
+            ("a = 6.626e-34", .float(6.626e-34)), ("a = 1_000.000_1", .float(1000.0001)), ("a = 0e0", .float(0)),
+            ("a = \"\\u00e9\\U0001F600\"", .string("é😀")), ("a = \"tab\there\"", .string("tab\there")),
+        ]
+        for (text, value) in good {
+            #expect(try TOMLDocument.parse(text + "\n", file: "f").entries.first?.value == value, "\(text)")
+        }
+        #expect(Self.error("[gpsd]\nport = 02947\n") == "locationd.toml:2: invalid number '02947' (TOML numbers: no leading zeros, a digit on both sides of '.' and of '_', integers within 64 bits)")
+    }
+
+    /// A config file that is not UTF-8 is refused with the line of the first bad byte, not read
+    /// with the byte replaced (a Latin-1 executable path would never match).
+    @Test func aConfigFileThatIsNotUTF8IsRefused() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("latin1-\(UUID().uuidString.prefix(8)).toml").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let bytes = Array("[policy.nav]\nauthorization = \"always\"\nexecutable = \"/opt/caf".utf8) + [0xE9] + Array("\"\n".utf8)
+        #expect(FileManager.default.createFile(atPath: path, contents: Data(bytes)))
+        #expect(throws: ConfigError(file: path, line: 3, message: "not UTF-8 text; save the file as UTF-8")) {
+            _ = try DaemonOptions.readTextFile(path)
+        }
+        #expect(try DaemonOptions.readFile(path)?.contains("\u{FFFD}") == true)  // /proc files stay lenient
     }
 
     @Test func flagsOverrideTheFile() throws {

@@ -150,7 +150,7 @@ public struct DaemonOptions: Sendable, Equatable {
     /// Parses the command line, reads the config file it names (or `defaultConfigPath` when that
     /// exists) and applies the flags on top.
     public static func parse(_ arguments: [String], defaultConfigPath: String = defaultConfigPath,
-                             readFile: FileReader = readFile) throws(Failure) -> Parsed {
+                             readFile: FileReader = readTextFile) throws(Failure) -> Parsed {
         var flags: [(inout DaemonOptions) -> Void] = []
         var configPath: String?
         var check = false
@@ -248,7 +248,7 @@ public struct DaemonOptions: Sendable, Equatable {
     }
 
     /// Re-reads the config file and reapplies the flags this daemon was started with.
-    public func reloaded(defaultConfigPath: String = defaultConfigPath, readFile: FileReader = readFile) throws(Failure) -> DaemonOptions {
+    public func reloaded(defaultConfigPath: String = defaultConfigPath, readFile: FileReader = readTextFile) throws(Failure) -> DaemonOptions {
         switch try Self.parse(arguments, defaultConfigPath: defaultConfigPath, readFile: readFile) {
         case .run(let o), .checkConfig(let o): return o
         case .help, .version: return self
@@ -284,6 +284,26 @@ public struct DaemonOptions: Sendable, Equatable {
     }
 
     public static func readFile(_ path: String) throws(ConfigError) -> String? {
+        try readBytes(path).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// `readFile` for text a person wrote (the config file): bytes that are not UTF-8 are an
+    /// error naming their line, not replaced (a Latin-1 executable path would otherwise be
+    /// accepted and never match anything).
+    public static func readTextFile(_ path: String) throws(ConfigError) -> String? {
+        guard let bytes = try readBytes(path) else { return nil }
+        if let text = String(validating: bytes, as: UTF8.self) { return text }
+        var iterator = bytes.makeIterator()
+        var decoder = UTF8()
+        var line = 1
+        while case .scalarValue(let scalar) = decoder.decode(&iterator) {
+            if scalar == "\n" { line += 1 }
+        }
+        throw ConfigError(file: path, line: line, message: "not UTF-8 text; save the file as UTF-8")
+    }
+
+    /// The file's bytes (at most 1 MiB), nil when it does not exist.
+    static func readBytes(_ path: String) throws(ConfigError) -> [UInt8]? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else {
             if errno == ENOENT { return nil }
@@ -302,7 +322,7 @@ public struct DaemonOptions: Sendable, Equatable {
             bytes.append(contentsOf: chunk[0..<n])
             if bytes.count > 1 << 20 { throw ConfigError(file: path, line: 0, message: "larger than 1 MiB") }
         }
-        return String(decoding: bytes, as: UTF8.self)
+        return bytes
     }
 
     public static let logLevels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]

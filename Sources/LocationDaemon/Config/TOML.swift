@@ -100,6 +100,7 @@ public struct TOMLDocument: Equatable, Sendable {
         for rawLine in Array(text.utf8).split(separator: 10, omittingEmptySubsequences: false) {
             lineNumber += 1
             var p = LineParser(Array(rawLine), file: file, line: lineNumber)
+            try p.checkControlCharacters()
             p.skipSpaces()
             if p.atEndOrComment { continue }
             if p.peek == UInt8(ascii: "[") {
@@ -167,6 +168,14 @@ private struct LineParser {
         while let c = peek, c == 32 || c == 9 { index += 1 }
     }
 
+    /// TOML allows no control character but tab anywhere in a line — in a comment or a string
+    /// either (a basic string writes them as escapes); a CR only ends a CRLF line.
+    func checkControlCharacters() throws(ConfigError) {
+        guard let at = bytes.firstIndex(where: { ($0 < 0x20 && $0 != 9) || $0 == 0x7F }) else { return }
+        let hex = String(bytes[at], radix: 16, uppercase: true)
+        throw error("control character U+\(String(repeating: "0", count: 4 - hex.count) + hex) in column \(at + 1); TOML allows only tab (in a string, write it as an escape)")
+    }
+
     mutating func expectEndOfLine(after what: String) throws(ConfigError) {
         skipSpaces()
         guard atEndOrComment else {
@@ -232,6 +241,9 @@ private struct LineParser {
             if let i = Self.integer(word) { return .integer(i) }
             if let d = Self.float(word) { return .float(d) }
             if word.isEmpty { throw error("missing value") }
+            if let first = word.utf8.first, (first >= 0x30 && first <= 0x39) || first == UInt8(ascii: "+") || first == UInt8(ascii: "-") || first == UInt8(ascii: ".") {
+                throw error("invalid number '\(word)' (TOML numbers: no leading zeros, a digit on both sides of '.' and of '_', integers within 64 bits)")
+            }
             throw error("invalid value '\(word)' (strings must be quoted)")
         }
     }
@@ -263,7 +275,7 @@ private struct LineParser {
             case UInt8(ascii: "f"): scalars.append("\u{C}")
             case UInt8(ascii: "u"), UInt8(ascii: "U"):
                 let n = e == UInt8(ascii: "u") ? 4 : 8
-                guard index + n <= bytes.count,
+                guard index + n <= bytes.count, bytes[index..<index + n].allSatisfy({ Self.hexDigit($0) }),
                       let v = UInt32(String(decoding: bytes[index..<index + n], as: UTF8.self), radix: 16),
                       let scalar = Unicode.Scalar(v)
                 else { throw error("invalid \\\(String(UnicodeScalar(e))) escape in string") }
@@ -289,7 +301,9 @@ private struct LineParser {
         } else if s.count > 1, s.first == "0" {
             return nil  // no leading zeros in TOML
         }
-        guard let digits = underscoresRemoved(s) else { return nil }
+        guard let digits = underscoresRemoved(s),
+              digits.utf8.allSatisfy({ radix == 16 ? hexDigit($0) : $0 >= 0x30 && $0 < 0x30 + UInt8(radix) })
+        else { return nil }  // Int64(_:radix:) would take a second sign: --2947
         guard let magnitude = Int64(digits, radix: radix) else {
             if negative, digits == "9223372036854775808" { return Int64.min }
             return nil
@@ -304,13 +318,45 @@ private struct LineParser {
         case "nan", "+nan", "-nan": return .nan
         default: break
         }
-        guard word.contains(where: { $0 == "." || $0 == "e" || $0 == "E" }),
-              let digits = underscoresRemoved(Substring(word)),
-              !digits.hasPrefix("."), !digits.hasSuffix("."),
-              !digits.contains(".e"), !digits.contains(".E"),
-              digits.allSatisfy({ $0.isASCII && ($0.isNumber || "+-.eE".contains($0)) })
-        else { return nil }
+        guard isFloat(Array(word.utf8)), let digits = underscoresRemoved(Substring(word)) else { return nil }
         return Double(digits)
+    }
+
+    /// TOML 1.0's float: `[+-]` integer part (`0`, or no leading zero), then a fraction `.digits`
+    /// and/or an exponent `e[+-]digits`; an underscore only between two digits.
+    static func isFloat(_ b: [UInt8]) -> Bool {
+        var i = 0
+        func digits() -> Int {  // digits with single underscores between them; their count
+            let start = i
+            while i < b.count {
+                if b[i] >= 0x30 && b[i] <= 0x39 { i += 1; continue }
+                if b[i] == UInt8(ascii: "_"), i > start, i + 1 < b.count, b[i - 1] >= 0x30 && b[i - 1] <= 0x39,
+                   b[i + 1] >= 0x30 && b[i + 1] <= 0x39 { i += 1; continue }
+                break
+            }
+            return i - start
+        }
+        if i < b.count, b[i] == UInt8(ascii: "+") || b[i] == UInt8(ascii: "-") { i += 1 }
+        let intStart = i
+        guard digits() > 0 else { return false }
+        if b[intStart] == UInt8(ascii: "0") && i - intStart > 1 { return false }  // 01.5
+        var fractionOrExponent = false
+        if i < b.count, b[i] == UInt8(ascii: ".") {
+            i += 1
+            guard digits() > 0 else { return false }
+            fractionOrExponent = true
+        }
+        if i < b.count, b[i] == UInt8(ascii: "e") || b[i] == UInt8(ascii: "E") {
+            i += 1
+            if i < b.count, b[i] == UInt8(ascii: "+") || b[i] == UInt8(ascii: "-") { i += 1 }
+            guard digits() > 0 else { return false }
+            fractionOrExponent = true
+        }
+        return fractionOrExponent && i == b.count
+    }
+
+    static func hexDigit(_ c: UInt8) -> Bool {
+        (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x46) || (c >= 0x61 && c <= 0x66)
     }
 
     /// `1_000` → `1000`; nil for a misplaced underscore.
