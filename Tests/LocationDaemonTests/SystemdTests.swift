@@ -39,6 +39,14 @@ import Glibc
         return (daemon, notify, file)
     }
 
+    /// A peer's value with a newline (an executable path may hold one) cannot forge a log line
+    /// of its own on stderr: control characters are escaped.
+    @Test func stderrLogLinesStayOneLine() {
+        let line = String(decoding: StderrLogHandler.oneLine("connection opened exe=/tmp/x\n2026-01-01T00:00:00.000Z info locationd: forged\r\u{1}\tend"), as: UTF8.self)
+        #expect(line == #"connection opened exe=/tmp/x\n2026-01-01T00:00:00.000Z info locationd: forged\r\x01"# + "\tend")
+        #expect(!line.contains("\n"))
+    }
+
     /// WATCHDOG=1 every half WatchdogSec, not on every 500 ms status tick (which woke PID 1 twice
     /// a second with WatchdogSec=10s); never less often than asked.
     @Test func watchdogPingsAtItsIntervalNotEveryStatusTick() {

@@ -32,8 +32,8 @@ public struct StderrLogHandler: LogHandler {
             line += " \(key)=\(value)"
         }
         if let error = event.error { line += " error=\(error)" }
-        line += "\n"
-        var bytes = Array(line.utf8)
+        var bytes = Self.oneLine(line)
+        bytes.append(UInt8(ascii: "\n"))
         bytes.withUnsafeMutableBytes { raw in
             var offset = 0
             while offset < raw.count {
@@ -43,6 +43,26 @@ public struct StderrLogHandler: LogHandler {
                 offset += n
             }
         }
+    }
+
+    /// `text`'s bytes with control characters written as `\n`, `\r`, `\xNN`: a value from a
+    /// peer (an executable path may hold a newline) must not start a line of its own that reads
+    /// like the daemon's.
+    static func oneLine(_ text: String) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(text.utf8.count)
+        for b in text.utf8 {
+            switch b {
+            case 0x0A: out += Array("\\n".utf8)
+            case 0x0D: out += Array("\\r".utf8)
+            case 0x09: out.append(b)
+            case ..<0x20, 0x7F:
+                let hex = Array("0123456789abcdef".utf8)
+                out += [UInt8(ascii: "\\"), UInt8(ascii: "x"), hex[Int(b >> 4)], hex[Int(b & 15)]]
+            default: out.append(b)
+            }
+        }
+        return out
     }
 
     static func timestamp() -> String {
