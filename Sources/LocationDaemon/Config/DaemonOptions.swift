@@ -111,9 +111,9 @@ public struct DaemonOptions: Sendable, Equatable {
 
         SIGNALS:
           SIGTERM, SIGINT     stop gracefully (STOPPING=1), within [daemon] shutdown_timeout
-          SIGHUP              reload the config file (RELOADING=1): log.level and
-                              log.precise_coordinates apply at once; other changes are
-                              logged as needing a restart
+          SIGHUP              reload the config file (RELOADING=1): the access policy
+                              ([policy.NAME]), log.level and log.precise_coordinates apply
+                              at once; other changes are logged as needing a restart
 
         ENVIRONMENT (set by systemd):
           NOTIFY_SOCKET, WATCHDOG_USEC, WATCHDOG_PID, LISTEN_FDS, LISTEN_PID, JOURNAL_STREAM
