@@ -47,6 +47,11 @@ import Testing
              "locationd.toml:2: unknown group 'no-such-group-xyz'"),
             ("[policy.nav]\nexecutable = \"navit\"\nauthorization = \"always\"\n",
              "locationd.toml:2: 'policy.nav.executable' is \"navit\"; expected an absolute path"),
+            ("[policy.nav]\nexecutable = \"/usr/bin/../bin/navit\"\nauthorization = \"always\"\n",
+             "locationd.toml:2: 'policy.nav.executable' is \"/usr/bin/../bin/navit\"; write the path without '.', '..', '//' or a trailing '/', as /proc/PID/exe shows it"),
+            // A link (python3 → python3.11): /proc/PID/exe shows its target, so the link never matches.
+            ("[policy.nav]\nexecutable = \"/usr/bin/python3\"\nauthorization = \"always\"\n",
+             "locationd.toml:2: 'policy.nav.executable' is \"/usr/bin/python3\", which is \"\(URL(fileURLWithPath: "/usr/bin/python3").resolvingSymlinksInPath().path)\" once its links are resolved; /proc/PID/exe shows that path: write \"\(URL(fileURLWithPath: "/usr/bin/python3").resolvingSymlinksInPath().path)\""),
             ("[policy.nav]\nuser = 0\n",
              "locationd.toml:1: [policy.nav] has no authorization; expected denied, when-in-use or always"),
             ("\n[policy.nav]\nauthorization = \"always\"\n",

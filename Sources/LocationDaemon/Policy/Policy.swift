@@ -200,6 +200,19 @@ public struct Policy: Hashable, Sendable {
             case "executable":
                 let s = try string()
                 guard s.hasPrefix("/") else { throw fail(entry.line, "\(key) is \(TOMLValue.string(s)); expected an absolute path") }
+                // Compared with readlink /proc/PID/exe, which is always the resolved path: any
+                // other spelling of it could never match.
+                let parts = s.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+                if s.count > 1 && (parts.contains { $0.isEmpty || $0 == "." || $0 == ".." }) {
+                    throw fail(entry.line, "\(key) is \(TOMLValue.string(s)); write the path without '.', '..', '//' or a trailing '/', as /proc/PID/exe shows it")
+                }
+                if let resolved = realpath(s, nil) {
+                    defer { free(resolved) }
+                    let real = String(cString: resolved)
+                    if real != s {
+                        throw fail(entry.line, "\(key) is \(TOMLValue.string(s)), which is \(TOMLValue.string(real)) once its links are resolved; /proc/PID/exe shows that path: write \(TOMLValue.string(real))")
+                    }
+                }
                 rule.executable = s
             case "authorization":
                 let s = try string()
