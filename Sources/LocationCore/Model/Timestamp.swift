@@ -25,6 +25,12 @@ public struct Timestamp: Hashable, Comparable, Sendable {
     @inlinable public func adding(seconds: Double) -> Timestamp {
         Timestamp(nanoseconds: nanoseconds &+ Int64((seconds * 1e9).rounded()))
     }
+
+    /// A fix timed this many seconds or more before the latest one means the receiver's clock
+    /// jumped back (52 minutes in gpsd's bt451 log); one less is only out of order (two
+    /// receivers behind one gpsd). The visit and significant-change detectors' rule
+    /// (docs/semantics.md, "Clock jumps").
+    public static let clockJumpBack = 60.0
 }
 
 /// A proleptic Gregorian calendar date and UTC time of day, for converting to and from

@@ -133,9 +133,9 @@ public struct PrivacyGrid: Hashable, Sendable {
         // The grown cell is widest at its latitude nearest the equator.
         let grown = margin / Self.metresPerDegree
         let low = south - grown, high = north + grown
-        let widest = low <= 0 && high >= 0 ? 0 : min(abs(low), abs(high))
+        let widestLatitude = low <= 0 && high >= 0 ? 0 : min(abs(low), abs(high))
         let n = Double(columns(row: cell.row))
-        let halfWidth = 360 / n * Self.metresPerDegree * cos(widest * .pi / 180) * (0.5 + margin / cellSize)
+        let halfWidth = 360 / n * Self.metresPerDegree * cos(widestLatitude * .pi / 180) * (0.5 + margin / cellSize)
         let halfHeight = cellSize / 2 + margin
         return max(reportedAccuracy, (halfWidth * halfWidth + halfHeight * halfHeight).squareRoot().rounded(.up))
     }

@@ -49,11 +49,11 @@ public struct SignificantChange: Hashable, Sendable {
         return nil
     }
 
-    /// A fix timed `VisitDetector.clockJump` or more before the last delivered one (the
+    /// A fix timed `Timestamp.clockJumpBack` or more before the last delivered one (the
     /// receiver's clock jumped back) meets the interval: otherwise a backwards jump would silence
     /// significant changes for as long as the jump. One only a little older is out of order.
     @inlinable func qualifies(_ fix: Fix, after last: Fix) -> Bool {
-        (last.time - fix.time >= VisitDetector.clockJump || fix.time - last.time >= parameters.interval)
+        (last.time - fix.time >= Timestamp.clockJumpBack || fix.time - last.time >= parameters.interval)
             && Geodesy.distance(last.coordinate, fix.coordinate) >= parameters.distance
     }
 }

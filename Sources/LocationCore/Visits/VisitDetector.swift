@@ -98,9 +98,9 @@ public struct VisitDetector: Sendable {
         var spread95: Double { weight > 0 ? 1.731 * (m2 / weight).squareRoot() : 0 }
 
         /// Adds an inside fix: weight 1/accuracy², softly trimmed beyond half the radius so one
-        /// far fix cannot drag the centre. Until the stay is confirmed (`memory` > 0), a fast average with
-        /// that time constant runs beside the mean; when the two part by more than the core
-        /// radius the mean restarts from the fast one, so a device on the move does not
+        /// far fix cannot drag the centre. Until the stay is confirmed (`memory` > 0), a fast
+        /// average with that time constant runs beside the mean; when the two part by more than
+        /// the core radius the mean restarts from the fast one, so a device on the move does not
         /// leave a trail of old fixes in the centre.
         mutating func add(_ fix: Fix, distance: Double, radius: Double, coreRadius: Double, memory: Double = 0) {
             let p0 = local(fix.coordinate)
@@ -152,11 +152,10 @@ public struct VisitDetector: Sendable {
     /// takes the fix as one second after the latest and keeps that shift for the fixes after it
     /// (nanoseconds added to their times), so durations go on counting and its events stay in
     /// order, instead of ignoring every fix until the clock is back where it was. A fix less
-    /// than `clockJump` older is only out of order (two receivers behind one gpsd) and ignored,
-    /// or the shift would grow by a second for each.
+    /// than `Timestamp.clockJumpBack` older is only out of order and ignored, or the shift
+    /// would grow by a second for each.
     @usableFromInline var clockShift: Int64 = 0
     @usableFromInline var latest: Timestamp?
-    public static let clockJump = 60.0
 
     public init(parameters: Parameters = Parameters()) {
         self.parameters = parameters
@@ -177,14 +176,13 @@ public struct VisitDetector: Sendable {
             // copies of one outside fix must not count as two of the departure's three).
             if fix.time == latest { return }
             if fix.time < latest {
-                if latest - fix.time < Self.clockJump { return }
+                if latest - fix.time < Timestamp.clockJumpBack { return }
                 clockShift &+= latest.nanoseconds &- fix.time.nanoseconds &+ 1_000_000_000
                 fix.time = latest.adding(seconds: 1)
             }
         }
-        latest = fix.time
+        latest = fix.time  // from here on every fix is later than every one before it
         guard var stay = current else { start(fix); return }
-        if fix.time <= stay.lastInside && outsideCount == 0 { return }  // same epoch or clock going back
         let d = stay.distanceFromCentre(fix.coordinate)
         if d <= parameters.radius {
             stay.add(fix, distance: d, radius: parameters.radius, coreRadius: parameters.coreRadius,
