@@ -42,10 +42,10 @@ import Testing
 
     /// Connections closing between two pages neither repeat nor hide the ones that stay: a page
     /// starts at a connection number, not a position.
-    @Test func connectionsComingAndGoingBetweenPagesAreNotRepeatedOrSkipped() {
+    @Test func connectionsComingAndGoingBetweenPagesAreNotRepeatedOrSkipped() throws {
         let all = (1...1000).map { Self.entry(UInt64($0)) }
         let first = StatusConnectionsCodec.page(all, from: 0, of: Self.reply(([], nil)))
-        let next = try! #require(first.next)
+        let next = try #require(first.next)
         let later = all.filter { $0.connection % 7 != 0 } + [Self.entry(1001)]  // some closed, one opened
         let second = StatusConnectionsCodec.page(later, from: next, of: Self.reply(([], nil)))
         #expect(second.entries.first?.connection == UInt64(next))
