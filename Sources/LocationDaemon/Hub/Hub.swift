@@ -49,6 +49,8 @@ public final class Hub: Sendable {
         var deliveries: [Delivery] = []
         var lines = EncodedLines()
         var programEvents: [ProgramEvent] = []
+        /// What earlier fixes changed that the store refused, written with the next fix's.
+        var unwritten = UnwrittenChanges()
         var processedInputs: UInt64 = 0
         var hadSubscription = false
         var firstSubscriptionWaiters: [@Sendable () -> Void] = []
@@ -194,9 +196,10 @@ public final class Hub: Sendable {
             queue?.removeBackground(program)
             logger.notice("policy: background monitoring ended", metadata: meta)
         }
-        if !rule.keepsQueue, let queue, queue.count(of: program) > 0 {
+        if !rule.keepsQueue, let queue, queue.count(of: program) + s.unwritten.events(of: program) > 0 {
             do {
-                meta["events"] = "\(try queue.discard(program))"
+                let unwritten = s.unwritten.discardEvents(of: program)
+                meta["events"] = "\(try queue.discard(program) + unwritten)"
                 logger.notice("policy: queued background events discarded", metadata: meta)
             } catch {
                 meta["error"] = "\(error)"
@@ -282,7 +285,10 @@ public final class Hub: Sendable {
     /// Writes `program`'s registrations before the reply acknowledges them.
     private func store(_ program: ProgramID) throws(RegionError) {
         guard let regionStore else { return }
-        do { try regionStore.writeRegions(of: program, box.value.engine.regionRecords(of: program)) } catch {
+        do {
+            try regionStore.writeRegions(of: program, box.value.engine.regionRecords(of: program))
+            box.value.unwritten.forgetStates(of: program)
+        } catch {
             logger.error("cannot store region registrations", metadata: ["program": "\(program)", "error": "\(error)"])
             throw RegionError(.notStored, "the change could not be written to \(regionStore.path) (\(error)); nothing was applied — check the disk and the daemon's log")
         }
@@ -328,28 +334,61 @@ public final class Hub: Sendable {
 
     /// Writes what a fix changed before its events leave, in one transaction: new region
     /// states (after a crash no transition repeats) and the events of programs that are away
-    /// (after a crash none is lost, and none is queued twice).
+    /// (after a crash none is lost, and none is queued twice). What earlier fixes could not
+    /// write goes first; if this write fails too, all of it waits for the next fix
+    /// (`UnwrittenChanges`).
     private func persist(_ s: State) {
         s.engine.drainProgramEvents(into: &s.programEvents)
         if !s.programEvents.isEmpty { dropEventsReceivedLive(s) }
         let changes = regionStore == nil ? [] : s.engine.drainRegionChanges()
-        guard !changes.isEmpty || !s.programEvents.isEmpty else { return }
+        guard !changes.isEmpty || !s.programEvents.isEmpty || !s.unwritten.isEmpty else { return }
         guard let database = regionStore?.database ?? queue?.database else {
             logger.warning("no store: background events dropped", metadata: ["events": "\(s.programEvents.count)"])
             return
         }
         do {
             try database.transaction {
+                try write(s.unwritten)
                 for change in changes { try regionStore?.writeStates(of: change.program, change.records) }
                 if !s.programEvents.isEmpty {
                     guard let queue else { throw StoreError(description: "no queue for \(s.programEvents.count) background events") }
                     try queue.append(s.programEvents)
                 }
             }
+            if !s.unwritten.isEmpty {
+                logger.notice("store: earlier fixes' region states and background events written", metadata: ["events": "\(s.unwritten.events.count)"])
+                s.unwritten.removeAll()
+            }
         } catch {
             queue?.resynchronize()
-            logger.error("cannot store a fix's region states and background events", metadata: ["error": "\(error)"])
+            s.unwritten.keep(states: changes, events: s.programEvents, limit: queue?.limit ?? Int.max)
+            logger.error("cannot store a fix's region states and background events; kept to be written with the next fix",
+                         metadata: ["error": "\(error)", "unwritten events": "\(s.unwritten.events.count)"])
         }
+    }
+
+    /// Tries again to write what earlier fixes could not: before a program's backlog is read,
+    /// so that its events waiting in memory are in it, in order.
+    public func writeUnwritten() {
+        let s = box.value
+        guard !s.unwritten.isEmpty, let database = regionStore?.database ?? queue?.database else { return }
+        do {
+            try database.transaction { try write(s.unwritten) }
+            logger.notice("store: earlier fixes' region states and background events written", metadata: ["events": "\(s.unwritten.events.count)"])
+            s.unwritten.removeAll()
+        } catch {
+            queue?.resynchronize()
+        }
+    }
+
+    /// Writes what earlier fixes could not, inside the fix's transaction.
+    private func write(_ unwritten: UnwrittenChanges) throws {
+        guard !unwritten.isEmpty else { return }
+        for (program, records) in unwritten.states { try regionStore?.writeStates(of: program, Array(records.values)) }
+        guard !unwritten.events.isEmpty || !unwritten.lost.isEmpty else { return }
+        guard let queue else { throw StoreError(description: "no queue for \(unwritten.events.count) background events") }
+        for (program, n) in unwritten.lost { try queue.appendLost(n, for: program) }
+        try queue.append(unwritten.events)
     }
 
     /// A background monitor's visit or significant change is not queued when the same event went

@@ -366,6 +366,7 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
     func takeBackground() {
         hub.takeBack(program, into: id)
         guard let context, let queue = hub.queue else { return }
+        hub.writeUnwritten()
         let lines = queue.backlog(of: program)
         guard !lines.isEmpty else { return }
         flushPending()

@@ -86,6 +86,18 @@ public final class EventQueue: @unchecked Sendable {
         for p in touched { try saveHead(p) }
     }
 
+    /// Accounts for `n` events of `program` that were never written (`UnwrittenChanges` dropped
+    /// them at the bound or discarded them): they take the next `n` sequence numbers and count
+    /// as lost, with everything queued before them (older still). Call inside
+    /// `database.transaction`, before the events that followed them.
+    func appendLost(_ n: Int, for program: ProgramID) throws {
+        guard n > 0 else { return }
+        var head = heads[program] ?? Head()
+        head.last += UInt64(n)
+        heads[program] = head
+        try drop(program, head.count)
+    }
+
     /// Drops every queued event of `program` (its `always` authorization was withdrawn),
     /// counting them as lost: if it is allowed a queue again, its backlog starts with an
     /// `overflow` covering them. Returns how many were dropped.

@@ -1,0 +1,89 @@
+import Foundation
+import LocationCore
+@testable import LocationDaemon
+import LocationProtocol
+import Testing
+
+/// A fix whose write fails (disk full, a lock held past the busy timeout) loses nothing: its
+/// region states and background events wait in memory and are written, first and in order,
+/// with the next fix's (docs/protocol.md, "Background delivery").
+@Suite struct UnwrittenChangesTests {
+    typealias Away = AwayProgramPolicyTests
+    let a = ProgramID("uid=1 exe=/a"), b = ProgramID("uid=2 exe=/b")
+
+    func event(_ n: Int, _ p: ProgramID) -> ProgramEvent {
+        ProgramEvent(program: p, event: .region(EventQueueTests.event(n)))
+    }
+
+    @Test func pastTheBoundEachProgramsOldestAreCountedAsLostAndTheRestKeepTheirOrder() {
+        var unwritten = UnwrittenChanges()
+        unwritten.keep(states: [], events: [event(1, a), event(2, b), event(3, a)], limit: 2)
+        #expect(unwritten.events == [event(1, a), event(2, b), event(3, a)] && unwritten.lost.isEmpty)
+        unwritten.keep(states: [], events: [event(4, a), event(5, a)], limit: 2)
+        #expect(unwritten.events == [event(2, b), event(4, a), event(5, a)])
+        #expect(unwritten.lost == [a: 2])
+        #expect(unwritten.discardEvents(of: b) == 1)
+        #expect(unwritten.events == [event(4, a), event(5, a)] && unwritten.lost == [a: 2, b: 1])
+    }
+
+    @Test func theLatestStateOfARegionIsKeptUntilItsProgramsRegionsAreWrittenAgain() {
+        let home = Region(id: "home", center: Away.home, radius: 100)
+        var unwritten = UnwrittenChanges()
+        unwritten.keep(states: [(a, [RegionRecord(region: home, state: .inside, enteredAt: Away.t0)])], events: [], limit: 10)
+        unwritten.keep(states: [(a, [RegionRecord(region: home, state: .outside)])], events: [], limit: 10)
+        #expect(unwritten.states == [a: ["home": RegionRecord(region: home, state: .outside)]])
+        unwritten.forgetStates(of: a)
+        #expect(unwritten.isEmpty)
+    }
+
+    /// Events lost before they were written take their sequence numbers, after everything
+    /// queued, and one `overflow` covers them all.
+    @Test func eventsLostBeforeTheyWereWrittenAreAnOverflowAtTheBottom() throws {
+        let dir = try Away.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let queue = try EventQueue(database: Database(path: dir.appendingPathComponent("q.db").path), limit: 10)
+        try queue.database.transaction { try queue.append((1...3).map { event($0, a) }) }
+        try queue.database.transaction {
+            try queue.appendLost(2, for: a)
+            try queue.append([event(6, a)])
+        }
+        let backlog = try queue.backlog(of: a).map { try ServerMessage.decode(String(decoding: $0.dropLast(), as: UTF8.self)) }
+        #expect(backlog == [.overflow(lost: 5, seq: 5), .queued(seq: 6, .region(EventQueueTests.event(6)))])
+    }
+
+    /// Another process holds the database's write lock while the away tracker enters its
+    /// region: that fix's write fails. Once the lock is gone, the entry is written (seq 1) before
+    /// the next fix's exit (seq 2), and the region's stored state is the latest.
+    @Test func aFixWhoseWriteFailedIsWrittenWithTheNext() async throws {
+        let dir = try Away.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("locationd.db").path
+        let program = Away.tracker.program
+        try await Away.withHub(path: path) { hub in
+            try await hub.eventLoop.submit {
+                hub.policy = Away.policy(.always, .precise)
+                hub.programSeen(Away.tracker, rule: hub.policy.rule(for: Away.tracker))
+                _ = try hub.addRegions([Region(id: "home", center: Away.home, radius: 100)], for: program)
+            }.get()
+            try await Away.feed(hub, seconds: 0..<1, metresNorth: 1000)  // outside (the initial state, no event)
+            let holder = try Database(path: path)
+            try holder.exec("BEGIN IMMEDIATE")
+            try await Away.feed(hub, seconds: 5..<6, metresNorth: 0)  // enters home; cannot be written
+            let queue = try #require(hub.queue)
+            #expect(try await hub.eventLoop.submit { queue.count(of: program) }.get() == 0)
+            try holder.exec("COMMIT")
+            // A subscribe reads the backlog after writing what waits in memory, without a fix.
+            #expect(try await hub.eventLoop.submit { hub.writeUnwritten(); return queue.count(of: program) }.get() == 1)
+            try await Away.feed(hub, seconds: 10..<11, metresNorth: 1000)  // leaves
+            let backlog = try await hub.eventLoop.submit { queue.backlog(of: program) }.get()
+                .map { try ServerMessage.decode(String(decoding: $0.dropLast(), as: UTF8.self)) }
+            let kinds = backlog.compactMap { m -> (UInt64, RegionEventKind)? in
+                guard case .queued(let seq, .region(let e)) = m else { return nil }
+                return (seq, e.kind)
+            }
+            #expect(kinds.map(\.0) == [1, 2] && kinds.map(\.1) == [.enter, .exit], "\(backlog)")
+        }
+        let stored = try RegionStore(database: Database(path: path)).load()
+        #expect(stored.first { $0.program == program }?.records.map(\.state) == [.outside])
+    }
+}
