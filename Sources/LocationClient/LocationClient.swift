@@ -14,6 +14,8 @@ public enum LocationClientError: Error, Hashable, Sendable, CustomStringConverti
     case timedOut(request: String, timeout: Duration)
     /// The connection closed (the server's side or `close()`) before `request`'s reply came.
     case closedBeforeReply(request: String)
+    /// The daemon's hello announces a protocol this client does not speak.
+    case unsupportedProtocol(Int)
 
     public var description: String {
         switch self {
@@ -25,6 +27,8 @@ public enum LocationClientError: Error, Hashable, Sendable, CustomStringConverti
             "no reply to \(request) from locationd within \(timeout): the daemon is stuck, overloaded or not serving this socket (systemctl status locationd); if it is only slow, pass a longer requestTimeout to LocationClient.connect"
         case .closedBeforeReply(let request):
             "the connection to locationd closed before the reply to \(request) (journalctl -u locationd says why the daemon closed it)"
+        case .unsupportedProtocol(let v):
+            "locationd speaks protocol \(v); this client speaks protocol \(LocationProtocol.protocolVersion): use a client built for that daemon"
         }
     }
 }
@@ -93,9 +97,18 @@ public final class LocationClient: Sendable {
         let core = Core(fd: fd, continuation: continuation, timeout: requestTimeout)
         let hello: ServerMessage
         do {
-            hello = try await withCheckedThrowingContinuation { (waiter: CheckedContinuation<ServerMessage, any Error>) in
-                core.state.withLock { $0.helloWaiter = Core.Pending(name: "hello", continuation: waiter, timer: core.timer(for: nil)) }
-                core.startReader()
+            hello = try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { (waiter: CheckedContinuation<ServerMessage, any Error>) in
+                    let cancelled = core.state.withLock { s in
+                        if Task.isCancelled { return true }
+                        s.helloWaiter = Core.Pending(name: "hello", continuation: waiter, timer: core.timer(for: nil))
+                        return false
+                    }
+                    if cancelled { waiter.resume(throwing: CancellationError()); return }
+                    core.startReader()
+                }
+            } onCancel: {
+                core.failHello(with: CancellationError())
             }
         } catch {
             core.shutdown()  // nobody owns the connection: let the reader thread end
@@ -104,6 +117,10 @@ public final class LocationClient: Sendable {
         guard case .hello(let h) = hello else {
             core.shutdown()
             throw LocationClientError.unexpectedReply(hello.line)
+        }
+        guard h.protocolVersion == LocationProtocol.protocolVersion else {
+            core.shutdown()
+            throw LocationClientError.unsupportedProtocol(h.protocolVersion)
         }
         return LocationClient(core: core, hello: h, messages: stream)
     }
@@ -270,6 +287,16 @@ final class Core: Sendable {
         }
         guard let pending else { return }
         pending.continuation.resume(throwing: LocationClientError.timedOut(request: pending.name, timeout: timeout))
+    }
+
+    /// Fails the wait for the hello with `error` if it still waits (`connect` was cancelled).
+    func failHello(with error: any Error) {
+        let pending = state.withLock { s in
+            defer { s.helloWaiter = nil }
+            return s.helloWaiter
+        }
+        pending?.timer.cancel()
+        pending?.continuation.resume(throwing: error)
     }
 
     /// Fails `id`'s call with `error` if it still waits. `expecting`: the request went out, so

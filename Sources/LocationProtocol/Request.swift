@@ -60,6 +60,9 @@ public enum ErrorCode: String, Hashable, Sendable, CaseIterable {
     /// The request needs precise location and the session is approximate (regions), or the
     /// purpose key is not allowed by the policy.
     case fullAccuracyDenied
+    /// A code this version does not know, from a newer daemon (never sent by this one): the
+    /// request failed, and the message starts with the daemon's code.
+    case unrecognized
 }
 
 /// A rejected request (or an abusive peer), as sent in an error reply.

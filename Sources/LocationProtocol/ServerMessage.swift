@@ -353,8 +353,10 @@ public indirect enum ServerMessage: Hashable, Sendable {
             return .acked(id: id, seq: seq, queued: try int(o, "queued"))
         case "error":
             let codeText = try string(o, "code")
-            guard let code = ErrorCode(rawValue: codeText) else { throw DecodingError("unknown error code \(codeText)") }
-            return .error(ProtocolError(code, try string(o, "message"), id: id))
+            let message = try string(o, "message")
+            // A newer daemon's code still fails only the request it answers.
+            guard let code = ErrorCode(rawValue: codeText) else { return .error(ProtocolError(.unrecognized, "\(codeText): \(message)", id: id)) }
+            return .error(ProtocolError(code, message, id: id))
         default:
             throw DecodingError("unknown message type \(type)", unknownType: true)
         }

@@ -13,6 +13,8 @@ final class FakeServer: @unchecked Sendable {
     struct Script: Sendable {
         /// Send locationd's hello on accept.
         var hello = true
+        /// The hello line to send instead of this version's.
+        var helloLine: String? = nil
         /// Read requests at all (false: the client's writes eventually block).
         var reads = true
         /// The lines to send after the `index`-th request line; nil closes the connection.
@@ -58,7 +60,7 @@ final class FakeServer: @unchecked Sendable {
     }
 
     private func serve(_ fd: Int32) {
-        if script.hello { send(fd, ServerMessage.hello(ServerHello()).line) }
+        if script.hello { send(fd, script.helloLine ?? ServerMessage.hello(ServerHello()).line) }
         var pending: [UInt8] = [], index = 0
         var chunk = [UInt8](repeating: 0, count: 4096)
         while script.reads {
@@ -88,6 +90,16 @@ final class FakeServer: @unchecked Sendable {
         while Date() < deadline {
             if clientsClosed >= n { return true }
             usleep(10_000)
+        }
+        return false
+    }
+
+    /// Waits (polling, a deadline only against a hang) until `n` clients have connected.
+    func waitForConnections(_ n: Int, timeout: Double = 10) async -> Bool {
+        let deadline = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
+        while ContinuousClock.now < deadline {
+            if lock.withLock({ connections.count }) >= n { return true }
+            try? await Task.sleep(for: .milliseconds(5))
         }
         return false
     }

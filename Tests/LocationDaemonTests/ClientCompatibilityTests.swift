@@ -1,0 +1,57 @@
+import Foundation
+import LocationClient
+import LocationProtocol
+import Testing
+
+/// LocationClient against daemons other than its own version, and a caller that gives up
+/// (docs/protocol.md, "Client library").
+@Suite(.serialized) struct ClientCompatibilityTests {
+    /// An error code this client does not know (a newer daemon's) fails the request it
+    /// answers, naming the code; the connection stays open.
+    @Test func aNewerDaemonsUnknownErrorCodeFailsOnlyItsRequest() async throws {
+        let server = try FakeServer(.init(reply: { index, _ in
+            let id = index + 1
+            return [index == 0
+                ? #"{"type":"error","id":\#(id),"code":"quotaExceeded","message":"too many today"}"#
+                : ServerMessage.unsubscribed(id: .number(Double(id))).line]
+        }))
+        defer { server.stop() }
+        let client = try await LocationClient.connect(path: server.path, requestTimeout: .seconds(30))
+        defer { client.close() }
+        do {
+            try await client.unsubscribe()
+            Issue.record("an error reply was taken for success")
+        } catch let error as ProtocolError {
+            #expect(error == ProtocolError(.unrecognized, "quotaExceeded: too many today", id: .number(1)))
+        }
+        try await client.unsubscribe()  // still open
+    }
+
+    /// A daemon announcing another protocol is refused at connect, naming both versions.
+    @Test func aDaemonSpeakingAnotherProtocolIsRefusedAtConnect() async throws {
+        let server = try FakeServer(.init(helloLine: ServerMessage.hello(ServerHello(protocolVersion: 2)).line))
+        defer { server.stop() }
+        do {
+            _ = try await LocationClient.connect(path: server.path, requestTimeout: .seconds(30))
+            Issue.record("connected to a protocol 2 daemon")
+        } catch let error as LocationClientError {
+            #expect(error == .unsupportedProtocol(2))
+            #expect(error.description.contains("protocol 2; this client speaks protocol 1"), "\(error)")
+        }
+        #expect(server.waitForClientsClosed(1), "the client kept its connection open")
+    }
+
+    /// Cancelling a connect that waits for a silent daemon's hello ends it at once, long before
+    /// its timeout, and closes the socket.
+    @Test func cancellingAConnectEndsTheWaitForTheHello() async throws {
+        let server = try FakeServer(.init(hello: false, reads: true))
+        defer { server.stop() }
+        let clock = ContinuousClock(), start = clock.now
+        let connecting = Task { try await LocationClient.connect(path: server.path, requestTimeout: .seconds(120)) }
+        #expect(await server.waitForConnections(1), "the client never connected")
+        connecting.cancel()
+        await #expect(throws: CancellationError.self) { _ = try await connecting.value }
+        #expect(clock.now - start < .seconds(60), "the cancelled connect waited \(clock.now - start)")
+        #expect(server.waitForClientsClosed(1), "the client kept its connection open")
+    }
+}
