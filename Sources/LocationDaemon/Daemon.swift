@@ -112,6 +112,11 @@ public enum Daemon {
     }
 }
 
+/// Why the daemon stopped on its own with a failure (it exits 1, logging this).
+struct DaemonFailure: Error, CustomStringConvertible {
+    var description: String
+}
+
 /// The daemon's one service: serves the socket, tells systemd it is ready, starts the source,
 /// waits for shutdown, stops everything in order (source first so no input arrives late, then
 /// the server after flushing subscribers).
@@ -120,6 +125,8 @@ final class DaemonService: Sendable {
     enum Wake: Sendable {
         /// SIGTERM or SIGINT, or a replay without `--loop` has ended.
         case stop
+        /// The replay could not go on (the daemon stops, then exits 1 with this).
+        case failed(String)
         /// SIGHUP.
         case reload
         /// The test hook's signal.
@@ -199,16 +206,20 @@ final class DaemonService: Sendable {
             logger.info("replay waits for the first subscriber")
             hub.whenFirstSubscribed {
                 source.start { error in
-                    if let error { logger.error("replay failed: \(error)") } else { logger.info("replay finished") }
-                    wake.yield(.stop)
+                    if let error { wake.yield(.failed("replay failed: \(error)")) } else {
+                        logger.info("replay finished")
+                        wake.yield(.stop)
+                    }
                 }
             }
             stopSource = { source.stop() }
         }
         // Runs until SIGTERM/SIGINT, or until a replay ends; SIGHUP reloads meanwhile.
+        var failure: String?
         waiting: for await reason in wakes {
             switch reason {
             case .stop: break waiting
+            case .failed(let why): failure = why; break waiting
             case .reload: await reload(supervisor, server: server)
             case .stall: stallLoop(supervisor)
             }
@@ -222,6 +233,7 @@ final class DaemonService: Sendable {
         await supervisor.stop()
         deadline.met()
         logger.info("stopped")
+        if let failure { throw DaemonFailure(description: failure) }
     }
 
     /// SIGHUP: re-read the config file (command-line flags still win), apply what can change

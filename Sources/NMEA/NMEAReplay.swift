@@ -9,6 +9,7 @@ import Glibc
 public enum NMEAReplay {
     public struct Failure: Error, CustomStringConvertible {
         public var description: String
+        public init(description: String) { self.description = description }
     }
 
     /// Calls `body` with `.source(.connected)`, then one input per epoch of the log (`.fix` or

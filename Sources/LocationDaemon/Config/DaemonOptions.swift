@@ -243,6 +243,9 @@ public struct DaemonOptions: Sendable, Equatable {
         if sawSpeedOrLoop && options.replayFile.isEmpty {
             throw .usage("--speed and --loop apply only with --replay (or replay.file in the config)")
         }
+        if options.replayLoop && options.replayFile == "-" {
+            throw .usage("--loop cannot replay standard input ('-'): it can be read once; give the log's path")
+        }
         options.arguments = arguments
         return check ? .checkConfig(options) : .run(options)
     }

@@ -50,7 +50,15 @@ public final class ReplaySource: Sendable {
         pool.submit { [self] state in
             guard state == .active else { return finished(nil) }
             do {
-                repeat { try replayOnce() } while loop && !stopped.load(ordering: .relaxed)
+                var passes = 0
+                repeat {
+                    let fixes = try replayOnce()
+                    passes += 1
+                    // A looped log without fixes would repeat nothing as fast as it can.
+                    if loop && fixes == 0 {
+                        throw NMEAReplay.Failure(description: "\(path): no fixes in the log (pass \(passes)); --loop needs a log with fixes")
+                    }
+                } while loop && !stopped.load(ordering: .relaxed)
                 finished(nil)
             } catch is Stopped {
                 finished(nil)
@@ -67,25 +75,27 @@ public final class ReplaySource: Sendable {
 
     private struct Stopped: Error {}
 
-    private func replayOnce() throws {
-        var firstFixTime: Timestamp?
-        var inFlight = 0
-        let wallStart = monotonicSeconds()
+    /// One pass over the log; returns how many fixes it had.
+    private func replayOnce() throws -> Int {
+        var pacer = ReplayPacer(speed: speed)
+        var inFlight = 0, fixes = 0
         try NMEAReplay.inputs(fromFile: path) { input in
             if stopped.load(ordering: .relaxed) { throw Stopped() }
-            if speed > 0, case .fix(let fix) = input {
-                // Pace by fix time relative to the first fix; a clock jumping backwards in the
-                // log simply does not wait.
-                let first = firstFixTime ?? fix.time
-                firstFixTime = first
-                let due = (fix.time - first) / speed
-                var wait = due - (monotonicSeconds() - wallStart)
+            let time: Timestamp?
+            switch input {
+            case .fix(let fix): time = fix.time; fixes += 1
+            case .noFix(let t): time = t
+            default: time = nil
+            }
+            if speed > 0, let time {
+                let due = pacer.due(time, now: monotonicSeconds())
+                var wait = due - monotonicSeconds()
                 while wait > 0 {
                     if stopped.load(ordering: .relaxed) { throw Stopped() }
                     let slice = min(wait, 0.1)  // wake up to notice stop()
                     var ts = timespec(tv_sec: Int(slice), tv_nsec: Int((slice - Double(Int(slice))) * 1e9))
                     nanosleep(&ts, nil)
-                    wait = due - (monotonicSeconds() - wallStart)
+                    wait = due - monotonicSeconds()
                 }
             }
             sink(input)
@@ -95,6 +105,9 @@ public final class ReplaySource: Sendable {
                 try? consumer.submit {}.wait()
             }
         }
+        // The next pass (or the end) comes after the loop has handled this one's inputs.
+        if inFlight > 0, let consumer { try? consumer.submit {}.wait() }
+        return fixes
     }
 }
 
