@@ -160,14 +160,24 @@ struct Assembler: Sendable {
         if f.bad { return false }
         guard begin(tod, onEpoch) else { return true }
         if let days { cur.dateDays = days }
-        // NMEA 2.3 mode indicator 'N' (data not valid) overrides a status 'A'.
-        if status == UInt8(ascii: "A") && modeInd != UInt8(ascii: "N"), let lat, let lon {
+        // The NMEA 2.3 mode indicator overrides a status 'A' (`isMeasured`).
+        if status == UInt8(ascii: "A") && Self.isMeasured(modeInd), let lat, let lon {
             setPosition(lat, lon)
             if let knots { cur.speed = knots * (1852.0 / 3600.0) }
             if let course { cur.course = normalizedCourse(course) }
             if modeInd == UInt8(ascii: "D") { cur.dgps = true }
         }
         return true
+    }
+
+    /// Whether an NMEA 2.3+ mode indicator (RMC, GLL, GNS; nil when the sentence predates it)
+    /// stands for a measured position: not N (not valid), E (estimated: dead reckoning),
+    /// M (manual input) or S (simulator), the same rule as GGA's quality 6–8.
+    static func isMeasured(_ mode: UInt8?) -> Bool {
+        switch mode {
+        case UInt8(ascii: "N")?, UInt8(ascii: "E")?, UInt8(ascii: "M")?, UInt8(ascii: "S")?: false
+        default: true
+        }
     }
 
     mutating func gga(_ f: inout FieldCursor, _ unchecked: Bool, _ onEpoch: (NMEAEpoch) -> Void) -> Bool {
@@ -203,12 +213,12 @@ struct Assembler: Sendable {
         let latR = f.next(), ns = f.next(), lonR = f.next(), ew = f.next()
         let lat = f.angle(latR, ns, negative: UInt8(ascii: "S"), positive: UInt8(ascii: "N"), limit: 90)
         let lon = f.angle(lonR, ew, negative: UInt8(ascii: "W"), positive: UInt8(ascii: "E"), limit: 180)
-        // One mode character per constellation; valid when any of them is not 'N'.
+        // One mode character per constellation; valid when any of them is a measurement.
         let modeR = f.next()
         var valid = false, dgps = false
         for i in modeR {
             let c = f.base[i]
-            if c != UInt8(ascii: "N") { valid = true }
+            if Self.isMeasured(c) { valid = true }
             if c == UInt8(ascii: "D") { dgps = true }
         }
         f.skip(1)
@@ -238,7 +248,7 @@ struct Assembler: Sendable {
         let modeInd = f.char(f.next())
         if f.bad { return false }
         guard begin(tod, onEpoch) else { return true }
-        if status == UInt8(ascii: "A") && modeInd != UInt8(ascii: "N"), let lat, let lon {
+        if status == UInt8(ascii: "A") && Self.isMeasured(modeInd), let lat, let lon {
             setPosition(lat, lon)
         }
         return true
@@ -296,7 +306,7 @@ struct Assembler: Sendable {
         }
         if f.bad { return false }
         cur.any = true
-        if mode == UInt8(ascii: "N") { return true }
+        if !Self.isMeasured(mode) { return true }
         if let course { cur.course = normalizedCourse(course) }
         if let knots { cur.speed = knots * (1852.0 / 3600.0) }
         return true

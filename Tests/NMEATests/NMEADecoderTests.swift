@@ -99,6 +99,24 @@ let rmcBody = "GPRMC,123519,A,4807.038,N,01131.000,E,022.4,084.4,230394,003.1,W"
         #expect(e.fix == nil && e.time == ts(2021, 6, 5, 12, 0, 0))
     }
 
+    /// Mode E (dead reckoning), M (manual) and S (simulator) are not measurements, in every
+    /// sentence with a mode indicator, as GGA's quality 6–8 are not; A, D and the RTK modes are.
+    @Test(arguments: ["E", "M", "S", "N"])
+    func modeIndicatorsThatAreNotMeasurementsGiveNoFix(_ mode: String) throws {
+        let zda = sentence("GPZDA,120000.00,05,06,2021,,")
+        let rmc = sentence("GPRMC,120000.00,A,5000.000,N,00100.000,W,1.0,90.0,050621,,,\(mode)")
+        let gll = sentence("GPGLL,5000.000,N,00100.000,W,120000.00,A,\(mode)")
+        let gns = sentence("GNGNS,120000.00,5000.000,N,00100.000,W,\(mode)\(mode),10,0.8,100.0,47.0,,")
+        for text in [rmc, zda + gll, zda + gns] {
+            let e = try #require(run(text).epochs.first, "\(text)")
+            #expect(e.fix == nil && e.time == ts(2021, 6, 5, 12, 0, 0), "\(text)")
+        }
+        for measured in ["A", "D", "R", "F", "P"] {
+            let text = sentence("GPRMC,120000.00,A,5000.000,N,00100.000,W,1.0,90.0,050621,,,\(measured)")
+            #expect(run(text).epochs.first?.fix != nil, "mode \(measured)")
+        }
+    }
+
     @Test func noFixEpochs() {
         let r = run(sentence("GPRMC,120000,V,,,,,,,010120,,") + sentence("GPGGA,120001,,,,,0,00,,,M,,M,,"))
         #expect(r.epochs.map(\.fix) == [nil, nil])
