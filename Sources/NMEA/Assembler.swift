@@ -34,6 +34,9 @@ struct EpochData {
     var course: Double?
     var gstLat: Double?, gstLon: Double?, gstAlt: Double?
     var any = false
+    /// A sentence of the epoch says whether there is a fix (RMC, GGA, GNS, GLL status or
+    /// quality; GSA's type). An epoch of ZDA, GST or VTG alone says nothing of the kind.
+    var stated = false
 }
 
 /// The sentence types we read (docs/nmea.md); every other one is skipped.
@@ -159,6 +162,7 @@ struct Assembler: Sendable {
         let modeInd = f.char(f.next())
         if f.bad { return false }
         guard begin(tod, onEpoch) else { return true }
+        cur.stated = true
         if let days { cur.dateDays = days }
         // The NMEA 2.3 mode indicator overrides a status 'A' (`isMeasured`).
         if status == UInt8(ascii: "A") && Self.isMeasured(modeInd), let lat, let lon {
@@ -194,6 +198,7 @@ struct Assembler: Sendable {
         let sep = f.double(f.next())
         if f.bad { return false }
         guard begin(tod, onEpoch) else { return true }
+        cur.stated = true
         // Quality 1–5 are measured solutions (GPS, DGPS, PPS, RTK fixed, RTK float); 6 is
         // dead reckoning ("estimated"), 7 manual input, 8 simulator: none is a position fix.
         if (1...5).contains(quality), let lat, let lon {
@@ -227,6 +232,7 @@ struct Assembler: Sendable {
         let sep = f.double(f.next())
         if f.bad { return false }
         guard begin(tod, onEpoch) else { return true }
+        cur.stated = true
         if valid, let lat, let lon {
             setPosition(lat, lon)
             cur.ggaQuality = max(cur.ggaQuality, 1)
@@ -248,6 +254,7 @@ struct Assembler: Sendable {
         let modeInd = f.char(f.next())
         if f.bad { return false }
         guard begin(tod, onEpoch) else { return true }
+        cur.stated = true
         if status == UInt8(ascii: "A") && Self.isMeasured(modeInd), let lat, let lon {
             setPosition(lat, lon)
         }
@@ -265,6 +272,7 @@ struct Assembler: Sendable {
         if f.bad { return false }
         // GSA carries no time: it belongs to the epoch in progress.
         cur.any = true
+        cur.stated = true
         // Multi-constellation receivers send one GSA per system; the best dimension wins.
         if type > cur.gsaFixType { cur.gsaFixType = type }
         if type >= 2 {
@@ -385,6 +393,9 @@ struct Assembler: Sendable {
             days = d
         }
         if let days { lastDays = days; lastTod = tod; lastTodKnown = true }
+        // Only its date counts: some receivers time ZDA apart from their fixes (ac12's runs
+        // 2 s ahead), and it is no report of a lost fix.
+        guard cur.stated else { return }
 
         var time: Timestamp?
         if let days {

@@ -244,8 +244,22 @@ let rmcBody = "GPRMC,123519,A,4807.038,N,01131.000,E,022.4,084.4,230394,003.1,W"
                     + sentence("GPGGA,051134.000,4744.6980,N,12206.7275,W,1,05,1.9,135.4,M,-17.1,M,18.8,0000"))
         #expect(r.stats.malformed == 1)
         #expect(r.epochs.first?.time == nil)
-        let last = run(sentence("GPZDA,051134.000,31,12,2261,,"))
+        let last = run(sentence("GPZDA,051134.000,31,12,2261,,")
+                       + sentence("GPGGA,051134.000,4744.6980,N,12206.7275,W,1,05,1.9,135.4,M,-17.1,M,18.8,0000"))
         #expect(last.epochs.first?.time == ts(2261, 12, 31, 5, 11, 34))
+    }
+
+    /// A receiver whose ZDA runs ahead of its fixes (ac12's by 2 s): an epoch of ZDA alone is
+    /// no report of a lost fix, only a date for the epochs after it.
+    @Test func anEpochOfZDAAloneDatesTheNextOnesAndIsNoEpochItself() {
+        var text = sentence("GPZDA,120012.00,31,12,2020,,")
+        for s in 12...15 {
+            text += sentence("GPGGA,1200\(s).00,4744.6980,N,12206.7275,W,1,05,1.9,135.4,M,-17.1,M,,")
+            text += sentence("GPZDA,1200\(s + 2).00,31,12,2020,,")
+        }
+        let r = run(text)
+        #expect(r.epochs.map(\.time) == (12...15).map { ts(2020, 12, 31, 12, 0, $0) })
+        #expect(r.epochs.allSatisfy { $0.fix != nil } && r.stats.epochs == 4)
     }
 
     @Test(arguments: [("99", 1999), ("80", 1980), ("79", 2079), ("00", 2000), ("19", 2019)])
