@@ -8,7 +8,7 @@ struct ChkExpectation {
     struct Position: Equatable { var time: Timestamp; var lat: Double; var lon: Double; var mode: Int; var eph: Double? }
     /// Every TPV with mode ≥ 2, lat, lon and time, in order.
     var positions: [Position] = []
-    /// TPVs with mode ≤ 1.
+    /// TPVs with mode ≤ 1, or a status that is no measurement.
     var noFixes = 0
     /// TPVs with mode ≥ 2 but no time or no lat/lon (GPSDSource reports nothing for them).
     var unusablePositions = 0
@@ -18,7 +18,10 @@ struct ChkExpectation {
         for line in text.split(whereSeparator: \.isNewline) where line.hasPrefix(#"{"class":"TPV""#) {
             let obj = try JSONSerialization.jsonObject(with: Data(line.utf8)) as! [String: Any]
             let mode = obj["mode"] as? Int ?? 0
-            if mode <= 1 { noFixes += 1; continue }
+            // Status 5, 7, 8 (dead reckoning, surveyed-in/manual, simulator) are no fix to us
+            // (docs/gpsd.md, "TPV → Fix"): garmin-geko201's demo mode.
+            let status = obj["status"] as? Int ?? 1
+            if mode <= 1 || [5, 7, 8].contains(status) { noFixes += 1; continue }
             guard let lat = obj["lat"] as? Double, let lon = obj["lon"] as? Double,
                   let ts = obj["time"] as? String else { unusablePositions += 1; continue }
             positions.append(Position(time: try Self.parseTime(ts), lat: lat, lon: lon, mode: mode,

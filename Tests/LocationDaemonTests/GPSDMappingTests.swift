@@ -61,6 +61,39 @@ struct GPSDMappingTests {
         #expect(GPSDTPV(zero).engineInput == .noFix(nil))
     }
 
+    /// gpsd's `status` 5 (dead reckoning), 7 (surveyed-in or manual) and 8 (simulator, as
+    /// garmin-geko201 in its demo mode reports) are no measurement: no fix, as NMEA's GGA
+    /// quality 6–8 are not; a 2D fix carries no altitude (gpsd prints stale ones on some).
+    /// Decoded by libgps from gpsd's own lines, so the status it fills in is what is tested.
+    @Test func statusesThatAreNoMeasurementAndTwoDimensionalAltitudes() throws {
+        let decoder = GPSDLineDecoder()
+        func input(_ line: String) -> EngineInput? {
+            var bytes = Array(line.utf8)
+            guard case .tpv(let tpv) = bytes.withUnsafeMutableBytes({ decoder.decode(UnsafeRawBufferPointer($0)) }) else { return nil }
+            return tpv.engineInput
+        }
+        let time = #""time":"2026-05-01T12:00:00.000Z","#
+        for status in [5, 7, 8] {
+            #expect(input(#"{"class":"TPV","status":\#(status),"mode":3,\#(time)"lat":40.4,"lon":-3.65,"altHAE":747.3,"eph":38.0}"#)
+                    == .noFix(CivilTime(year: 2026, month: 5, day: 1, hour: 12).timestamp), "status \(status)")
+        }
+        // After a status 8, a TPV without one (gpsd omits 1) is a plain fix again.
+        guard case .fix(let fix)? = input(#"{"class":"TPV","mode":3,\#(time)"lat":40.4,"lon":-3.65,"altHAE":747.3,"eph":38.0}"#) else {
+            Issue.record("a TPV without status is no fix")
+            return
+        }
+        #expect(fix.altitudeHAE == 747.3)
+        for status in [2, 6] {
+            #expect(input(#"{"class":"TPV","status":\#(status),"mode":3,\#(time)"lat":40.4,"lon":-3.65,"eph":38.0}"#)?.isFix == true, "status \(status)")
+        }
+        guard case .fix(let flat)? = input(#"{"class":"TPV","mode":2,\#(time)"lat":40.4,"lon":-3.65,"altHAE":747.3,"altMSL":695.7,"epv":69.0,"eph":38.0}"#) else {
+            Issue.record("no 2D fix")
+            return
+        }
+        #expect(flat.mode == .twoD && flat.altitudeHAE == nil && flat.altitudeMSL == nil && flat.verticalAccuracy == nil)
+        #expect(flat.horizontalAccuracy == 38.0)
+    }
+
     @Test func deviceDeactivatedMarker() {
         #expect(GPSDMessage.deactivatedDevicePath(in: #"{"class":"DEVICE","path":"tcp://127.0.0.1:4000","activated":0}"#) == "tcp://127.0.0.1:4000")
         #expect(GPSDMessage.deactivatedDevicePath(in: #"{"class":"DEVICE","activated":0}"#) == "")
@@ -88,4 +121,8 @@ struct GPSDMappingTests {
         var b = Backoff(initial: c.initialBackoff, maximum: c.maximumBackoff)
         #expect((0..<50).map { _ in b.next() }.allSatisfy { $0 <= 1.0 })
     }
+}
+
+extension EngineInput {
+    var isFix: Bool { if case .fix = self { true } else { false } }
 }

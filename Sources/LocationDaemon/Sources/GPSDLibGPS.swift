@@ -17,7 +17,7 @@ extension GPSDTPV {
             latitude: fix.latitude, longitude: fix.longitude,
             altHAE: fix.altHAE, altMSL: fix.altMSL,
             eph: fix.eph, epv: fix.epv,
-            speed: fix.speed, track: fix.track)
+            speed: fix.speed, track: fix.track, status: fix.status)
     }
 }
 

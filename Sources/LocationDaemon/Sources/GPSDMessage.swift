@@ -26,31 +26,39 @@ public struct GPSDTPV: Hashable, Sendable {
     public var speed: Double
     /// gpsd `track` (degrees from true north).
     public var track: Double
+    /// gpsd `status` (gps.h `STATUS_*`): 1 a plain fix (gpsd omits it then), 2–4 and 9 better
+    /// ones, 6 GNSS with dead reckoning; 5 dead reckoning alone, 7 a surveyed-in or manual
+    /// position, 8 a simulator.
+    public var status: Int32
 
     public init(
         mode: Int32, time: Timestamp?, latitude: Double = .nan, longitude: Double = .nan,
         altHAE: Double = .nan, altMSL: Double = .nan, eph: Double = .nan, epv: Double = .nan,
-        speed: Double = .nan, track: Double = .nan
+        speed: Double = .nan, track: Double = .nan, status: Int32 = 1
     ) {
         self.mode = mode; self.time = time; self.latitude = latitude; self.longitude = longitude
         self.altHAE = altHAE; self.altMSL = altMSL; self.eph = eph; self.epv = epv
-        self.speed = speed; self.track = track
+        self.speed = speed; self.track = track; self.status = status
     }
 
     /// What the engine gets for this TPV:
-    /// - mode ≥ 2 with a finite, in-range latitude/longitude and a time → `.fix`;
-    /// - mode ≤ 1 → `.noFix(time)` (time may be `nil`);
+    /// - mode ≥ 2 with a finite, in-range latitude/longitude and a time → `.fix` (a 2D fix
+    ///   without altitudes or vertical accuracy: gpsd prints stale ones on some);
+    /// - mode ≤ 1, or a status that is no measurement (5 dead reckoning, 7 surveyed-in or
+    ///   manual, 8 simulator: NMEA's GGA quality 6–8, which the NMEA path refuses too) →
+    ///   `.noFix(time)` (time may be `nil`);
     /// - anything else (a position TPV without time — gpsd sends some in the first epoch —
     ///   or mode ≥ 2 without a usable position) → `nil`: nothing is reported.
     public var engineInput: EngineInput? {
-        if mode <= 1 { return .noFix(time) }
+        if mode <= 1 || status == 5 || status == 7 || status == 8 { return .noFix(time) }
         guard let time else { return nil }
         let coordinate = Coordinate(latitude: latitude, longitude: longitude)
         guard coordinate.isValid else { return nil }
+        let threeD = mode >= 3
         return .fix(Fix(
-            time: time, coordinate: coordinate, mode: mode >= 3 ? .threeD : .twoD,
-            altitudeHAE: Self.finite(altHAE), altitudeMSL: Self.finite(altMSL),
-            horizontalAccuracy: Self.finite(eph), verticalAccuracy: Self.finite(epv),
+            time: time, coordinate: coordinate, mode: threeD ? .threeD : .twoD,
+            altitudeHAE: threeD ? Self.finite(altHAE) : nil, altitudeMSL: threeD ? Self.finite(altMSL) : nil,
+            horizontalAccuracy: Self.finite(eph), verticalAccuracy: threeD ? Self.finite(epv) : nil,
             speed: Self.finite(speed), course: Self.finite(track)))
     }
 
