@@ -34,11 +34,12 @@ public struct NMEAWriter: Sendable {
         let msl = fix.altitudeMSL ?? fix.altitudeHAE.map { $0 - quality.geoidSeparation }
         var out = ""
         out += sentence("\(talker)RMC,\(time),A,\(lat),\(ns),\(lon),\(ew),\(knots),\(course),\(date),,,A")
-        out += sentence("\(talker)GGA,\(time),\(lat),\(ns),\(lon),\(ew),1,\(two(quality.satellites)),\(fixed(quality.hdop, 1)),"
+        out += sentence("\(talker)GGA,\(time),\(lat),\(ns),\(lon),\(ew),1,\(two(max(0, quality.satellites))),\(fixed(quality.hdop, 1)),"
             + "\(msl.map { fixed($0, 1) } ?? ""),M,\(fixed(quality.geoidSeparation, 1)),M,,")
         let mode = fix.mode == .threeD ? "3" : "2"
-        let prns = (1...min(12, quality.satellites)).map { two($0 * 2) }.joined(separator: ",")
-        let empty = String(repeating: ",", count: 12 - min(12, quality.satellites))
+        let used = max(0, min(12, quality.satellites))  // GSA lists at most 12
+        let prns = (0..<used).map { two(($0 + 1) * 2) }.joined(separator: ",")
+        let empty = String(repeating: ",", count: 12 - used)
         out += sentence("\(talker)GSA,A,\(mode),\(prns)\(empty),\(fixed(quality.pdop, 1)),\(fixed(quality.hdop, 1)),\(fixed(quality.vdop, 1))")
         if let sLat = quality.sigmaLatitude, let sLon = quality.sigmaLongitude {
             let sAlt = quality.sigmaAltitude.map { fixed($0, 1) } ?? ""

@@ -1,5 +1,8 @@
 import LocationCore
 import LocationProtocol
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A scenario: where a device goes and how its receiver behaves (docs/visits.md, "Scenario
 /// format"). Parsed from JSON with our own parser; unknown fields are errors so typos show.
@@ -76,14 +79,63 @@ public struct Scenario: Sendable {
             guard v > 0 && v <= 3600 else { throw ParseError("sampleInterval must be in (0, 3600] seconds") }
             s.sampleInterval = v
         }
-        if let v = try number(o, "seed") { s.seed = UInt64(max(0, v)) }
+        if let v = try number(o, "seed") {
+            guard let seed = UInt64(exactly: v) else { throw ParseError("seed must be an integer 0…18446744073709551615") }
+            s.seed = seed
+        }
         if let v = try number(o, "minimumVisit") { s.minimumVisit = v }
         if let n = o["outdoor"] { s.outdoor = try noise(n, base: Noise(), "outdoor") }
         s.indoor = s.outdoor
         if let n = o["indoor"] { s.indoor = try noise(n, base: s.outdoor, "indoor") }
         guard case .array(let legs)? = o["legs"], !legs.isEmpty else { throw ParseError("scenario: legs must be a non-empty array") }
         for (i, l) in legs.enumerated() { s.legs.append(try leg(l, "legs[\(i)]")) }
+        try s.checkSize()
         return s
+    }
+
+    /// The most epochs a scenario may make (116 days at one a second): what `simulate` writes
+    /// is held in memory.
+    public static let maximumEpochs = 10_000_000.0
+
+    /// Where a move to `target` starting at `p` ends.
+    static func destination(_ target: Target, from p: Coordinate) -> Coordinate {
+        switch target {
+        case .coordinate(let c): return c
+        case .offset(let north, let east):
+            let mPerDegLat = Geodesy.earthRadius * Double.pi / 180
+            return Coordinate(latitude: p.latitude + north / mPerDegLat,
+                              longitude: p.longitude + east / (mPerDegLat * cos(Geodesy.radians(p.latitude))))
+        }
+    }
+
+    /// Epochs a stay of `seconds` makes (at least one).
+    static func stayEpochs(_ seconds: Double, _ dt: Double) -> Double { max(1, (seconds / dt).rounded()) }
+
+    /// Epochs a move from `a` to `b` at `speed` makes (at least one).
+    static func moveEpochs(_ a: Coordinate, _ b: Coordinate, speed: Double, _ dt: Double) -> Double {
+        max(1, (Geodesy.distance(a, b) / speed / dt).rounded())
+    }
+
+    /// Walks the legs without noise: every move ends on the globe, and the whole scenario makes
+    /// at most `maximumEpochs`.
+    func checkSize() throws(ParseError) {
+        var position = origin, epochs = 0.0
+        for (i, leg) in legs.enumerated() {
+            switch leg {
+            case .stay(let seconds, _, _):
+                epochs += Self.stayEpochs(seconds, sampleInterval)
+            case .move(_, let target, let speed, _):
+                let to = Self.destination(target, from: position)
+                guard to.isValid else {
+                    throw ParseError("legs[\(i)] ends at latitude \(to.latitude), longitude \(to.longitude), off the globe: choose a nearer target")
+                }
+                epochs += Self.moveEpochs(position, to, speed: speed, sampleInterval)
+                position = to
+            }
+            guard epochs <= Self.maximumEpochs else {
+                throw ParseError("legs[\(i)]: the scenario makes more than \(Int(Self.maximumEpochs)) epochs by then; shorten it or raise sampleInterval")
+            }
+        }
     }
 
     static func known(_ o: [String: JSONValue], _ keys: Set<String>, in what: String) throws(ParseError) {
@@ -95,7 +147,9 @@ public struct Scenario: Sendable {
     static func number(_ o: [String: JSONValue], _ key: String) throws(ParseError) -> Double? {
         switch o[key] {
         case nil, .null?: return nil
-        case .number(let n)?: return n
+        case .number(let n)?:
+            guard n.isFinite else { throw ParseError("\(key) must be a finite number") }
+            return n
         default: throw ParseError("\(key) must be a number")
         }
     }

@@ -131,7 +131,7 @@ public struct Simulator {
             switch leg {
             case .stay(let seconds, let indoors, let place):
                 let arrival = scenario.start.adding(seconds: elapsed)
-                let n = max(1, Int((seconds / dt).rounded()))
+                let n = Int(Scenario.stayEpochs(seconds, dt))
                 for _ in 0..<n {
                     epoch(position, speed: 0, course: nil, noise: indoors ? scenario.indoor : scenario.outdoor, forcedLoss: false)
                 }
@@ -140,16 +140,9 @@ public struct Simulator {
                                            coordinate: position, indoors: indoors))
                 }
             case .move(_, let target, let speed, let signalLost):
-                let to: Coordinate
-                switch target {
-                case .coordinate(let c): to = c
-                case .offset(let north, let east):
-                    to = Coordinate(latitude: position.latitude + north / mPerDegLat,
-                                    longitude: position.longitude + east / (mPerDegLat * cos(Geodesy.radians(position.latitude))))
-                }
+                let to = Scenario.destination(target, from: position)
                 let from = position
-                let distance = Geodesy.distance(from, to)
-                let steps = max(1, Int((distance / speed / dt).rounded()))
+                let steps = Int(Scenario.moveEpochs(from, to, speed: speed, dt))
                 let course = Self.bearing(from, to)
                 for i in 1...steps {
                     let f = Double(i) / Double(steps)

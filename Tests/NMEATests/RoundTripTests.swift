@@ -60,6 +60,24 @@ struct RoundTripTests {
         Self.expectSame(got, c.fix, c.quality)
     }
 
+    /// GSA lists at most 12 satellites and at least none: any count the writer is given makes a
+    /// well-formed epoch (a count below 1 trapped on an empty range).
+    @Test(arguments: [-1, 0, 1, 12, 40])
+    func anySatelliteCountWritesAWellFormedEpoch(_ satellites: Int) throws {
+        var q = Self.dops
+        q.satellites = satellites
+        let want = Self.fix(Self.time(2024, 5, 17, 12, 0, 0), 48.1, 11.5, .threeD, alt: 500)
+        var d = NMEADecoder()
+        var epochs: [NMEAEpoch] = []
+        d.feed(Array(NMEAWriter().epoch(want, quality: q).utf8)) { epochs.append($0) }
+        d.finish { epochs.append($0) }
+        #expect(d.statistics.checksumFailures == 0 && d.statistics.malformed == 0)
+        try #require(epochs.count == 1)
+        let got = try #require(epochs[0].fix)
+        #expect(got.time == want.time && abs(got.coordinate.latitude - 48.1) < 1e-7 && abs(got.coordinate.longitude - 11.5) < 1e-7)
+        if satellites >= 1 { Self.expectSame(got, want, q) }
+    }
+
     static func expectSame(_ got: Fix, _ want: Fix, _ q: NMEAWriter.Quality) {
         // 1e-5 minute / 2 = 8.3e-8°.
         #expect(abs(got.coordinate.latitude - want.coordinate.latitude) < 1e-7)

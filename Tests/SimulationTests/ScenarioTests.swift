@@ -91,6 +91,27 @@ let bundledNames = ["demo", "commuter", "delivery", "hike", "parked-car"]
         }
     }
 
+    /// Values that used to trap (a seed beyond UInt64, epochs beyond Int, a move off the globe)
+    /// are parse errors naming the field; a scenario that would make more than
+    /// `Scenario.maximumEpochs` is refused before anything is simulated.
+    @Test(arguments: [
+        (#""seed":1e20,"legs":[{"stay":60}]"#, "seed must be an integer 0…18446744073709551615"),
+        (#""seed":-1,"legs":[{"stay":60}]"#, "seed must be an integer 0…18446744073709551615"),
+        (#""seed":1.5,"legs":[{"stay":60}]"#, "seed must be an integer 0…18446744073709551615"),
+        (#""legs":[{"stay":1e19}]"#, "legs[0]: the scenario makes more than 10000000 epochs by then; shorten it or raise sampleInterval"),
+        (#""legs":[{"stay":60},{"walk":{"north":100},"speed":1e-300}]"#, "legs[1]: the scenario makes more than 10000000 epochs by then; shorten it or raise sampleInterval"),
+        (#""legs":[{"walk":{"north":1e9}}]"#, "off the globe: choose a nearer target"),
+    ])
+    func outOfRangeValuesAreParseErrors(_ fields: String, _ message: String) {
+        let text = #"{"start":"2026-01-01T00:00:00Z","origin":{"latitude":50,"longitude":8},"# + fields + "}"
+        do {
+            _ = try Scenario.parse(text)
+            Issue.record("accepted: \(text)")
+        } catch {
+            #expect(error.description.contains(message), "\(error)")
+        }
+    }
+
     @Test func scoringMatchesByTimeOverlap() {
         let t = Timestamp(seconds: 1_000_000)
         func truth(_ a: Double, _ d: Double?) -> TrueVisit {
