@@ -35,14 +35,16 @@ struct GPSDSourceLogicTests {
     }
 
     /// A gpsd that accepts, sends a report and then never writes again (hung): the silent
-    /// connection is asked ?VERSION;, dropped when that goes unanswered, and made again.
+    /// connection is asked ?VERSION;, dropped when that goes unanswered, and made again. The
+    /// second connection's gpsd answers the probe, so it stays however late the test stops it.
     @Test func aHungGPSDIsProbedDroppedAndReconnected() async throws {
         let port = Int(try GPSDHarness.freePort())
-        let gpsd = try FakeGPSD(port: port, steps: [.lines([Self.tpv(1)], close: false), .lines([Self.tpv(2)], close: false)])
+        let gpsd = try FakeGPSD(port: port, steps: [.lines([Self.tpv(1)], close: false),
+                                                    .lines([Self.tpv(2)], close: false, answersVersion: true)])
         defer { gpsd.shutdown() }
         let recorder = EventRecorder()
         let source = GPSDSource(configuration: .init(host: "127.0.0.1", port: String(port), initialBackoff: 0.001,
-                                                     maximumBackoff: 0.004, idleProbe: 0.1),
+                                                     maximumBackoff: 0.004, idleProbe: 0.5),
                                 sink: recorder.sink)
         source.start()
         #expect(await recorder.first { $0 == .input(Self.fix(2)) } != nil)
@@ -52,7 +54,8 @@ struct GPSDSourceLogicTests {
         let stats = source.statistics
         #expect(stats.connectionsLost == 1 && stats.idleProbes >= 1)
         #expect(stats.lastError?.message.contains("not even an answer to ?VERSION; reconnecting") == true, "\(String(describing: stats.lastError))")
-        #expect(gpsd.received.first == Self.watch + "?VERSION;\n")
+        // The fake reads on its own loop: wait until it has read what the client sent.
+        #expect(await waitUntil { gpsd.received.first == Self.watch + "?VERSION;\n" }, "\(gpsd.received)")
     }
 
     @Test func reportsOnlyChangesAndReconnects() async throws {

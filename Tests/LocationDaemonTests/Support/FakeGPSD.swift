@@ -14,10 +14,13 @@ final class FakeGPSD: Sendable {
         /// Close the connection after the chunks and the client's request line (gpsd lost)
         /// instead of staying open.
         var close: Bool
+        /// Answer each `?VERSION;` (the idle probe) with a VERSION report, as gpsd does; false:
+        /// a hung gpsd that never answers.
+        var answersVersion = false
 
         /// Whole lines, each terminated by `\r\n` like gpsd's, split into chunks at `splits`
         /// (byte offsets into the concatenation).
-        static func lines(_ lines: [String], splits: [Int] = [], close: Bool) -> Step {
+        static func lines(_ lines: [String], splits: [Int] = [], close: Bool, answersVersion: Bool = false) -> Step {
             let bytes = Array(lines.map { $0 + "\r\n" }.joined().utf8)
             var chunks: [[UInt8]] = []
             var start = 0
@@ -25,7 +28,7 @@ final class FakeGPSD: Sendable {
                 chunks.append(Array(bytes[start..<cut])); start = cut
             }
             chunks.append(Array(bytes[start...]))
-            return Step(chunks: chunks, close: close)
+            return Step(chunks: chunks, close: close, answersVersion: answersVersion)
         }
     }
 
@@ -74,6 +77,7 @@ final class FakeGPSD: Sendable {
         let index: Int
         let step: Step?
         var closing = false
+        var versionsAnswered = 0
         init(state: Shared, index: Int, step: Step?) { self.state = state; self.index = index; self.step = step }
 
         func channelActive(context: ChannelHandlerContext) {
@@ -90,6 +94,14 @@ final class FakeGPSD: Sendable {
             if step?.close == true, !closing, request.hasSuffix("\n") {
                 closing = true
                 context.close(promise: nil)
+            }
+            if step?.answersVersion == true {
+                let probes = request.components(separatedBy: "?VERSION;\n").count - 1
+                while versionsAnswered < probes {
+                    versionsAnswered += 1
+                    let version = #"{"class":"VERSION","release":"3.22","rev":"3.22","proto_major":3,"proto_minor":14}"# + "\r\n"
+                    context.writeAndFlush(NIOAny(context.channel.allocator.buffer(string: version)), promise: nil)
+                }
             }
         }
 
