@@ -90,7 +90,9 @@ struct GPSDSourceLogicTests {
         #expect(stats.fixes == 3 && stats.noFixes == 1 && stats.ignoredTPVs == 1)
         #expect(stats.devicesDeactivated == 1)
         // Each connection asked for a JSON watch, as `gps_stream(WATCH_ENABLE|WATCH_JSON)` does.
-        #expect(gpsd.received == [Self.watch, Self.watch])
+        // The fake writes its step on accept, so the client can have read it all before the fake
+        // has read the WATCH: wait until it has.
+        #expect(await waitUntil { gpsd.received == [Self.watch, Self.watch] }, "\(gpsd.received)")
         #expect(await waitUntil { gpsd.clientCloses == 1 })  // the second, on stop
     }
 
