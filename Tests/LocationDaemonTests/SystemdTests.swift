@@ -30,7 +30,7 @@ import Glibc
     /// socket, plus `environment`.
     static func spawn(config: String, environment: [String: String]) throws -> (daemon: SpawnedDaemon, notify: DatagramSocket, config: URL) {
         let dir = try SpawnedDaemon.makeDirectory()
-        let notify = try DatagramSocket(path: dir.appendingPathComponent("notify.sock").path)
+        let notify = try DatagramSocket(path: dir.appendingPathComponent("notify.sock").path, timestamps: true)
         let file = dir.appendingPathComponent("locationd.toml")
         try config.write(to: file, atomically: true, encoding: .utf8)
         let daemon = try SpawnedDaemon(
@@ -72,15 +72,17 @@ import Glibc
         defer { client.close() }
         #expect(!client.hello.version.isEmpty)
 
-        // WATCHDOG=1 every half WATCHDOG_USEC (100 ms). Pings queued while the test was busy
-        // would arrive together, so the queue is drained before timing live ones.
-        while notify.receiveText(timeout: 0) != nil {}
-        var pings: [Date] = []
-        _ = try Self.read(notify) { m in
-            if Self.lines(m).contains("WATCHDOG=1") { pings.append(Date()) }
-            return pings.count >= 5
+        // WATCHDOG=1 every half WATCHDOG_USEC (100 ms), timed by when each ping was queued on
+        // the socket (SCM_TIMESTAMP), not when the test read it: pings a busy test reads
+        // together were still sent apart.
+        var pings: [Double] = []
+        while pings.count < 5 {
+            guard let (m, time) = try notify.receiveTimestamped(timeout: 10) else {
+                throw DaemonProcess.Failure(description: "only \(pings.count) WATCHDOG=1 within 10 s")
+            }
+            if Self.lines(m).contains("WATCHDOG=1") { pings.append(time) }
         }
-        let span = pings.last!.timeIntervalSince(pings.first!)
+        let span = pings.last! - pings.first!
         #expect(span > 0.2 && span < 2.0, "4 intervals of 100 ms took \(span) s")
 
         // STATUS= follows the subscriber count.
@@ -142,9 +144,11 @@ import Glibc
         _ = try Self.read(notify) { Self.lines($0).contains("READY=1") }
         daemon.signal(SIGUSR2)
         _ = try Self.read(notify) { $0.contains("STATUS=stalled by test hook") }
+        // Timed from before the signal: the daemon's 0.5 s cannot start earlier, however late
+        // the test reads STOPPING=1.
+        let stopping = Date()
         daemon.signal(SIGTERM)
         _ = try Self.read(notify) { Self.lines($0).contains("STOPPING=1") }
-        let stopping = Date()
         #expect(daemon.waitForExit(timeout: 10) == 1, "\(daemon.stderrText)")
         let took = Date().timeIntervalSince(stopping)
         #expect(took > 0.4 && took < 5, "the stop was abandoned after \(took) s; shutdown_timeout is 0.5 s")
