@@ -187,14 +187,22 @@ import Testing
         }
         var rng = SplitMix64(seed: 7)
         var second = 0
-        for _ in 0..<6 {
+        for round in 0..<6 {
             let daemon = try DaemonProcess(arguments: arguments, database: database)
-            let watcher = try await daemon.connect()
+            let watcher = try await daemon.connect()  // the same program, never subscribed
             try await Self.connectedToGPSD(watcher)  // watching before the fixes come
-            watcher.close()
+            let before = try await watcher.status().queued ?? 0
             gpsd.serve(bytes: block(400, startSecond: second))
             second += 400
-            // Fault injection at a random moment of the replay, not synchronisation.
+            // The kill comes after this daemon has queued something (on a loaded machine the
+            // delay alone could end it before its first event) …
+            let deadline = Date().addingTimeInterval(30)
+            while try await watcher.status().queued ?? 0 <= before {
+                guard Date() < deadline else { throw DaemonProcess.Failure(description: "round \(round): nothing queued within 30 s") }
+                try await Task.sleep(for: .milliseconds(5))  // polling another process's progress
+            }
+            watcher.close()
+            // … at a random moment of the replay: fault injection, not synchronisation.
             try await Task.sleep(for: .milliseconds(Int(rng.next() % 120)))
             daemon.signal(SIGKILL)
             _ = daemon.waitForExit()
