@@ -5,13 +5,15 @@ import LocationProtocol
 
 /// The real `locationd` executable as a child process, for end-to-end tests. It is built with
 /// the tests (same build folder as the test bundle); its socket lives in a fresh temp folder.
+/// Its stderr goes to a file there (a pipe nobody drains would block a daemon logging at debug
+/// level once 64 KiB are written), readable while it runs; `stop()` removes the folder.
 final class DaemonProcess: @unchecked Sendable {
     struct Failure: Error, CustomStringConvertible { var description: String }
 
     let directory: URL
     var socketPath: String { directory.appendingPathComponent("locationd.sock").path }
     private let process = Process()
-    private let stderrPipe = Pipe()
+    private let stderrURL: URL
 
     static var executable: URL {
         URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
@@ -38,7 +40,14 @@ final class DaemonProcess: @unchecked Sendable {
             process.executableURL = Self.executable
             process.arguments = daemonArguments
         }
-        process.standardError = stderrPipe
+        // Its own name: a reused folder may hold an earlier daemon's log.
+        stderrURL = directory.appendingPathComponent("stderr-\(UUID().uuidString.prefix(8)).log")
+        guard FileManager.default.createFile(atPath: stderrURL.path, contents: nil),
+              let stderrFile = try? FileHandle(forWritingTo: stderrURL) else {
+            throw Failure(description: "cannot create \(stderrURL.path)")
+        }
+        defer { try? stderrFile.close() }  // the child has its own copy
+        process.standardError = stderrFile
         process.standardOutput = FileHandle.nullDevice
         try process.run()
     }
@@ -72,9 +81,9 @@ final class DaemonProcess: @unchecked Sendable {
         return process.isRunning ? nil : process.terminationStatus
     }
 
+    /// What the daemon wrote to stderr so far ("" once `stop()` removed its folder).
     func stderrText() -> String {
-        if process.isRunning { return "(running)" }
-        return String(decoding: stderrPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        (try? String(contentsOf: stderrURL, encoding: .utf8)) ?? ""
     }
 
     func stop() {
