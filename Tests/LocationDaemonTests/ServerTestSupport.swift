@@ -43,6 +43,10 @@ final class ServerHarness: Sendable {
     }
 }
 
+/// How reading a connection to its end ended: the peer closed it (an error such as ECONNRESET
+/// counts: the peer closed with input unread), or the deadline passed first.
+enum StreamEnd: Equatable { case closed, timedOut }
+
 /// A blocking Unix socket for malformed input and for a client that does not read.
 final class RawSocket {
     let fd: Int32
@@ -77,6 +81,19 @@ final class RawSocket {
             let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
             if n <= 0 { return }
             offset += n
+        }
+    }
+
+    /// Reads (and drops) everything until the server closes the connection or the 20 s read
+    /// timeout passes, and says which.
+    func readToEnd() -> StreamEnd {
+        pending.removeAll()
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
+            if n > 0 { continue }
+            if n < 0 && errno == EINTR { continue }
+            return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? .timedOut : .closed
         }
     }
 

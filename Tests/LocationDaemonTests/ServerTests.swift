@@ -273,19 +273,30 @@ import Testing
         await h.stop()
     }
 
+    /// docs/protocol.md, "Slow readers": a subscriber not writable for `unwritableTimeout` (30 s
+    /// by default, 100 ms here) is closed, and the close unsubscribes it.
     @Test func connectionNotWritableForTooLongIsClosed() async throws {
         let h = try await ServerHarness.start { $0.unwritableTimeout = .milliseconds(100) }
         let slow = RawSocket(path: h.path)
-        slow.send("{\"type\":\"subscribe\"}\n")
+        slow.send("{\"type\":\"session.start\",\"authorization\":\"always\"}\n{\"type\":\"subscribe\"}\n")  // and never read
         let watcher = try await LocationClient.connect(path: h.path)
+        let deadline = ContinuousClock.now + .seconds(20)
+        while try await watcher.status().subscribers < 1 && ContinuousClock.now < deadline {}
+        try #require(try await watcher.status().subscribers == 1, "the slow client never subscribed")
         for i in 0..<20_000 {
             h.hub.submit(.fix(testFix(i)))
             if i % 1000 == 999 { await h.hub.processed() }
         }
         await h.hub.processed()
-        while slow.readLine() != nil {}  // EOF: the server closed it
-        // The close unsubscribed it (the status reply is processed after the close).
+        // The server closes it by itself: the slow client has not read (reading would make it
+        // writable again), so only the unwritable timeout can have closed it.
+        let closeDeadline = ContinuousClock.now + .seconds(20)
+        while try await h.server.connectionStats().count > 1 && ContinuousClock.now < closeDeadline {}
+        #expect(try await h.server.connectionStats().count == 1, "the unwritable connection was not closed")
+        // The close unsubscribed it.
         #expect(try await watcher.status().subscribers == 0)
+        // What it was sent, then the end of the stream (not the read timeout).
+        #expect(slow.readToEnd() == .closed)
         watcher.close()
         await h.stop()
     }
