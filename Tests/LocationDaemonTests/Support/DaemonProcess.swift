@@ -123,6 +123,23 @@ struct MessageReader {
         }
         return seen
     }
+
+    /// Reads messages until the stream ends; whether the daemon closed the connection or the
+    /// deadline passed first (the watchdog closed it).
+    mutating func readToEnd(timeout: Double = 20) async throws -> (messages: [ServerMessage], end: StreamEnd) {
+        var seen: [ServerMessage] = []
+        let client = self.client
+        let watchdog = Task {
+            try await Task.sleep(for: .milliseconds(Int(timeout * 1000)))
+            client.close()
+        }
+        defer { watchdog.cancel() }
+        while let message = try await iterator.next() { seen.append(message) }
+        watchdog.cancel()
+        // Cancelled while it slept: the stream ended before the deadline.
+        let fired = (try? await watchdog.value) != nil
+        return (seen, fired ? .timedOut : .closed)
+    }
 }
 
 extension Array where Element == ServerMessage {
