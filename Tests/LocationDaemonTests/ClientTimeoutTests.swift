@@ -225,6 +225,8 @@ final class FakeServer: @unchecked Sendable {
         let client = try await LocationClient.connect(path: server.path, requestTimeout: .seconds(30))
         defer { client.close() }
         let waiting = Task { try await client.unsubscribe() }
+        // Cancelled while it waits for the reply, not before the request is out.
+        #expect(await server.waitForRequests(1))
         waiting.cancel()
         let result = await waiting.result
         guard case .failure(let error) = result else { Issue.record("\(result)"); return }
