@@ -5,6 +5,7 @@ import LocationProtocol
 import Logging
 import NIOCore
 import NIOPosix
+import Synchronization
 @testable import LocationDaemon
 
 /// A hub and server on a fresh socket path, torn down by `stop()`.
@@ -41,6 +42,14 @@ final class ServerHarness: Sendable {
         rmdir(directory + "/run")
         rmdir(directory)
     }
+}
+
+/// A clock for `SocketServer.Configuration.now`: real time plus an offset the test advances,
+/// so a pause in the scenario costs no wall-clock time (and cannot come out shorter under load).
+final class AdvancingClock: Sendable {
+    private let offset = Mutex<Int64>(0)
+    func advance(by amount: TimeAmount) { offset.withLock { $0 += amount.nanoseconds } }
+    var now: NIODeadline { NIODeadline.now() + .nanoseconds(offset.withLock { $0 }) }
 }
 
 /// How reading a connection to its end ended: the peer closed it (an error such as ECONNRESET

@@ -195,7 +195,8 @@ import Testing
     /// requests the daemon held back meanwhile are answered at the limit's rate when it reads,
     /// not taken for a flood because they come out of the socket together.
     @Test func requestsHeldBackByAPauseAreNotAFlood() async throws {
-        let h = try await ServerHarness.start()
+        let clock = AdvancingClock()
+        let h = try await ServerHarness.start { $0.now = { clock.now } }
         let client = try await LocationClient.connect(path: h.path)
         try await client.startSession(.always)
         let metadata = "{\"note\":\"" + String(repeating: "x", count: 3000) + "\"}"
@@ -207,7 +208,7 @@ import Testing
         // ≈ 60 KB per reply: the socket and the watermark are full after a few.
         let list = (0..<200).map { #"{"type":"regions.list","id":\#($0)}"# + "\n" }.joined()
         peer.send(list)
-        try await Task.sleep(for: .milliseconds(1100))  // the scenario: 100 more requests within the rate
+        clock.advance(by: .milliseconds(1100))  // the scenario: 100 more requests within the rate
         peer.send((200..<300).map { #"{"type":"regions.list","id":\#($0)}"# + "\n" }.joined())
         var answered = 0, flood = false
         while answered < 300, let line = peer.readLine() {
