@@ -10,7 +10,8 @@ import Testing
 /// reading a real gpsd, its SQLite file, `kill -9` and restarts. An `always` program that went
 /// away gets every region, visit and significant event that happened meanwhile, in order, each
 /// exactly once once acknowledged.
-@Suite(.serialized) struct BackgroundDeliveryTests {
+@Suite(.serialized, .enabled(if: GPSDHarness.isAvailable, "gpsd is not installed (apt-get install gpsd)"))
+struct BackgroundDeliveryTests {
     static let center = RegionPersistenceTests.center
     static let t0 = CivilTime(year: 2026, month: 3, day: 14, hour: 9).timestamp
 
@@ -59,7 +60,6 @@ import Testing
     }
 
     @Test func eventsWhileAwayAreDeliveredInOrderExactlyOnceAcrossKill9() async throws {
-        guard GPSDHarness.isAvailable else { return }
         let gpsd = try GPSDHarness()
         defer { gpsd.shutdown() }
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("background-\(UUID().uuidString.prefix(8))")
@@ -165,7 +165,6 @@ import Testing
     /// order, enter and exit strictly alternating (a lost one would repeat a kind, a duplicate
     /// too).
     @Test func kill9WhileQueueingLosesAndDuplicatesNothing() async throws {
-        guard GPSDHarness.isAvailable else { return }
         let gpsd = try GPSDHarness()
         defer { gpsd.shutdown() }
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("background-kill-\(UUID().uuidString.prefix(8))")
@@ -237,7 +236,6 @@ import Testing
     /// acknowledges it: afterwards nothing waits for locationctl's program. With 600 queued
     /// events too: one `ack` each went past the flood limit and got watch disconnected.
     @Test(arguments: [0, 599]) func watchAckPrintsAndAcknowledgesTheBacklog(farRegions: Int) async throws {
-        guard GPSDHarness.isAvailable else { return }
         let gpsd = try GPSDHarness()
         defer { gpsd.shutdown() }
         let daemon = try DaemonProcess(arguments: ["--gpsd", "\(gpsd.host):\(gpsd.portString)"])

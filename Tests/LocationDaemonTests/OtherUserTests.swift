@@ -5,7 +5,19 @@ import Testing
 
 /// Another uid (`nobody`, via setpriv) through the real daemon's socket: denied by default,
 /// allowed by an explicit rule. Needs root (the test environment runs as root).
-@Suite struct OtherUserTests {
+@Suite(.enabled(if: getuid() == 0, "needs root: runs clients and the daemon as other users (setpriv)"))
+struct OtherUserTests {
+    /// Whether the user `daemon` can run the built locationd (every parent folder of the build
+    /// must be searchable by others).
+    static func daemonUserCanRunLocationd() throws -> Bool {
+        let check = Process()
+        check.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        check.arguments = ["--reuid=daemon", "--regid=daemon", "--clear-groups", "/usr/bin/test", "-x", DaemonProcess.executable.path]
+        try check.run()
+        check.waitUntilExit()
+        return check.terminationStatus == 0
+    }
+
     /// Runs a tiny client as nobody: connects, sends `session.start`, prints the reply line.
     static func sessionAsNobody(socket: String, groups: String? = nil) throws -> String {
         let script = """
@@ -40,7 +52,6 @@ import Testing
     }
 
     @Test func nobodyDeniedByDefaultAllowedByRule() async throws {
-        guard getuid() == 0 else { return }
         let denied = try await Self.daemon(config: "[log]\nlevel = \"debug\"\n")
         let reply = try Self.sessionAsNobody(socket: denied.socketPath)
         #expect(reply.contains("\"code\":\"notAuthorized\""), "\(reply)")
@@ -63,7 +74,6 @@ import Testing
     /// A rule naming the peer's lowest supplementary group matches (the kernel's list starts
     /// after a tab, and that first group used to be dropped).
     @Test func theFirstSupplementaryGroupMatchesItsRule() async throws {
-        guard getuid() == 0 else { return }
         let daemon = try await Self.daemon(config: """
             [policy.first]
             group = 5
@@ -82,7 +92,6 @@ import Testing
     /// nobody's status lists only its own connection; root's, at the same time, lists nobody's
     /// connection too, with its rule and grant (docs/privacy.md, "Status").
     @Test func statusShowsOtherProgramsOnlyToRoot() async throws {
-        guard getuid() == 0 else { return }
         let daemon = try await Self.daemon(config: """
             [policy.nobody]
             user = "nobody"
@@ -146,8 +155,10 @@ import Testing
     /// The daemon as the unprivileged user it runs as under the shipped unit: without
     /// CAP_SYS_PTRACE it cannot read another user's executable (and says so at start); with it
     /// (the unit's AmbientCapabilities=) it can, and a rule naming the executable matches.
-    @Test func anUnprivilegedDaemonIdentifiesOtherUsersProgramsOnlyWithCapSysPtrace() async throws {
-        guard getuid() == 0 else { return }
+    @Test(.enabled("user 'daemon' cannot run the built locationd (a parent folder is not searchable by others)") {
+        try OtherUserTests.daemonUserCanRunLocationd()
+    })
+    func anUnprivilegedDaemonIdentifiesOtherUsersProgramsOnlyWithCapSysPtrace() async throws {
         let python = URL(fileURLWithPath: "/usr/bin/python3").resolvingSymlinksInPath().path
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("locationd-cap-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
@@ -163,15 +174,6 @@ import Testing
             f.write(b'{"type":"session.start","id":1,"authorization":"always"}\\n{"type":"status","id":2}\\n'); f.flush()
             print(f.readline().decode().strip()); print(f.readline().decode().strip())
             """
-        let check = Process()
-        check.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-        check.arguments = ["--reuid=daemon", "--regid=daemon", "--clear-groups", "/usr/bin/test", "-x", DaemonProcess.executable.path]
-        try check.run()
-        check.waitUntilExit()
-        guard check.terminationStatus == 0 else {
-            print("SKIPPED anUnprivilegedDaemon…: user 'daemon' cannot run \(DaemonProcess.executable.path) (a parent directory is not world-searchable)")
-            return
-        }
         for withCapability in [false, true] {
             let caps = withCapability ? ["--inh-caps=+sys_ptrace", "--ambient-caps=+sys_ptrace"] : []
             let daemon = try DaemonProcess(arguments: ["--config", config.path, "--gpsd", "127.0.0.1:1"], database: "none",

@@ -6,7 +6,7 @@ import Testing
 
 /// Receiver gating against a real gpsd: the daemon holds a gpsd watch only while a session (or
 /// a subscription, or a program's regions) needs fixes; `status` says which.
-@Suite(.serialized)
+@Suite(.serialized, .enabled(if: GPSDHarness.isAvailable, "gpsd is not installed (apt-get install gpsd)"))
 struct ReceiverGatingTests {
     /// Established TCP connections to `port` on this host (gpsd's client list as the kernel
     /// sees it), from /proc/net/tcp.
@@ -32,7 +32,6 @@ struct ReceiverGatingTests {
     }
 
     @Test func gpsdWatchedOnlyWhileASessionNeedsFixes() async throws {
-        guard GPSDHarness.isAvailable else { return }
         let gpsd = try GPSDHarness()
         defer { gpsd.shutdown() }
         let daemon = try DaemonProcess(arguments: ["--gpsd", "\(gpsd.host):\(gpsd.portString)"])
