@@ -8,7 +8,7 @@ import Testing
 /// An approximate program through the real daemon: it receives exactly what
 /// `locationctl replay --accuracy approximate` prints (same engine, same privacy stage), every
 /// coordinate is a cell centre, and region monitoring is refused.
-@Suite(.serialized)
+@Suite(.serialized, .timeLimit(.minutes(5)))
 struct ApproximateDaemonTests {
     @Test func approximateProgramGetsCellsOnlyAndNoRegions() async throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

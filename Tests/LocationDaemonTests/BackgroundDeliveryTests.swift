@@ -10,7 +10,7 @@ import Testing
 /// reading a real gpsd, its SQLite file, `kill -9` and restarts. An `always` program that went
 /// away gets every region, visit and significant event that happened meanwhile, in order, each
 /// exactly once once acknowledged.
-@Suite(.serialized, .enabled(if: GPSDHarness.isAvailable, "gpsd is not installed (apt-get install gpsd)"))
+@Suite(.serialized, .enabled(if: GPSDHarness.isAvailable, "gpsd is not installed (apt-get install gpsd)"), .timeLimit(.minutes(5)))
 struct BackgroundDeliveryTests {
     static let center = RegionPersistenceTests.center
     static let t0 = CivilTime(year: 2026, month: 3, day: 14, hour: 9).timestamp
@@ -298,7 +298,7 @@ struct BackgroundDeliveryTests {
 /// Two connections of one program (this test process), one going away without `session.end`:
 /// its detectors go on in the background, but an event the other connection receives live is
 /// not queued as well (the program would get it twice).
-@Suite struct BackgroundAndLiveConnectionsTests {
+@Suite(.timeLimit(.minutes(5))) struct BackgroundAndLiveConnectionsTests {
     /// A 20-minute stay at 1 Hz, then a drive 3 km away and another 20-minute stay.
     static func day(from t0: Timestamp) -> [Fix] {
         var fixes: [Fix] = []
@@ -397,7 +397,7 @@ struct BackgroundDeliveryTests {
 /// A subscribed connection whose session becomes `always` (a new session.start) takes the
 /// program's background over as an `always` subscribe does: the queue is delivered, the
 /// background monitors carry over.
-@Suite struct SessionUpgradeTakesTheBackgroundTests {
+@Suite(.timeLimit(.minutes(5))) struct SessionUpgradeTakesTheBackgroundTests {
     @Test func upgradingToAlwaysDeliversTheQueueAndTakesTheMonitorsBack() async throws {
         let queue = try EventQueue(database: try Database(path: ":memory:"), limit: 100)
         let h = try await ServerHarness.start(queue: queue)

@@ -125,7 +125,7 @@ final class FakeServer: @unchecked Sendable {
 
 /// LocationClient never waits forever: a server that never answers, one that closes, one that
 /// does not read (docs/protocol.md, "Client library").
-@Suite(.serialized) struct ClientTimeoutTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct ClientTimeoutTests {
     static let short: Duration = .milliseconds(300)
 
     /// A listener that accepts and says nothing: `connect` fails after the timeout, naming the

@@ -2,7 +2,7 @@ import Foundation
 @testable import LocationDaemon
 import Testing
 
-@Suite struct ConfigTests {
+@Suite(.timeLimit(.minutes(5))) struct ConfigTests {
     static let repo = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     static let shipped = repo.appendingPathComponent("Config/locationd.toml")
 

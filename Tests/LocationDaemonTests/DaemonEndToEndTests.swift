@@ -8,7 +8,7 @@ import Testing
 
 /// Real processes end to end: a real gpsd fed an NMEA log → the real `locationd` executable
 /// reading it through libgps → a subscriber on the real Unix socket.
-@Suite(.serialized, .enabled(if: GPSDHarness.isAvailable, "gpsd is not installed (apt-get install gpsd)"))
+@Suite(.serialized, .enabled(if: GPSDHarness.isAvailable, "gpsd is not installed (apt-get install gpsd)"), .timeLimit(.minutes(5)))
 struct DaemonEndToEndTests {
     /// A walk of `count` 1 Hz epochs starting at `start` seconds into the day, written by our own
     /// NMEA writer; returns the log and the fixes our parser reads from it (the truth the
@@ -120,7 +120,7 @@ struct DaemonEndToEndTests {
     }
 }
 
-@Suite(.serialized)
+@Suite(.serialized, .timeLimit(.minutes(5)))
 struct ReplayDaemonTests {
     /// `locationd --replay` and `locationctl replay` run the same parser and engine: a subscriber
     /// of the daemon receives exactly the locations the in-process replay computes.
@@ -156,7 +156,7 @@ struct ReplayDaemonTests {
 
 /// Visits and significant changes through the real daemon: a subscriber asking for them over
 /// the socket receives exactly what `locationctl replay --events visits,significant` prints.
-@Suite(.serialized)
+@Suite(.serialized, .timeLimit(.minutes(5)))
 struct VisitDaemonTests {
     @Test func daemonSendsTheVisitAndSignificantEventsThatReplayPrints() async throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

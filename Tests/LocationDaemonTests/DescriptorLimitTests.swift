@@ -10,7 +10,7 @@ import Testing
 
 /// The open-file limit (docs/systemd.md, "Open files"): the daemon lifts its soft limit to the
 /// hard one, says when that is still too low, and works with descriptors above 1,023.
-@Suite(.serialized) struct DescriptorLimitTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct DescriptorLimitTests {
     // MARK: The decision
 
     @Test func softIsRaisedToHardNeverLowered() {

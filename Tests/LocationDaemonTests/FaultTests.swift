@@ -9,7 +9,7 @@ import Testing
 
 /// Fault tests (issue 7): the real daemon against a real gpsd that dies over and over, and
 /// against hostile or broken clients. Each is bounded in time; none paces itself with sleeps.
-@Suite(.serialized, .enabled(if: GPSDHarness.isAvailable, "gpsd is not installed (apt-get install gpsd)"))
+@Suite(.serialized, .enabled(if: GPSDHarness.isAvailable, "gpsd is not installed (apt-get install gpsd)"), .timeLimit(.minutes(5)))
 struct FaultTests {
     /// gpsd killed (SIGKILL) and restarted `cycles` times while a subscriber watches: the daemon
     /// survives, reconnects within 2 s of each restart, and the subscriber sees
@@ -156,7 +156,7 @@ func residentKiB(_ pid: Int32) -> Int {
     return 0
 }
 
-@Suite(.serialized)
+@Suite(.serialized, .timeLimit(.minutes(5)))
 struct HostileClientTests {
     /// Oversized lines, binary garbage, half-open connections and clients vanishing mid-request,
     /// 200 of each kind: the daemon answers each per docs/protocol.md, stays up, serves a
@@ -219,7 +219,7 @@ struct HostileClientTests {
     }
 }
 
-@Suite(.serialized)
+@Suite(.serialized, .timeLimit(.minutes(5)))
 struct ManyConnectionsTests {
     /// Occurrences of `needle` and of newlines in a chunk (libc, fast even in a debug build).
     static func count(_ needle: [UInt8], in chunk: UnsafeRawBufferPointer) -> (needles: Int, lines: Int) {

@@ -49,7 +49,7 @@ private let corpusAvailable = GPSDHarness.corpusLog("ublox-8") != nil
 
 @Suite("GPSDSource through a real gpsd",
        .enabled(if: GPSDHarness.isAvailable, "gpsd is not installed (apt install gpsd)"),
-       .enabled(if: corpusAvailable, "corpus absent: ../shared/corpus/gpsd"))
+       .enabled(if: corpusAvailable, "corpus absent: ../shared/corpus/gpsd"), .timeLimit(.minutes(5)))
 struct GPSDEndToEndTests {
     /// A curated set; `GPSD_ALL_LOGS=1 swift test --filter GPSDEndToEnd` runs every log.
     static let logs: [String] = ProcessInfo.processInfo.environment["GPSD_ALL_LOGS"] == nil ? curated
@@ -195,7 +195,7 @@ struct GPSDEndToEndTests {
     }
 }
 
-@Suite("GPSDHarness", .enabled(if: GPSDHarness.isAvailable, "gpsd is not installed (apt install gpsd)"))
+@Suite("GPSDHarness", .enabled(if: GPSDHarness.isAvailable, "gpsd is not installed (apt install gpsd)"), .timeLimit(.minutes(5)))
 struct GPSDHarnessTests {
     @Test func releaseKillsGPSD() throws {
         var pid: Int32 = 0

@@ -6,7 +6,7 @@ import Testing
 /// The source's connection logic against `FakeGPSD`, a scripted gpsd on a real TCP port:
 /// reconnects, what is reported when, framing of gpsd's byte stream, stop and release.
 /// (GPSDEndToEndTests and FaultTests do the same against a real gpsd.)
-@Suite("GPSDSource connection and reconnect logic (scripted gpsd over TCP)")
+@Suite("GPSDSource connection and reconnect logic (scripted gpsd over TCP)", .timeLimit(.minutes(5)))
 struct GPSDSourceLogicTests {
     static let watch = #"?WATCH={"enable":true,"json":true};"# + "\n"
 

@@ -6,7 +6,7 @@ import Testing
 
 /// `locationctl status` and `locationctl watch --session/--purpose` as a user runs them: the
 /// real executable against the real daemon.
-@Suite(.serialized) struct LocationCtlSessionTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct LocationCtlSessionTests {
     static var locationctl: String { LocationCtlReplayTests.locationctl.path }
 
     /// A daemon whose policy gives `locationctl` (by executable) `rule`; everything else here
@@ -117,23 +117,26 @@ import Testing
         watch.standardError = err
         try watch.run()
         defer { if watch.isRunning { watch.terminate() } }
+        // A hang fails, not waits: the watchdog ends watch, which ends its output (and the reads).
+        let watchdog = Task { try await Task.sleep(for: .seconds(30)); watch.terminate() }
+        defer { watchdog.cancel() }
         var text = ""
-        func waitFor(_ needle: String) {
+        func waitFor(_ needle: String) -> Bool {
             while !text.contains(needle) {
                 let chunk = out.fileHandleForReading.availableData  // blocks until output or EOF
-                if chunk.isEmpty { return }
+                if chunk.isEmpty { return false }
                 text += String(decoding: chunk, as: UTF8.self)
             }
+            return true
         }
-        waitFor("subscribed")
+        try #require(waitFor("subscribed"), "\(text)")
         try "[policy.ctl]\nexecutable = \"\(Self.locationctl)\"\nauthorization = \"when-in-use\"\naccuracy = \"approximate\"\n"
             .write(to: config, atomically: true, encoding: .utf8)
         daemon.signal(SIGHUP)
-        waitFor("session changed")
+        try #require(waitFor("session changed"), "\(text)")
         #expect(text.contains("session changed: when-in-use, approximate"), "\(text)")
         try "[policy.ctl]\nexecutable = \"\(Self.locationctl)\"\nauthorization = \"denied\"\n".write(to: config, atomically: true, encoding: .utf8)
         daemon.signal(SIGHUP)
-        let watchdog = Task { try await Task.sleep(for: .seconds(20)); watch.terminate() }  // a hang fails, not waits
         watch.waitUntilExit()
         watchdog.cancel()
         let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)

@@ -5,10 +5,12 @@ import NMEA
 import Testing
 
 /// `locationctl replay` as a user runs it: the real executable, its NDJSON output parsed back.
-@Suite struct LocationCtlReplayTests {
+@Suite(.timeLimit(.minutes(5))) struct LocationCtlReplayTests {
     static var locationctl: URL { DaemonProcess.executable.deletingLastPathComponent().appendingPathComponent("locationctl") }
 
-    static func run(_ arguments: [String]) throws -> (status: Int32, out: String, err: String) {
+    /// Runs locationctl to its exit; one still running after `timeout` seconds (a `watch` whose
+    /// events never come) is terminated, so the test fails instead of hanging.
+    static func run(_ arguments: [String], timeout: Double = 60) throws -> (status: Int32, out: String, err: String) {
         let p = Process()
         p.executableURL = locationctl
         p.arguments = arguments
@@ -16,6 +18,8 @@ import Testing
         p.standardOutput = out
         p.standardError = err
         try p.run()
+        let watchdog = Task { try await Task.sleep(for: .milliseconds(Int(timeout * 1000))); p.terminate() }
+        defer { watchdog.cancel() }
         let o = out.fileHandleForReading.readDataToEndOfFile(), e = err.fileHandleForReading.readDataToEndOfFile()
         p.waitUntilExit()
         return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
@@ -50,7 +54,7 @@ import Testing
 }
 
 /// `locationctl replay --regions` runs the same engine path as the daemon and prints region events.
-@Suite struct LocationCtlRegionReplayTests {
+@Suite(.timeLimit(.minutes(5))) struct LocationCtlRegionReplayTests {
     @Test func replayWithRegionsPrintsRegionEventsIdenticallyCappedAndUnlimited() throws {
         let log = DaemonEndToEndTests.walk(count: 300, startSecond: 0)  // 1.3 m/s north, 390 m
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ctl-regions-\(UUID().uuidString.prefix(8))")

@@ -5,7 +5,7 @@ import Testing
 
 /// Another uid (`nobody`, via setpriv) through the real daemon's socket: denied by default,
 /// allowed by an explicit rule. Needs root (the test environment runs as root).
-@Suite(.enabled(if: getuid() == 0, "needs root: runs clients and the daemon as other users (setpriv)"))
+@Suite(.enabled(if: getuid() == 0, "needs root: runs clients and the daemon as other users (setpriv)"), .timeLimit(.minutes(5)))
 struct OtherUserTests {
     /// Whether the user `daemon` can run the built locationd (every parent folder of the build
     /// must be searchable by others).
@@ -19,10 +19,12 @@ struct OtherUserTests {
     }
 
     /// Runs a tiny client as nobody: connects, sends `session.start`, prints the reply line.
+    /// (The clients' sockets time out after 10 s: a daemon that does not answer fails the test
+    /// instead of hanging it.)
     static func sessionAsNobody(socket: String, groups: String? = nil) throws -> String {
         let script = """
             import socket,sys
-            s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); f=s.makefile('rwb')
+            s=socket.socket(socket.AF_UNIX); s.settimeout(10); s.connect(sys.argv[1]); f=s.makefile('rwb')
             f.readline()
             f.write(b'{"type":"session.start","id":1,"authorization":"always"}\\n'); f.flush()
             print(f.readline().decode().strip())
@@ -108,7 +110,7 @@ struct OtherUserTests {
         // until its stdin closes, so root's status sees it.
         let script = """
             import socket,sys
-            s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); f=s.makefile('rwb')
+            s=socket.socket(socket.AF_UNIX); s.settimeout(10); s.connect(sys.argv[1]); f=s.makefile('rwb')
             f.readline()
             f.write(b'{"type":"session.start","id":1}\\n{"type":"status","id":2}\\n'); f.flush()
             print(f.readline().decode().strip()); print(f.readline().decode().strip(), flush=True)
@@ -169,7 +171,7 @@ struct OtherUserTests {
         chmod(config.path, 0o644)
         let script = """
             import socket,sys
-            s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); f=s.makefile('rwb')
+            s=socket.socket(socket.AF_UNIX); s.settimeout(10); s.connect(sys.argv[1]); f=s.makefile('rwb')
             f.readline()
             f.write(b'{"type":"session.start","id":1,"authorization":"always"}\\n{"type":"status","id":2}\\n'); f.flush()
             print(f.readline().decode().strip()); print(f.readline().decode().strip())

@@ -8,7 +8,7 @@ import Testing
 /// SIGHUP and the policy, through the real daemon (READY=1 on the notify socket marks the end
 /// of each reload): a bad policy keeps the old one; a good one applies to the open session
 /// (a `changed` event) and to new connections.
-@Suite struct PolicyReloadTests {
+@Suite(.timeLimit(.minutes(5))) struct PolicyReloadTests {
     @Test func reloadKeepsOldPolicyWhenBadAndAppliesGoodOneToOpenSessions() async throws {
         let dir = try SpawnedDaemon.makeDirectory()
         let notify = try DatagramSocket(path: dir.appendingPathComponent("notify.sock").path)

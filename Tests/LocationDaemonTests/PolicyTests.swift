@@ -118,7 +118,7 @@ import Testing
 
 /// Sessions through the socket (in process; the test runs as root, so the built-in owner rule
 /// applies unless the hub's policy says otherwise).
-@Suite struct SessionServerTests {
+@Suite(.timeLimit(.minutes(5))) struct SessionServerTests {
     @Test func nothingWithoutASessionAndWhenInUseStopsAtSessionEnd() async throws {
         let h = try await ServerHarness.start()
         let client = try await LocationClient.connect(path: h.path)
@@ -193,7 +193,7 @@ import Testing
 
 /// A bad policy stops the daemon from starting; `locationctl policy check` says why (and
 /// prints the rules of a good file).
-@Suite struct PolicyFileTests {
+@Suite(.timeLimit(.minutes(5))) struct PolicyFileTests {
     @Test func daemonRefusesABadPolicyAndPolicyCheckExplains() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("policy-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)

@@ -6,7 +6,7 @@ import Testing
 
 /// Receiver gating against a real gpsd: the daemon holds a gpsd watch only while a session (or
 /// a subscription, or a program's regions) needs fixes; `status` says which.
-@Suite(.serialized, .enabled(if: GPSDHarness.isAvailable, "gpsd is not installed (apt-get install gpsd)"))
+@Suite(.serialized, .enabled(if: GPSDHarness.isAvailable, "gpsd is not installed (apt-get install gpsd)"), .timeLimit(.minutes(5)))
 struct ReceiverGatingTests {
     /// Established TCP connections to `port` on this host (gpsd's client list as the kernel
     /// sees it), from /proc/net/tcp.

@@ -11,7 +11,7 @@ import Testing
 /// Fault test (issue 7): `kill -9` of the daemon at random points while a program registers
 /// regions; after each restart no acknowledged registration is lost or duplicated, and no
 /// region's remembered state goes back.
-@Suite(.serialized) struct RegionKillTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct RegionKillTests {
     /// Per round: a real daemon on the same SQLite file, replaying fixes at the centre (so the
     /// near regions become `inside`, the far ones `outside` once active) to a subscriber; one
     /// program registers 1–3 regions per `regions.add`, one request at a time, and records which

@@ -6,7 +6,7 @@ import Testing
 
 /// `regions.list` / `regions.state` replies come in pages that fit the line limit (found by the
 /// kill -9 registration test: 300 small regions overflowed one 65,536-byte line).
-@Suite(.serialized) struct RegionPagingTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct RegionPagingTests {
     static func regions(_ n: Int, metadataBytes: Int) -> [Region] {
         (0..<n).map { i in
             Region(id: "r\(i)", center: Coordinate(latitude: 50 + Double(i) * 1e-3, longitude: 8.5), radius: 100,
@@ -55,7 +55,7 @@ import Testing
 }
 
 /// A registration the database refuses is not acknowledged and not applied.
-@Suite(.serialized) struct RegionStoreFailureTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct RegionStoreFailureTests {
     @Test func aWriteTheDatabaseRefusesIsAnErrorAndChangesNothing() async throws {
         let store = try RegionStore(database: Database(path: ":memory:"))
         let h = try await ServerHarness.start(store: store)

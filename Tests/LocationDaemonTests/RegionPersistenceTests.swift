@@ -6,7 +6,7 @@ import NMEA
 import Testing
 
 /// Registrations and states survive `kill -9`: the real daemon, its SQLite file, restarted.
-@Suite(.serialized) struct RegionPersistenceTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct RegionPersistenceTests {
     static let center = Coordinate(latitude: 48.137_154, longitude: 11.576_124)
 
     /// An NMEA log of 1 Hz fixes at `northMetres[i]` from the centre.
@@ -75,7 +75,7 @@ import Testing
 }
 
 /// The `[regions]` limits of the config file reach the daemon's region monitor.
-@Suite struct RegionConfigTests {
+@Suite(.timeLimit(.minutes(5))) struct RegionConfigTests {
     @Test func maxRegisteredFromTheConfigFileIsEnforced() async throws {
         let config = FileManager.default.temporaryDirectory.appendingPathComponent("regions-\(UUID().uuidString.prefix(8)).toml")
         try "[regions]\nmax_registered = 2\n".write(to: config, atomically: true, encoding: .utf8)
@@ -146,7 +146,7 @@ import Testing
 
 /// A program whose remembered regions cannot be loaded (a stored region this version rejects)
 /// keeps its rows: its changes are refused, since each rewrites all of its rows.
-@Suite struct UnrestoredRegionsTests {
+@Suite(.timeLimit(.minutes(5))) struct UnrestoredRegionsTests {
     @Test func changesOfAProgramWhoseRegionsDidNotLoadAreRefused() async throws {
         let harness = try await ServerHarness.start()
         let hub = harness.hub

@@ -5,7 +5,7 @@ import LocationProtocol
 import Testing
 @testable import LocationDaemon
 
-@Suite(.serialized) struct RegionServerTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct RegionServerTests {
     static let home = Coordinate(latitude: 50.0, longitude: 8.5)
 
     func fixAt(_ i: Int, northMetres: Double) -> Fix {

@@ -9,7 +9,7 @@ import Testing
 /// The replay source's backpressure (docs/benchmarks.md, "Overload"): it never has more than
 /// `ReplaySource.window` inputs queued on its consumer loop, however slow the loop is, and
 /// still delivers every input in order.
-@Suite struct ReplaySourceTests {
+@Suite(.timeLimit(.minutes(5))) struct ReplaySourceTests {
     final class Counts: Sendable {
         struct Value { var submitted = 0; var handled = 0; var maxQueued = 0; var times: [Timestamp] = [] }
         let value = Mutex(Value())

@@ -6,7 +6,7 @@ import NIOCore
 import Testing
 @testable import LocationDaemon
 
-@Suite(.serialized) struct ServerTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct ServerTests {
     @Test func helloSubscribeAndStatus() async throws {
         let h = try await ServerHarness.start()
         let client = try await LocationClient.connect(path: h.path)
@@ -342,7 +342,7 @@ import Testing
     }
 }
 
-@Suite struct SocketPathTests {
+@Suite(.timeLimit(.minutes(5))) struct SocketPathTests {
     @Test func staleSocketFileIsRemovedAndDirectoryCreated() async throws {
         let h = try await ServerHarness.start()
         let path = h.path

@@ -7,7 +7,7 @@ import Testing
 
 /// The status reply's connection list through the socket (in process: every client is this
 /// test executable running as root, so the built-in owner rule applies unless a test turns it off).
-@Suite(.serialized) struct StatusConnectionTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct StatusConnectionTests {
     static var me: String { URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path }
 
     @Test func ownerSeesEverySessionWithItsGrant() async throws {

@@ -9,7 +9,7 @@ import Glibc
 /// systemd's protocols as our own code speaks them (no libsystemd): the exact datagrams, the
 /// environment rules, and the journal's two transports. The daemon-level tests are in
 /// SystemdTests.swift.
-@Suite struct SystemdProtocolTests {
+@Suite(.timeLimit(.minutes(5))) struct SystemdProtocolTests {
     static func environment(_ values: [String: String]) -> EnvironmentLookup {
         { values[$0] }
     }

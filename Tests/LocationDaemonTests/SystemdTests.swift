@@ -10,7 +10,7 @@ import Glibc
 
 /// The real `locationd` under a stand-in service manager: a datagram socket as NOTIFY_SOCKET,
 /// a socket passed as fd 3 (socket activation), a datagram socket standing in for journald.
-@Suite(.serialized) struct SystemdTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct SystemdTests {
     /// Reads notifications until one satisfies `match`; all of them, in order.
     static func read(_ socket: DatagramSocket, timeout: Double = 10, until match: (String) -> Bool) throws -> [String] {
         var seen: [String] = []
@@ -204,7 +204,7 @@ import Glibc
     }
 }
 
-@Suite struct JournalTests {
+@Suite(.timeLimit(.minutes(5))) struct JournalTests {
     /// Parses a native-protocol datagram (both field forms); fails on malformed input.
     static func parse(_ d: [UInt8]) throws -> [String: String] {
         var fields: [String: String] = [:]
