@@ -318,6 +318,7 @@ struct BackgroundDeliveryTests {
         let database = try Database(path: ":memory:")
         let queue = try EventQueue(database: database, limit: 1000)
         let h = try await ServerHarness.start(queue: queue)
+        defer { h.stopIfRunning() }
         let leaving = try await LocationClient.connect(path: h.path)
         try await leaving.startSession(.always)
         try await leaving.subscribe(SubscriptionOptions(events: [.visits]))
@@ -358,6 +359,7 @@ struct BackgroundDeliveryTests {
     @Test func aDepartureOnlyTheBackgroundSawIsQueued() async throws {
         let queue = try EventQueue(database: try Database(path: ":memory:"), limit: 1000)
         let h = try await ServerHarness.start(queue: queue)
+        defer { h.stopIfRunning() }
         let fixes = Self.day(from: CivilTime(year: 2026, month: 6, day: 1, hour: 8).timestamp)
         func feed(_ range: Range<Int>) async { for i in range { h.hub.submit(.fix(fixes[i])) }; await h.hub.processed() }
         let leaving = try await LocationClient.connect(path: h.path)
@@ -401,6 +403,7 @@ struct BackgroundDeliveryTests {
     @Test func upgradingToAlwaysDeliversTheQueueAndTakesTheMonitorsBack() async throws {
         let queue = try EventQueue(database: try Database(path: ":memory:"), limit: 100)
         let h = try await ServerHarness.start(queue: queue)
+        defer { h.stopIfRunning() }
         let program = PeerIdentity.resolve(PeerCredentials(pid: getpid(), uid: getuid(), gid: getgid())).program
         let visit = Visit(kind: .arrival, arrival: CivilTime(year: 2026, month: 6, day: 1, hour: 8).timestamp, departure: nil,
                           coordinate: Coordinate(latitude: 48.1, longitude: 11.5), horizontalAccuracy: 20)

@@ -63,6 +63,7 @@ struct GPSDSourceLogicTests {
         let recorder = EventRecorder()
         let source = Self.source(port: port, recorder: recorder)
         source.start()
+        defer { source.stop() }  // if FakeGPSD throws, no source is left retrying every few ms
         // Nothing listens yet: attempts fail, and only the first failure is reported.
         #expect(await waitUntil { source.statistics.failedAttempts >= 3 })
         let lines = [Self.version, Self.tpv(1), Self.positionWithoutTime, Self.noFix(2), Self.tpv(3)]

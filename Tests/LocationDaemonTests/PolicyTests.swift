@@ -121,6 +121,7 @@ import Testing
 @Suite(.timeLimit(.minutes(5))) struct SessionServerTests {
     @Test func nothingWithoutASessionAndWhenInUseStopsAtSessionEnd() async throws {
         let h = try await ServerHarness.start()
+        defer { h.stopIfRunning() }
         let client = try await LocationClient.connect(path: h.path)
         var messages = client.messages.makeAsyncIterator()
         await #expect(throws: ProtocolError.self) { try await client.subscribe() }
@@ -153,6 +154,7 @@ import Testing
 
     @Test func deniedByPolicyAndApproximateRefusedRegions() async throws {
         let h = try await ServerHarness.start()
+        defer { h.stopIfRunning() }
         var policy = Policy()
         policy.ownerRule = false
         policy.rules = [PolicyRule(name: "me-approx", user: getuid(), authorization: .always, accuracy: .approximate, purposes: ["nav"])]

@@ -37,6 +37,7 @@ import Testing
 
     @Test func aProgramWithManyLargeRegionsReadsThemAllOverTheSocket() async throws {
         let h = try await ServerHarness.start()
+        defer { h.stopIfRunning() }
         let client = try await LocationClient.connect(path: h.path)
         defer { client.close() }
         try await client.startSession(.always)
@@ -59,6 +60,7 @@ import Testing
     @Test func aWriteTheDatabaseRefusesIsAnErrorAndChangesNothing() async throws {
         let store = try RegionStore(database: Database(path: ":memory:"))
         let h = try await ServerHarness.start(store: store)
+        defer { h.stopIfRunning() }
         let client = try await LocationClient.connect(path: h.path)
         defer { client.close() }
         try await client.startSession(.always)

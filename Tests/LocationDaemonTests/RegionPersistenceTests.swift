@@ -149,6 +149,7 @@ import Testing
 @Suite(.timeLimit(.minutes(5))) struct UnrestoredRegionsTests {
     @Test func changesOfAProgramWhoseRegionsDidNotLoadAreRefused() async throws {
         let harness = try await ServerHarness.start()
+        defer { harness.stopIfRunning() }
         let hub = harness.hub
         let c = Coordinate(latitude: 48.1, longitude: 11.5)
         let program = ProgramID("uid=1000 exe=/usr/bin/tracker"), other = ProgramID("uid=1000 exe=/usr/bin/other")

@@ -16,6 +16,7 @@ import Testing
 
     @Test func addListRemoveAndEventsOverTheSocket() async throws {
         let h = try await ServerHarness.start()
+        defer { h.stopIfRunning() }
         let client = try await LocationClient.connect(path: h.path)
         var messages = client.messages.makeAsyncIterator()
         try await client.startSession(.always)
@@ -67,6 +68,7 @@ import Testing
     /// precise) gets no region events any more, though the program's regions stay monitored.
     @Test func aSubscriptionThatBecomesApproximateIsNoLongerSentRegionEvents() async throws {
         let h = try await ServerHarness.start()
+        defer { h.stopIfRunning() }
         var policy = Policy()
         policy.ownerRule = false
         policy.rules = [PolicyRule(name: "nav", user: getuid(), authorization: .always, accuracy: .approximate, purposes: ["navigation"])]
@@ -104,6 +106,7 @@ import Testing
 
     @Test func regionsBelongToTheProgramNotTheConnection() async throws {
         let h = try await ServerHarness.start()
+        defer { h.stopIfRunning() }
         let first = try await LocationClient.connect(path: h.path)
         try await first.startSession(.always)
         _ = try await first.request { .regionsAdd(id: $0, regions: [Region(id: "a", center: Self.home, radius: 100)]) }

@@ -8,13 +8,16 @@ import NIOPosix
 import Synchronization
 @testable import LocationDaemon
 
-/// A hub and server on a fresh socket path, torn down by `stop()`.
+/// A hub and server on a fresh socket path, torn down by `stop()`. Right after `start`, a test
+/// writes `defer { h.stopIfRunning() }`: a test that throws or returns before its `await stop()`
+/// leaves no event-loop thread, connection, socket or temp folder behind.
 final class ServerHarness: Sendable {
     let group: MultiThreadedEventLoopGroup
     let hub: Hub
     let server: SocketServer
     let directory: String
     var path: String { server.configuration.path }
+    private let stopped = Mutex(false)
 
     static func start(store: RegionStore? = nil, queue: EventQueue? = nil, _ configure: @Sendable (inout SocketServer.Configuration) -> Void = { _ in }) async throws -> ServerHarness {
         var template = Array("/tmp/ldt-XXXXXX".utf8CString)
@@ -28,17 +31,38 @@ final class ServerHarness: Sendable {
         let hub = Hub(eventLoop: group.next(), sourceDescription: "test source", logger: logger, regionStore: store, queue: queue)
         var config = SocketServer.Configuration(path: directory + "/run/s.sock")
         configure(&config)
-        let server = try await SocketServer.start(hub: hub, configuration: config, logger: logger)
-        return ServerHarness(group: group, hub: hub, server: server, directory: directory)
+        do {
+            let server = try await SocketServer.start(hub: hub, configuration: config, logger: logger)
+            return ServerHarness(group: group, hub: hub, server: server, directory: directory)
+        } catch {
+            try? await group.shutdownGracefully()
+            rmdir(directory + "/run")
+            rmdir(directory)
+            throw error
+        }
     }
 
     private init(group: MultiThreadedEventLoopGroup, hub: Hub, server: SocketServer, directory: String) {
         self.group = group; self.hub = hub; self.server = server; self.directory = directory
     }
 
+    /// Whether this call is the first to stop the harness.
+    private func claimStop() -> Bool { stopped.withLock { was in defer { was = true }; return !was } }
+
     func stop() async {
+        guard claimStop() else { return }
         await server.close()
         try? await group.shutdownGracefully()
+        rmdir(directory + "/run")
+        rmdir(directory)
+    }
+
+    /// For `defer`, which cannot await: stops a harness the test did not stop, synchronously.
+    /// Shutting the event-loop group down closes the listener and every connection.
+    func stopIfRunning() {
+        guard claimStop() else { return }
+        try? group.syncShutdownGracefully()
+        unlink(path)
         rmdir(directory + "/run")
         rmdir(directory)
     }

@@ -9,6 +9,7 @@ import Testing
 @Suite(.serialized, .timeLimit(.minutes(5))) struct ServerTests {
     @Test func helloSubscribeAndStatus() async throws {
         let h = try await ServerHarness.start()
+        defer { h.stopIfRunning() }
         let client = try await LocationClient.connect(path: h.path)
         #expect(client.hello == ServerHello())
         var messages = client.messages.makeAsyncIterator()
@@ -32,6 +33,7 @@ import Testing
 
     @Test func fixesArriveInOrder() async throws {
         let h = try await ServerHarness.start()
+        defer { h.stopIfRunning() }
         let client = try await LocationClient.connect(path: h.path)
         var messages = client.messages.makeAsyncIterator()
         try await client.startSession(.always)
@@ -58,6 +60,7 @@ import Testing
 
     @Test func distanceFilterApplied() async throws {
         let h = try await ServerHarness.start()
+        defer { h.stopIfRunning() }
         let client = try await LocationClient.connect(path: h.path)
         var messages = client.messages.makeAsyncIterator()
         let options = SubscriptionOptions(distanceFilter: 100)
@@ -100,6 +103,7 @@ import Testing
     ])
     func malformedRequestsGetErrorsAndConnectionStays(line: String, code: ErrorCode, id: RequestID?) async throws {
         let h = try await ServerHarness.start()
+        defer { h.stopIfRunning() }
         let client = try await LocationClient.connect(path: h.path)
         var messages = client.messages.makeAsyncIterator()
         try client.sendRaw(line + "\n")
@@ -120,6 +124,7 @@ import Testing
 
     @Test func outOfRangeMessageNamesFieldValueAndRange() async throws {
         let h = try await ServerHarness.start()
+        defer { h.stopIfRunning() }
         let client = try await LocationClient.connect(path: h.path)
         try await client.startSession(.always)
         await #expect(throws: ProtocolError(.outOfRange, "distanceFilter -3 is out of range; expected 0…1000000 metres", id: .number(2))) {
@@ -131,6 +136,7 @@ import Testing
 
     @Test func lineTooLongClosesTheConnection() async throws {
         let h = try await ServerHarness.start()
+        defer { h.stopIfRunning() }
         let raw = RawSocket(path: h.path)
         #expect(raw.readLine()?.contains("\"hello\"") == true)
         raw.send(String(repeating: "x", count: 70_000) + "\n{\"type\":\"status\"}\n")
@@ -149,6 +155,7 @@ import Testing
             let t = NIODeadline.now()
             config.now = { t }
         }
+        defer { h.stopIfRunning() }
         let raw = RawSocket(path: h.path)
         _ = raw.readLine()
         raw.send(String(repeating: "{\"type\":\"status\"}\n", count: 8))
@@ -166,6 +173,7 @@ import Testing
     /// every request is answered, in order.
     @Test func requestsOfAPeerThatDoesNotReadWaitInsteadOfQueueingReplies() async throws {
         let h = try await ServerHarness.start { $0.floodBurst = 100_000; $0.floodRate = 100_000 }
+        defer { h.stopIfRunning() }
         let peer = RawSocket(path: h.path)
         let count = 3000
         // ≈ 90 KB of requests, ≈ 1 MB of replies: more than the socket and the watermark hold.
@@ -197,6 +205,7 @@ import Testing
     @Test func requestsHeldBackByAPauseAreNotAFlood() async throws {
         let clock = AdvancingClock()
         let h = try await ServerHarness.start { $0.now = { clock.now } }
+        defer { h.stopIfRunning() }
         let client = try await LocationClient.connect(path: h.path)
         try await client.startSession(.always)
         let metadata = "{\"note\":\"" + String(repeating: "x", count: 3000) + "\"}"
@@ -222,6 +231,7 @@ import Testing
 
     @Test func slowReaderDoesNotStallOthersAndStaysBounded() async throws {
         let h = try await ServerHarness.start()
+        defer { h.stopIfRunning() }
         let slow = RawSocket(path: h.path)
         slow.send("{\"type\":\"session.start\"}\n{\"type\":\"subscribe\",\"id\":\"slow\"}\n")  // and never read (for now)
         let client = try await LocationClient.connect(path: h.path)
@@ -279,6 +289,7 @@ import Testing
     /// by default, 100 ms here) is closed, and the close unsubscribes it.
     @Test func connectionNotWritableForTooLongIsClosed() async throws {
         let h = try await ServerHarness.start { $0.unwritableTimeout = .milliseconds(100) }
+        defer { h.stopIfRunning() }
         let slow = RawSocket(path: h.path)
         slow.send("{\"type\":\"session.start\",\"authorization\":\"always\"}\n{\"type\":\"subscribe\"}\n")  // and never read
         let watcher = try await LocationClient.connect(path: h.path)
@@ -305,6 +316,7 @@ import Testing
 
     @Test func closingUnsubscribes() async throws {
         let h = try await ServerHarness.start()
+        defer { h.stopIfRunning() }
         let a = try await LocationClient.connect(path: h.path)
         let b = try await LocationClient.connect(path: h.path)
         try await a.startSession(.always)
@@ -324,6 +336,7 @@ import Testing
 
     @Test func staleSocketIsReplacedButLiveOneIsNot() async throws {
         let h = try await ServerHarness.start()
+        defer { h.stopIfRunning() }
         await #expect(throws: SocketServerError.pathInUse(h.path)) {
             _ = try await SocketServer.start(hub: h.hub, configuration: .init(path: h.path), logger: .init(label: "t"))
         }
@@ -332,6 +345,7 @@ import Testing
 
     @Test func peerCredentialsAreRecorded() async throws {
         let h = try await ServerHarness.start()
+        defer { h.stopIfRunning() }
         let client = try await LocationClient.connect(path: h.path)
         _ = try await client.status()
         let stats = try await h.server.connectionStats()
@@ -345,6 +359,7 @@ import Testing
 @Suite(.timeLimit(.minutes(5))) struct SocketPathTests {
     @Test func staleSocketFileIsRemovedAndDirectoryCreated() async throws {
         let h = try await ServerHarness.start()
+        defer { h.stopIfRunning() }
         let path = h.path
         // Leave a stale socket file behind: bind a raw socket there, close it, keep the file.
         await h.server.close()

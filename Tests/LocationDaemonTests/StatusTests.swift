@@ -12,6 +12,7 @@ import Testing
 
     @Test func ownerSeesEverySessionWithItsGrant() async throws {
         let h = try await ServerHarness.start()
+        defer { h.stopIfRunning() }
         let navigator = try await LocationClient.connect(path: h.path)
         let weather = try await LocationClient.connect(path: h.path)
         let asker = try await LocationClient.connect(path: h.path)
@@ -50,6 +51,7 @@ import Testing
 
     @Test func nonOwnerSeesOnlyItsOwnEntryAndTheCounts() async throws {
         let h = try await ServerHarness.start()
+        defer { h.stopIfRunning() }
         var policy = Policy()
         policy.ownerRule = false
         policy.rules = [PolicyRule(name: "me", user: getuid(), authorization: .whenInUse, accuracy: .approximate, purposes: ["nav"])]
@@ -77,6 +79,7 @@ import Testing
     /// the limit, and `LocationClient.status()` (so `locationctl status`) gets them all.
     @Test func manyConnectionsArePagedAndTheClientGetsThemAll() async throws {
         let h = try await ServerHarness.start()
+        defer { h.stopIfRunning() }
         let peers = (0..<400).map { _ in RawSocket(path: h.path) }
         for p in peers { _ = p.readLine() }  // each one's hello: it is open on the server's side
         let client = try await LocationClient.connect(path: h.path)
