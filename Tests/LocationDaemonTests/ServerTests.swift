@@ -237,6 +237,11 @@ import Testing
         let client = try await LocationClient.connect(path: h.path)
         try await client.startSession(.always)
         try await client.subscribe()
+        // The slow client's requests are read on the server's own time: both subscribed before
+        // the first fix.
+        let deadline = ContinuousClock.now + .seconds(20)
+        while try await h.hub.snapshot().subscriberCount < 2 && ContinuousClock.now < deadline {}
+        try #require(try await h.hub.snapshot().subscriberCount == 2, "the slow client never subscribed")
         let count = 20_000
         let last = testFix(count - 1).time
         let reader = Task {
