@@ -5,7 +5,7 @@ import Testing
 
 /// LocationClient against daemons other than its own version, and a caller that gives up
 /// (docs/protocol.md, "Client library").
-@Suite(.serialized) struct ClientCompatibilityTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct ClientCompatibilityTests {
     /// An error code this client does not know (a newer daemon's) fails the request it
     /// answers, naming the code; the connection stays open.
     @Test func aNewerDaemonsUnknownErrorCodeFailsOnlyItsRequest() async throws {

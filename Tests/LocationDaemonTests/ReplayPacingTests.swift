@@ -5,7 +5,7 @@ import Testing
 @testable import LocationDaemon
 
 /// How a replay is paced and looped (docs/nmea.md, "Replay").
-@Suite struct ReplayPacingTests {
+@Suite(.timeLimit(.minutes(5))) struct ReplayPacingTests {
     static let t0 = CivilTime(year: 2026, month: 6, day: 1, hour: 8).timestamp
 
     /// Due times follow log time at the speed; a step back or a jump past the longest wait
