@@ -23,6 +23,8 @@ public enum Daemon {
         let loop = group.next()
         // `--database none` keeps the same tables in memory: nothing survives a restart.
         let database = try Database(path: options.databasePath ?? ":memory:")
+        let lock = try options.databasePath.map { try DatabaseLock(database: $0) }
+        defer { withExtendedLifetime(lock) {} }
         let store = try RegionStore(database: database)
         let queue = try EventQueue(database: database, limit: options.queueLimit)
         let identities = try ProgramIdentities(database: database)

@@ -1,7 +1,7 @@
 import CSQLite
 import Glibc
 
-public struct StoreError: Error, CustomStringConvertible, Sendable {
+public struct StoreError: Error, Hashable, CustomStringConvertible, Sendable {
     public var description: String
 }
 
