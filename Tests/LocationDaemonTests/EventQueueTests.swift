@@ -74,11 +74,11 @@ import Testing
     @Test func ackBeyondTheLastSeqIsRefusedAndChangesNothing() throws {
         defer { cleanUp() }
         let q = try queue()
-        #expect(throws: EventQueue.AckError(description: "seq 1 was never given out: nothing has been queued for this program")) {
+        #expect(throws: EventQueue.AckError(code: .outOfRange, description: "seq 1 was never given out: nothing has been queued for this program")) {
             try q.acknowledge(1, for: program)
         }
         try append(q, 1...2, for: program)
-        #expect(throws: EventQueue.AckError(description: "seq 3 is beyond the last queued event, 2")) {
+        #expect(throws: EventQueue.AckError(code: .outOfRange, description: "seq 3 is beyond the last queued event, 2")) {
             try q.acknowledge(3, for: program)
         }
         #expect(q.count(of: program) == 2)

@@ -389,7 +389,7 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
             let remaining = try queue.acknowledge(seq, for: program)
             send(.acked(id: rid, seq: seq, queued: remaining), flush: false)
         } catch {
-            send(.error(ProtocolError(.outOfRange, error.description, id: rid)), flush: false)
+            send(.error(ProtocolError(error.code, error.description, id: rid)), flush: false)
         }
     }
 

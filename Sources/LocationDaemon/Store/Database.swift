@@ -8,9 +8,10 @@ public struct StoreError: Error, Hashable, CustomStringConvertible, Sendable {
 /// One SQLite connection to the daemon's database, shared by the region store and the
 /// background queue so that one fix's effects (region states, queued events) commit together.
 ///
-/// WAL journal, `synchronous=NORMAL`: a committed write survives the daemon being killed
-/// (`kill -9`); a power cut may lose the last transactions, never corrupt the file. Used only
-/// from the hub's loop (and from the daemon before the loop runs).
+/// WAL journal, `synchronous=FULL`: a committed write survives the daemon being killed and a
+/// power cut (docs/regions.md, "Persistence"). Created 0600: it holds where programs' regions
+/// are and where the device was. Used only from the hub's loop (and from the daemon before the
+/// loop runs).
 public final class Database: @unchecked Sendable {
     private(set) var handle: OpaquePointer?
     public let path: String
@@ -26,17 +27,30 @@ public final class Database: @unchecked Sendable {
                 throw StoreError(description: "\(dir): cannot create the database directory: \(String(cString: strerror(errno)))")
             }
         }
+        if path != ":memory:" {
+            // SQLite creates the -wal and -shm files with the database's mode.
+            let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+            if fd >= 0 {
+                var st = stat()
+                if fstat(fd, &st) == 0, st.st_mode & 0o007 != 0 { _ = fchmod(fd, st.st_mode & 0o770) }
+                close(fd)
+            }
+        }
         guard sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nil) == SQLITE_OK else {
             let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
             sqlite3_close(handle)
             throw StoreError(description: "\(path): cannot open the database: \(message)")
         }
-        try exec("PRAGMA journal_mode=WAL")
-        try exec("PRAGMA synchronous=NORMAL")
         // Another process that holds the file's write lock for a moment (the sqlite3 shell, a
         // backup) makes a write wait up to this long instead of failing it at once, which would
-        // refuse a registration or drop a fix's background events. Short: the loop waits too.
+        // refuse a registration or delay a fix's background events. Short: the loop waits too.
+        // Set first: switching to WAL needs the lock too.
         sqlite3_busy_timeout(handle, 250)
+        try exec("PRAGMA journal_mode=WAL")
+        // Every commit reaches the disk before the reply that acknowledges it: an `ack`ed or
+        // queued sequence number is never given out again, even after a power cut. Writes are
+        // rare (registrations, acks, fixes that change a region or queue an event).
+        try exec("PRAGMA synchronous=FULL")
     }
 
     deinit { sqlite3_close(handle) }
@@ -59,6 +73,16 @@ public final class Database: @unchecked Sendable {
     }
 
     var lastError: String { String(cString: sqlite3_errmsg(handle)) }
+
+    /// Steps a statement that returns rows: true for a row, false once done; an error (a
+    /// corrupt page, an I/O error) throws instead of looking like the end of the rows.
+    func step(_ stmt: OpaquePointer) throws -> Bool {
+        switch sqlite3_step(stmt) {
+        case SQLITE_ROW: return true
+        case SQLITE_DONE: return false
+        default: throw StoreError(description: "\(path): \(lastError)")
+        }
+    }
 
     /// Steps a statement that returns no rows.
     func run(_ stmt: OpaquePointer) throws {

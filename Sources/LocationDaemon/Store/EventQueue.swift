@@ -50,15 +50,18 @@ public final class EventQueue: @unchecked Sendable {
         }
     }
 
+    /// Reads the heads; memory changes only when all of them were read (a partial read would
+    /// give out sequence numbers again).
     private func loadHeads() throws {
-        heads = [:]
+        var loaded: [ProgramID: Head] = [:]
         let stmt = try database.prepare("SELECT program, last_seq, acked, lost_through FROM queue_heads")
         defer { sqlite3_finalize(stmt) }
-        while sqlite3_step(stmt) == SQLITE_ROW {
+        while try database.step(stmt) {
             let program = ProgramID(String(cString: sqlite3_column_text(stmt, 0)))
-            heads[program] = Head(last: UInt64(sqlite3_column_int64(stmt, 1)), acked: UInt64(sqlite3_column_int64(stmt, 2)),
-                                  lostThrough: UInt64(sqlite3_column_int64(stmt, 3)))
+            loaded[program] = Head(last: UInt64(sqlite3_column_int64(stmt, 1)), acked: UInt64(sqlite3_column_int64(stmt, 2)),
+                                   lostThrough: UInt64(sqlite3_column_int64(stmt, 3)))
         }
+        heads = loaded
     }
 
     // MARK: Queueing (one fix's events, inside the hub's transaction)
@@ -162,7 +165,7 @@ public final class EventQueue: @unchecked Sendable {
             let select = try database.prepare("SELECT line FROM queue WHERE program = ? ORDER BY seq")
             defer { sqlite3_finalize(select) }
             locationd_sqlite3_bind_text(select, 1, program.rawValue)
-            while sqlite3_step(select) == SQLITE_ROW {
+            while try database.step(select) {
                 let n = Int(sqlite3_column_bytes(select, 0))
                 let bytes = sqlite3_column_blob(select, 0)
                 lines.append(n == 0 || bytes == nil ? [] : Array(UnsafeRawBufferPointer(start: bytes, count: n)))
@@ -180,6 +183,8 @@ public final class EventQueue: @unchecked Sendable {
     public var programsWithEvents: [ProgramID] { heads.filter { $0.value.count > 0 }.map(\.key).sorted() }
 
     public struct AckError: Error, Hashable, Sendable, CustomStringConvertible {
+        /// `outOfRange` (a seq never given out) or `storeFailed` (the store refused the write).
+        public var code: ErrorCode
         public var description: String
     }
 
@@ -188,7 +193,7 @@ public final class EventQueue: @unchecked Sendable {
     public func acknowledge(_ seq: UInt64, for program: ProgramID) throws(AckError) -> Int {
         let head = heads[program] ?? Head()
         guard seq <= head.last else {
-            throw AckError(description: head.last == 0
+            throw AckError(code: .outOfRange, description: head.last == 0
                 ? "seq \(seq) was never given out: nothing has been queued for this program"
                 : "seq \(seq) is beyond the last queued event, \(head.last)")
         }
@@ -205,7 +210,7 @@ public final class EventQueue: @unchecked Sendable {
             }
         } catch {
             resynchronize()
-            throw AckError(description: "cannot record the acknowledgement: \(error)")
+            throw AckError(code: .storeFailed, description: "cannot record the acknowledgement: \(error); nothing was forgotten — check the disk and the daemon's log")
         }
         return heads[program]!.count
     }
@@ -246,7 +251,7 @@ public final class EventQueue: @unchecked Sendable {
         let stmt = try database.prepare("SELECT program, accuracy, request FROM background ORDER BY program")
         defer { sqlite3_finalize(stmt) }
         var out: [(program: ProgramID, options: SubscriptionOptions)] = []
-        while sqlite3_step(stmt) == SQLITE_ROW {
+        while try database.step(stmt) {
             let program = ProgramID(String(cString: sqlite3_column_text(stmt, 0)))
             let accuracy = Accuracy(rawValue: String(cString: sqlite3_column_text(stmt, 1)))
             let line = String(cString: sqlite3_column_text(stmt, 2))

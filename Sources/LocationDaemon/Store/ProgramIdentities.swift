@@ -21,7 +21,7 @@ public final class ProgramIdentities: @unchecked Sendable {
             """)
         let stmt = try database.prepare("SELECT program, uid, gid, groups, executable FROM program_identity")
         defer { sqlite3_finalize(stmt) }
-        while sqlite3_step(stmt) == SQLITE_ROW {
+        while try database.step(stmt) {
             let program = ProgramID(String(cString: sqlite3_column_text(stmt, 0)))
             let groups = String(cString: sqlite3_column_text(stmt, 3)).split(separator: ",").compactMap { UInt32($0) }
             known[program] = PeerIdentity(

@@ -40,7 +40,7 @@ public final class RegionStore: @unchecked Sendable {
             """)
         defer { sqlite3_finalize(stmt) }
         var out: [(program: ProgramID, records: [RegionRecord])] = []
-        while sqlite3_step(stmt) == SQLITE_ROW {
+        while try database.step(stmt) {
             func text(_ i: Int32) -> String? { sqlite3_column_text(stmt, i).map { String(cString: $0) } }
             func isNull(_ i: Int32) -> Bool { sqlite3_column_type(stmt, i) == SQLITE_NULL }
             let program = ProgramID(text(0) ?? "")

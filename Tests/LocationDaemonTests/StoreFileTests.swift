@@ -1,0 +1,86 @@
+import Foundation
+import LocationCore
+@testable import LocationDaemon
+import Testing
+
+/// The database file itself (docs/regions.md, "Persistence").
+@Suite struct StoreFileTests {
+    static func directory() throws -> URL {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("store-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        return dir
+    }
+
+    static func mode(_ path: String) throws -> Int {
+        (try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int) ?? -1
+    }
+
+    /// It says where programs' regions are and where the device was: only its owner reads it,
+    /// and its WAL, whatever the umask; an existing file others could read loses that.
+    @Test func theDatabaseAndItsWALAreTheOwnersAlone() throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("locationd.db").path
+        let old = umask(0o022)
+        defer { umask(old) }
+        do {
+            let store = try RegionStore(path: path)
+            try store.writeRegions(of: ProgramID("uid=1 exe=/a"), [RegionRecord(region: Region(id: "r", center: Coordinate(latitude: 48, longitude: 11), radius: 100), state: .outside)])
+            #expect(try Self.mode(path) == 0o600)
+            #expect(try Self.mode(path + "-wal") == 0o600)
+        }
+        chmod(path, 0o644)
+        _ = try Database(path: path)
+        #expect(try Self.mode(path) == 0o640)
+    }
+
+    /// The store refusing an `ack` (here: another process holds the write lock) is
+    /// `storeFailed`, not `outOfRange`: the client's numbers were right. Nothing is forgotten.
+    @Test func anAckTheStoreRefusesIsStoreFailedAndForgetsNothing() throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("locationd.db").path
+        let queue = try EventQueue(database: Database(path: path), limit: 10)
+        let program = ProgramID("uid=1 exe=/a")
+        try queue.database.transaction { try queue.append([ProgramEvent(program: program, event: .region(EventQueueTests.event(1)))]) }
+        let holder = try Database(path: path)
+        try holder.exec("BEGIN IMMEDIATE")
+        do {
+            _ = try queue.acknowledge(1, for: program)
+            Issue.record("acknowledged under another holder's lock")
+        } catch {
+            #expect(error.code == .storeFailed, "\(error)")
+        }
+        #expect(queue.count(of: program) == 1)
+        try holder.exec("COMMIT")
+        #expect(try queue.acknowledge(1, for: program) == 0)
+    }
+
+    /// A read that fails half-way (a corrupt page, an I/O error) is an error, not the end of
+    /// the rows: a daemon that took it for "no more regions" would silently monitor nothing.
+    @Test func aCorruptTableFailsTheLoadInsteadOfLoadingNothing() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("corrupt-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("locationd.db").path
+        do {
+            let store = try RegionStore(path: path)
+            for p in ["uid=1 exe=/a", "uid=2 exe=/b"] {
+                let records = (0..<40).map { i in
+                    RegionRecord(region: Region(id: "r\(i)", center: Coordinate(latitude: 48, longitude: 11), radius: 100,
+                                                metadata: String(repeating: "x", count: 200)), state: .outside)
+                }
+                try store.writeRegions(of: ProgramID(p), records)
+            }
+            #expect(try store.load().map(\.records.count) == [40, 40])
+        }  // closed: the WAL is checkpointed into the file
+        // Every page but the schema's (page 1) overwritten.
+        let handle = try FileHandle(forUpdating: URL(fileURLWithPath: path))
+        let size = try handle.seekToEnd()
+        #expect(size > 8192, "the table spans pages")
+        try handle.seek(toOffset: 4096)
+        try handle.write(contentsOf: Data(repeating: 0xA5, count: Int(size) - 4096))
+        try handle.close()
+        #expect(throws: StoreError.self) { try RegionStore(path: path).load() }
+    }
+}
