@@ -3,7 +3,7 @@ import Foundation
 import Testing
 
 /// One daemon per database (docs/regions.md, "Persistence").
-@Suite(.serialized) struct DatabaseLockTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct DatabaseLockTests {
     @Test func aSecondHolderIsRefusedNamingTheFirstUntilItLetsGo() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("dblock-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
