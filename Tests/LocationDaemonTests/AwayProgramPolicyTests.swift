@@ -132,6 +132,31 @@ import Testing
         }
     }
 
+    /// Only programs that may keep something while away leave their identity behind: a
+    /// when-in-use or denied program asking adds no row (one hard link after another would
+    /// grow the table); a program recorded before is updated whatever its rule now.
+    @Test func onlyProgramsThatMayBeAwayAreRecorded() async throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await Self.withHub(path: dir.appendingPathComponent("locationd.db").path) { hub in
+            let linked = (0..<3).map { i in
+                PeerIdentity(pid: 40 + Int32(i), uid: 4242, gid: 4242, groups: [900, 4242], executable: "/home/u/link\(i)")
+            }
+            let recorded = try await hub.eventLoop.submit {
+                hub.policy = Self.policy(.whenInUse, .precise)
+                for who in linked { hub.programSeen(who, rule: hub.policy.rule(for: who)) }
+                let whenInUse = linked.map { hub.identities?.recorded($0.program) }
+                hub.policy = Self.policy(.always, .precise)
+                hub.programSeen(Self.tracker, rule: hub.policy.rule(for: Self.tracker))
+                let stripped = { var who = Self.tracker; who.groups = [4242]; return who }()
+                hub.programSeen(stripped, rule: hub.policy.rule(for: stripped))  // denied now
+                return (whenInUse, hub.identities?.recorded(Self.tracker.program)?.groups)
+            }.get()
+            #expect(recorded.0.allSatisfy { $0 == nil }, "\(recorded.0)")
+            #expect(recorded.1 == [4242])
+        }
+    }
+
     /// A program whose groups changed is caught when it next asks for a session, not only at
     /// the next reload; asking again with the group back resumes its regions.
     @Test func aSessionWithoutTheGroupStopsWhatTheProgramKeptAtOnce() async throws {

@@ -121,7 +121,7 @@ import Testing
         let restarted = try start()
         defer { restarted.stop() }
         let afterRestart = try await status(restarted)
-        #expect(afterRestart.receiver == "released" && afterRestart.regions == 1 && afterRestart.suspended == true)
+        #expect(afterRestart.receiver == "released" && afterRestart.regions == 1 && afterRestart.suspended == true, "\(afterRestart)")
         #expect(restarted.stderrText.contains("policy: regions suspended"))
     }
 }

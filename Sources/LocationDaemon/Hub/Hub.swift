@@ -182,7 +182,12 @@ public final class Hub: Sendable {
     /// once what the program keeps, as a reload would. A program whose groups changed, or that
     /// lost its rule, is caught the next time it asks, not only at the next reload.
     public func programSeen(_ identity: PeerIdentity, rule: PolicyRule) {
-        identities?.record(identity)
+        // Only a program that can keep something while away needs its identity remembered:
+        // one its rule lets be `always`, or one remembered before (its change must be seen).
+        // Any other program asking leaves no row behind.
+        if rule.authorization == .always || identities?.recorded(identity.program) != nil {
+            identities?.record(identity)
+        }
         apply(rule, to: identity.program)
         updateDemand()
     }
