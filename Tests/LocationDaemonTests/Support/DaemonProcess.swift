@@ -106,14 +106,20 @@ struct MessageReader {
         iterator = client.messages.makeAsyncIterator()
     }
 
-    /// Reads messages until `done` returns true for the list so far; throws on timeout or end.
-    mutating func read(timeout: Double = 20, until done: ([ServerMessage]) -> Bool) async throws -> [ServerMessage] {
-        var seen: [ServerMessage] = []
+    /// A watchdog that closes the client (ending the stream) once `timeout` seconds have passed;
+    /// cancel it when done. Its value is nil when it was cancelled first.
+    private func closing(after timeout: Double) -> Task<Void, any Error> {
         let client = self.client
-        let watchdog = Task {
+        return Task {
             try await Task.sleep(for: .milliseconds(Int(timeout * 1000)))
             client.close()
         }
+    }
+
+    /// Reads messages until `done` returns true for the list so far; throws on timeout or end.
+    mutating func read(timeout: Double = 20, until done: ([ServerMessage]) -> Bool) async throws -> [ServerMessage] {
+        var seen: [ServerMessage] = []
+        let watchdog = closing(after: timeout)
         defer { watchdog.cancel() }
         while !done(seen) {
             guard let message = try await iterator.next() else {
@@ -128,11 +134,7 @@ struct MessageReader {
     /// deadline passed first (the watchdog closed it).
     mutating func readToEnd(timeout: Double = 20) async throws -> (messages: [ServerMessage], end: StreamEnd) {
         var seen: [ServerMessage] = []
-        let client = self.client
-        let watchdog = Task {
-            try await Task.sleep(for: .milliseconds(Int(timeout * 1000)))
-            client.close()
-        }
+        let watchdog = closing(after: timeout)
         defer { watchdog.cancel() }
         while let message = try await iterator.next() { seen.append(message) }
         watchdog.cancel()
