@@ -26,6 +26,28 @@ import Testing
         #expect(unwritten.events == [event(4, a), event(5, a)] && unwritten.lost == [a: 2, b: 1])
     }
 
+    /// A fix with nothing of its own retries only every `retryInterval`; after
+    /// `attemptsBeforeGivingUp` failures the held events become lost counts (an overflow once
+    /// writing works) and the held states are dropped, so one bad batch cannot block forever.
+    @Test func retriesArePacedAndAStubbornFailureGivesTheHeldChangesUp() {
+        let home = Region(id: "home", center: Away.home, radius: 100)
+        var unwritten = UnwrittenChanges()
+        let t0 = ContinuousClock.now
+        #expect(!unwritten.isDue(t0), "nothing held")
+        unwritten.keep(states: [(a, [RegionRecord(region: home, state: .inside)])], events: [event(1, a), event(2, b)], limit: 10)
+        #expect(unwritten.isDue(t0), "never tried")
+        for i in 1..<UnwrittenChanges.attemptsBeforeGivingUp {
+            let at = t0 + UnwrittenChanges.retryInterval * i
+            let gaveUp = unwritten.failed(at: at)
+            #expect(!gaveUp)
+            #expect(!unwritten.isDue(at + .seconds(1)) && unwritten.isDue(at + UnwrittenChanges.retryInterval))
+        }
+        let gaveUp = unwritten.failed(at: t0 + .seconds(3600))
+        #expect(gaveUp, "given up")
+        #expect(unwritten.events.isEmpty && unwritten.states.isEmpty && unwritten.lost == [a: 1, b: 1])
+        #expect(!unwritten.isEmpty, "the lost counts still have to be written")
+    }
+
     @Test func theLatestStateOfARegionIsKeptUntilItsProgramsRegionsAreWrittenAgain() {
         let home = Region(id: "home", center: Away.home, radius: 100)
         var unwritten = UnwrittenChanges()

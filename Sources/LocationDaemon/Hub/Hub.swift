@@ -340,17 +340,21 @@ public final class Hub: Sendable {
     /// Writes what a fix changed before its events leave, in one transaction: new region
     /// states (after a crash no transition repeats) and the events of programs that are away
     /// (after a crash none is lost, and none is queued twice). What earlier fixes could not
-    /// write goes first; if this write fails too, all of it waits for the next fix
-    /// (`UnwrittenChanges`).
+    /// write goes first; if this write fails too, all of it waits (`UnwrittenChanges`): for the
+    /// next fix with changes of its own, a later one at most every 10 s, or a subscribe.
     private func persist(_ s: State) {
         s.engine.drainProgramEvents(into: &s.programEvents)
         if !s.programEvents.isEmpty { dropEventsReceivedLive(s) }
         let changes = regionStore == nil ? [] : s.engine.drainRegionChanges()
-        guard !changes.isEmpty || !s.programEvents.isEmpty || !s.unwritten.isEmpty else { return }
+        if changes.isEmpty && s.programEvents.isEmpty {
+            // The common case: nothing to write, nothing held (one comparison per fix).
+            guard !s.unwritten.isEmpty, s.unwritten.isDue(.now) else { return }
+        }
         guard let database = regionStore?.database ?? queue?.database else {
             logger.warning("no store: background events dropped", metadata: ["events": "\(s.programEvents.count)"])
             return
         }
+        let saved = queue?.saveHeads()
         do {
             try database.transaction {
                 try write(s.unwritten)
@@ -365,10 +369,8 @@ public final class Hub: Sendable {
                 s.unwritten.removeAll()
             }
         } catch {
-            queue?.resynchronize()
-            s.unwritten.keep(states: changes, events: s.programEvents, limit: queue?.limit ?? Int.max)
-            logger.error("cannot store a fix's region states and background events; kept to be written with the next fix",
-                         metadata: ["error": "\(error)", "unwritten events": "\(s.unwritten.events.count)"])
+            if let saved { queue?.restoreHeads(saved) }
+            held(s, failure: error, states: changes, events: s.programEvents)
         }
     }
 
@@ -377,12 +379,28 @@ public final class Hub: Sendable {
     public func writeUnwritten() {
         let s = box.value
         guard !s.unwritten.isEmpty, let database = regionStore?.database ?? queue?.database else { return }
+        let saved = queue?.saveHeads()
         do {
             try database.transaction { try write(s.unwritten) }
             logger.notice("store: earlier fixes' region states and background events written", metadata: ["events": "\(s.unwritten.events.count)"])
             s.unwritten.removeAll()
         } catch {
-            queue?.resynchronize()
+            if let saved { queue?.restoreHeads(saved) }
+            held(s, failure: error, states: [], events: [])
+        }
+    }
+
+    /// A write failed: what it held waits for the next attempt, or is given up after
+    /// `UnwrittenChanges.attemptsBeforeGivingUp` of them.
+    private func held(_ s: State, failure error: any Error, states: [(program: ProgramID, records: [RegionRecord])], events: [ProgramEvent]) {
+        s.unwritten.keep(states: states, events: events, limit: queue?.limit ?? Int.max)
+        let waiting = s.unwritten.events.count
+        if s.unwritten.failed(at: .now) {
+            logger.error("store: writes keep failing; the held background events are counted as lost (an overflow will say so) and the held region states dropped",
+                         metadata: ["error": "\(error)", "events": "\(waiting)"])
+        } else {
+            logger.error("cannot store a fix's region states and background events; kept to be written later",
+                         metadata: ["error": "\(error)", "unwritten events": "\(waiting)"])
         }
     }
 

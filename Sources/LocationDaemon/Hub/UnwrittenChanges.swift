@@ -17,7 +17,38 @@ struct UnwrittenChanges {
     /// Per program, events dropped from `events` at the bound, all older than the ones kept.
     private(set) var lost: [ProgramID: Int] = [:]
 
+    /// Failed attempts in a row since the last write that worked, and when the last one was.
+    private(set) var failures = 0
+    private var lastAttempt: ContinuousClock.Instant?
+
+    /// A fix with nothing of its own to write tries again only this long after the last
+    /// attempt: a lock held for minutes must not cost every fix the busy timeout.
+    static let retryInterval: Duration = .seconds(10)
+    /// After this many failed attempts the held events are given up (counted as lost, so an
+    /// `overflow` accounts for them once writing works) and the held states dropped: an error
+    /// that stays (a constraint, a bad page) must not block every later fix's writes.
+    static let attemptsBeforeGivingUp = 6
+
     var isEmpty: Bool { states.isEmpty && events.isEmpty && lost.isEmpty }
+
+    /// Whether a fix with nothing of its own to write should try again at `now`.
+    func isDue(_ now: ContinuousClock.Instant) -> Bool {
+        guard !isEmpty else { return false }
+        guard let lastAttempt else { return true }
+        return now - lastAttempt >= Self.retryInterval
+    }
+
+    /// An attempt with these changes held failed at `now`; returns whether they were given up.
+    mutating func failed(at now: ContinuousClock.Instant) -> Bool {
+        failures += 1
+        lastAttempt = now
+        guard failures >= Self.attemptsBeforeGivingUp else { return false }
+        for e in events { lost[e.program, default: 0] += 1 }
+        events = []
+        states = [:]
+        failures = 0
+        return true
+    }
 
     /// Keeps one fix's changes after its write failed.
     mutating func keep(states changes: [(program: ProgramID, records: [RegionRecord])], events new: [ProgramEvent], limit: Int) {
@@ -62,5 +93,7 @@ struct UnwrittenChanges {
         states = [:]
         events = []
         lost = [:]
+        failures = 0
+        lastAttempt = nil
     }
 }

@@ -107,10 +107,11 @@ public final class EventQueue: @unchecked Sendable {
     func discard(_ program: ProgramID) throws -> Int {
         let n = count(of: program)
         guard n > 0 else { return 0 }
+        let saved = saveHeads()
         do {
             try database.transaction { try drop(program, n) }
         } catch {
-            resynchronize()
+            restoreHeads(saved)
             throw error
         }
         return n
@@ -144,10 +145,13 @@ public final class EventQueue: @unchecked Sendable {
         try database.run(upsert)
     }
 
-    /// After a failed transaction: memory follows the database again.
-    func resynchronize() {
-        do { try loadHeads() } catch { database.report("queue", error) }
-    }
+    /// The in-memory heads, taken before a transaction that may fail…
+    struct SavedHeads { fileprivate var heads: [ProgramID: Head] }
+    func saveHeads() -> SavedHeads { SavedHeads(heads: heads) }
+
+    /// …and put back when it rolled back: memory follows the database again without reading it
+    /// (a read could fail too, leaving numbers given out or an ack recorded that are not).
+    func restoreHeads(_ saved: SavedHeads) { heads = saved.heads }
 
     // MARK: Delivery and acknowledgement
 
@@ -198,6 +202,7 @@ public final class EventQueue: @unchecked Sendable {
                 : "seq \(seq) is beyond the last queued event, \(head.last)")
         }
         guard seq > head.acked else { return head.count }
+        let saved = saveHeads()
         do {
             try database.transaction {
                 heads[program]!.acked = seq
@@ -209,7 +214,7 @@ public final class EventQueue: @unchecked Sendable {
                 try saveHead(program)
             }
         } catch {
-            resynchronize()
+            restoreHeads(saved)
             throw AckError(code: .storeFailed, description: "cannot record the acknowledgement: \(error); nothing was forgotten — check the disk and the daemon's log")
         }
         return heads[program]!.count
