@@ -104,7 +104,8 @@ public final class LocationClient: Sendable {
                         s.helloWaiter = Core.Pending(name: "hello", continuation: waiter, timer: core.timer(for: nil))
                         return false
                     }
-                    if cancelled { waiter.resume(throwing: CancellationError()); return }
+                    if cancelled { waiter.resume(throwing: CancellationError()) }
+                    // Started either way: the reader closes the descriptor when it ends.
                     core.startReader()
                 }
             } onCancel: {

@@ -22,9 +22,10 @@ public enum Daemon {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let loop = group.next()
         // `--database none` keeps the same tables in memory: nothing survives a restart.
-        let database = try Database(path: options.databasePath ?? ":memory:")
+        // The lock first: a second daemon must not touch the file at all.
         let lock = try options.databasePath.map { try DatabaseLock(database: $0) }
         defer { withExtendedLifetime(lock) {} }
+        let database = try Database(path: options.databasePath ?? ":memory:")
         let store = try RegionStore(database: database)
         let queue = try EventQueue(database: database, limit: options.queueLimit)
         let identities = try ProgramIdentities(database: database)

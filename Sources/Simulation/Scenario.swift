@@ -80,7 +80,10 @@ public struct Scenario: Sendable {
             s.sampleInterval = v
         }
         if let v = try number(o, "seed") {
-            guard let seed = UInt64(exactly: v) else { throw ParseError("seed must be an integer 0…18446744073709551615") }
+            // JSON numbers are read as doubles: integers are exact up to 2^53.
+            guard v <= 9_007_199_254_740_992, let seed = UInt64(exactly: v) else {
+                throw ParseError("seed must be an integer 0…9007199254740992")
+            }
             s.seed = seed
         }
         if let v = try number(o, "minimumVisit") { s.minimumVisit = v }

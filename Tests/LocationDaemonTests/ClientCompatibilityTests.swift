@@ -41,6 +41,20 @@ import Testing
         #expect(server.waitForClientsClosed(1), "the client kept its connection open")
     }
 
+    /// A connect whose task is cancelled before it waits for the hello closes its socket too.
+    @Test func aConnectCancelledBeforeItWaitsClosesItsSocket() async throws {
+        let server = try FakeServer(.init(hello: false, reads: true))
+        defer { server.stop() }
+        for _ in 0..<5 {
+            let connecting = Task {
+                withUnsafeCurrentTask { $0?.cancel() }
+                return try await LocationClient.connect(path: server.path, requestTimeout: .seconds(120))
+            }
+            await #expect(throws: CancellationError.self) { _ = try await connecting.value }
+        }
+        #expect(server.waitForClientsClosed(5), "cancelled connects left their sockets open: \(server.clientsClosed) of 5 closed")
+    }
+
     /// Cancelling a connect that waits for a silent daemon's hello ends it at once, long before
     /// its timeout, and closes the socket.
     @Test func cancellingAConnectEndsTheWaitForTheHello() async throws {

@@ -21,19 +21,15 @@ public final class Database: @unchecked Sendable {
     /// everything in memory (`--database none`).
     public init(path: String) throws {
         self.path = path
-        if path != ":memory:", let slash = path.lastIndex(of: "/"), slash != path.startIndex {
-            let dir = String(path[..<slash])
-            if access(dir, F_OK) != 0, mkdir(dir, 0o750) != 0, errno != EEXIST {
-                throw StoreError(description: "\(dir): cannot create the database directory: \(String(cString: strerror(errno)))")
-            }
-        }
         if path != ":memory:" {
-            // SQLite creates the -wal and -shm files with the database's mode.
+            try Self.makeDirectory(for: path)
+            // SQLite creates the -wal and -shm files with the database's mode; ones left by an
+            // earlier run (a kill, a power cut) are reused as they are.
             let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-            if fd >= 0 {
+            if fd >= 0 { close(fd) }
+            for file in [path, path + "-wal", path + "-shm"] {
                 var st = stat()
-                if fstat(fd, &st) == 0, st.st_mode & 0o007 != 0 { _ = fchmod(fd, st.st_mode & 0o770) }
-                close(fd)
+                if stat(file, &st) == 0, st.st_mode & 0o007 != 0 { _ = chmod(file, st.st_mode & 0o770) }
             }
         }
         guard sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nil) == SQLITE_OK else {
@@ -54,6 +50,15 @@ public final class Database: @unchecked Sendable {
     }
 
     deinit { sqlite3_close(handle) }
+
+    /// Creates the database's directory (0750) when it is missing.
+    static func makeDirectory(for path: String) throws {
+        guard let slash = path.lastIndex(of: "/"), slash != path.startIndex else { return }
+        let dir = String(path[..<slash])
+        if access(dir, F_OK) != 0, mkdir(dir, 0o750) != 0, errno != EEXIST {
+            throw StoreError(description: "\(dir): cannot create the database directory: \(String(cString: strerror(errno)))")
+        }
+    }
 
     func exec(_ sql: String) throws {
         var error: UnsafeMutablePointer<CChar>?

@@ -13,6 +13,7 @@ final class DatabaseLock {
     /// Takes the lock, or throws naming the pid that holds it.
     init(database: String) throws {
         path = database + ".lock"
+        try Database.makeDirectory(for: database)
         fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             throw StoreError(description: "\(path): cannot open the database's lock file: \(String(cString: strerror(errno)))")
