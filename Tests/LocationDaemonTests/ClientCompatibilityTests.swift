@@ -45,6 +45,8 @@ import Testing
     @Test func aConnectCancelledBeforeItWaitsClosesItsSocket() async throws {
         let server = try FakeServer(.init(hello: false, reads: true))
         defer { server.stop() }
+        func openDescriptors() -> Int { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1 }
+        let before = openDescriptors()
         for _ in 0..<5 {
             let connecting = Task {
                 withUnsafeCurrentTask { $0?.cancel() }
@@ -53,6 +55,11 @@ import Testing
             await #expect(throws: CancellationError.self) { _ = try await connecting.value }
         }
         #expect(server.waitForClientsClosed(5), "cancelled connects left their sockets open: \(server.clientsClosed) of 5 closed")
+        // The fake server keeps its 5 accepted ends open; the clients' own must be closed (by
+        // their reader threads, soon after).
+        let deadline = ContinuousClock.now + .seconds(10)
+        while openDescriptors() > before + 5 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(openDescriptors() <= before + 5, "\(openDescriptors() - before) more descriptors open than before")
     }
 
     /// Cancelling a connect that waits for a silent daemon's hello ends it at once, long before
