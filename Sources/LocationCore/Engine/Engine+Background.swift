@@ -37,19 +37,15 @@ public struct ProgramEvent: Hashable, Sendable {
         if m.extras.visits == nil, let visits = extras.visits {
             m.extras.visits = visits
             m.extras.visitCell = extras.visitCell
-            m.options.events.insert(.visits)
-            m.options.visitParameters = options.visitParameters
         }
         if m.extras.significant == nil, let significant = extras.significant {
             m.extras.significant = significant
-            m.options.events.insert(.significant)
-            m.options.significantParameters = options.significantParameters
-            // Part of the significant-change gate (`SubscriptionExtras.init`).
-            m.options.desiredAccuracy = options.desiredAccuracy
         }
+        m.options = m.options.joinedInBackground(by: options)
         monitors[program] = m
         return m.options
     }
+
 
     mutating func remove(_ program: ProgramID) -> SubscriptionExtras? {
         guard let monitor = monitors.removeValue(forKey: program) else { return nil }
@@ -91,6 +87,11 @@ extension Engine {
         return true
     }
 
+    /// The options `program`'s background detectors would start afresh with, if it has any.
+    public func backgroundOptions(of program: ProgramID) -> SubscriptionOptions? {
+        background.monitors[program]?.options
+    }
+
     /// Ends `program`'s background visit and significant-change monitoring (its regions stay).
     @discardableResult
     public mutating func endBackground(_ program: ProgramID) -> Bool {
@@ -117,5 +118,26 @@ extension Engine {
     public mutating func drainProgramEvents(into out: inout [ProgramEvent]) {
         out.removeAll(keepingCapacity: true)
         swap(&out, &programEvents)
+    }
+}
+
+extension SubscriptionOptions {
+    /// The options background detectors started with these run with once a newcomer's with
+    /// `options` join them (`BackgroundMonitors.join`): at another accuracy the newcomer's; at
+    /// the same, the kinds these lack taken from the newcomer, with their parameters.
+    public func joinedInBackground(by options: SubscriptionOptions) -> SubscriptionOptions {
+        guard accuracy == options.accuracy else { return options }
+        var m = self
+        if !m.events.contains(.visits) && options.events.contains(.visits) {
+            m.events.insert(.visits)
+            m.visitParameters = options.visitParameters
+        }
+        if !m.events.contains(.significant) && options.events.contains(.significant) {
+            m.events.insert(.significant)
+            m.significantParameters = options.significantParameters
+            // Part of the significant-change gate (`SubscriptionExtras.init`).
+            m.desiredAccuracy = options.desiredAccuracy
+        }
+        return m
     }
 }

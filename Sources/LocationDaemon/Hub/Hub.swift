@@ -58,6 +58,9 @@ public final class Hub: Sendable {
         var openSessions = 0
         var demandHandler: (@Sendable (Bool) -> Void)?
         var receiverWatched: Bool?
+        /// `always` subscriptions with visits or significant changes, and the options they
+        /// would hand over (`rememberBackground`).
+        var alwaysSubscriptions: [SubscriberID: (program: ProgramID, options: SubscriptionOptions)] = [:]
         /// Programs whose remembered regions could not be loaded at start, and why: their rows
         /// stay as they are in the store, so no change of theirs may rewrite them.
         var unrestored: [ProgramID: RegionError] = [:]
@@ -127,6 +130,7 @@ public final class Hub: Sendable {
     /// (starting with the current source status).
     public func subscribe(_ id: SubscriberID, options: SubscriptionOptions, subscriber: any HubSubscriber) {
         box.value.subscribers[id] = subscriber
+        forgetAlways(id)  // an `always` subscription says so again (`takeBack`)
         handle(.subscribe(id, options))
         updateDemand()
         if !box.value.hadSubscription {
@@ -140,8 +144,16 @@ public final class Hub: Sendable {
     /// Closes `id`'s subscription, if any.
     public func unsubscribe(_ id: SubscriberID) {
         guard box.value.subscribers.removeValue(forKey: id) != nil else { return }
+        forgetAlways(id)
         handle(.unsubscribe(id))
         updateDemand()
+    }
+
+    /// `id` no longer holds an `always` subscription: its program's remembered background
+    /// monitor follows.
+    private func forgetAlways(_ id: SubscriberID) {
+        guard let (program, _) = box.value.alwaysSubscriptions.removeValue(forKey: id) else { return }
+        rememberBackground(of: program)
     }
 
     // MARK: Policy (on the loop; docs/privacy.md)
@@ -198,7 +210,7 @@ public final class Hub: Sendable {
                                      "max": "\(rule.authorization.rawValue) \(rule.accuracy.rawValue)"]
         if let accuracy = s.engine.backgroundAccuracy(of: program), !rule.keepsBackground(at: accuracy) {
             s.engine.endBackground(program)
-            queue?.removeBackground(program)
+            rememberBackground(of: program)
             logger.notice("policy: background monitoring ended", metadata: meta)
         }
         if !rule.keepsQueue, let queue, queue.count(of: program) + s.unwritten.events(of: program) > 0 {
@@ -436,20 +448,39 @@ public final class Hub: Sendable {
     /// detectors keep running for `program` (remembered across restarts), its regions too.
     public func handOver(_ id: SubscriberID, to program: ProgramID, options: SubscriptionOptions) {
         guard box.value.subscribers.removeValue(forKey: id) != nil else { return }
-        if let running = box.value.engine.handOver(id, to: program, options: options) {
-            queue?.saveBackground(program, options: running)
+        box.value.alwaysSubscriptions[id] = nil
+        if box.value.engine.handOver(id, to: program, options: options) != nil {
             logger.info("background monitoring", metadata: ["program": "\(program)"])
         }
+        rememberBackground(of: program)
         updateDemand()
     }
 
-    /// The program subscribed again as `id` under an `always` session: its background
-    /// detectors carry over to the subscription, and the background monitoring ends.
-    public func takeBack(_ program: ProgramID, into id: SubscriberID) {
-        if box.value.engine.takeBack(program, into: id) {
-            queue?.removeBackground(program)
-            updateDemand()
+    /// The program subscribed again as `id` under an `always` session, with `options` as
+    /// granted: its background detectors carry over to the subscription, and the background
+    /// monitoring ends; what the subscription would hand over is remembered already.
+    public func takeBack(_ program: ProgramID, into id: SubscriberID, options: SubscriptionOptions) {
+        if options.events.contains(.visits) || options.events.contains(.significant) {
+            box.value.alwaysSubscriptions[id] = (program, options)
         }
+        if box.value.engine.takeBack(program, into: id) { updateDemand() }
+        rememberBackground(of: program)
+    }
+
+    /// Keeps the remembered background monitor of `program` (the `background` table) equal to
+    /// what would run if every connection of it went away now: its background detectors joined
+    /// by each `always` subscription's visits and significant changes, in subscription order.
+    /// Written when a subscription starts, not only when its connection goes away: a daemon
+    /// killed while the program is subscribed (`kill -9`, the watchdog, the OOM killer) then
+    /// monitors it in the background after the restart, as if its connection had closed.
+    private func rememberBackground(of program: ProgramID) {
+        guard let queue else { return }
+        let s = box.value
+        var options = s.engine.backgroundOptions(of: program)
+        for (_, live) in s.alwaysSubscriptions.filter({ $0.value.program == program }).sorted(by: { $0.key < $1.key }) {
+            options = options.map { $0.joinedInBackground(by: live.options) } ?? live.options
+        }
+        if let options { queue.saveBackground(program, options: options) } else { queue.removeBackground(program) }
     }
 
     /// Background monitors remembered in the store (daemon start, before any fix).

@@ -364,7 +364,8 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
     /// An `always` program subscribed: its background detectors carry over to this
     /// subscription, and what waited in its queue is written now, before any newer event.
     func takeBackground() {
-        hub.takeBack(program, into: id)
+        guard let session else { return }
+        hub.takeBack(program, into: id, options: effectiveOptions(requestedOptions, session.grant))
         guard let context, let queue = hub.queue else { return }
         hub.writeUnwritten()
         let lines = queue.backlog(of: program)

@@ -1,0 +1,45 @@
+import Foundation
+import LocationClient
+import LocationCore
+import LocationProtocol
+#if canImport(Glibc)
+import Glibc
+#endif
+import Testing
+
+/// A daemon killed while an `always` program is subscribed (the watchdog, the OOM killer,
+/// `kill -9`) monitors it in the background after the restart, as if its connection had
+/// closed without `session.end`; one that ended its subscription leaves nothing behind
+/// (docs/semantics.md, "Background").
+@Suite(.serialized, .timeLimit(.minutes(5))) struct BackgroundRestartTests {
+    static func restartedBackgroundMonitors(unsubscribeFirst: Bool) async throws -> Int? {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("bg-restart-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let database = dir.appendingPathComponent("locationd.db").path
+        let first = try DaemonProcess(arguments: ["--gpsd", "127.0.0.1:1"], database: database)
+        defer { first.stop() }
+        let program = try await first.connect()
+        defer { program.close() }
+        try await program.startSession(.always)
+        _ = try await program.subscribe(SubscriptionOptions(events: [.visits, .significant]))
+        if unsubscribeFirst { try await program.unsubscribe() }
+        #expect(try await program.status().backgroundMonitors == 0, "no connection has gone away yet")
+        first.signal(SIGKILL)
+        _ = first.waitForExit()
+
+        let second = try DaemonProcess(arguments: ["--gpsd", "127.0.0.1:1"], database: database)
+        defer { second.stop() }
+        let watcher = try await second.connect()
+        defer { watcher.close() }
+        return try await watcher.status().backgroundMonitors
+    }
+
+    @Test func aProgramSubscribedWhenTheDaemonDiesIsMonitoredAfterTheRestart() async throws {
+        #expect(try await Self.restartedBackgroundMonitors(unsubscribeFirst: false) == 1)
+    }
+
+    @Test func aProgramThatUnsubscribedLeavesNoMonitorBehind() async throws {
+        #expect(try await Self.restartedBackgroundMonitors(unsubscribeFirst: true) == 0)
+    }
+}
