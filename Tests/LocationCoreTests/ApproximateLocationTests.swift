@@ -251,7 +251,8 @@ import Testing
     }
 
     /// Walking out of a cell near a pole (to just inside the hysteresis margin) and round the
-    /// pole, the device is never farther from the reported centre than the reported accuracy.
+    /// pole, the device is never farther from its cell's centre than that cell's reported
+    /// accuracy (what is shown is the cell at its epoch's start, when the same holds).
     @Test func nearAPoleTheReportedAccuracyHolds() {
         for secret: UInt64 in [Self.secret, 1, 7, 42, 99] {
             let grid = PrivacyGrid(secret: secret)
@@ -262,8 +263,8 @@ import Testing
                     let c = Coordinate(latitude: latitude, longitude: longitude)
                     privacy.offer(fix(at: t, c, accuracy: 5))
                     t += 1
-                    let shown = privacy.approximate(fix(at: t, c, accuracy: 5))
-                    #expect(Geodesy.distance(shown.coordinate, c) <= shown.horizontalAccuracy!, "secret \(secret) at \(c)")
+                    let cell = privacy.cell!
+                    #expect(Geodesy.distance(grid.centre(of: cell), c) <= grid.reportedAccuracy(of: cell), "secret \(secret) at \(c)")
                 }
             }
         }
@@ -280,12 +281,61 @@ import Testing
         let home = Self.truth, away = Self.offset(Self.truth, north: 6000, east: 0)
         for i in 0..<900 { engine.handle(.fix(fix(at: Double(i), home, accuracy: 10)), into: &out) }
         for i in 0..<60 { engine.handle(.fix(fix(at: 3600 + Double(i), away, accuracy: 10)), into: &out) }  // after an hour's gap
+        // Held until the next publication epoch starts (docs/privacy.md, "Publication epochs").
+        engine.handle(.fix(fix(at: 3600 + ApproximateLocation.publicationInterval, away, accuracy: 10)), into: &out)
         let visits = out.compactMap { if case .visit(let v) = $0.event { v } else { nil } }
         #expect(visits.map(\.kind) == [.arrival, .departure])
         guard visits.count == 2 else { return }
         #expect(visits[1].coordinate == visits[0].coordinate)
         #expect(Geodesy.distance(visits[0].coordinate, home) < Self.grid.reportedAccuracy)
         #expect(engine.privacy.cell.map { Self.grid.centre(of: $0) } != visits[0].coordinate, "the device is in another cell by then")
+    }
+
+    /// A program re-subscribing at every fix (each subscription's first fix comes at once) to
+    /// time the device's cell change learns only the start of the publication epoch after it:
+    /// every time it is shown is an epoch start, and the new cell first appears stamped with the
+    /// epoch start after the change, at that epoch's first fix.
+    @Test func aCellChangeIsShownOnlyFromTheNextEpochStartHoweverOftenAProgramResubscribes() throws {
+        var engine = Self.engine()
+        var o = Self.approximate
+        o.distanceFilter = 1
+        let home = Self.truth
+        var shown: [(at: Timestamp, fix: Fix)] = []
+        var changedAt: Timestamp?
+        for i in 0..<2400 {
+            // 1,000 s parked, then 150 s of driving north at 27 m/s, then parked again.
+            let north = i < 1000 ? 0 : Double(min(i - 1000, 150)) * 27
+            let f = fix(at: Double(i), Self.offset(home, north: north, east: 0), accuracy: 5)
+            var out: [Delivery] = []
+            engine.handle(.subscribe(SubscriberID(UInt64(i + 1)), o), into: &out)
+            engine.handle(.fix(f), into: &out)
+            engine.handle(.unsubscribe(SubscriberID(UInt64(i + 1))), into: &out)
+            if changedAt == nil, let c = engine.privacy.cell, c != Self.grid.cell(of: home).cell { changedAt = f.time }
+            for d in out { if case .location(let l) = d.event { shown.append((f.time, l)) } }
+        }
+        let change = try #require(changedAt, "the device never changed cell")
+        #expect(shown.allSatisfy { ApproximateLocation.epochStart($0.fix.time) == $0.fix.time }, "a time that is no epoch start")
+        let homeCentre = Self.grid.centre(of: Self.grid.cell(of: home).cell)
+        let first = try #require(shown.first { $0.fix.coordinate != homeCentre })
+        let epoch = ApproximateLocation.epochStart(change.adding(seconds: ApproximateLocation.publicationInterval))
+        #expect(first.fix.time == epoch && first.at == epoch, "shown at \(first.at) stamped \(first.fix.time); changed at \(change)")
+        #expect(Self.grid.centre(of: try #require(engine.privacy.cell)) == first.fix.coordinate)
+    }
+
+    /// An approximate visit goes out at the first fix of the epoch after it was detected: when it
+    /// is sent says no more than its 15-minute stamps.
+    @Test func anApproximateVisitIsSentAtTheNextEpochStart() throws {
+        var engine = Self.engine()
+        var o = Self.approximate
+        o.events = [.visits]
+        _ = engine.handle(.subscribe(SubscriberID(1), o))
+        var sentAt: [Timestamp] = []
+        for i in 0..<1800 {
+            let f = fix(at: Double(i), Self.truth, accuracy: 10)
+            for d in engine.handle(.fix(f)) { if case .visit = d.event { sentAt.append(f.time) } }
+        }
+        let arrival = try #require(sentAt.first, "no arrival")
+        #expect(ApproximateLocation.epochStart(arrival) == arrival, "sent at \(arrival), not an epoch start")
     }
 
     static func isCellCentre(_ c: Coordinate) -> Bool {

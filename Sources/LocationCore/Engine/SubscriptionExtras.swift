@@ -23,6 +23,11 @@ public struct EventKinds: OptionSet, Hashable, Sendable {
     /// Approximate: the cell centre the open visit's arrival was reported with, which its
     /// departure repeats (by then the device may be in another cell, e.g. after a gap).
     var visitCell: Coordinate?
+    /// Approximate: visits detected in the current publication epoch, sent at the start of the
+    /// next (`ApproximateLocation.publishedAt` moving on), so that when one is sent does not
+    /// time the arrival or departure better than its 15-minute stamps.
+    var heldVisits: [Visit] = []
+    var releasedAt: Timestamp?
 
     init?(options: SubscriptionOptions) {
         guard options.events.contains(.visits) || options.events.contains(.significant) else { return nil }
@@ -49,12 +54,18 @@ public struct EventKinds: OptionSet, Hashable, Sendable {
     mutating func offer(_ fix: Fix, privacy: ApproximateLocation, emit: (Event) -> Void) {
         if visits != nil {
             if approximate {
+                // What an earlier epoch detected goes out first, at this epoch's first fix.
+                if privacy.publishedAt != releasedAt {
+                    releasedAt = privacy.publishedAt
+                    for v in heldVisits { emit(.visit(v)) }
+                    heldVisits.removeAll(keepingCapacity: true)
+                }
                 var cell = visitCell
                 visits!.offer(fix) { v in
                     var shown = privacy.approximate(v)
                     if v.kind == .departure, let c = cell { shown.coordinate = c }
                     cell = v.kind == .arrival ? shown.coordinate : nil
-                    emit(.visit(shown))
+                    heldVisits.append(shown)
                 }
                 visitCell = cell
             } else {
@@ -77,7 +88,12 @@ public struct EventKinds: OptionSet, Hashable, Sendable {
     /// progress when a program went to the background ends with a departure, not a second arrival.
     mutating func adopt(_ other: SubscriptionExtras) {
         guard other.approximate == approximate else { return }
-        if visits != nil, let v = other.visits, v.parameters == visits!.parameters { visits = v; visitCell = other.visitCell }
+        if visits != nil, let v = other.visits, v.parameters == visits!.parameters {
+            visits = v
+            visitCell = other.visitCell
+            heldVisits = other.heldVisits
+            releasedAt = other.releasedAt
+        }
         if significant != nil, let s = other.significant, s.parameters == significant!.parameters { significant = s }
     }
 }

@@ -155,18 +155,29 @@ public struct PrivacyGrid: Hashable, Sendable {
     }
 }
 
-/// The device's approximate position: the current cell, moved with hysteresis (engine-wide).
+/// The device's approximate position: the current cell, moved with hysteresis, and what
+/// approximate programs are shown of it: that cell as it was at the start of the current
+/// publication epoch (engine-wide; docs/privacy.md, "Publication epochs").
 public struct ApproximateLocation: Sendable {
     public var grid: PrivacyGrid
     public private(set) var cell: PrivacyGrid.Cell?
     /// Fixes less accurate than this never move the cell (metres, 95 %).
     public var maximumAccuracy: Double = 500
+    /// The cell approximate programs are shown, and the start of the epoch it was taken at.
+    public private(set) var published: PrivacyGrid.Cell?
+    public private(set) var publishedAt: Timestamp?
+
+    /// Approximate programs learn of a cell change only at the next multiple of this many
+    /// seconds of fix time, stamped with it: however many subscriptions a program opens, a
+    /// change is timed to within 10 minutes, not to the fix that made it.
+    public static let publicationInterval = SubscriptionOptions.approximateInterval
 
     public init(grid: PrivacyGrid) { self.grid = grid }
 
     /// Feeds a precise fix; returns whether the device's cell changed.
     @discardableResult
     public mutating func offer(_ fix: Fix) -> Bool {
+        defer { publish(at: fix.time) }
         guard fix.horizontalAccuracy.map({ $0 <= maximumAccuracy }) ?? false || cell == nil else { return false }
         let (candidate, inset) = grid.cell(of: fix.coordinate)
         guard let current = cell else { cell = candidate; return true }
@@ -178,12 +189,29 @@ public struct ApproximateLocation: Sendable {
         return false
     }
 
-    /// `fix` as an approximate program receives it: the current cell's centre, an honest
-    /// accuracy, no altitude, speed or course.
+    /// At the first fix of a new epoch (or after the clock stepped back by
+    /// `Timestamp.clockJumpBack` or more), the current cell becomes the one shown.
+    mutating func publish(at t: Timestamp) {
+        let start = Self.epochStart(t)
+        if let at = publishedAt, start <= at, !(t - at < -Timestamp.clockJumpBack) { return }
+        published = cell
+        publishedAt = start
+    }
+
+    /// The start of the publication epoch `t` falls in.
+    static func epochStart(_ t: Timestamp) -> Timestamp {
+        let q = Int64(publicationInterval) * 1_000_000_000
+        let n = t.nanoseconds
+        return Timestamp(nanoseconds: (n >= 0 ? n / q : (n - q + 1) / q) * q)
+    }
+
+    /// `fix` as an approximate program receives it: the published cell's centre, stamped with
+    /// its epoch's start, an honest accuracy, no altitude, speed or course.
     public func approximate(_ fix: Fix) -> Fix {
-        let shown = cell ?? grid.cell(of: fix.coordinate).cell
-        return Fix(time: fix.time, coordinate: grid.centre(of: shown), mode: .twoD, altitudeHAE: nil, altitudeMSL: nil,
-                   horizontalAccuracy: grid.reportedAccuracy(of: shown), verticalAccuracy: nil, speed: nil, course: nil)
+        let shown = published ?? cell ?? grid.cell(of: fix.coordinate).cell
+        return Fix(time: publishedAt ?? Self.epochStart(fix.time), coordinate: grid.centre(of: shown), mode: .twoD,
+                   altitudeHAE: nil, altitudeMSL: nil, horizontalAccuracy: grid.reportedAccuracy(of: shown),
+                   verticalAccuracy: nil, speed: nil, course: nil)
     }
 
     /// A visit as an approximate program receives it: the device's current cell centre (the
