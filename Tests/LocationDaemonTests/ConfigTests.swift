@@ -223,6 +223,10 @@ import Testing
         #expect(stat(path, &info) == 0 && info.st_mode & 0o777 == 0o600)
         #expect(!FileManager.default.fileExists(atPath: path + ".new"))
         #expect(try DeviceSecret.load(path: path) == first)
+        // One the group or others could read (an admin's copy, a restore) is the owner's again.
+        chmod(path, 0o644)
+        #expect(try DeviceSecret.load(path: path) == first)
+        #expect(stat(path, &info) == 0 && info.st_mode & 0o777 == 0o600)
         // An unreadable secret names the file and the fix.
         try "".write(toFile: path, atomically: false, encoding: .utf8)
         do {

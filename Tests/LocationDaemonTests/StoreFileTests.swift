@@ -16,7 +16,8 @@ import Testing
     }
 
     /// It says where programs' regions are and where the device was: only its owner reads it,
-    /// and its WAL, whatever the umask; an existing file others could read loses that.
+    /// and its WAL, whatever the umask; an existing file the group or others could read loses
+    /// that (the daemon's group is its socket users' too).
     @Test func theDatabaseAndItsWALAreTheOwnersAlone() throws {
         let dir = try Self.directory()
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -33,8 +34,8 @@ import Testing
         // A WAL left by a killed daemon, created under a looser umask, is reused as it is.
         #expect(FileManager.default.createFile(atPath: path + "-wal", contents: nil, attributes: [.posixPermissions: 0o644]))
         let reopened = try Database(path: path)
-        #expect(try Self.mode(path) == 0o640)
-        #expect(try Self.mode(path + "-wal") == 0o640)
+        #expect(try Self.mode(path) == 0o600)
+        #expect(try Self.mode(path + "-wal") == 0o600)
         withExtendedLifetime(reopened) {}
     }
 

@@ -18,6 +18,9 @@ enum DeviceSecret {
     /// Reads the secret at `path`, creating it when absent.
     static func load(path: String) throws -> UInt64 {
         if let text = try DaemonOptions.readFile(path) {
+            // Whoever reads it can undo the grid's offset: the owner's alone, whatever made it.
+            var st = stat()
+            if stat(path, &st) == 0, st.st_mode & 0o077 != 0 { _ = chmod(path, st.st_mode & 0o700) }
             let trimmed = text.split(whereSeparator: { $0 == "\n" || $0 == " " }).first.map(String.init) ?? ""
             guard let v = UInt64(trimmed, radix: 16) else {
                 throw ConfigError(file: path, line: 1, message: "not a privacy secret (16 hex digits); remove it to generate a new one")

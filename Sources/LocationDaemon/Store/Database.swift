@@ -9,7 +9,7 @@ public struct StoreError: Error, Hashable, CustomStringConvertible, Sendable {
 /// background queue so that one fix's effects (region states, queued events) commit together.
 ///
 /// WAL journal, `synchronous=FULL`: a committed write survives the daemon being killed and a
-/// power cut (docs/regions.md, "Persistence"). Created 0600: it holds where programs' regions
+/// power cut (docs/regions.md, "Persistence"). Kept 0600: it holds where programs' regions
 /// are and where the device was. Used only from the hub's loop (and from the daemon before the
 /// loop runs).
 public final class Database: @unchecked Sendable {
@@ -29,7 +29,8 @@ public final class Database: @unchecked Sendable {
             if fd >= 0 { close(fd) }
             for file in [path, path + "-wal", path + "-shm"] {
                 var st = stat()
-                if stat(file, &st) == 0, st.st_mode & 0o007 != 0 { _ = chmod(file, st.st_mode & 0o770) }
+                // Not the group's either: the daemon's group is its socket users' too.
+                if stat(file, &st) == 0, st.st_mode & 0o077 != 0 { _ = chmod(file, st.st_mode & 0o700) }
             }
         }
         guard sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nil) == SQLITE_OK else {
