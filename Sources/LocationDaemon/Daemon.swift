@@ -29,15 +29,19 @@ public enum Daemon {
         let store = try RegionStore(database: database)
         let queue = try EventQueue(database: database, limit: options.queueLimit)
         let identities = try ProgramIdentities(database: database)
+        let privacyCells = try PrivacyCellStore(database: database)
         let hub = Hub(eventLoop: loop, sourceDescription: describe(options.source), logger: logger,
-                      regionLimits: options.regionLimits, regionStore: store, queue: queue, identities: identities)
+                      regionLimits: options.regionLimits, regionStore: store, queue: queue, identities: identities,
+                      privacyCells: privacyCells)
         // The approximate-location grid: a fixed seed (replays, tests) or the device secret,
         // created once in the state directory (docs/privacy.md).
         let secret = try options.privacySeed ?? options.databasePath.map { try DeviceSecret.load(path: DeviceSecret.path(forDatabase: $0)) }
             ?? DeviceSecret.random()
+        let cell = try privacyCells.load()
         try await loop.submit {
             hub.policy = options.policy
             hub.privacySecret = secret
+            if let cell { hub.restorePrivacyCell(cell) }
         }.get()
         logger.info("policy", metadata: ["rules": "\(options.policy.rules.map(\.name))",
                                          "default": "\(options.policy.defaultRule.authorization.rawValue) \(options.policy.defaultRule.accuracy.rawValue)"])

@@ -49,6 +49,7 @@ public struct PrivacyGrid: Hashable, Sendable {
     public struct Cell: Hashable, Sendable {
         public var row: Int
         public var column: Int
+        public init(row: Int, column: Int) { self.row = row; self.column = column }
     }
 
     var rowHeight: Double { cellSize / Self.metresPerDegree }  // degrees of latitude
@@ -173,6 +174,14 @@ public struct ApproximateLocation: Sendable {
     public static let publicationInterval = SubscriptionOptions.approximateInterval
 
     public init(grid: PrivacyGrid) { self.grid = grid }
+
+    /// The cell remembered from before a restart (`PrivacyCellStore`), before the first fix:
+    /// the hysteresis goes on from it. A cell of another grid (the secret was replaced) is left
+    /// at the first fix that is outside it grown by the margin, as after any jump.
+    public mutating func restore(cell remembered: PrivacyGrid.Cell) {
+        guard cell == nil else { return }
+        cell = remembered
+    }
 
     /// Feeds a precise fix; returns whether the device's cell changed.
     @discardableResult

@@ -39,6 +39,8 @@ public final class Hub: Sendable {
     /// The identities of programs' latest sessions (what the policy is matched against for a
     /// program that is away).
     public let identities: ProgramIdentities?
+    /// Keeps the approximate-location cell across restarts (written on the loop).
+    public let privacyCells: PrivacyCellStore?
     private let logger: Logger
     private let box: NIOLoopBoundBox<State>
 
@@ -51,6 +53,8 @@ public final class Hub: Sendable {
         var programEvents: [ProgramEvent] = []
         /// What earlier fixes changed that the store refused, written with the next fix's.
         var unwritten = UnwrittenChanges()
+        /// The approximate-location cell last written to `privacyCells`.
+        var storedCell: PrivacyGrid.Cell?
         var processedInputs: UInt64 = 0
         var hadSubscription = false
         var firstSubscriptionWaiters: [@Sendable () -> Void] = []
@@ -68,12 +72,14 @@ public final class Hub: Sendable {
 
     public init(eventLoop: any EventLoop, sourceDescription: String, logger: Logger = Logger(label: "locationd.hub"),
                 regionLimits: RegionMonitor.Limits = RegionMonitor.Limits(),
-                regionStore: RegionStore? = nil, queue: EventQueue? = nil, identities: ProgramIdentities? = nil) {
+                regionStore: RegionStore? = nil, queue: EventQueue? = nil, identities: ProgramIdentities? = nil,
+                privacyCells: PrivacyCellStore? = nil) {
         self.eventLoop = eventLoop
         self.sourceDescription = sourceDescription
         self.regionStore = regionStore
         self.queue = queue
         self.identities = identities
+        self.privacyCells = privacyCells
         self.logger = logger
         let state = State()
         state.engine.regionLimits = regionLimits
@@ -266,6 +272,16 @@ public final class Hub: Sendable {
         handler(need)
     }
 
+    /// The device's approximate-location cell now (on the loop; for tests and status).
+    public var loopPrivacyCell: PrivacyGrid.Cell? { box.value.engine.privacy.cell }
+
+    /// The approximate-location cell remembered from before a restart (before the first fix,
+    /// after `privacySecret`).
+    public func restorePrivacyCell(_ cell: PrivacyGrid.Cell) {
+        box.value.engine.privacy.restore(cell: cell)
+        box.value.storedCell = cell
+    }
+
     /// Sets the approximate-location grid's secret (before the first fix).
     public var privacySecret: UInt64 {
         get { 0 }
@@ -358,6 +374,7 @@ public final class Hub: Sendable {
         s.engine.drainProgramEvents(into: &s.programEvents)
         if !s.programEvents.isEmpty { dropEventsReceivedLive(s) }
         let changes = regionStore == nil ? [] : s.engine.drainRegionChanges()
+        if privacyCells != nil, s.engine.privacy.cell != s.storedCell { storePrivacyCell(s) }
         if changes.isEmpty && s.programEvents.isEmpty {
             // The common case: nothing to write, nothing held (one comparison per fix).
             guard !s.unwritten.isEmpty, s.unwritten.isDue(.now) else { return }
@@ -383,6 +400,16 @@ public final class Hub: Sendable {
         } catch {
             if let saved { queue?.restoreHeads(saved) }
             held(s, failure: error, states: changes, events: s.programEvents)
+        }
+    }
+
+    /// The device changed cell (rare: minutes apart at most, while moving). Best effort: a cell
+    /// that could not be written is not tried again until the next change.
+    private func storePrivacyCell(_ s: State) {
+        guard let privacyCells, let cell = s.engine.privacy.cell else { return }
+        s.storedCell = cell
+        do { try privacyCells.write(cell) } catch {
+            logger.warning("cannot store the approximate-location cell", metadata: ["error": "\(error)"])
         }
     }
 
