@@ -152,6 +152,39 @@ import Testing
         await h.stop()
     }
 
+    /// A slow reader holding a precise location when a reload makes its session approximate
+    /// never receives it: after the `changed` event only approximate locations come.
+    @Test func aDowngradeDropsTheHeldPreciseLocation() async throws {
+        let h = try await ServerHarness.start()
+        defer { h.stopIfRunning() }
+        var policy = Policy()
+        policy.ownerRule = false
+        policy.rules = [PolicyRule(name: "me", user: getuid(), authorization: .always, accuracy: .precise)]
+        try await h.server.applyPolicy(policy)
+        let slow = RawSocket(path: h.path)
+        slow.send("{\"type\":\"session.start\"}\n{\"type\":\"subscribe\",\"id\":\"slow\"}\n")  // and never read (for now)
+        let deadline = ContinuousClock.now + .seconds(20)
+        while try await h.hub.snapshot().subscriberCount < 1 && ContinuousClock.now < deadline {}
+        var i = 0
+        while try await !(h.server.connectionStats().first?.hasPendingLocation ?? false) && ContinuousClock.now < deadline {
+            for _ in 0..<500 { h.hub.submit(.fix(testFix(i))); i += 1 }
+            await h.hub.processed()
+        }
+        try #require(try await h.server.connectionStats().first?.hasPendingLocation == true, "no location was ever held")
+        policy.rules[0].accuracy = .approximate
+        try await h.server.applyPolicy(policy)
+        slow.send("{\"type\":\"status\",\"id\":\"end\"}\n")
+        var changed = false, preciseAfter = 0
+        while let line = slow.readLine() {
+            if line.contains(#""state":"changed""#) { changed = true }
+            if changed, case .location(let f, _) = try ServerMessage.decode(line), f.horizontalAccuracy == 5 { preciseAfter += 1 }
+            if line.contains(#""id":"end""#) { break }
+        }
+        #expect(changed, "the session change never came")
+        #expect(preciseAfter == 0, "\(preciseAfter) precise location(s) after the downgrade")
+        await h.stop()
+    }
+
     @Test func deniedByPolicyAndApproximateRefusedRegions() async throws {
         let h = try await ServerHarness.start()
         defer { h.stopIfRunning() }

@@ -347,6 +347,13 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
     func subscriptionRegranted(from old: Grant?) {
         guard isSubscribed, let session else { return }
         if old?.accuracy != session.grant.accuracy {
+            // A precise location held for a slow reader must not follow the news that the
+            // session is approximate now; it counts as skipped.
+            if session.grant.accuracy == .approximate, pendingLocation != nil {
+                pendingLocation = nil
+                skippedSincePending += 1
+                skippedTotal += 1
+            }
             subscribe(requestedOptions)
         } else if old?.authorization != .always && session.grant.authorization == .always {
             takeBackground()
