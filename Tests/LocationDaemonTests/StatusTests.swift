@@ -75,6 +75,32 @@ import Testing
         await h.stop()
     }
 
+    /// Without a session a non-owner learns only whether the source is reachable: not whether
+    /// or since when the device has a fix, nor whether the receiver is watched. With one, all.
+    @Test func withoutASessionANonOwnerLearnsNothingOfTheFix() async throws {
+        let h = try await ServerHarness.start()
+        defer { h.stopIfRunning() }
+        var policy = Policy()
+        policy.ownerRule = false
+        policy.rules = [PolicyRule(name: "me", user: getuid(), authorization: .whenInUse, accuracy: .precise)]
+        try await h.server.applyPolicy(policy)
+        let subscriber = try await LocationClient.connect(path: h.path)
+        try await subscriber.startSession(.whenInUse)
+        try await subscriber.subscribe()
+        h.hub.submit(.source(.connected))
+        h.hub.submit(.fix(testFix(0)))
+        await h.hub.processed()
+        let asker = try await LocationClient.connect(path: h.path)
+        let without = try await asker.status()
+        #expect(without.state == .connected && without.lastFix == nil && without.receiver == nil, "\(without)")
+        try await asker.startSession(.whenInUse)
+        let with = try await asker.status()
+        #expect(with.state == .fix && with.lastFix == testFix(0).time, "\(with)")
+        subscriber.close()
+        asker.close()
+        await h.stop()
+    }
+
     /// With more connections than one line holds, the reply comes in pages, each a line within
     /// the limit, and `LocationClient.status()` (so `locationctl status`) gets them all.
     @Test func manyConnectionsArePagedAndTheClientGetsThemAll() async throws {

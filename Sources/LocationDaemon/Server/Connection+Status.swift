@@ -22,6 +22,13 @@ extension Connection {
         }
         let everyone = registry.all.map(\.statusEntry)
         let showAll = hub.policy.isOwner(identity)
+        if session == nil && !showAll {
+            // Without a session nothing about the device: whether and when it has a fix (going
+            // indoors, into a tunnel) is location too. Only whether the source is reachable.
+            reply.state = s.state == .disconnected ? .disconnected : .connected
+            reply.lastFix = nil
+            reply.receiver = nil
+        }
         reply.connected = everyone.count
         reply.connectionsShown = showAll ? .all : .own
         let visible = Self.visibleConnections(everyone, asker: id.rawValue, showAll: showAll)
