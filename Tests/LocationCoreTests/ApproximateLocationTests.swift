@@ -281,8 +281,6 @@ import Testing
         let home = Self.truth, away = Self.offset(Self.truth, north: 6000, east: 0)
         for i in 0..<900 { engine.handle(.fix(fix(at: Double(i), home, accuracy: 10)), into: &out) }
         for i in 0..<60 { engine.handle(.fix(fix(at: 3600 + Double(i), away, accuracy: 10)), into: &out) }  // after an hour's gap
-        // Held until the next publication epoch starts (docs/privacy.md, "Publication epochs").
-        engine.handle(.fix(fix(at: 3600 + ApproximateLocation.publicationInterval, away, accuracy: 10)), into: &out)
         let visits = out.compactMap { if case .visit(let v) = $0.event { v } else { nil } }
         #expect(visits.map(\.kind) == [.arrival, .departure])
         guard visits.count == 2 else { return }
@@ -322,20 +320,42 @@ import Testing
         #expect(Self.grid.centre(of: try #require(engine.privacy.cell)) == first.fix.coordinate)
     }
 
-    /// An approximate visit goes out at the first fix of the epoch after it was detected: when it
-    /// is sent says no more than its 15-minute stamps.
-    @Test func anApproximateVisitIsSentAtTheNextEpochStart() throws {
+    /// A change made by an epoch's first fix is not shown at that fix: it waits for the next
+    /// epoch, like any other.
+    @Test func aChangeAtAnEpochsFirstFixWaitsForTheNextEpoch() {
+        var privacy = ApproximateLocation(grid: Self.grid)
+        let home = Self.truth, away = Self.offset(Self.truth, north: 6000, east: 0)
+        let e1 = ApproximateLocation.epochStart(t0).adding(seconds: 2 * ApproximateLocation.publicationInterval)
+        func at(_ t: Timestamp, _ c: Coordinate) -> Fix { Fix(time: t, coordinate: c, mode: .threeD, horizontalAccuracy: 5) }
+        for s in stride(from: -900.0, to: 0, by: 1) { privacy.offer(at(e1.adding(seconds: s), home)) }
+        let homeCentre = Self.grid.centre(of: Self.grid.cell(of: home).cell)
+        privacy.offer(at(e1, away))
+        #expect(privacy.approximate(at(e1, away)).coordinate == homeCentre, "shown at the fix that made it")
+        #expect(privacy.approximate(at(e1, away)).time == e1)
+        let e2 = e1.adding(seconds: ApproximateLocation.publicationInterval)
+        privacy.offer(at(e2, away))
+        #expect(privacy.approximate(at(e2, away)).coordinate == Self.grid.centre(of: Self.grid.cell(of: away).cell))
+        #expect(privacy.approximate(at(e2, away)).time == e2)
+    }
+
+    /// An approximate significant change comes at the first fixes of the epoch that shows the
+    /// new cell, not an epoch later (its detector confirms on the fixes' own times).
+    @Test func anApproximateSignificantChangeComesWithTheEpochThatShowsTheNewCell() throws {
         var engine = Self.engine()
         var o = Self.approximate
-        o.events = [.visits]
+        o.events = [.significant]
         _ = engine.handle(.subscribe(SubscriberID(1), o))
+        let home = Self.truth, away = Self.offset(Self.truth, north: 6000, east: 0)
         var sentAt: [Timestamp] = []
-        for i in 0..<1800 {
-            let f = fix(at: Double(i), Self.truth, accuracy: 10)
-            for d in engine.handle(.fix(f)) { if case .visit = d.event { sentAt.append(f.time) } }
+        var movedAt: Timestamp?
+        for i in 0..<3600 {
+            let f = fix(at: Double(i), i < 1500 ? home : away, accuracy: 5)
+            if i == 1500 { movedAt = f.time }
+            for d in engine.handle(.fix(f)) { if case .significant = d.event { sentAt.append(f.time) } }
         }
-        let arrival = try #require(sentAt.first, "no arrival")
-        #expect(ApproximateLocation.epochStart(arrival) == arrival, "sent at \(arrival), not an epoch start")
+        let shownFrom = ApproximateLocation.epochStart(try #require(movedAt)).adding(seconds: ApproximateLocation.publicationInterval)
+        let change = try #require(sentAt.last, "no significant change")
+        #expect(change >= shownFrom && change - shownFrom < 60, "sent at \(change), the new cell shown from \(shownFrom)")
     }
 
     static func isCellCentre(_ c: Coordinate) -> Bool {

@@ -37,8 +37,6 @@ public struct ProgramEvent: Hashable, Sendable {
         if m.extras.visits == nil, let visits = extras.visits {
             m.extras.visits = visits
             m.extras.visitCell = extras.visitCell
-            m.extras.heldVisits = extras.heldVisits
-            m.extras.releasedAt = extras.releasedAt
         }
         if m.extras.significant == nil, let significant = extras.significant {
             m.extras.significant = significant

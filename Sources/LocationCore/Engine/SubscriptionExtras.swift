@@ -23,11 +23,6 @@ public struct EventKinds: OptionSet, Hashable, Sendable {
     /// Approximate: the cell centre the open visit's arrival was reported with, which its
     /// departure repeats (by then the device may be in another cell, e.g. after a gap).
     var visitCell: Coordinate?
-    /// Approximate: visits detected in the current publication epoch, sent at the start of the
-    /// next (`ApproximateLocation.publishedAt` moving on), so that when one is sent does not
-    /// time the arrival or departure better than its 15-minute stamps.
-    var heldVisits: [Visit] = []
-    var releasedAt: Timestamp?
 
     init?(options: SubscriptionOptions) {
         guard options.events.contains(.visits) || options.events.contains(.significant) else { return nil }
@@ -54,18 +49,12 @@ public struct EventKinds: OptionSet, Hashable, Sendable {
     mutating func offer(_ fix: Fix, privacy: ApproximateLocation, emit: (Event) -> Void) {
         if visits != nil {
             if approximate {
-                // What an earlier epoch detected goes out first, at this epoch's first fix.
-                if privacy.publishedAt != releasedAt {
-                    releasedAt = privacy.publishedAt
-                    for v in heldVisits { emit(.visit(v)) }
-                    heldVisits.removeAll(keepingCapacity: true)
-                }
                 var cell = visitCell
                 visits!.offer(fix) { v in
                     var shown = privacy.approximate(v)
                     if v.kind == .departure, let c = cell { shown.coordinate = c }
                     cell = v.kind == .arrival ? shown.coordinate : nil
-                    heldVisits.append(shown)
+                    emit(.visit(shown))
                 }
                 visitCell = cell
             } else {
@@ -74,7 +63,13 @@ public struct EventKinds: OptionSet, Hashable, Sendable {
         }
         if significant != nil {
             if approximate {
-                if var f = significant!.offer(privacy.approximate(fix)) {
+                // On the published cell centres, with the fix's own time for the detector's
+                // confirmation and interval rules (the published stamp only moves every 10
+                // minutes); the event's time is rounded to 15 minutes below, and it can only
+                // come at an epoch's first fixes, when the published cell changes.
+                var shown = privacy.approximate(fix)
+                shown.time = fix.time
+                if var f = significant!.offer(shown) {
                     f.time = ApproximateLocation.coarse(f.time)
                     emit(.significant(f))
                 }
@@ -91,8 +86,6 @@ public struct EventKinds: OptionSet, Hashable, Sendable {
         if visits != nil, let v = other.visits, v.parameters == visits!.parameters {
             visits = v
             visitCell = other.visitCell
-            heldVisits = other.heldVisits
-            releasedAt = other.releasedAt
         }
         if significant != nil, let s = other.significant, s.parameters == significant!.parameters { significant = s }
     }

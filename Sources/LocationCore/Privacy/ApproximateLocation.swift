@@ -186,7 +186,10 @@ public struct ApproximateLocation: Sendable {
     /// Feeds a precise fix; returns whether the device's cell changed.
     @discardableResult
     public mutating func offer(_ fix: Fix) -> Bool {
-        defer { publish(at: fix.time) }
+        // What is published at an epoch's first fix is the cell from before that fix: a change
+        // is never shown at the fix that made it. The very first fix is published with itself.
+        if cell != nil { publish(at: fix.time) }
+        defer { if published == nil { publish(at: fix.time) } }
         guard fix.horizontalAccuracy.map({ $0 <= maximumAccuracy }) ?? false || cell == nil else { return false }
         let (candidate, inset) = grid.cell(of: fix.coordinate)
         guard let current = cell else { cell = candidate; return true }
