@@ -2,6 +2,7 @@ import Foundation
 import LocationClient
 import LocationCore
 import LocationProtocol
+@testable import LocationDaemon
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -12,7 +13,7 @@ import Testing
 /// closed without `session.end`; one that ended its subscription leaves nothing behind
 /// (docs/semantics.md, "Background").
 @Suite(.serialized, .timeLimit(.minutes(5))) struct BackgroundRestartTests {
-    static func restartedBackgroundMonitors(unsubscribeFirst: Bool) async throws -> Int? {
+    static func restartedBackgroundMonitors(unsubscribeFirst: Bool, downgradeFirst: Bool = false) async throws -> Int? {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("bg-restart-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -24,6 +25,7 @@ import Testing
         try await program.startSession(.always)
         _ = try await program.subscribe(SubscriptionOptions(events: [.visits, .significant]))
         if unsubscribeFirst { try await program.unsubscribe() }
+        if downgradeFirst { try await program.startSession(.whenInUse) }  // still subscribed
         #expect(try await program.status().backgroundMonitors == 0, "no connection has gone away yet")
         first.signal(SIGKILL)
         _ = first.waitForExit()
@@ -41,5 +43,30 @@ import Testing
 
     @Test func aProgramThatUnsubscribedLeavesNoMonitorBehind() async throws {
         #expect(try await Self.restartedBackgroundMonitors(unsubscribeFirst: true) == 0)
+    }
+
+    @Test func aProgramNoLongerAlwaysLeavesNoMonitorBehind() async throws {
+        #expect(try await Self.restartedBackgroundMonitors(unsubscribeFirst: false, downgradeFirst: true) == 0)
+    }
+
+    /// Subscribing again with the same options writes nothing: every write is a synced
+    /// transaction on the hub's loop, and a program may subscribe 100 times a second.
+    @Test func subscribingAgainWritesNothing() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("bg-writes-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let queue = try EventQueue(database: Database(path: dir.appendingPathComponent("q.db").path), limit: 100)
+        let h = try await ServerHarness.start(queue: queue)
+        defer { h.stopIfRunning() }
+        let program = try await LocationClient.connect(path: h.path)
+        try await program.startSession(.always)
+        _ = try await program.subscribe(SubscriptionOptions(events: [.visits]))
+        let before = try await h.hub.eventLoop.submit { queue.database.totalChanges }.get()
+        for _ in 0..<20 { _ = try await program.subscribe(SubscriptionOptions(events: [.visits])) }
+        let after = try await h.hub.eventLoop.submit { queue.database.totalChanges }.get()
+        #expect(after == before, "\(after - before) rows written by 20 identical subscribes")
+        #expect(try await h.hub.eventLoop.submit { try queue.loadBackground().count }.get() == 1)
+        program.close()
+        await h.stop()
     }
 }

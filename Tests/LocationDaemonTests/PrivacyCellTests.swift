@@ -67,5 +67,18 @@ import Testing
             let cell = try await hub.eventLoop.submit { hub.loopPrivacyCell }.get()
             #expect(cell == homeCell, "still held after the restart")
         }
+        // Carried 20 km away while the daemon was down: the first fix after the restart sets the
+        // cell, even one too inaccurate to move a cell otherwise, and it is what is shown.
+        let far = Coordinate(latitude: home.latitude + 0.18, longitude: home.longitude)
+        try await Self.withHub(path: path) { hub in
+            let t0 = CivilTime(year: 2026, month: 6, day: 1, hour: 9).timestamp
+            hub.submit(.fix(Fix(time: t0, coordinate: far, mode: .threeD, horizontalAccuracy: 900)))
+            await hub.processed()
+            let (cell, shown) = try await hub.eventLoop.submit {
+                (hub.loopPrivacyCell, hub.loopApproximate(Fix(time: t0, coordinate: far, mode: .threeD)).coordinate)
+            }.get()
+            #expect(cell == Self.grid.cell(of: far).cell)
+            #expect(shown == Self.grid.centre(of: Self.grid.cell(of: far).cell))
+        }
     }
 }

@@ -179,13 +179,25 @@ public struct ApproximateLocation: Sendable {
     /// the hysteresis goes on from it. A cell of another grid (the secret was replaced) is left
     /// at the first fix that is outside it grown by the margin, as after any jump.
     public mutating func restore(cell remembered: PrivacyGrid.Cell) {
-        guard cell == nil else { return }
+        // A row the grid has no centre for (a secret with another polar cap) is not a cell.
+        guard cell == nil, grid.centre(of: remembered).isValid else { return }
         cell = remembered
+        restored = true
     }
+
+    /// The cell came from before a restart and no fix has confirmed it yet: the first fix
+    /// outside it grown by the margin moves it, whatever its accuracy (the device may have been
+    /// carried away meanwhile), as the very first fix sets a cell.
+    private var restored = false
 
     /// Feeds a precise fix; returns whether the device's cell changed.
     @discardableResult
     public mutating func offer(_ fix: Fix) -> Bool {
+        if restored, let current = cell {
+            restored = false
+            // Carried away while the daemon was down: this fix sets the cell, as a first fix.
+            if grid.outside(fix.coordinate, grown: current) { cell = nil }
+        }
         // What is published at an epoch's first fix is the cell from before that fix: a change
         // is never shown at the fix that made it. The very first fix is published with itself.
         if cell != nil { publish(at: fix.time) }

@@ -65,6 +65,8 @@ public final class Hub: Sendable {
         /// `always` subscriptions with visits or significant changes, and the options they
         /// would hand over (`rememberBackground`).
         var alwaysSubscriptions: [SubscriberID: (program: ProgramID, options: SubscriptionOptions)] = [:]
+        /// What the `background` table holds per program (written only when it changes).
+        var rememberedBackground: [ProgramID: SubscriptionOptions] = [:]
         /// Programs whose remembered regions could not be loaded at start, and why: their rows
         /// stay as they are in the store, so no change of theirs may rewrite them.
         var unrestored: [ProgramID: RegionError] = [:]
@@ -136,7 +138,6 @@ public final class Hub: Sendable {
     /// (starting with the current source status).
     public func subscribe(_ id: SubscriberID, options: SubscriptionOptions, subscriber: any HubSubscriber) {
         box.value.subscribers[id] = subscriber
-        forgetAlways(id)  // an `always` subscription says so again (`takeBack`)
         handle(.subscribe(id, options))
         updateDemand()
         if !box.value.hadSubscription {
@@ -160,6 +161,17 @@ public final class Hub: Sendable {
     private func forgetAlways(_ id: SubscriberID) {
         guard let (program, _) = box.value.alwaysSubscriptions.removeValue(forKey: id) else { return }
         rememberBackground(of: program)
+    }
+
+    /// `id`'s subscription (new, or its session's grant changed) is `always` with these options
+    /// as granted, or (nil) it is not: what its program would keep in the background follows.
+    public func subscriptionKept(_ id: SubscriberID, of program: ProgramID, always options: SubscriptionOptions?) {
+        if let options, options.events.contains(.visits) || options.events.contains(.significant) {
+            box.value.alwaysSubscriptions[id] = (program, options)
+            rememberBackground(of: program)
+        } else {
+            forgetAlways(id)
+        }
     }
 
     // MARK: Policy (on the loop; docs/privacy.md)
@@ -274,6 +286,9 @@ public final class Hub: Sendable {
 
     /// The device's approximate-location cell now (on the loop; for tests and status).
     public var loopPrivacyCell: PrivacyGrid.Cell? { box.value.engine.privacy.cell }
+
+    /// `fix` as approximate programs are shown it now (on the loop; for tests).
+    public func loopApproximate(_ fix: Fix) -> Fix { box.value.engine.privacy.approximate(fix) }
 
     /// The approximate-location cell remembered from before a restart (before the first fix,
     /// after `privacySecret`).
@@ -403,7 +418,7 @@ public final class Hub: Sendable {
         }
     }
 
-    /// The device changed cell (rare: minutes apart at most, while moving). Best effort: a cell
+    /// The device changed cell (rare: minutes apart at least, while moving). Best effort: a cell
     /// that could not be written is not tried again until the next change.
     private func storePrivacyCell(_ s: State) {
         guard let privacyCells, let cell = s.engine.privacy.cell else { return }
@@ -483,14 +498,12 @@ public final class Hub: Sendable {
         updateDemand()
     }
 
-    /// The program subscribed again as `id` under an `always` session, with `options` as
-    /// granted: its background detectors carry over to the subscription, and the background
-    /// monitoring ends; what the subscription would hand over is remembered already.
-    public func takeBack(_ program: ProgramID, into id: SubscriberID, options: SubscriptionOptions) {
-        if options.events.contains(.visits) || options.events.contains(.significant) {
-            box.value.alwaysSubscriptions[id] = (program, options)
-        }
-        if box.value.engine.takeBack(program, into: id) { updateDemand() }
+    /// The program subscribed again as `id` under an `always` session: its background
+    /// detectors carry over to the subscription, and the background monitoring ends (what the
+    /// subscription would hand over is remembered by `subscriptionKept`).
+    public func takeBack(_ program: ProgramID, into id: SubscriberID) {
+        guard box.value.engine.takeBack(program, into: id) else { return }
+        updateDemand()
         rememberBackground(of: program)
     }
 
@@ -507,12 +520,17 @@ public final class Hub: Sendable {
         for (_, live) in s.alwaysSubscriptions.filter({ $0.value.program == program }).sorted(by: { $0.key < $1.key }) {
             options = options.map { $0.joinedInBackground(by: live.options) } ?? live.options
         }
+        // A subscription that changes nothing (a program re-subscribing, a flood of them) costs
+        // no write: each is a synced transaction on the loop.
+        guard s.rememberedBackground[program] != options else { return }
+        s.rememberedBackground[program] = options
         if let options { queue.saveBackground(program, options: options) } else { queue.removeBackground(program) }
     }
 
     /// Background monitors remembered in the store (daemon start, before any fix).
     public func restoreBackground(_ program: ProgramID, options: SubscriptionOptions) {
         box.value.engine.restoreBackground(program, options: options)
+        box.value.rememberedBackground[program] = options
     }
 
     public var backgroundProgramIDs: [ProgramID] { box.value.engine.backgroundProgramIDs }

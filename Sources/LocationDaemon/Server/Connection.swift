@@ -336,6 +336,7 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
         let effective = effectiveOptions(options, session.grant)
         isSubscribed = true
         hub.subscribe(id, options: effective, subscriber: self)
+        hub.subscriptionKept(id, of: program, always: session.grant.authorization == .always ? effective : nil)
         if effective.accuracy == .precise { hub.bind(id, to: program) } else { hub.unbind(id) }
         if session.grant.authorization == .always { takeBackground() }
     }
@@ -356,7 +357,11 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
             }
             subscribe(requestedOptions)
         } else if old?.authorization != .always && session.grant.authorization == .always {
+            hub.subscriptionKept(id, of: program, always: effectiveOptions(requestedOptions, session.grant))
             takeBackground()
+        } else if old?.authorization == .always && session.grant.authorization != .always {
+            // No longer always: a kill now must not leave it monitored in the background.
+            hub.subscriptionKept(id, of: program, always: nil)
         }
     }
 
@@ -371,8 +376,7 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
     /// An `always` program subscribed: its background detectors carry over to this
     /// subscription, and what waited in its queue is written now, before any newer event.
     func takeBackground() {
-        guard let session else { return }
-        hub.takeBack(program, into: id, options: effectiveOptions(requestedOptions, session.grant))
+        hub.takeBack(program, into: id)
         guard let context, let queue = hub.queue else { return }
         hub.writeUnwritten()
         let lines = queue.backlog(of: program)

@@ -80,6 +80,9 @@ public final class Database: @unchecked Sendable {
 
     var lastError: String { String(cString: sqlite3_errmsg(handle)) }
 
+    /// Rows inserted, updated or deleted through this connection since it opened.
+    var totalChanges: Int { Int(sqlite3_total_changes(handle)) }
+
     /// Steps a statement that returns rows: true for a row, false once done; an error (a
     /// corrupt page, an I/O error) throws instead of looking like the end of the rows.
     func step(_ stmt: OpaquePointer) throws -> Bool {

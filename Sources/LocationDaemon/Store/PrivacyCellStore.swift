@@ -6,7 +6,7 @@ import LocationCore
 /// were shown, instead of starting from the device's true cell. A device parked within 500 m of
 /// a boundary, held in the cell it came from, would otherwise show the other one after a
 /// reboot, telling a watcher it is within 500 m of that edge. One row; written on the hub's
-/// loop in the fix's transaction when the cell changed.
+/// loop, on its own, at the fix that changed the cell.
 public final class PrivacyCellStore: @unchecked Sendable {
     public let database: Database
 
