@@ -218,17 +218,22 @@ final class FakeServer: @unchecked Sendable {
         #expect(try await messages.next() == nil)
     }
 
+    /// The result of an `unsubscribe` cancelled while it waits for its reply: once `server` has
+    /// read the request, not before it is out.
+    static func cancelledWhileWaiting(_ client: LocationClient, _ server: FakeServer) async -> Result<Void, any Error> {
+        let waiting = Task { try await client.unsubscribe() }
+        #expect(await server.waitForRequests(1))
+        waiting.cancel()
+        return await waiting.result
+    }
+
     /// Cancelling the task that waits for a reply ends the wait with CancellationError.
     @Test func cancellingTheCallerEndsTheWait() async throws {
         let server = try FakeServer(.init())
         defer { server.stop() }
         let client = try await LocationClient.connect(path: server.path, requestTimeout: .seconds(30))
         defer { client.close() }
-        let waiting = Task { try await client.unsubscribe() }
-        // Cancelled while it waits for the reply, not before the request is out.
-        #expect(await server.waitForRequests(1))
-        waiting.cancel()
-        let result = await waiting.result
+        let result = await Self.cancelledWhileWaiting(client, server)
         guard case .failure(let error) = result else { Issue.record("\(result)"); return }
         #expect(error is CancellationError, "\(error)")
     }
@@ -242,10 +247,7 @@ final class FakeServer: @unchecked Sendable {
         defer { server.stop() }
         let client = try await LocationClient.connect(path: server.path, requestTimeout: .seconds(30))
         defer { client.close() }
-        let waiting = Task { try await client.unsubscribe() }
-        #expect(await server.waitForRequests(1))
-        waiting.cancel()
-        _ = await waiting.result
+        _ = await Self.cancelledWhileWaiting(client, server)
         try client.send(.unsubscribe(id: .string("probe")))
         var messages = client.messages.makeAsyncIterator()
         let first = try await messages.next()

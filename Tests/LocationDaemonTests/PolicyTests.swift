@@ -155,12 +155,11 @@ import Testing
     /// A slow reader holding a precise location when a reload makes its session approximate
     /// never receives it: after the `changed` event only approximate locations come.
     @Test func aDowngradeDropsTheHeldPreciseLocation() async throws {
-        let h = try await ServerHarness.start()
-        defer { h.stopIfRunning() }
         var policy = Policy()
         policy.ownerRule = false
         policy.rules = [PolicyRule(name: "me", user: getuid(), authorization: .always, accuracy: .precise)]
-        try await h.server.applyPolicy(policy)
+        let h = try await ServerHarness.start(onlyRule: policy.rules[0])
+        defer { h.stopIfRunning() }
         let slow = RawSocket(path: h.path)
         slow.send("{\"type\":\"session.start\"}\n{\"type\":\"subscribe\",\"id\":\"slow\"}\n")  // and never read (for now)
         let deadline = ContinuousClock.now + .seconds(20)

@@ -19,6 +19,20 @@ final class ServerHarness: Sendable {
     var path: String { server.configuration.path }
     private let stopped = Mutex(false)
 
+    /// A harness whose policy has no owner rule and one rule, `rule`, for this test process's
+    /// user (its connections are then an ordinary program, not the owner).
+    static func start(onlyRule rule: PolicyRule) async throws -> ServerHarness {
+        let h = try await start()
+        var policy = Policy()
+        policy.ownerRule = false
+        policy.rules = [rule]
+        do { try await h.server.applyPolicy(policy) } catch {
+            h.stopIfRunning()
+            throw error
+        }
+        return h
+    }
+
     static func start(store: RegionStore? = nil, queue: EventQueue? = nil, _ configure: @Sendable (inout SocketServer.Configuration) -> Void = { _ in }) async throws -> ServerHarness {
         var template = Array("/tmp/ldt-XXXXXX".utf8CString)
         guard let dir = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {

@@ -50,12 +50,8 @@ import Testing
     }
 
     @Test func nonOwnerSeesOnlyItsOwnEntryAndTheCounts() async throws {
-        let h = try await ServerHarness.start()
+        let h = try await ServerHarness.start(onlyRule: PolicyRule(name: "me", user: getuid(), authorization: .whenInUse, accuracy: .approximate, purposes: ["nav"]))
         defer { h.stopIfRunning() }
-        var policy = Policy()
-        policy.ownerRule = false
-        policy.rules = [PolicyRule(name: "me", user: getuid(), authorization: .whenInUse, accuracy: .approximate, purposes: ["nav"])]
-        try await h.server.applyPolicy(policy)
         let other = try await LocationClient.connect(path: h.path)
         try await other.startSession(.always)
         try await other.subscribe()
@@ -78,12 +74,8 @@ import Testing
     /// Without a session a non-owner learns only whether the source is reachable: not whether
     /// or since when the device has a fix, nor whether the receiver is watched. With one, all.
     @Test func withoutASessionANonOwnerLearnsNothingOfTheFix() async throws {
-        let h = try await ServerHarness.start()
+        let h = try await ServerHarness.start(onlyRule: PolicyRule(name: "me", user: getuid(), authorization: .whenInUse, accuracy: .precise))
         defer { h.stopIfRunning() }
-        var policy = Policy()
-        policy.ownerRule = false
-        policy.rules = [PolicyRule(name: "me", user: getuid(), authorization: .whenInUse, accuracy: .precise)]
-        try await h.server.applyPolicy(policy)
         let subscriber = try await LocationClient.connect(path: h.path)
         try await subscriber.startSession(.whenInUse)
         try await subscriber.subscribe()
