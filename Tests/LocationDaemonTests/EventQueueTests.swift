@@ -107,14 +107,12 @@ import Testing
         let q = try queue()
         try append(q, 1...2, for: program)
         struct Boom: Error {}
-        let saved = q.saveHeads()
         #expect(throws: Boom.self) {
-            try q.database.transaction {
+            try q.transaction {
                 try q.append([ProgramEvent(program: program, event: .region(Self.event(3)))])
                 throw Boom()
             }
         }
-        q.restoreHeads(saved)
         try append(q, 4...4, for: program)
         #expect(try Self.decode(q.backlog(of: program)).map(\.queueSequence) == [1, 2, 3])
     }

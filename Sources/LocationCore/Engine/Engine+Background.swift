@@ -46,7 +46,6 @@ public struct ProgramEvent: Hashable, Sendable {
         return m.options
     }
 
-
     mutating func remove(_ program: ProgramID) -> SubscriptionExtras? {
         guard let monitor = monitors.removeValue(forKey: program) else { return nil }
         order.removeAll { $0 == program }

@@ -83,10 +83,7 @@ public struct EventKinds: OptionSet, Hashable, Sendable {
     /// progress when a program went to the background ends with a departure, not a second arrival.
     mutating func adopt(_ other: SubscriptionExtras) {
         guard other.approximate == approximate else { return }
-        if visits != nil, let v = other.visits, v.parameters == visits!.parameters {
-            visits = v
-            visitCell = other.visitCell
-        }
+        if visits != nil, let v = other.visits, v.parameters == visits!.parameters { visits = v; visitCell = other.visitCell }
         if significant != nil, let s = other.significant, s.parameters == significant!.parameters { significant = s }
     }
 }

@@ -284,7 +284,7 @@ public final class Hub: Sendable {
         handler(need)
     }
 
-    /// The device's approximate-location cell now (on the loop; for tests and status).
+    /// The device's approximate-location cell now (on the loop; for tests).
     public var loopPrivacyCell: PrivacyGrid.Cell? { box.value.engine.privacy.cell }
 
     /// `fix` as approximate programs are shown it now (on the loop; for tests).
@@ -394,18 +394,23 @@ public final class Hub: Sendable {
             // The common case: nothing to write, nothing held (one comparison per fix).
             guard !s.unwritten.isEmpty, s.unwritten.isDue(.now) else { return }
         }
+        commit(s, states: changes, events: s.programEvents)
+    }
+
+    /// One transaction: what earlier fixes could not write, then `states` and `events`. On
+    /// failure all of it is held (`held`).
+    private func commit(_ s: State, states changes: [(program: ProgramID, records: [RegionRecord])], events: [ProgramEvent]) {
         guard let database = regionStore?.database ?? queue?.database else {
-            logger.warning("no store: background events dropped", metadata: ["events": "\(s.programEvents.count)"])
+            logger.warning("no store: background events dropped", metadata: ["events": "\(events.count)"])
             return
         }
-        let saved = queue?.saveHeads()
         do {
-            try database.transaction {
+            try (queue?.transaction ?? database.transaction) {
                 try write(s.unwritten)
                 for change in changes { try regionStore?.writeStates(of: change.program, change.records) }
-                if !s.programEvents.isEmpty {
-                    guard let queue else { throw StoreError(description: "no queue for \(s.programEvents.count) background events") }
-                    try queue.append(s.programEvents)
+                if !events.isEmpty {
+                    guard let queue else { throw StoreError(description: "no queue for \(events.count) background events") }
+                    try queue.append(events)
                 }
             }
             if !s.unwritten.isEmpty {
@@ -413,8 +418,7 @@ public final class Hub: Sendable {
                 s.unwritten.removeAll()
             }
         } catch {
-            if let saved { queue?.restoreHeads(saved) }
-            held(s, failure: error, states: changes, events: s.programEvents)
+            held(s, failure: error, states: changes, events: events)
         }
     }
 
@@ -432,16 +436,8 @@ public final class Hub: Sendable {
     /// so that its events waiting in memory are in it, in order.
     public func writeUnwritten() {
         let s = box.value
-        guard !s.unwritten.isEmpty, let database = regionStore?.database ?? queue?.database else { return }
-        let saved = queue?.saveHeads()
-        do {
-            try database.transaction { try write(s.unwritten) }
-            logger.notice("store: earlier fixes' region states and background events written", metadata: ["events": "\(s.unwritten.events.count)"])
-            s.unwritten.removeAll()
-        } catch {
-            if let saved { queue?.restoreHeads(saved) }
-            held(s, failure: error, states: [], events: [])
-        }
+        guard !s.unwritten.isEmpty else { return }
+        commit(s, states: [], events: [])
     }
 
     /// A write failed: what it held waits for the next attempt, or is given up after

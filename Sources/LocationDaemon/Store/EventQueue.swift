@@ -107,13 +107,7 @@ public final class EventQueue: @unchecked Sendable {
     func discard(_ program: ProgramID) throws -> Int {
         let n = count(of: program)
         guard n > 0 else { return 0 }
-        let saved = saveHeads()
-        do {
-            try database.transaction { try drop(program, n) }
-        } catch {
-            restoreHeads(saved)
-            throw error
-        }
+        try transaction { try drop(program, n) }
         return n
     }
 
@@ -145,13 +139,16 @@ public final class EventQueue: @unchecked Sendable {
         try database.run(upsert)
     }
 
-    /// The in-memory heads, taken before a transaction that may fail…
-    struct SavedHeads { fileprivate var heads: [ProgramID: Head] }
-    func saveHeads() -> SavedHeads { SavedHeads(heads: heads) }
-
-    /// …and put back when it rolled back: memory follows the database again without reading it
-    /// (a read could fail too, leaving numbers given out or an ack recorded that are not).
-    func restoreHeads(_ saved: SavedHeads) { heads = saved.heads }
+    /// Runs `body` in a database transaction (joining the caller's, if any); when it rolls back,
+    /// the in-memory heads are put back as they were before it, without reading the database (a
+    /// read could fail too, leaving numbers given out or an ack recorded that are not).
+    func transaction(_ body: () throws -> Void) throws {
+        let saved = heads
+        do { try database.transaction(body) } catch {
+            heads = saved
+            throw error
+        }
+    }
 
     // MARK: Delivery and acknowledgement
 
@@ -202,9 +199,8 @@ public final class EventQueue: @unchecked Sendable {
                 : "seq \(seq) is beyond the last queued event, \(head.last)")
         }
         guard seq > head.acked else { return head.count }
-        let saved = saveHeads()
         do {
-            try database.transaction {
+            try transaction {
                 heads[program]!.acked = seq
                 let delete = try database.prepare("DELETE FROM queue WHERE program = ? AND seq <= ?")
                 defer { sqlite3_finalize(delete) }
@@ -214,7 +210,6 @@ public final class EventQueue: @unchecked Sendable {
                 try saveHead(program)
             }
         } catch {
-            restoreHeads(saved)
             throw AckError(code: .storeFailed, description: "cannot record the acknowledgement: \(error); nothing was forgotten — check the disk and the daemon's log")
         }
         return heads[program]!.count
