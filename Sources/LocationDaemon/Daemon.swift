@@ -1,5 +1,6 @@
 import Dispatch
 import LocationCore
+import LocationProtocol
 import Logging
 import NIOCore
 import NIOPosix
@@ -146,6 +147,8 @@ final class DaemonService: Sendable {
     let logger: Logger
     /// The settings in force (changed by reloads).
     let current: Mutex<DaemonOptions>
+    /// Where each reload's outcome is recorded for `locationctl reload` (`ExecReload=`).
+    let reloadRecord: ReloadRecordFile
 
     init(options: DaemonOptions, hub: Hub, logControl: LogControl, logger: Logger) {
         self.options = options
@@ -153,6 +156,7 @@ final class DaemonService: Sendable {
         self.logControl = logControl
         self.logger = logger
         current = Mutex(options)
+        reloadRecord = ReloadRecordFile(socketPath: options.socketPath)
     }
 
     func run(wakes: AsyncStream<Wake>, wake: AsyncStream<Wake>.Continuation) async throws {
@@ -172,6 +176,7 @@ final class DaemonService: Sendable {
             server = try await SocketServer.start(hub: hub, configuration: configuration, logger: logger)
             logger.info("serving", metadata: ["socket": "\(options.socketPath)", "source": "\(hub.sourceDescription)"])
         }
+        if let problem = reloadRecord.removeStale() { logger.warning("\(problem); locationctl reload may take it for a later reload's") }
         // The socket accepts connections now, and the store was opened before the group started.
         supervisor.notify("READY=1\nMAINPID=\(getpid())\nSTATUS=\(try await supervisor.currentStatus())")
         supervisor.start()
@@ -244,10 +249,15 @@ final class DaemonService: Sendable {
     }
 
     /// SIGHUP: re-read the config file (command-line flags still win), apply what can change
-    /// live (log level, coordinate precision), log what needs a restart.
+    /// live (log level, coordinate precision, the access policy), log what needs a restart. A
+    /// file that does not parse changes nothing. The outcome is recorded last, after READY=1, so
+    /// systemd has both notifications before `locationctl reload` (`ExecReload=`) sees the
+    /// record and exits.
     func reload(_ supervisor: ServiceSupervisor, server: SocketServer) async {
-        supervisor.notify("RELOADING=1\nMONOTONIC_USEC=\(SystemdNotifier.monotonicMicroseconds())\nSTATUS=reloading configuration")
+        let start = SystemdNotifier.monotonicMicroseconds()
+        supervisor.notify("RELOADING=1\nMONOTONIC_USEC=\(start)\nSTATUS=reloading configuration")
         let old = current.withLock { $0 }
+        let outcome: ReloadRecord.Outcome
         do {
             let new = try old.reloaded()
             let changes = ConfigSchema.changes(from: old, to: new)
@@ -271,10 +281,15 @@ final class DaemonService: Sendable {
             logControl.preciseCoordinates = kept.preciseCoordinates
             current.withLock { $0 = kept }
             logger.info("reloaded", metadata: ["file": "\(new.configFile ?? "none")", "changes": "\(changes.count)"])
+            outcome = .ok
         } catch {
             logger.error("reload failed; keeping the current configuration: \(error)")
+            outcome = .failed("\(error)")
         }
         supervisor.notify("READY=1\nSTATUS=\((try? await supervisor.currentStatus()) ?? "reloaded")")
+        if let problem = reloadRecord.write(ReloadRecord(start: start, outcome: outcome)) {
+            logger.warning("cannot record the reload's outcome: \(problem); locationctl reload (ExecReload=) waits for it until its --timeout: the directory must be writable by the daemon (RuntimeDirectory=, or the socket's directory)")
+        }
     }
 
     /// The test hook (`LOCATIOND_TEST_STALL_ON=SIGUSR2`): the signal blocks the event loop for

@@ -44,10 +44,11 @@ struct SocketFlag: ParsableArguments {
     @Option(name: .long, help: "locationd's socket (default: $LOCATIOND_SOCKET or /run/locationd/locationd.sock).")
     var socket: String?
 
-    var path: String {
-        if let socket { return socket }
-        if let env = getenv("LOCATIOND_SOCKET") { return String(cString: env) }
-        return "/run/locationd/locationd.sock"
+    var path: String { socket ?? Self.defaultPath }
+
+    /// `$LOCATIOND_SOCKET`, else locationd's own default.
+    static var defaultPath: String {
+        getenv("LOCATIOND_SOCKET").map { String(cString: $0) } ?? "/run/locationd/locationd.sock"
     }
 }
 

@@ -9,11 +9,18 @@ import Testing
     static var locationctl: URL { DaemonProcess.executable.deletingLastPathComponent().appendingPathComponent("locationctl") }
 
     /// Runs locationctl to its exit; one still running after `timeout` seconds (a `watch` whose
-    /// events never come) is terminated, so the test fails instead of hanging.
-    static func run(_ arguments: [String], timeout: Double = 60) throws -> (status: Int32, out: String, err: String) {
+    /// events never come) is terminated, so the test fails instead of hanging. `environment`
+    /// changes the inherited environment (nil: the variable is removed).
+    static func run(_ arguments: [String], environment: [String: String?] = [:], timeout: Double = 60) throws
+        -> (status: Int32, out: String, err: String) {
         let p = Process()
         p.executableURL = locationctl
         p.arguments = arguments
+        if !environment.isEmpty {
+            var env = ProcessInfo.processInfo.environment
+            for (name, value) in environment { env[name] = value }
+            p.environment = env
+        }
         let out = Pipe(), err = Pipe()
         p.standardOutput = out
         p.standardError = err

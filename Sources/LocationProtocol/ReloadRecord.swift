@@ -1,0 +1,65 @@
+/// How a SIGHUP reload ended, as the daemon records it for `locationctl reload` (systemd's
+/// `ExecReload=`), which waits for it: one line in the file `reload` of the daemon's runtime
+/// directory, replaced (written to a temporary file, then renamed) when each reload finishes:
+///
+///     123456789 ok
+///     123456789 failed /etc/locationd/locationd.toml:3: unknown authorization 'alway'; expected denied, when-in-use or always
+///
+/// The number is CLOCK_MONOTONIC in microseconds when the reload began (the `MONOTONIC_USEC=`
+/// sent with `RELOADING=1`). A waiter that read the clock before it sent SIGHUP waits for a
+/// record starting at or after that time: an earlier one is another reload's, and several
+/// signals merged into one reload are all answered by it (docs/systemd.md, "Reload").
+public struct ReloadRecord: Sendable, Equatable {
+    public enum Outcome: Sendable, Equatable {
+        case ok
+        /// The reload was refused and the running configuration kept; why, as the log says it.
+        case failed(String)
+    }
+
+    public static let fileName = "reload"
+
+    /// CLOCK_MONOTONIC, microseconds, when the reload began.
+    public var start: UInt64
+    public var outcome: Outcome
+
+    public init(start: UInt64, outcome: Outcome) {
+        self.start = start
+        self.outcome = outcome
+    }
+
+    /// The file's content: one line (line breaks in a message become spaces).
+    public var line: String {
+        switch outcome {
+        case .ok: "\(start) ok\n"
+        case .failed(let message):
+            "\(start) failed \(String(message.map { $0 == "\n" || $0 == "\r" || $0 == "\r\n" ? " " : $0 }))\n"
+        }
+    }
+
+    /// Parses `line`'s form; nil for anything else (a file still being written by hand, say).
+    public init?(line text: String) {
+        var text = Substring(text)
+        if text.hasSuffix("\n") { text = text.dropLast() }
+        let parts = text.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count >= 2, let start = UInt64(parts[0]) else { return nil }
+        switch parts[1] {
+        case "ok" where parts.count == 2: self.init(start: start, outcome: .ok)
+        case "failed": self.init(start: start, outcome: .failed(parts.count == 3 ? String(parts[2]) : ""))
+        default: return nil
+        }
+    }
+
+    /// Where the daemon writes the record, and where `locationctl reload` looks for it:
+    /// `RUNTIME_DIRECTORY` (systemd's, from `RuntimeDirectory=`; the first when it lists several)
+    /// when set, else the directory of the socket path.
+    public static func directory(runtimeDirectory: String?, socketPath: String) -> String {
+        if let first = runtimeDirectory?.split(separator: ":").first, !first.isEmpty { return String(first) }
+        guard let slash = socketPath.lastIndex(of: "/") else { return "." }
+        return slash == socketPath.startIndex ? "/" : String(socketPath[..<slash])
+    }
+
+    /// The record's path in `directory`.
+    public static func path(in directory: String) -> String {
+        directory.hasSuffix("/") ? directory + fileName : directory + "/" + fileName
+    }
+}

@@ -1,0 +1,96 @@
+import ArgumentParser
+import LocationProtocol
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `locationctl reload --pid PID`: the unit's `ExecReload=`. SIGHUP alone (`kill -HUP`) returns
+/// before the daemon has reloaded, and systemd 252 ends the reload job when `ExecReload=` exits
+/// (docs/systemd.md, "Reload"); this sends SIGHUP and waits for the daemon's record of a reload
+/// that began after it (`ReloadRecord`), then exits 0 when it applied, 1 with the daemon's
+/// reason when it was refused.
+struct Reload: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Reload locationd (SIGHUP) and wait until the reload has finished: exit 0 when it applied, 1 with the reason when the file was refused (locationd then keeps its current configuration).",
+        discussion: """
+            The unit's ExecReload=: systemctl reload locationd then returns once the new
+            configuration is in force, and fails when it was refused. locationd records how each
+            reload ended in the file 'reload' of its runtime directory; a record of a reload
+            that began before the signal was sent is not this one's.
+            """)
+
+    @Option(help: "locationd's process id (ExecReload=: --pid $MAINPID).") var pid: Int32
+    @Option(name: .customLong("runtime-directory"),
+            help: "Where locationd records its reloads (default: $RUNTIME_DIRECTORY, else the directory of $LOCATIOND_SOCKET or /run/locationd/locationd.sock).")
+    var runtimeDirectory: String?
+    @Option(help: "Give up after this many seconds (below systemd's TimeoutStartSec=, 90 s by default).") var timeout: Double = 60
+
+    var directory: String {
+        runtimeDirectory ?? ReloadRecord.directory(runtimeDirectory: getenv("RUNTIME_DIRECTORY").map { String(cString: $0) },
+                                                   socketPath: SocketFlag.defaultPath)
+    }
+
+    func validate() throws {
+        // 0 and negative numbers would signal process groups, -1 every process we may signal.
+        guard pid > 0 else { throw ValidationError("--pid \(pid) is not a process id; give locationd's (ExecReload=: --pid $MAINPID)") }
+        guard timeout > 0, timeout.isFinite else { throw ValidationError("--timeout \(timeout) must be more than 0 seconds") }
+    }
+
+    func run() throws {
+        let directory = self.directory
+        let path = ReloadRecord.path(in: directory)
+        // Watched before the signal: a record written at once is not missed, and a directory
+        // that cannot be watched fails before anything is reloaded.
+        let watch = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
+        guard watch >= 0 else { throw Refusal("cannot watch \(directory) (inotify_init1): \(String(cString: strerror(errno))); no signal sent") }
+        defer { close(watch) }
+        guard inotify_add_watch(watch, directory, UInt32(IN_MOVED_TO | IN_CLOSE_WRITE)) >= 0 else {
+            throw Refusal("cannot watch \(directory) for locationd's reload record: \(String(cString: strerror(errno))); no signal sent. --runtime-directory names the directory locationd runs in (its RuntimeDirectory=, or its socket's directory)")
+        }
+        let asked = Self.monotonicMicroseconds()
+        guard kill(pid, SIGHUP) == 0 else {
+            let e = errno
+            throw Refusal("cannot send SIGHUP to pid \(pid): \(String(cString: strerror(e))) (errno \(e)); is locationd running with that pid? (systemctl show -p MainPID locationd)")
+        }
+        let deadline = asked + UInt64(timeout * 1_000_000)
+        while true {
+            if let text = readTextFile(path), let record = ReloadRecord(line: text), record.start >= asked {
+                switch record.outcome {
+                case .ok: return
+                case .failed(let why): throw Refusal("locationd (pid \(pid)) refused the reload and keeps its current configuration: \(why)")
+                }
+            }
+            let now = Self.monotonicMicroseconds()
+            guard now < deadline else {
+                throw Refusal("locationd (pid \(pid)) did not record a finished reload in \(path) within \(Self.seconds(timeout)) s (--timeout); is pid \(pid) locationd, and is \(directory) its runtime directory (--runtime-directory)? Its log says more (journalctl -u locationd)")
+            }
+            // Woken by the record's rename; at least once a second to see whether the daemon is gone.
+            var pfd = pollfd(fd: watch, events: Int16(POLLIN), revents: 0)
+            let n = poll(&pfd, 1, Int32(min(deadline - now, 1_000_000) / 1000) + 1)
+            if n < 0 && errno != EINTR { throw Refusal("poll: \(String(cString: strerror(errno)))") }
+            if n > 0 { Self.drain(watch) }
+            if kill(pid, 0) != 0 && errno == ESRCH {
+                // It may have finished and then exited: the record decides.
+                if let text = readTextFile(path), let record = ReloadRecord(line: text), record.start >= asked { continue }
+                throw Refusal("pid \(pid) exited before its reload finished (no record in \(path)); its log says why (journalctl -u locationd)")
+            }
+        }
+    }
+
+    /// CLOCK_MONOTONIC in microseconds: the daemon's clock for `MONOTONIC_USEC=` and the record.
+    static func monotonicMicroseconds() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) * 1_000_000 + UInt64(ts.tv_nsec) / 1000
+    }
+
+    /// Reads the queued inotify events (which file changed does not matter: the record is read again).
+    static func drain(_ fd: Int32) {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while buffer.withUnsafeMutableBytes({ read(fd, $0.baseAddress, $0.count) }) > 0 {}
+    }
+
+    static func seconds(_ value: Double) -> String {
+        value == value.rounded() && value < 1e15 ? String(Int64(value)) : String(value)
+    }
+}

@@ -1,0 +1,210 @@
+import Foundation
+import LocationClient
+import LocationProtocol
+import Testing
+
+/// `locationctl reload --pid PID`, the unit's `ExecReload=`, against the real daemon: it returns
+/// only once the reload has finished (systemd 252 ends a reload job when `ExecReload=` exits,
+/// and `kill -HUP` exited before the daemon had begun), 0 when the file applied and 1 with the
+/// daemon's reason when it was refused; a missing process or record is a clear failure.
+@Suite(.timeLimit(.minutes(5))) struct ReloadCommandTests {
+    static func reload(_ pid: pid_t, _ runtime: URL?, _ extra: [String] = [], environment: [String: String?] = [:]) throws
+        -> (status: Int32, out: String, err: String) {
+        try LocationCtlReplayTests.run(["reload", "--pid", "\(pid)"] + (runtime.map { ["--runtime-directory", $0.path] } ?? []) + extra,
+                                       environment: environment)
+    }
+
+    /// The notifications already queued on `socket` (nothing waits for more).
+    static func queued(_ socket: DatagramSocket) -> [String] {
+        var all: [String] = []
+        while let m = socket.receiveText(timeout: 0) { all.append(m) }
+        return all
+    }
+
+    @Test func returnsOnceTheReloadIsInForceAndFailsWithTheReasonWhenRefused() async throws {
+        let dir = try SpawnedDaemon.makeDirectory()
+        let runtime = dir.appendingPathComponent("run")
+        try FileManager.default.createDirectory(at: runtime, withIntermediateDirectories: true)
+        let notify = try DatagramSocket(path: dir.appendingPathComponent("notify.sock").path)
+        let config = dir.appendingPathComponent("locationd.toml")
+        func policy(_ rule: String) throws {
+            try "[policy.me]\nuser = \(getuid())\n\(rule)".write(to: config, atomically: true, encoding: .utf8)
+        }
+        try policy("authorization = \"always\"\naccuracy = \"approximate\"\n")
+        let daemon = try SpawnedDaemon(
+            arguments: ["--config", config.path, "--socket", dir.appendingPathComponent("locationd.sock").path, "--gpsd", "127.0.0.1:1"],
+            environment: ["NOTIFY_SOCKET": notify.path, "RUNTIME_DIRECTORY": runtime.path], directory: dir)
+        defer { daemon.stop() }
+        _ = try SystemdTests.read(notify) { SystemdTests.lines($0).contains("READY=1") }
+        let client = try await LocationClient.connect(path: daemon.socketPath)
+        defer { client.close() }
+        #expect(try await client.startSession(.always).accuracy == .approximate)
+
+        // A good file: in force by the time locationctl returns. The daemon has logged it, sent
+        // RELOADING=1 (with the record's start) and READY=1, and a new session gets the new rule.
+        try policy("authorization = \"when-in-use\"\naccuracy = \"precise\"\n")
+        let applied = try Self.reload(daemon.pid, runtime)
+        #expect(applied.status == 0 && applied.out.isEmpty && applied.err.isEmpty, "\(applied)")
+        #expect(daemon.stderrText.contains("reload: policy applied"), "\(daemon.stderrText)")
+        let sent = Self.queued(notify)
+        let reloading = try #require(sent.firstIndex { SystemdTests.lines($0).contains("RELOADING=1") }, "\(sent)")
+        #expect(sent[(reloading + 1)...].contains { SystemdTests.lines($0).contains("READY=1") }, "\(sent)")
+        let record = try #require(ReloadRecord(line: String(contentsOf: runtime.appendingPathComponent("reload"), encoding: .utf8)))
+        #expect(record.outcome == .ok)
+        #expect(SystemdTests.lines(sent[reloading]).contains("MONOTONIC_USEC=\(record.start)"), "\(sent[reloading]) vs \(record)")
+        let second = try await LocationClient.connect(path: daemon.socketPath)
+        defer { second.close() }
+        #expect(try await second.startSession(.always).authorization == .whenInUse)
+
+        // A broken file: exit 1 with the daemon's error (file, line, value, fix), and the daemon
+        // runs on with the policy it had. The earlier "ok" record began before this signal.
+        try policy("authorization = \"alway\"\n")
+        let refused = try Self.reload(daemon.pid, runtime)
+        #expect(refused.status == 1, "\(refused)")
+        #expect(refused.err.contains("locationd (pid \(daemon.pid)) refused the reload and keeps its current configuration: \(config.path):3: unknown authorization 'alway'; expected denied, when-in-use or always"),
+                "\(refused.err)")
+        #expect(daemon.stderrText.contains("reload failed; keeping the current configuration: \(config.path):3: unknown authorization 'alway'"))
+        let third = try await LocationClient.connect(path: daemon.socketPath)
+        defer { third.close() }
+        #expect(try await third.startSession(.always).authorization == .whenInUse)
+        #expect(try await client.status().grant == "when-in-use precise (rule me)")
+
+        // Several at once (systemd runs one, a script may run more): signals merged into one
+        // reload answer every waiter that sent one before it began.
+        try policy("authorization = \"always\"\naccuracy = \"precise\"\n")
+        let waiters = try (0..<4).map { _ in
+            let p = Process()
+            p.executableURL = LocationCtlReplayTests.locationctl
+            p.arguments = ["reload", "--pid", "\(daemon.pid)", "--runtime-directory", runtime.path]
+            let err = Pipe()
+            p.standardError = err
+            try p.run()
+            return (p, err)
+        }
+        for (p, err) in waiters {
+            p.waitUntilExit()
+            #expect(p.terminationStatus == 0, "\(String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))")
+        }
+        let fourth = try await LocationClient.connect(path: daemon.socketPath)
+        defer { fourth.close() }
+        #expect(try await fourth.startSession(.always).authorization == .always)
+    }
+
+    /// The reload held open: the config file is a FIFO, so the daemon's reload waits in open(2)
+    /// until the test writes the new file. After RELOADING=1 locationctl must go on waiting (its
+    /// stderr pipe stays open); once the file is written it exits 0, with the new level already
+    /// in force.
+    @Test func waitsWhileTheDaemonIsStillReloading() throws {
+        let dir = try SpawnedDaemon.makeDirectory()
+        let notify = try DatagramSocket(path: dir.appendingPathComponent("notify.sock").path)
+        let config = dir.appendingPathComponent("locationd.toml")
+        #expect(mkfifo(config.path, 0o600) == 0)
+        /// Blocks until the daemon opens the file, then gives it `text` and the end.
+        func feed(_ text: String) {
+            let fd = open(config.path, O_WRONLY | O_CLOEXEC)
+            let bytes = Array(text.utf8)
+            #expect(fd >= 0 && write(fd, bytes, bytes.count) == bytes.count)
+            close(fd)
+        }
+        let daemon = try SpawnedDaemon(
+            arguments: ["--config", config.path, "--socket", dir.appendingPathComponent("locationd.sock").path, "--gpsd", "127.0.0.1:1"],
+            environment: ["NOTIFY_SOCKET": notify.path, "RUNTIME_DIRECTORY": dir.path], directory: dir)
+        defer { daemon.stop() }
+        feed("[log]\nlevel = \"info\"\n")
+        _ = try SystemdTests.read(notify) { SystemdTests.lines($0).contains("READY=1") }
+
+        let ctl = Process()
+        ctl.executableURL = LocationCtlReplayTests.locationctl
+        ctl.arguments = ["reload", "--pid", "\(daemon.pid)", "--runtime-directory", dir.path]
+        let err = Pipe()
+        ctl.standardError = err
+        try ctl.run()
+        defer { if ctl.isRunning { ctl.terminate() } }
+        _ = try SystemdTests.read(notify) { SystemdTests.lines($0).contains("RELOADING=1") }
+        // That it does not return can only be watched for a while: half a second, while one that
+        // does not wait (kill -HUP) exits within milliseconds. Nothing waits on this to go on.
+        var pfd = pollfd(fd: err.fileHandleForReading.fileDescriptor, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&pfd, 1, 500) == 0, "locationctl returned while the daemon was still reloading")
+        feed("[log]\nlevel = \"debug\"\n")
+        let said = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        ctl.waitUntilExit()
+        #expect(ctl.terminationStatus == 0, "\(said)")
+        #expect(daemon.stderrText.contains(#"reload: applied key=log.level new="debug" old="info""#), "\(daemon.stderrText)")
+    }
+
+    /// Without `RUNTIME_DIRECTORY` (started by hand) both sides use the socket's directory, and
+    /// a record left there by an earlier daemon is removed at start: its start time, from a
+    /// monotonic clock that begins again at boot, could look later than a new reload's.
+    @Test func withoutARuntimeDirectoryTheRecordIsNextToTheSocket() throws {
+        let dir = try SpawnedDaemon.makeDirectory()
+        let notify = try DatagramSocket(path: dir.appendingPathComponent("notify.sock").path)
+        let record = dir.appendingPathComponent("reload")
+        try "\(UInt64.max / 2) ok\n".write(to: record, atomically: true, encoding: .utf8)
+        let daemon = try SpawnedDaemon(
+            arguments: ["--socket", dir.appendingPathComponent("locationd.sock").path, "--gpsd", "127.0.0.1:1"],
+            environment: ["NOTIFY_SOCKET": notify.path], directory: dir)
+        defer { daemon.stop() }
+        _ = try SystemdTests.read(notify) { SystemdTests.lines($0).contains("READY=1") }
+        #expect(!FileManager.default.fileExists(atPath: record.path), "the stale record is still there")
+
+        let result = try Self.reload(daemon.pid, nil, environment: ["LOCATIOND_SOCKET": daemon.socketPath, "RUNTIME_DIRECTORY": nil])
+        #expect(result.status == 0, "\(result)")
+        #expect(Self.queued(notify).contains { SystemdTests.lines($0).contains("RELOADING=1") })
+        let written = try #require(ReloadRecord(line: String(contentsOf: record, encoding: .utf8)))
+        #expect(written.outcome == .ok && written.start < UInt64.max / 2)
+    }
+
+    @Test func aMissingProcessOrRecordIsAClearFailure() throws {
+        let dir = try SpawnedDaemon.makeDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+
+        // Above pid_max: no process can have it.
+        let pidMax = try #require(Int32(String(contentsOfFile: "/proc/sys/kernel/pid_max", encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines)))
+        let gone = try Self.reload(pidMax + 1, dir)
+        #expect(gone.status == 1)
+        #expect(gone.err.contains("cannot send SIGHUP to pid \(pidMax + 1): No such process (errno \(ESRCH))"), "\(gone.err)")
+
+        // A process that ignores SIGHUP and records nothing (it says when its trap is set), with
+        // an older record in the directory: that is no answer, and the wait ends at --timeout.
+        let deaf = Process()
+        deaf.executableURL = URL(fileURLWithPath: "/bin/sh")
+        deaf.arguments = ["-c", "trap '' HUP; echo trapped; exec sleep 600"]
+        let out = Pipe()
+        deaf.standardOutput = out
+        try deaf.run()
+        defer { kill(deaf.processIdentifier, SIGKILL); deaf.waitUntilExit() }
+        var said = [UInt8](repeating: 0, count: 8)
+        #expect(read(out.fileHandleForReading.fileDescriptor, &said, said.count) == 8 && said == Array("trapped\n".utf8))
+        try "1 ok\n".write(to: dir.appendingPathComponent("reload"), atomically: true, encoding: .utf8)
+        let silent = try Self.reload(deaf.processIdentifier, dir, ["--timeout", "1"])
+        #expect(silent.status == 1)
+        #expect(silent.err.contains("locationd (pid \(deaf.processIdentifier)) did not record a finished reload in \(dir.path)/reload within 1 s (--timeout)"),
+                "\(silent.err)")
+
+        // A directory that is not there: nothing is signalled.
+        let nowhere = try Self.reload(deaf.processIdentifier, dir.appendingPathComponent("missing"))
+        #expect(nowhere.status == 1)
+        #expect(nowhere.err.contains("cannot watch \(dir.path)/missing for locationd's reload record: No such file or directory; no signal sent"),
+                "\(nowhere.err)")
+
+        let zero = try Self.reload(0, dir)
+        #expect(zero.status == 64 && zero.err.contains("--pid 0 is not a process id"), "\(zero.err)")
+    }
+
+    @Test func recordLinesAndTheDirectory() {
+        #expect(ReloadRecord(start: 42, outcome: .ok).line == "42 ok\n")
+        let failed = ReloadRecord(start: 7, outcome: .failed("/etc/l.toml:3: bad\nsecond line"))
+        #expect(failed.line == "7 failed /etc/l.toml:3: bad second line\n")
+        #expect(ReloadRecord(line: failed.line) == ReloadRecord(start: 7, outcome: .failed("/etc/l.toml:3: bad second line")))
+        #expect(ReloadRecord(line: "42 ok\n") == ReloadRecord(start: 42, outcome: .ok))
+        for bad in ["", "ok", "-1 ok", "42", "42 okay", "42 ok extra", "x failed why"] { #expect(ReloadRecord(line: bad) == nil, "\(bad)") }
+
+        #expect(ReloadRecord.directory(runtimeDirectory: "/run/locationd", socketPath: "/tmp/s.sock") == "/run/locationd")
+        #expect(ReloadRecord.directory(runtimeDirectory: "/run/a:/run/b", socketPath: "/tmp/s.sock") == "/run/a")
+        #expect(ReloadRecord.directory(runtimeDirectory: nil, socketPath: "/run/locationd/locationd.sock") == "/run/locationd")
+        #expect(ReloadRecord.directory(runtimeDirectory: "", socketPath: "/s.sock") == "/")
+        #expect(ReloadRecord.directory(runtimeDirectory: nil, socketPath: "s.sock") == ".")
+        #expect(ReloadRecord.path(in: "/run/locationd") == "/run/locationd/reload")
+    }
+}
