@@ -66,7 +66,8 @@ install-files:
 		"$(DESTDIR)$(DATADIR)/bash-completion/completions" "$(DESTDIR)$(DATADIR)/zsh/site-functions" \
 		"$(DESTDIR)$(DATADIR)/fish/vendor_completions.d"
 	install -m 0755 "$(BUILD_BIN)/locationd" "$(BUILD_BIN)/locationctl" "$(DESTDIR)$(BINDIR)/"
-	sed -e 's|^ExecStart=/usr/local/bin/|ExecStart=$(BINDIR)/|' -e 's|/etc/locationd/|$(SYSCONFDIR)/locationd/|g' \
+	sed -e 's|^ExecStart=/usr/local/bin/|ExecStart=$(BINDIR)/|' -e 's|^ExecReload=/usr/local/bin/|ExecReload=$(BINDIR)/|' \
+		-e 's|/etc/locationd/|$(SYSCONFDIR)/locationd/|g' \
 		-e 's|file:/usr/local/share/doc/locationd/|file:$(DOCDIR)/|' systemd/locationd.service \
 		> "$(DESTDIR)$(UNITDIR)/locationd.service"
 	sed -e 's|file:/usr/local/share/doc/locationd/|file:$(DOCDIR)/|' systemd/locationd.socket \
