@@ -13,10 +13,10 @@ struct Reload: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Reload locationd (SIGHUP) and wait until the reload has finished: exit 0 when it applied, 1 with the reason when the file was refused (locationd then keeps its current configuration).",
         discussion: """
-            The unit's ExecReload=: systemctl reload locationd then returns once the new
-            configuration is in force, and fails when it was refused. locationd records how each
-            reload ended in the file 'reload' of its runtime directory; a record of a reload
-            that began before the signal was sent is not this one's.
+            The unit's ExecReload=: systemctl reload locationd then returns once the new \
+            configuration is in force, and fails when it was refused. locationd records how each \
+            reload ended in the file 'reload' of its runtime directory; a record of a reload \
+            that began before the signal was sent is not this one's (docs/systemd.md, "Reload").
             """)
 
     @Option(help: "locationd's process id (ExecReload=: --pid $MAINPID).") var pid: Int32
@@ -33,7 +33,7 @@ struct Reload: ParsableCommand {
     func validate() throws {
         // 0 and negative numbers would signal process groups, -1 every process we may signal.
         guard pid > 0 else { throw ValidationError("--pid \(pid) is not a process id; give locationd's (ExecReload=: --pid $MAINPID)") }
-        guard timeout > 0, timeout.isFinite else { throw ValidationError("--timeout \(timeout) must be more than 0 seconds") }
+        guard timeout > 0, timeout <= 86_400 else { throw ValidationError("--timeout \(timeout) is out of range; expected more than 0 and at most 86400 seconds") }
     }
 
     func run() throws {

@@ -190,6 +190,8 @@ import Testing
 
         let zero = try Self.reload(0, dir)
         #expect(zero.status == 64 && zero.err.contains("--pid 0 is not a process id"), "\(zero.err)")
+        let forever = try Self.reload(deaf.processIdentifier, dir, ["--timeout", "1e30"])
+        #expect(forever.status == 64 && forever.err.contains("--timeout 1e+30 is out of range; expected more than 0 and at most 86400 seconds"), "\(forever.err)")
     }
 
     @Test func recordLinesAndTheDirectory() {
