@@ -61,6 +61,19 @@ import Testing
         #expect(try queue.acknowledge(1, for: program) == 0)
     }
 
+    /// The start's write probe (a write transaction, rolled back) finding the write lock held by
+    /// another process (the sqlite3 shell, a backup) is no read-only file: the open succeeds.
+    @Test func aDatabaseWhoseWriteLockIsHeldStillOpens() throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("locationd.db").path
+        let holder = try Database(path: path)
+        try holder.exec("BEGIN IMMEDIATE")
+        let second = try Database(path: path)
+        try holder.exec("COMMIT")
+        try second.transaction {}
+    }
+
     /// A read that fails half-way (a corrupt page, an I/O error) is an error, not the end of
     /// the rows: a daemon that took it for "no more regions" would silently monitor nothing.
     @Test func aCorruptTableFailsTheLoadInsteadOfLoadingNothing() throws {

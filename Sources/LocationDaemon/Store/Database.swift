@@ -36,18 +36,94 @@ public final class Database: @unchecked Sendable {
         guard sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nil) == SQLITE_OK else {
             let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
             sqlite3_close(handle)
-            throw StoreError(description: "\(path): cannot open the database: \(message)")
+            let why = path == ":memory:" ? nil : Self.unwritable(path, readable: true)
+            throw StoreError(description: "\(path): cannot open the database: \(message)" + (why.map { " (\($0.reason)); \($0.fix)" } ?? ""))
+        }
+        // SQLite falls back to reading a file it may not write, and every write would then fail
+        // only later, at a fix with changes (held, then counted as lost): refused here instead.
+        if sqlite3_db_readonly(handle, "main") == 1 {
+            let why = Self.unwritable(path)
+            throw StoreError(description: "\(path): opened read-only (\(why?.reason ?? "SQLite would not open it for writing")); \(why?.fix ?? Self.memoryFix)")
         }
         // Another process that holds the file's write lock for a moment (the sqlite3 shell, a
         // backup) makes a write wait up to this long instead of failing it at once, which would
         // refuse a registration or delay a fix's background events. Short: the loop waits too.
         // Set first: switching to WAL needs the lock too.
         sqlite3_busy_timeout(handle, 250)
-        try exec("PRAGMA journal_mode=WAL")
+        // The first read opens (or creates, beside the file) the -wal and -shm files.
+        try writable { try exec("PRAGMA journal_mode=WAL") }
         // Every commit reaches the disk before the reply that acknowledges it: an `ack`ed or
         // queued sequence number is never given out again, even after a power cut. Writes are
         // rare (registrations, acks, fixes that change a region or queue an event).
         try exec("PRAGMA synchronous=FULL")
+        // A -wal or -shm the daemon may not write (left by a run as another user) opens
+        // read-only too: a write transaction, begun and rolled back, finds out. Another process
+        // holding the write lock (busy) is no sign of a read-only file.
+        if path != ":memory:" {
+            try writable {
+                do { try exec("BEGIN IMMEDIATE") } catch where sqlite3_errcode(handle) == SQLITE_BUSY { return }
+                try exec("ROLLBACK")
+            }
+        }
+    }
+
+    /// Runs `body`; a failure caused by the database's `-wal` or `-shm` that this process cannot
+    /// write, or cannot create in the directory, is rethrown naming that file, the reason and
+    /// the fix (SQLite's own message would be "attempt to write a readonly database").
+    private func writable(_ body: () throws -> Void) throws {
+        do { try body() } catch {
+            guard path != ":memory:" else { throw error }
+            for file in [path + "-wal", path + "-shm"] {
+                if let why = Self.unwritable(file) {
+                    throw StoreError(description: "\(file): the database cannot be written (\(why.reason)); \(why.fix)")
+                }
+            }
+            throw error
+        }
+    }
+
+    static let memoryFix = "or set [store] database = \"none\" to keep everything in memory"
+
+    /// Why this process cannot write `file` (`readable`: read and write it), or, when it does
+    /// not exist, create it in its directory, with the fix; nil when it can. For the messages
+    /// that stop the start. Asked with access(2), not by opening it: closing a descriptor of a
+    /// file drops the process's SQLite locks on it.
+    static func unwritable(_ file: String, readable: Bool = false) -> (reason: String, fix: String)? {
+        guard faccessat(AT_FDCWD, file, readable ? R_OK | W_OK : W_OK, AT_EACCESS) != 0 else { return nil }
+        var code = errno
+        // What stops the write and what to change: the file, or the directory to create it in.
+        var (what, target, mode) = ("the file", "it", "0600")
+        if code == ENOENT {
+            let slash = file.lastIndex(of: "/")
+            let dir = slash.map { $0 == file.startIndex ? "/" : String(file[..<$0]) } ?? "."
+            guard faccessat(AT_FDCWD, dir, W_OK | X_OK, AT_EACCESS) != 0 else { return nil }
+            code = errno
+            (what, target, mode) = ("it cannot be created: the directory \(dir)", dir, "0750")
+        }
+        switch code {
+        case EROFS:
+            return ("\(what) is on a filesystem mounted read-only",
+                    "remount the filesystem read-write, or set [store] database to a file on a writable filesystem (\"none\" keeps everything in memory)")
+        case EACCES:
+            let user = currentUser()
+            let needed = readable && target == "it" ? "readable and writable" : "writable"
+            return ("\(what) is not \(needed) by user \(user.name), uid \(user.uid)",
+                    "make \(target) \(needed) by the daemon's user (chown \(user.name), chmod \(mode)), \(memoryFix)")
+        default:
+            return ("\(what) cannot be written: \(String(cString: strerror(code)))", "make \(target) writable by the daemon's user, \(memoryFix)")
+        }
+    }
+
+    /// This process's effective user: its name (the uid when it has none) and uid.
+    static func currentUser() -> (name: String, uid: uid_t) {
+        let uid = geteuid()
+        var entry = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 4096)
+        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0, let result, let name = result.pointee.pw_name else {
+            return ("\(uid)", uid)
+        }
+        return (String(cString: name), uid)
     }
 
     deinit { sqlite3_close(handle) }

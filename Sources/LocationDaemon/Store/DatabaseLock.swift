@@ -16,7 +16,9 @@ final class DatabaseLock {
         try Database.makeDirectory(for: database)
         fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
-            throw StoreError(description: "\(path): cannot open the database's lock file: \(String(cString: strerror(errno)))")
+            let code = errno
+            let why = Database.unwritable(path).map { " (\($0.reason)); \($0.fix)" } ?? ": \(String(cString: strerror(code)))"
+            throw StoreError(description: "\(path): cannot open the database's lock file\(why)")
         }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             let e = errno

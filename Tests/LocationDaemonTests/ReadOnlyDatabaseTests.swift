@@ -1,0 +1,176 @@
+import Foundation
+@testable import LocationDaemon
+import Testing
+
+/// A database the daemon could read but not write stops the start, naming the file, the reason
+/// and the fix (docs/regions.md, "Persistence"); SQLite alone would open it read-only and every
+/// write would fail later, at a fix with changes. File modes do not stop root, so the daemon
+/// runs as the user `daemon` (setpriv), or as root on a read-only bind mount in a mount
+/// namespace of its own (unshare -m).
+@Suite(.serialized, .enabled(if: getuid() == 0, "needs root: runs the daemon as another user or in its own mount namespace"),
+       .timeLimit(.minutes(5)))
+struct ReadOnlyDatabaseTests {
+    static let asDaemonUser = ["/usr/bin/setpriv", "--reuid=daemon", "--regid=daemon", "--clear-groups"]
+    static let memoryFix = #"or set [store] database = "none" to keep everything in memory"#
+
+    /// The user `daemon`'s uid and gid.
+    static func daemonUser() throws -> (uid: uid_t, gid: gid_t) {
+        let entry = try #require(getpwnam("daemon"))
+        return (entry.pointee.pw_uid, entry.pointee.pw_gid)
+    }
+
+    /// A database with the daemon's tables in WAL mode, closed (its -wal and -shm removed), as a
+    /// run of the daemon leaves it.
+    static func makeDatabase(at path: String) throws {
+        let database = try Database(path: path)
+        _ = try RegionStore(database: database)
+        _ = try EventQueue(database: database, limit: 10)
+        _ = try ProgramIdentities(database: database)
+        _ = try PrivacyCellStore(database: database)
+    }
+
+    static func temporaryDirectory() throws -> URL {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("locationd-ro-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        return dir
+    }
+
+    /// The daemon's exit status, or nil when it started instead (its socket answered).
+    static func exitStatus(of daemon: DaemonProcess) async -> Int32? {
+        if let client = try? await daemon.connect(timeout: 20) {
+            client.close()
+            return nil
+        }
+        return daemon.waitForExit()
+    }
+
+    /// Starts the daemon on `database` under `launcher` and expects it to exit 1 with `message`
+    /// on stderr.
+    static func expectRefusal(database: String, launcher: [String], message: String,
+                              sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        let daemon = try DaemonProcess(arguments: ["--gpsd", "127.0.0.1:1"], database: database, launcher: launcher)
+        defer { daemon.stop() }
+        let status = await exitStatus(of: daemon)
+        let log = daemon.stderrText()
+        #expect(status == 1, "exit status \(status.map(String.init) ?? "none: it started"); stderr: \(log.suffix(2000))",
+                sourceLocation: sourceLocation)
+        #expect(log.contains(message), "\(log.suffix(2000))", sourceLocation: sourceLocation)
+    }
+
+    /// A database file owned by root, 0644 (restored from a backup as root, say): SQLite opens
+    /// it read-only for the daemon's user. 0600, it cannot open it at all.
+    @Test(.enabled("user 'daemon' cannot run the built locationd (a parent folder is not searchable by others)") {
+        try OtherUserTests.daemonUserCanRunLocationd()
+    })
+    func aDatabaseFileTheDaemonsUserCannotWriteStopsTheStart() async throws {
+        let user = try Self.daemonUser()
+        for mode: mode_t in [0o644, 0o600] {
+            let dir = try Self.temporaryDirectory()
+            defer { try? FileManager.default.removeItem(at: dir) }
+            let database = dir.appendingPathComponent("locationd.db").path
+            chown(dir.path, user.uid, user.gid)
+            try Self.makeDatabase(at: database)
+            chmod(database, mode)
+            let message = mode == 0o644 ? """
+                \(database): opened read-only (the file is not writable by user daemon, uid \(user.uid)); \
+                make it writable by the daemon's user (chown daemon, chmod 0600), \(Self.memoryFix)
+                """ : """
+                \(database): cannot open the database: unable to open database file (the file is not readable and \
+                writable by user daemon, uid \(user.uid)); make it readable and writable by the daemon's user \
+                (chown daemon, chmod 0600), \(Self.memoryFix)
+                """
+            try await Self.expectRefusal(database: database, launcher: Self.asDaemonUser, message: message)
+        }
+    }
+
+    /// A -wal left by a run as root (killed, so it stayed): readable, SQLite opens it read-only
+    /// and only a write finds out; not even readable, SQLite cannot open the database at all.
+    @Test(.enabled("user 'daemon' cannot run the built locationd (a parent folder is not searchable by others)") {
+        try OtherUserTests.daemonUserCanRunLocationd()
+    })
+    func aWALTheDaemonsUserCannotWriteStopsTheStart() async throws {
+        let user = try Self.daemonUser()
+        for mode: mode_t in [0o644, 0o600] {
+            let dir = try Self.temporaryDirectory()
+            defer { try? FileManager.default.removeItem(at: dir) }
+            let database = dir.appendingPathComponent("locationd.db").path
+            chown(dir.path, user.uid, user.gid)
+            try Self.makeDatabase(at: database)
+            chown(database, user.uid, user.gid)
+            #expect(FileManager.default.createFile(atPath: database + "-wal", contents: nil, attributes: [.posixPermissions: Int(mode)]))
+            try await Self.expectRefusal(database: database, launcher: Self.asDaemonUser, message: """
+                \(database)-wal: the database cannot be written (the file is not writable by user daemon, uid \(user.uid)); \
+                make it writable by the daemon's user (chown daemon, chmod 0600), \(Self.memoryFix)
+                """)
+        }
+    }
+
+    /// A state directory the daemon's user cannot write: SQLite cannot create the -wal beside
+    /// the database (which, and its lock file, the daemon's user may write), nor the daemon
+    /// its lock file.
+    @Test(.enabled("user 'daemon' cannot run the built locationd (a parent folder is not searchable by others)") {
+        try OtherUserTests.daemonUserCanRunLocationd()
+    })
+    func aDirectoryTheDaemonsUserCannotWriteStopsTheStart() async throws {
+        let user = try Self.daemonUser()
+        let state = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: state) }
+        chmod(state.path, 0o755)
+        let database = state.appendingPathComponent("locationd.db").path
+        try Self.makeDatabase(at: database)
+        #expect(FileManager.default.createFile(atPath: database + ".lock", contents: nil, attributes: [.posixPermissions: 0o600]))
+        for file in [database, database + ".lock"] { chown(file, user.uid, user.gid) }
+        #expect(!FileManager.default.fileExists(atPath: database + "-wal"))
+        let fix = "make \(state.path) writable by the daemon's user (chown daemon, chmod 0750), \(Self.memoryFix)"
+        try await Self.expectRefusal(database: database, launcher: Self.asDaemonUser, message: """
+            \(database)-wal: the database cannot be written (it cannot be created: the directory \(state.path) \
+            is not writable by user daemon, uid \(user.uid)); \(fix)
+            """)
+
+        try FileManager.default.removeItem(atPath: database + ".lock")
+        try await Self.expectRefusal(database: database, launcher: Self.asDaemonUser, message: """
+            \(database).lock: cannot open the database's lock file (it cannot be created: the directory \(state.path) \
+            is not writable by user daemon, uid \(user.uid)); \(fix)
+            """)
+    }
+
+    /// Whether this process may make read-only bind mounts in a mount namespace of its own.
+    static func canMountReadOnly() throws -> Bool {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let check = Process()
+        check.executableURL = URL(fileURLWithPath: "/usr/bin/unshare")
+        check.arguments = ["-m", "/bin/sh", "-c", #"mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && ! touch "$1/x" 2>/dev/null"#,
+                           "sh", dir.path]
+        check.standardError = FileHandle.nullDevice
+        try check.run()
+        check.waitUntilExit()
+        return check.terminationStatus == 0
+    }
+
+    /// Runs the daemon in a mount namespace of its own where `path` (the database, or its
+    /// directory) is a read-only bind mount of itself; as root, so only the mount stops writes.
+    static func readOnlyMount(of path: String) -> [String] {
+        ["/usr/bin/unshare", "-m", "/bin/sh", "-c", #"mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && shift && exec "$@""#,
+         "sh", path]
+    }
+
+    @Test(.enabled("cannot make read-only bind mounts here (unshare -m)") { try ReadOnlyDatabaseTests.canMountReadOnly() })
+    func aDatabaseOnAReadOnlyFilesystemStopsTheStart() async throws {
+        let state = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: state) }
+        let database = state.appendingPathComponent("locationd.db").path
+        try Self.makeDatabase(at: database)
+        let fix = #"remount the filesystem read-write, or set [store] database to a file on a writable filesystem ("none" keeps everything in memory)"#
+        // The file alone read-only: its lock file and -wal could be created.
+        try await Self.expectRefusal(database: database, launcher: Self.readOnlyMount(of: database), message: """
+            \(database): opened read-only (the file is on a filesystem mounted read-only); \(fix)
+            """)
+        // The whole directory: the lock file (left by the first daemon) comes first.
+        try FileManager.default.removeItem(atPath: database + ".lock")
+        try await Self.expectRefusal(database: database, launcher: Self.readOnlyMount(of: state.path), message: """
+            \(database).lock: cannot open the database's lock file (it cannot be created: the directory \(state.path) \
+            is on a filesystem mounted read-only); \(fix)
+            """)
+    }
+}
