@@ -330,12 +330,12 @@ import Testing
         for s in stride(from: -900.0, to: 0, by: 1) { privacy.offer(at(e1.adding(seconds: s), home)) }
         let homeCentre = Self.grid.centre(of: Self.grid.cell(of: home).cell)
         privacy.offer(at(e1, away))
-        #expect(privacy.approximate(at(e1, away)).coordinate == homeCentre, "shown at the fix that made it")
-        #expect(privacy.approximate(at(e1, away)).time == e1)
+        #expect(privacy.publishedFix!.coordinate == homeCentre, "shown at the fix that made it")
+        #expect(privacy.publishedFix!.time == e1)
         let e2 = e1.adding(seconds: ApproximateLocation.publicationInterval)
         privacy.offer(at(e2, away))
-        #expect(privacy.approximate(at(e2, away)).coordinate == Self.grid.centre(of: Self.grid.cell(of: away).cell))
-        #expect(privacy.approximate(at(e2, away)).time == e2)
+        #expect(privacy.publishedFix!.coordinate == Self.grid.centre(of: Self.grid.cell(of: away).cell))
+        #expect(privacy.publishedFix!.time == e2)
     }
 
     /// An approximate significant change comes at the first fixes of the epoch that shows the
@@ -356,6 +356,85 @@ import Testing
         let shownFrom = ApproximateLocation.epochStart(try #require(movedAt)).adding(seconds: ApproximateLocation.publicationInterval)
         let change = try #require(sentAt.last, "no significant change")
         #expect(change >= shownFrom && change - shownFrom < 60, "sent at \(change), the new cell shown from \(shownFrom)")
+    }
+
+    /// A parked device whose receiver loses its fix twice: for 100 s inside one epoch, and from
+    /// 1,150 s to 1,900 s, across two epoch starts. (t0 is an epoch start.)
+    static func fixesWithGaps() -> [EngineInput] {
+        (-100..<2500).map { i in
+            let inGap = (100..<200).contains(i) || (1150..<1900).contains(i)
+            return inGap ? .noFix(t0.adding(seconds: Double(i))) : .fix(fix(at: Double(i), truth, accuracy: 5))
+        }
+    }
+
+    /// When a device loses or regains its fix says when it went indoors or came out: an
+    /// approximate program hears of the state, and of locations again, only at epoch starts,
+    /// stamped with them. A gap inside an epoch is never seen; the precise program sees both.
+    @Test func approximateProgramsLearnOfALostFixOnlyAtEpochStarts() throws {
+        var engine = Self.engine()
+        var approximate = Self.approximate
+        approximate.events = [.location, .significant]
+        let (precise, coarse) = (SubscriberID(1), SubscriberID(2))
+        _ = engine.handle(.subscribe(precise, SubscriptionOptions()))
+        _ = engine.handle(.subscribe(coarse, approximate))
+        var seen: [(at: Double, event: Event)] = []
+        var preciseStates: [(at: Double, state: SourceState)] = []
+        for input in Self.fixesWithGaps() {
+            let at: Timestamp
+            switch input {
+            case .fix(let f): at = f.time
+            case .noFix(let t): at = try #require(t)
+            default: continue
+            }
+            for d in engine.handle(input) {
+                if d.subscriber == coarse { seen.append((at - t0, d.event)) }
+                if d.subscriber == precise, case .status(let s, _) = d.event { preciseStates.append((at - t0, s)) }
+            }
+        }
+        let centre = Self.grid.centre(of: Self.grid.cell(of: Self.truth).cell)
+        func shown(_ s: Double) -> Fix {
+            Fix(time: t0.adding(seconds: s), coordinate: centre, mode: .twoD,
+                horizontalAccuracy: Self.grid.reportedAccuracy(of: Self.grid.cell(of: Self.truth).cell))
+        }
+        let expected: [(at: Double, event: Event)] = [
+            (-100, .status(.fix, time: t0.adding(seconds: -600))), (-100, .location(shown(-600))),
+            (-100, .significant(Fix(time: ApproximateLocation.coarse(t0.adding(seconds: -600)), coordinate: centre, mode: .twoD,
+                                    horizontalAccuracy: shown(0).horizontalAccuracy))),
+            (0, .location(shown(0))), (600, .location(shown(600))),
+            (1200, .status(.noFix, time: t0.adding(seconds: 1200))),
+            (2400, .status(.fix, time: t0.adding(seconds: 2400))), (2400, .location(shown(2400))),
+        ]
+        #expect(seen.map(\.at) == expected.map(\.at))
+        #expect(seen.map(\.event) == expected.map(\.event))
+        #expect(preciseStates.map(\.at) == [-100, 100, 200, 1150, 1900])
+        #expect(preciseStates.map(\.state) == [.fix, .noFix, .fix, .noFix, .fix])
+    }
+
+    /// A new approximate subscription is shown what is published, at once: the state and the
+    /// location as of the epoch's start, not the last fix's time.
+    @Test func anApproximateSubscriberIsShownWhatIsPublishedAtOnce() throws {
+        var engine = Self.engine()
+        var subscriber: UInt64 = 0
+        func subscribe() -> [Event] {
+            subscriber += 1
+            return engine.handle(.subscribe(SubscriberID(subscriber), Self.approximate)).map(\.event)
+        }
+        let centre = Self.grid.centre(of: Self.grid.cell(of: Self.truth).cell)
+        for input in Self.fixesWithGaps() {
+            _ = engine.handle(input)
+            guard case .fix(let f) = input, f.time == t0.adding(seconds: 1000) else {
+                if case .noFix(let t) = input, t == t0.adding(seconds: 1500) {
+                    #expect(subscribe() == [.status(.noFix, time: t0.adding(seconds: 1200))], "in the long gap")
+                }
+                continue
+            }
+            let events = subscribe()
+            #expect(events.count == 2)
+            #expect(events.first == .status(.fix, time: t0.adding(seconds: 600)))
+            guard case .location(let l)? = events.last else { Issue.record("no location: \(events)"); continue }
+            #expect(l.time == t0.adding(seconds: 600) && l.coordinate == centre)
+        }
+        #expect(engine.approximateStatus.state == .fix && engine.approximateStatus.time == t0.adding(seconds: 2400))
     }
 
     static func isCellCentre(_ c: Coordinate) -> Bool {

@@ -75,7 +75,7 @@ import Testing
             hub.submit(.fix(Fix(time: t0, coordinate: far, mode: .threeD, horizontalAccuracy: 900)))
             await hub.processed()
             let (cell, shown) = try await hub.eventLoop.submit {
-                (hub.loopPrivacyCell, hub.loopApproximate(Fix(time: t0, coordinate: far, mode: .threeD)).coordinate)
+                (hub.loopPrivacyCell, hub.loopPublishedFix?.coordinate)
             }.get()
             #expect(cell == Self.grid.cell(of: far).cell)
             #expect(shown == Self.grid.centre(of: Self.grid.cell(of: far).cell))

@@ -93,6 +93,28 @@ import Testing
         await h.stop()
     }
 
+    /// Under an approximate session the reply shows what the session's events show: the state
+    /// and the epoch as published, not the second the receiver lost its fix.
+    @Test func anApproximateSessionLearnsTheStateAsPublished() async throws {
+        let h = try await ServerHarness.start(onlyRule: PolicyRule(name: "me", user: getuid(), authorization: .whenInUse, accuracy: .approximate))
+        defer { h.stopIfRunning() }
+        let asker = try await LocationClient.connect(path: h.path)
+        try await asker.startSession(.whenInUse)
+        h.hub.submit(.source(.connected))
+        for i in 0..<10 { h.hub.submit(.fix(testFix(i))) }
+        h.hub.submit(.noFix(testFix(10).time))
+        await h.hub.processed()
+        let epoch = Timestamp(seconds: 1_552_384_800, nanoseconds: 0)  // testFix(0)'s epoch
+        let lost = try await asker.status()
+        #expect(lost.state == .fix && lost.lastFix == epoch, "\(lost)")
+        h.hub.submit(.noFix(testFix(600).time))  // the next epoch's first report
+        await h.hub.processed()
+        let published = try await asker.status()
+        #expect(published.state == .noFix && published.lastFix == nil, "\(published)")
+        asker.close()
+        await h.stop()
+    }
+
     /// With more connections than one line holds, the reply comes in pages, each a line within
     /// the limit, and `LocationClient.status()` (so `locationctl status`) gets them all.
     @Test func manyConnectionsArePagedAndTheClientGetsThemAll() async throws {

@@ -57,6 +57,12 @@ public struct ProgramEvent: Hashable, Sendable {
             monitors[p]!.extras.offer(fix, privacy: privacy) { out.append(ProgramEvent(program: p, event: $0)) }
         }
     }
+
+    mutating func handlePublished(_ shown: Fix, into out: inout [ProgramEvent]) {
+        for p in order where monitors[p]!.extras.approximate {
+            monitors[p]!.extras.offerPublished(shown) { out.append(ProgramEvent(program: p, event: $0)) }
+        }
+    }
 }
 
 extension Engine {

@@ -26,6 +26,8 @@ public struct Engine: Sendable {
     @usableFromInline var background = BackgroundMonitors()
     /// Events for programs with no subscribed connection, until the shell drains them.
     @usableFromInline var programEvents: [ProgramEvent] = []
+    /// The state approximate subscriptions were last told (`approximateStatus`).
+    @usableFromInline var approximateShown: SourceState = .disconnected
 
     public init() {}
 
@@ -41,14 +43,15 @@ public struct Engine: Sendable {
         case .fix(let fix):
             setState(.fix, time: fix.time, into: &out)
             lastFix = fix
+            let publications = privacy.publications
             privacy.offer(fix)
+            showApproximateState(into: &out)
+            if privacy.publications != publications { publishApproximate(into: &out) }
             for i in subscriptions.indices {
-                if subscriptions[i].filter.options.events.contains(.location) {
-                    // Approximate subscriptions: the privacy stage first, then their filter.
-                    let shown = subscriptions[i].approximate ? privacy.approximate(fix) : fix
-                    if subscriptions[i].filter.offer(shown) {
-                        out.append(Delivery(subscriber: subscriptions[i].id, event: .location(shown)))
-                    }
+                // Approximate subscriptions hear of locations only at publications (above).
+                if !subscriptions[i].approximate, subscriptions[i].filter.options.events.contains(.location),
+                   subscriptions[i].filter.offer(fix) {
+                    out.append(Delivery(subscriber: subscriptions[i].id, event: .location(fix)))
                 }
                 if subscriptions[i].extras != nil {
                     let id = subscriptions[i].id
@@ -59,22 +62,41 @@ public struct Engine: Sendable {
             background.handle(fix, privacy: privacy, into: &programEvents)
         case .noFix(let time):
             setState(.noFix, time: time, into: &out)
+            let publications = privacy.publications
+            privacy.offerNoFix(at: time)
+            showApproximateState(into: &out)
+            if privacy.publications != publications { publishApproximate(into: &out) }
         case .source(let state):
             setState(state, time: nil, into: &out)
+            showApproximateState(into: &out)
         case .subscribe(let id, let options):
             // Subscribing again replaces the options and restarts the filters, like setting a
             // new distanceFilter on CLLocationManager.
             let sub = Subscription(id: id, filter: LocationFilter(options: options.effectiveForFilter),
                                    extras: SubscriptionExtras(options: options),
                                    approximate: options.accuracy == .approximate)
-            if let i = indexByID[id] {
+            let i: Int
+            if let existing = indexByID[id] {
+                i = existing
                 subscriptions[i] = sub
             } else {
-                indexByID[id] = subscriptions.count
+                i = subscriptions.count
+                indexByID[id] = i
                 subscriptions.append(sub)
             }
-            // A new subscriber learns the source state at once instead of waiting for a change.
-            out.append(Delivery(subscriber: id, event: .status(sourceState, time: lastFix?.time)))
+            // A new subscriber learns the source state at once instead of waiting for a change;
+            // an approximate one the published state and location (a new subscription shows
+            // nothing that was not already published).
+            guard sub.approximate else {
+                out.append(Delivery(subscriber: id, event: .status(sourceState, time: lastFix?.time)))
+                return
+            }
+            let (state, time) = approximateStatus
+            out.append(Delivery(subscriber: id, event: .status(state, time: time)))
+            if options.events.contains(.location), let shown = privacy.publishedFix,
+               subscriptions[i].filter.offer(shown) {
+                out.append(Delivery(subscriber: id, event: .location(shown)))
+            }
         case .unsubscribe(let id):
             guard let i = indexByID.removeValue(forKey: id) else { return }
             let last = subscriptions.count - 1
@@ -94,11 +116,52 @@ public struct Engine: Sendable {
         return out
     }
 
+    /// Precise subscriptions learn every change of state, at the input that made it.
     @usableFromInline mutating func setState(_ state: SourceState, time: Timestamp?, into out: inout [Delivery]) {
         guard state != sourceState else { return }
         sourceState = state
-        for s in subscriptions {
+        for s in subscriptions where !s.approximate {
             out.append(Delivery(subscriber: s.id, event: .status(state, time: time)))
         }
+    }
+
+    /// The state approximate subscriptions are shown: whether gpsd is reachable as it happens
+    /// (that says nothing of the device), but whether the receiver has a fix only as it was at
+    /// the current publication epoch's start, stamped with it (docs/privacy.md, "Publication
+    /// epochs"): when a device loses or regains its fix says when it went indoors or came out.
+    public var approximateStatus: (state: SourceState, time: Timestamp?) {
+        switch sourceState {
+        case .disconnected, .connected: return (sourceState, nil)
+        case .fix, .noFix: return privacy.publishedReceiver.map { ($0, privacy.publishedAt) } ?? (.connected, nil)
+        }
+    }
+
+    /// Tells approximate subscriptions a changed state.
+    mutating func showApproximateState(into out: inout [Delivery]) {
+        let (state, time) = approximateStatus
+        guard state != approximateShown else { return }
+        approximateShown = state
+        for s in subscriptions where s.approximate {
+            out.append(Delivery(subscriber: s.id, event: .status(state, time: time)))
+        }
+    }
+
+    /// What was published changed (an epoch began, or the first fix came): approximate
+    /// subscriptions see the location and significant changes as of the epoch's start (after
+    /// its state, `showApproximateState`). Nothing reaches them between publications, so
+    /// nothing they receive is timed finer than an epoch (visits aside: docs/privacy.md, "What
+    /// it does not hide").
+    mutating func publishApproximate(into out: inout [Delivery]) {
+        guard let shown = privacy.publishedFix else { return }
+        for i in subscriptions.indices where subscriptions[i].approximate {
+            let id = subscriptions[i].id
+            if subscriptions[i].filter.options.events.contains(.location), subscriptions[i].filter.offer(shown) {
+                out.append(Delivery(subscriber: id, event: .location(shown)))
+            }
+            if subscriptions[i].extras != nil {
+                subscriptions[i].extras!.offerPublished(shown) { out.append(Delivery(subscriber: id, event: $0)) }
+            }
+        }
+        background.handlePublished(shown, into: &programEvents)
     }
 }

@@ -29,13 +29,9 @@ public struct EventKinds: OptionSet, Hashable, Sendable {
         if options.events.contains(.visits) { visits = VisitDetector(parameters: options.visitParameters) }
         if options.events.contains(.significant) {
             var p = options.significantParameters
-            // A program asking for 20 m is not handed an 80 m significant change either.
+            // A program asking for 20 m is not handed an 80 m significant change either. (An
+            // approximate one's run on published cells, with no gate: `offerPublished`.)
             if let a = options.desiredAccuracy { p.maximumAccuracy = min(p.maximumAccuracy, a) }
-            if options.accuracy == .approximate {
-                // Runs on cell centres: a significant change is a change of cell.
-                p.maximumAccuracy = .infinity
-                p.maximumSpeed = .infinity
-            }
             significant = SignificantChange(parameters: p)
         }
         approximate = options.accuracy == .approximate
@@ -44,7 +40,8 @@ public struct EventKinds: OptionSet, Hashable, Sendable {
     /// Runs the fix through the detectors, passing each event to `emit` (a subscriber's
     /// delivery, or a program's queue when it runs in the background).
     /// Approximate subscriptions: visits are detected on precise fixes and reported as their
-    /// cell with 15-minute times; significant changes run on the approximate fixes.
+    /// cell with 15-minute times; significant changes run on what is published
+    /// (`offerPublished`), not here.
     @inline(__always)
     mutating func offer(_ fix: Fix, privacy: ApproximateLocation, emit: (Event) -> Void) {
         if visits != nil {
@@ -61,22 +58,19 @@ public struct EventKinds: OptionSet, Hashable, Sendable {
                 visits!.offer(fix) { emit(.visit($0)) }
             }
         }
-        if significant != nil {
-            if approximate {
-                // On the published cell centres, with the fix's own time for the detector's
-                // confirmation and interval rules (the published stamp only moves every 10
-                // minutes); the event's time is rounded to 15 minutes below, and it can only
-                // come at an epoch's first fixes, when the published cell changes.
-                var shown = privacy.approximate(fix)
-                shown.time = fix.time
-                if var f = significant!.offer(shown) {
-                    f.time = ApproximateLocation.coarse(f.time)
-                    emit(.significant(f))
-                }
-            } else if let f = significant!.offer(fix) {
-                emit(.significant(f))
-            }
+        if !approximate, significant != nil, let f = significant!.offer(fix) {
+            emit(.significant(f))
         }
+    }
+
+    /// An approximate subscription's significant changes: changes of published cell, at the
+    /// publication that shows the new cell, as the location events do (the cell moved with its
+    /// hysteresis; a second confirming publication would delay it by an epoch), the event's
+    /// time rounded down to 15 minutes.
+    mutating func offerPublished(_ shown: Fix, emit: (Event) -> Void) {
+        guard approximate, significant != nil, var f = significant!.offerConfirmed(shown) else { return }
+        f.time = ApproximateLocation.coarse(f.time)
+        emit(.significant(f))
     }
 
     /// Takes over `other`'s detector state for the kinds both run (same privacy), so a visit in

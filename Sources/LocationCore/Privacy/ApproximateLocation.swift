@@ -157,8 +157,9 @@ public struct PrivacyGrid: Hashable, Sendable {
 }
 
 /// The device's approximate position: the current cell, moved with hysteresis, and what
-/// approximate programs are shown of it: that cell as it was at the start of the current
-/// publication epoch (engine-wide; docs/privacy.md, "Publication epochs").
+/// approximate programs are shown of it: the cell and the receiver's state (`fix`/`noFix`) as
+/// they were at the start of the current publication epoch (engine-wide; docs/privacy.md,
+/// "Publication epochs").
 public struct ApproximateLocation: Sendable {
     public var grid: PrivacyGrid
     public private(set) var cell: PrivacyGrid.Cell?
@@ -167,6 +168,13 @@ public struct ApproximateLocation: Sendable {
     /// The cell approximate programs are shown, and the start of the epoch it was taken at.
     public private(set) var published: PrivacyGrid.Cell?
     public private(set) var publishedAt: Timestamp?
+    /// The receiver's state now (`fix` or `noFix`; nil before its first report), and as
+    /// approximate programs are shown it.
+    public private(set) var receiver: SourceState?
+    public private(set) var publishedReceiver: SourceState?
+    /// Counts changes of what is published: the engine tells approximate subscriptions only
+    /// when it moved (one comparison per input).
+    public private(set) var publications: UInt64 = 0
 
     /// Approximate programs learn of a cell change only at the next multiple of this many
     /// seconds of fix time, stamped with it: however many subscriptions a program opens, a
@@ -198,10 +206,11 @@ public struct ApproximateLocation: Sendable {
             // Carried away while the daemon was down: this fix sets the cell, as a first fix.
             if grid.outside(fix.coordinate, grown: current) { cell = nil }
         }
-        // What is published at an epoch's first fix is the cell from before that fix: a change
-        // is never shown at the fix that made it. The very first fix is published with itself.
-        if cell != nil { publish(at: fix.time) }
-        defer { if published == nil { publish(at: fix.time) } }
+        // What is published at an epoch's first input is the state from before that input: a
+        // change is never shown at the fix that made it.
+        publish(at: fix.time)
+        receiver = .fix
+        defer { showFirst() }
         guard fix.horizontalAccuracy.map({ $0 <= maximumAccuracy }) ?? false || cell == nil else { return false }
         let (candidate, inset) = grid.cell(of: fix.coordinate)
         guard let current = cell else { cell = candidate; return true }
@@ -213,13 +222,32 @@ public struct ApproximateLocation: Sendable {
         return false
     }
 
-    /// At the first fix of a new epoch (or after the clock stepped back by
-    /// `Timestamp.clockJumpBack` or more), the current cell becomes the one shown.
+    /// The receiver reported an epoch without a position (at `time`, when it said): the
+    /// state approximate programs are shown follows at the next epoch, as a cell change does.
+    public mutating func offerNoFix(at time: Timestamp?) {
+        if let time { publish(at: time) }
+        receiver = .noFix
+        showFirst()
+    }
+
+    /// At the first input of a new epoch (or after the clock stepped back by
+    /// `Timestamp.clockJumpBack` or more), the current cell and state become the ones shown.
     mutating func publish(at t: Timestamp) {
         let start = Self.epochStart(t)
         if let at = publishedAt, start <= at, !(t - at < -Timestamp.clockJumpBack) { return }
         published = cell
+        publishedReceiver = receiver
         publishedAt = start
+        publications &+= 1
+    }
+
+    /// The very first cell and state are shown at once: there is no earlier one to show, and
+    /// no change to time.
+    private mutating func showFirst() {
+        guard (published == nil && cell != nil) || (publishedReceiver == nil && receiver != nil) else { return }
+        if published == nil { published = cell }
+        if publishedReceiver == nil { publishedReceiver = receiver }
+        publications &+= 1
     }
 
     /// The start of the publication epoch `t` falls in.
@@ -229,11 +257,12 @@ public struct ApproximateLocation: Sendable {
         return Timestamp(nanoseconds: (n >= 0 ? n / q : (n - q + 1) / q) * q)
     }
 
-    /// `fix` as an approximate program receives it: the published cell's centre, stamped with
-    /// its epoch's start, an honest accuracy, no altitude, speed or course.
-    public func approximate(_ fix: Fix) -> Fix {
-        let shown = published ?? cell ?? grid.cell(of: fix.coordinate).cell
-        return Fix(time: publishedAt ?? Self.epochStart(fix.time), coordinate: grid.centre(of: shown), mode: .twoD,
+    /// The location approximate programs are shown now: the published cell's centre, stamped
+    /// with its epoch's start, an honest accuracy, no altitude, speed or course; nil when the
+    /// receiver had no fix at that start.
+    public var publishedFix: Fix? {
+        guard publishedReceiver == .fix, let shown = published, let at = publishedAt else { return nil }
+        return Fix(time: at, coordinate: grid.centre(of: shown), mode: .twoD,
                    altitudeHAE: nil, altitudeMSL: nil, horizontalAccuracy: grid.reportedAccuracy(of: shown),
                    verticalAccuracy: nil, speed: nil, course: nil)
     }

@@ -49,6 +49,16 @@ public struct SignificantChange: Hashable, Sendable {
         return nil
     }
 
+    /// Offers a fix that needs no accuracy gate and no confirming fix: an approximate program's
+    /// published location, a cell the hysteresis moved to and an epoch start showed. Returns it
+    /// if it is a significant change.
+    public mutating func offerConfirmed(_ fix: Fix) -> Fix? {
+        if let last = lastDelivered, !qualifies(fix, after: last) { return nil }
+        candidate = nil
+        lastDelivered = fix
+        return fix
+    }
+
     /// A fix timed `Timestamp.clockJumpBack` or more before the last delivered one (the
     /// receiver's clock jumped back) meets the interval: otherwise a backwards jump would silence
     /// significant changes for as long as the jump. One only a little older is out of order.

@@ -17,6 +17,10 @@ public struct HubSnapshot: Hashable, Sendable {
     public var state: SourceState
     public var lastFix: Fix?
     public var sourceDescription: String
+    /// The state and last fix time as approximate programs are shown them (docs/privacy.md,
+    /// "Publication epochs").
+    public var approximateState: SourceState = .disconnected
+    public var approximateLastFix: Timestamp?
 }
 
 /// Owns the pure `Engine`, confined to one NIO event loop: every engine input is handled on
@@ -115,7 +119,9 @@ public final class Hub: Sendable {
     public var loopSnapshot: HubSnapshot {
         let s = box.value
         return HubSnapshot(subscriberCount: s.engine.subscriberCount, state: s.engine.sourceState,
-                           lastFix: s.engine.lastFix, sourceDescription: sourceDescription)
+                           lastFix: s.engine.lastFix, sourceDescription: sourceDescription,
+                           approximateState: s.engine.approximateStatus.state,
+                           approximateLastFix: s.engine.privacy.publishedFix?.time)
     }
 
     /// Runs `body` on the loop once the first subscription has opened (at once if one has): a
@@ -287,8 +293,8 @@ public final class Hub: Sendable {
     /// The device's approximate-location cell now (on the loop; for tests).
     public var loopPrivacyCell: PrivacyGrid.Cell? { box.value.engine.privacy.cell }
 
-    /// `fix` as approximate programs are shown it now (on the loop; for tests).
-    public func loopApproximate(_ fix: Fix) -> Fix { box.value.engine.privacy.approximate(fix) }
+    /// The location approximate programs are shown now (on the loop; for tests).
+    public var loopPublishedFix: Fix? { box.value.engine.privacy.publishedFix }
 
     /// The approximate-location cell remembered from before a restart (before the first fix,
     /// after `privacySecret`).

@@ -28,6 +28,10 @@ extension Connection {
             reply.state = s.state == .disconnected ? .disconnected : .connected
             reply.lastFix = nil
             reply.receiver = nil
+        } else if session?.grant.accuracy == .approximate && !showAll {
+            // As its events show them: polling must not time a lost or regained fix either.
+            reply.state = s.approximateState
+            reply.lastFix = s.approximateLastFix
         }
         reply.connected = everyone.count
         reply.connectionsShown = showAll ? .all : .own
