@@ -97,7 +97,9 @@ let package = Package(
         .testTarget(name: "LocationProtocolTests", dependencies: ["LocationProtocol", "LocationCore", "Simulation"], swiftSettings: strict),
         .testTarget(
             name: "LocationDaemonTests",
-            dependencies: ["LocationDaemon", "CDaemonSupport", "LocationClient", "LocationProtocol", "LocationCore", "NMEA", "Simulation"],
+            dependencies: ["LocationDaemon", "CDaemonSupport", "LocationClient", "LocationProtocol", "LocationCore", "NMEA", "Simulation",
+                           // A virtual clock for the hub's timers (publication ticks); part of swift-nio.
+                           .product(name: "NIOEmbedded", package: "swift-nio")],
             swiftSettings: strict),
     ]
 )

@@ -33,7 +33,7 @@ public enum Daemon {
         let privacyCells = try PrivacyCellStore(database: database)
         let hub = Hub(eventLoop: loop, sourceDescription: describe(options.source), logger: logger,
                       regionLimits: options.regionLimits, regionStore: store, queue: queue, identities: identities,
-                      privacyCells: privacyCells)
+                      privacyCells: privacyCells, publicationTicks: options.source.isLive)
         // The approximate-location grid: a fixed seed (replays, tests) or the device secret,
         // created once in the state directory (docs/privacy.md).
         let secret = try options.privacySeed ?? options.databasePath.map { try DeviceSecret.load(path: DeviceSecret.path(forDatabase: $0)) }

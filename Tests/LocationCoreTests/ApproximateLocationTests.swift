@@ -437,6 +437,106 @@ import Testing
         #expect(engine.approximateStatus.state == .fix && engine.approximateStatus.time == t0.adding(seconds: 2400))
     }
 
+    /// An engine with a precise subscriber 1 and an approximate one 2.
+    static func withTwoSubscribers(_ events: EventKinds = [.location, .significant]) -> Engine {
+        var engine = Self.engine()
+        var o = Self.approximate
+        o.events = events
+        _ = engine.handle(.subscribe(SubscriberID(1), SubscriptionOptions()))
+        _ = engine.handle(.subscribe(SubscriberID(2), o))
+        return engine
+    }
+
+    /// Feeds the shell's ticks at the epoch starts from `from` to `to` (seconds after t0), as
+    /// the hub does while reports are missing; returns what the approximate subscriber got.
+    static func ticks(_ engine: inout Engine, from: Double, to: Double) -> [Event] {
+        stride(from: from, through: to, by: ApproximateLocation.publicationInterval).flatMap { s in
+            engine.handle(.tick(t0.adding(seconds: s + 0.001))).filter { $0.subscriber == SubscriberID(2) }.map(\.event)
+        }
+    }
+
+    /// gpsd's reports without a fix may carry no time: the shell's clock publishes, so the fix
+    /// that ends the gap is not the moment anything reaches an approximate program.
+    @Test func untimedNoFixReportsAreShownAtTheShellsTicksNotAtTheRegainedFix() {
+        var engine = Self.withTwoSubscribers()
+        for i in 0..<100 { _ = engine.handle(.fix(fix(at: Double(i), Self.truth))) }
+        for _ in 100..<600 { _ = engine.handle(.noFix(nil)) }
+        #expect(Self.ticks(&engine, from: 600, to: 1800) == [.status(.noFix, time: t0.adding(seconds: 600))])
+        let atRegain = engine.handle(.fix(fix(at: 2237, Self.truth))).filter { $0.subscriber == SubscriberID(2) }
+        #expect(atRegain.isEmpty, "sent at the regained fix: \(atRegain.map(\.event))")
+        let next = Self.ticks(&engine, from: 2400, to: 2400)
+        #expect(next.first == .status(.fix, time: t0.adding(seconds: 2400)) && next.count == 2, "\(next)")
+    }
+
+    /// A receiver silent for half an hour: its last state is published at the ticks, and the
+    /// first fix after the silence sends nothing.
+    @Test func aSilentGapSendsNothingAtTheRegainedFix() {
+        var engine = Self.withTwoSubscribers()
+        for i in 0..<100 { _ = engine.handle(.fix(fix(at: Double(i), Self.truth))) }
+        _ = Self.ticks(&engine, from: 600, to: 1800)
+        let atRegain = engine.handle(.fix(fix(at: 2237, Self.truth))).filter { $0.subscriber == SubscriberID(2) }
+        #expect(atRegain.isEmpty, "sent at the regained fix: \(atRegain.map(\.event))")
+    }
+
+    /// A receiver clock stepping back re-anchors the epochs without publishing: publications
+    /// stay an epoch apart, so a change between them is not pinned to a few seconds.
+    @Test func aClockJumpBackDoesNotPublishTwiceWithinAnEpoch() {
+        var engine = Self.withTwoSubscribers([.location])
+        let away = Self.offset(Self.truth, north: 6000, east: 0)
+        var publishedAtInput: [Int] = []
+        for i in 0..<1400 {
+            // Real second i; the receiver's clock steps back 660 s at i = 1190.
+            let t = i < 1190 ? Double(i) : Double(i - 660)
+            let before = engine.privacy.publications
+            _ = engine.handle(.fix(fix(at: t, i < 1200 ? Self.truth : away)))
+            if engine.privacy.publications != before { publishedAtInput.append(i) }
+        }
+        let gaps = zip(publishedAtInput.dropFirst(), publishedAtInput).map { $0 - $1 }
+        #expect(publishedAtInput.count >= 3 && gaps.allSatisfy { $0 >= 590 }, "publications at inputs \(publishedAtInput)")
+    }
+
+    /// After gpsd went away (or the receiver was released) nothing from before is shown as
+    /// current: the state waits for a publication after the reconnect, and the cell yields to
+    /// the first fix outside it, as after a restart (the device may have been carried away).
+    @Test func afterTheSourceWasLostTheOldCellAndStateAreNotShownAsCurrent() throws {
+        var engine = Self.withTwoSubscribers([.location])
+        for i in 0..<100 { _ = engine.handle(.fix(fix(at: Double(i), Self.truth))) }
+        _ = engine.handle(.source(.disconnected))
+        _ = engine.handle(.source(.connected))
+        #expect(engine.approximateStatus.state == .connected)
+        let away = Self.offset(Self.truth, north: 6000, east: 0)
+        var shown: [(at: Int, event: Event)] = []
+        for i in 5000..<5500 {
+            for d in engine.handle(.fix(fix(at: Double(i), away, accuracy: 900))) where d.subscriber == SubscriberID(2) { shown.append((i, d.event)) }
+        }
+        let awayCentre = Self.grid.centre(of: Self.grid.cell(of: away).cell)
+        #expect(shown.map(\.at) == [5400, 5400], "\(shown)")
+        #expect(shown.first?.event == .status(.fix, time: t0.adding(seconds: 5400)))
+        guard case .location(let l)? = shown.last?.event else { Issue.record("no location"); return }
+        #expect(l.coordinate == awayCentre && l.time == t0.adding(seconds: 5400))
+    }
+
+    /// `desiredAccuracy` is ignored for approximate subscriptions, so it must not keep a
+    /// program's background significant-change detector from being handed back to it (a fresh
+    /// one would report the same cell again).
+    @Test func anApproximateSignificantDetectorIsHandedBackWhateverDesiredAccuracy() {
+        var engine = Self.engine()
+        var o = Self.approximate
+        o.events = [.significant]
+        o.desiredAccuracy = 100
+        var significant = 0
+        func collect(_ out: [Delivery]) { significant += out.filter { if case .significant = $0.event { true } else { false } }.count }
+        collect(engine.handle(.subscribe(SubscriberID(1), o)))
+        for i in 0..<700 { collect(engine.handle(.fix(fix(at: Double(i), Self.truth)))) }
+        engine.handOver(SubscriberID(1), to: ProgramID("p"), options: o)
+        var back = o
+        back.desiredAccuracy = nil
+        collect(engine.handle(.subscribe(SubscriberID(2), back)))
+        engine.takeBack(ProgramID("p"), into: SubscriberID(2))
+        for i in 700..<1900 { collect(engine.handle(.fix(fix(at: Double(i), Self.truth)))) }
+        #expect(significant == 1, "the parked device's one cell reported \(significant) times")
+    }
+
     static func isCellCentre(_ c: Coordinate) -> Bool {
         Geodesy.distance(c, grid.centre(of: grid.cell(of: c).cell)) < 0.01
     }

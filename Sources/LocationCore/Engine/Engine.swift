@@ -26,6 +26,8 @@ public struct Engine: Sendable {
     @usableFromInline var background = BackgroundMonitors()
     /// Events for programs with no subscribed connection, until the shell drains them.
     @usableFromInline var programEvents: [ProgramEvent] = []
+    /// Whether the last inputs made events for programs away (the shell writes them).
+    public var hasProgramEvents: Bool { !programEvents.isEmpty }
     /// The state approximate subscriptions were last told (`approximateStatus`).
     @usableFromInline var approximateShown: SourceState = .disconnected
 
@@ -37,7 +39,9 @@ public struct Engine: Sendable {
         indexByID[id].map { subscriptions[$0].filter.options }
     }
 
-    /// Applies one input, appending the resulting deliveries to `out` (in subscription order).
+    /// Applies one input, appending the resulting deliveries to `out`: each subscriber's in the
+    /// order it is to receive them (what a publication shows approximate subscriptions comes
+    /// before the fix's own deliveries to the others).
     public mutating func handle(_ input: EngineInput, into out: inout [Delivery]) {
         switch input {
         case .fix(let fix):
@@ -68,7 +72,13 @@ public struct Engine: Sendable {
             if privacy.publications != publications { publishApproximate(into: &out) }
         case .source(let state):
             setState(state, time: nil, into: &out)
+            if state == .disconnected { privacy.sourceLost() }
             showApproximateState(into: &out)
+        case .tick(let time):
+            let publications = privacy.publications
+            privacy.tick(at: time)
+            showApproximateState(into: &out)
+            if privacy.publications != publications { publishApproximate(into: &out) }
         case .subscribe(let id, let options):
             // Subscribing again replaces the options and restarts the filters, like setting a
             // new distanceFilter on CLLocationManager.

@@ -48,6 +48,10 @@ public enum EngineInput: Hashable, Sendable {
     case noFix(Timestamp?)
     /// The shell's connection to the source changed (`.connected` / `.disconnected`).
     case source(SourceState)
+    /// The shell's clock reached a publication epoch's start: its estimate of the receiver's
+    /// time (docs/privacy.md, "Publication epochs"). Live sources only; a replay publishes at
+    /// its reports.
+    case tick(Timestamp)
     case subscribe(SubscriberID, SubscriptionOptions)
     case unsubscribe(SubscriberID)
 }

@@ -29,9 +29,14 @@ public struct EventKinds: OptionSet, Hashable, Sendable {
         if options.events.contains(.visits) { visits = VisitDetector(parameters: options.visitParameters) }
         if options.events.contains(.significant) {
             var p = options.significantParameters
-            // A program asking for 20 m is not handed an 80 m significant change either. (An
-            // approximate one's run on published cells, with no gate: `offerPublished`.)
+            // A program asking for 20 m is not handed an 80 m significant change either.
             if let a = options.desiredAccuracy { p.maximumAccuracy = min(p.maximumAccuracy, a) }
+            if options.accuracy == .approximate {
+                // Unused on published cells (`offerPublished`: no gate, no confirmation), and the
+                // same for every approximate detector, so that one is handed back (`adopt`).
+                p.maximumAccuracy = .infinity
+                p.maximumSpeed = .infinity
+            }
             significant = SignificantChange(parameters: p)
         }
         approximate = options.accuracy == .approximate

@@ -208,9 +208,10 @@ public struct ApproximateLocation: Sendable {
         }
         // What is published at an epoch's first input is the state from before that input: a
         // change is never shown at the fix that made it.
+        let first = publishedAt == nil
         publish(at: fix.time)
         receiver = .fix
-        defer { showFirst() }
+        defer { if first { showFirst() } }
         guard fix.horizontalAccuracy.map({ $0 <= maximumAccuracy }) ?? false || cell == nil else { return false }
         let (candidate, inset) = grid.cell(of: fix.coordinate)
         guard let current = cell else { cell = candidate; return true }
@@ -225,33 +226,56 @@ public struct ApproximateLocation: Sendable {
     /// The receiver reported an epoch without a position (at `time`, when it said): the
     /// state approximate programs are shown follows at the next epoch, as a cell change does.
     public mutating func offerNoFix(at time: Timestamp?) {
+        let first = publishedAt == nil && time != nil
         if let time { publish(at: time) }
         receiver = .noFix
-        showFirst()
+        if first { showFirst() }
     }
 
-    /// At the first input of a new epoch (or after the clock stepped back by
-    /// `Timestamp.clockJumpBack` or more), the current cell and state become the ones shown.
+    /// The shell's clock says the epoch holding `t` (the time of the last report plus the time
+    /// since, by the monotonic clock) has begun: a receiver that went silent, or reports no fix
+    /// without a time, does not hold the publication back to the moment its fix returns.
+    public mutating func tick(at t: Timestamp) {
+        guard publishedAt != nil else { return }
+        publish(at: t)
+    }
+
+    /// The source went away (gpsd gone, or the receiver released): what the receiver said is
+    /// no longer known, and is shown again only from a publication after it reports. The
+    /// device may be carried away meanwhile, so the cell is held as after a restart.
+    public mutating func sourceLost() {
+        receiver = nil
+        publishedReceiver = nil
+        if cell != nil { restored = true }
+    }
+
+    /// At the first input of a new epoch, the current cell and state become the ones shown.
+    /// After the clock stepped back by `Timestamp.clockJumpBack` or more, the epochs follow the
+    /// new times from where they are, without publishing (a publication then would be one a
+    /// few seconds after the last, timing a change to within them).
     mutating func publish(at t: Timestamp) {
         let start = Self.epochStart(t)
-        if let at = publishedAt, start <= at, !(t - at < -Timestamp.clockJumpBack) { return }
+        if let at = publishedAt, start <= at {
+            if t - at < -Timestamp.clockJumpBack { publishedAt = start }
+            return
+        }
         published = cell
         publishedReceiver = receiver
         publishedAt = start
         publications &+= 1
     }
 
-    /// The very first cell and state are shown at once: there is no earlier one to show, and
-    /// no change to time.
+    /// The very first report's cell and state are shown at once: there is no earlier one to
+    /// show, and no change to time. (Only the first: after the source was lost, what is shown
+    /// waits for a publication.)
     private mutating func showFirst() {
-        guard (published == nil && cell != nil) || (publishedReceiver == nil && receiver != nil) else { return }
-        if published == nil { published = cell }
-        if publishedReceiver == nil { publishedReceiver = receiver }
+        published = cell
+        publishedReceiver = receiver
         publications &+= 1
     }
 
     /// The start of the publication epoch `t` falls in.
-    static func epochStart(_ t: Timestamp) -> Timestamp {
+    public static func epochStart(_ t: Timestamp) -> Timestamp {
         let q = Int64(publicationInterval) * 1_000_000_000
         let n = t.nanoseconds
         return Timestamp(nanoseconds: (n >= 0 ? n / q : (n - q + 1) / q) * q)

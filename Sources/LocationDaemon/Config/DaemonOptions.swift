@@ -12,6 +12,9 @@ public struct DaemonOptions: Sendable, Equatable {
         case gpsd(host: String, port: String)
         /// An NMEA log replayed at `speed`× real time (0 = as fast as possible).
         case replay(path: String, speed: Double, loop: Bool)
+
+        /// A receiver reporting as it goes (its silence is news), not a log.
+        public var isLive: Bool { if case .gpsd = self { true } else { false } }
     }
 
     public static let defaultConfigPath = "/etc/locationd/locationd.toml"

@@ -47,6 +47,9 @@ public final class Hub: Sendable {
     public let privacyCells: PrivacyCellStore?
     private let logger: Logger
     private let box: NIOLoopBoundBox<State>
+    /// Whether the hub starts publication epochs by its clock (`EngineInput.tick`): for a live
+    /// source, not a replay (whose reports are what they are, at any speed).
+    public let publicationTicks: Bool
 
     private final class State {
         var engine = Engine()
@@ -74,13 +77,18 @@ public final class Hub: Sendable {
         /// Programs whose remembered regions could not be loaded at start, and why: their rows
         /// stay as they are in the store, so no change of theirs may rewrite them.
         var unrestored: [ProgramID: RegionError] = [:]
+        /// The receiver's time at the last report that had one, and when (the loop's clock) it
+        /// came: what publication ticks estimate the receiver's time from.
+        var clockAnchor: (time: Timestamp, at: NIODeadline)?
+        var tick: Scheduled<Void>?
     }
 
     public init(eventLoop: any EventLoop, sourceDescription: String, logger: Logger = Logger(label: "locationd.hub"),
                 regionLimits: RegionMonitor.Limits = RegionMonitor.Limits(),
                 regionStore: RegionStore? = nil, queue: EventQueue? = nil, identities: ProgramIdentities? = nil,
-                privacyCells: PrivacyCellStore? = nil) {
+                privacyCells: PrivacyCellStore? = nil, publicationTicks: Bool = false) {
         self.eventLoop = eventLoop
+        self.publicationTicks = publicationTicks
         self.sourceDescription = sourceDescription
         self.regionStore = regionStore
         self.queue = queue
@@ -140,11 +148,24 @@ public final class Hub: Sendable {
         return SubscriberID(s.nextID)
     }
 
-    /// Opens or replaces `id`'s subscription; `subscriber` receives its events from now on
-    /// (starting with the current source status).
-    public func subscribe(_ id: SubscriberID, options: SubscriptionOptions, subscriber: any HubSubscriber) {
-        box.value.subscribers[id] = subscriber
-        handle(.subscribe(id, options))
+    /// Opens or replaces `id`'s subscription; `subscriber` receives its events from now on,
+    /// starting with the current source status. `afterStatus` runs right after that status, so
+    /// what it sends (the program's background backlog) comes before anything newer, the
+    /// location an approximate subscription is shown at once included.
+    public func subscribe(_ id: SubscriberID, options: SubscriptionOptions, subscriber: any HubSubscriber,
+                          afterStatus: () -> Void = {}) {
+        let s = box.value
+        s.subscribers[id] = subscriber
+        s.deliveries.removeAll(keepingCapacity: true)
+        s.engine.handle(.subscribe(id, options), into: &s.deliveries)
+        s.processedInputs &+= 1
+        let deliveries = s.deliveries  // `afterStatus` may use the hub
+        s.lines.startInput()
+        for (n, delivery) in deliveries.enumerated() {
+            if n == 1 { afterStatus() }
+            subscriber.deliver(delivery.event, encoded: s.lines.line(for: delivery.event))
+        }
+        if deliveries.count < 2 { afterStatus() }
         updateDemand()
         if !box.value.hadSubscription {
             box.value.hadSubscription = true
@@ -486,6 +507,40 @@ public final class Hub: Sendable {
         }
     }
 
+    // MARK: Publication ticks (on the loop; docs/privacy.md, "Publication epochs")
+
+    /// A report with a time anchors the estimate of the receiver's time; the first starts the
+    /// ticks. Per report: a clock read and two stores.
+    private func anchorClock(_ s: State, _ input: EngineInput) {
+        let time: Timestamp
+        switch input {
+        case .fix(let fix): time = fix.time
+        case .noFix(let t?): time = t
+        default: return
+        }
+        s.clockAnchor = (time, eventLoop.now)
+        if s.tick == nil { scheduleTick(s) }
+    }
+
+    /// The receiver's time now, by the loop's clock since the last timed report.
+    private func estimatedTime(_ s: State) -> Timestamp? {
+        guard let anchor = s.clockAnchor else { return nil }
+        return anchor.time.adding(seconds: Double((eventLoop.now - anchor.at).nanoseconds) / 1e9)
+    }
+
+    /// One timer at a time, for the next epoch start (a millisecond after it, so the estimate is
+    /// past it when it fires): a wake-up every 10 minutes, whether or not reports come.
+    private func scheduleTick(_ s: State) {
+        guard let now = estimatedTime(s) else { return }
+        let next = ApproximateLocation.epochStart(now).adding(seconds: ApproximateLocation.publicationInterval + 0.001)
+        s.tick = eventLoop.scheduleTask(in: .nanoseconds(Int64((next - now) * 1e9))) { [self] in
+            let s = box.value
+            s.tick = nil
+            if let t = estimatedTime(s) { handle(.tick(t)) }
+            if s.tick == nil { scheduleTick(s) }
+        }
+    }
+
     // MARK: Background monitoring (on the loop; docs/semantics.md, "Background")
 
     /// `id`'s connection went away under an `always` session: its visit and significant-change
@@ -549,7 +604,10 @@ public final class Hub: Sendable {
         s.deliveries.removeAll(keepingCapacity: true)
         s.engine.handle(input, into: &s.deliveries)
         s.processedInputs &+= 1
-        if case .fix = input { persist(s) }
+        // A fix, or a publication (at a report without a fix, or a tick) that made background
+        // events, is written before its events leave.
+        if case .fix = input { persist(s) } else if s.engine.hasProgramEvents { persist(s) }
+        if publicationTicks { anchorClock(s, input) }
         guard !s.deliveries.isEmpty else { return }
         s.lines.startInput()
         for delivery in s.deliveries {

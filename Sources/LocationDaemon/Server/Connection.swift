@@ -335,10 +335,12 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
         requestedOptions = options
         let effective = effectiveOptions(options, session.grant)
         isSubscribed = true
-        hub.subscribe(id, options: effective, subscriber: self)
-        hub.subscriptionKept(id, of: program, always: session.grant.authorization == .always ? effective : nil)
-        if effective.accuracy == .precise { hub.bind(id, to: program) } else { hub.unbind(id) }
-        if session.grant.authorization == .always { takeBackground() }
+        hub.subscribe(id, options: effective, subscriber: self) {
+            hub.subscriptionKept(id, of: program, always: session.grant.authorization == .always ? effective : nil)
+            if effective.accuracy == .precise { hub.bind(id, to: program) } else { hub.unbind(id) }
+            // The backlog right after the status (docs/protocol.md, "Background delivery").
+            if session.grant.authorization == .always { takeBackground() }
+        }
     }
 
     /// The session's grant changed under an open subscription (a new `session.start`, a
