@@ -162,25 +162,8 @@ final class DaemonService: Sendable {
     func run(wakes: AsyncStream<Wake>, wake: AsyncStream<Wake>.Continuation) async throws {
         let supervisor = ServiceSupervisor(hub: hub, watchdog: options.watchdog, logger: logger)
         if let problem = supervisor.notifier.problem { logger.warning("\(problem)") }
-        var configuration = SocketServer.Configuration(path: options.socketPath)
-        configuration.floodBurst = options.floodBurst
-        configuration.floodRate = options.floodRate
-        configuration.unwritableTimeout = .milliseconds(Int64(options.unwritableTimeout * 1000))
-        var passed = 0
-        let server: SocketServer
-        if let fd = try SocketActivation.listeningSocket(count: &passed) {
-            if passed > 1 { logger.warning("systemd passed \(passed) sockets; serving the first only") }
-            server = try await SocketServer.start(hub: hub, boundSocket: fd, configuration: configuration, logger: logger)
-            logger.info("serving", metadata: ["socket": "fd \(fd) from systemd", "source": "\(hub.sourceDescription)"])
-        } else {
-            server = try await SocketServer.start(hub: hub, configuration: configuration, logger: logger)
-            logger.info("serving", metadata: ["socket": "\(options.socketPath)", "source": "\(hub.sourceDescription)"])
-        }
-        if let problem = reloadRecord.removeStale() { logger.warning("\(problem); locationctl reload may take it for a later reload's") }
-        // The socket accepts connections now, and the store was opened before the group started.
-        supervisor.notify("READY=1\nMAINPID=\(getpid())\nSTATUS=\(try await supervisor.currentStatus())")
-        supervisor.start()
-
+        // The source and its receiver gating before the socket: a status reply to the very first
+        // connection already says whether the receiver is watched.
         let stopSource: () -> Void
         let logger = self.logger
         let hub = self.hub
@@ -226,6 +209,25 @@ final class DaemonService: Sendable {
             }
             stopSource = { source.stop() }
         }
+        var configuration = SocketServer.Configuration(path: options.socketPath)
+        configuration.floodBurst = options.floodBurst
+        configuration.floodRate = options.floodRate
+        configuration.unwritableTimeout = .milliseconds(Int64(options.unwritableTimeout * 1000))
+        var passed = 0
+        let server: SocketServer
+        if let fd = try SocketActivation.listeningSocket(count: &passed) {
+            if passed > 1 { logger.warning("systemd passed \(passed) sockets; serving the first only") }
+            server = try await SocketServer.start(hub: hub, boundSocket: fd, configuration: configuration, logger: logger)
+            logger.info("serving", metadata: ["socket": "fd \(fd) from systemd", "source": "\(hub.sourceDescription)"])
+        } else {
+            server = try await SocketServer.start(hub: hub, configuration: configuration, logger: logger)
+            logger.info("serving", metadata: ["socket": "\(options.socketPath)", "source": "\(hub.sourceDescription)"])
+        }
+        if let problem = reloadRecord.removeStale() { logger.warning("\(problem); locationctl reload may take it for a later reload's") }
+        // The socket accepts connections now, and the store was opened before the group started.
+        supervisor.notify("READY=1\nMAINPID=\(getpid())\nSTATUS=\(try await supervisor.currentStatus())")
+        supervisor.start()
+
         // Runs until SIGTERM/SIGINT, or until a replay ends; SIGHUP reloads meanwhile.
         var failure: String?
         waiting: for await reason in wakes {
