@@ -244,6 +244,7 @@ final class DaemonService: Sendable {
         stopSource()
         await hub.processed()
         await server.close()
+        try? await hub.eventLoop.submit { hub.releaseHeldVisits() }.get()
         await supervisor.stop()
         deadline.met()
         logger.info("stopped")

@@ -280,10 +280,12 @@ import Testing
         engine.handle(.subscribe(SubscriberID(1), o), into: &out)
         let home = Self.truth, away = Self.offset(Self.truth, north: 6000, east: 0)
         for i in 0..<900 { engine.handle(.fix(fix(at: Double(i), home, accuracy: 10)), into: &out) }
-        for i in 0..<60 { engine.handle(.fix(fix(at: 3600 + Double(i), away, accuracy: 10)), into: &out) }  // after an hour's gap
+        // After an hour's gap, past the next publication (4200 s), which sends the departure.
+        for i in 0..<660 { engine.handle(.fix(fix(at: 3600 + Double(i), away, accuracy: 10)), into: &out) }
+        // (The stay away makes an arrival of its own, sent at 4200 s too.)
         let visits = out.compactMap { if case .visit(let v) = $0.event { v } else { nil } }
-        #expect(visits.map(\.kind) == [.arrival, .departure])
-        guard visits.count == 2 else { return }
+        #expect(visits.prefix(2).map(\.kind) == [.arrival, .departure])
+        guard visits.count >= 2 else { return }
         #expect(visits[1].coordinate == visits[0].coordinate)
         #expect(Geodesy.distance(visits[0].coordinate, home) < Self.grid.reportedAccuracy)
         #expect(engine.privacy.cell.map { Self.grid.centre(of: $0) } != visits[0].coordinate, "the device is in another cell by then")
@@ -535,6 +537,88 @@ import Testing
         engine.takeBack(ProgramID("p"), into: SubscriberID(2))
         for i in 700..<1900 { collect(engine.handle(.fix(fix(at: Double(i), Self.truth)))) }
         #expect(significant == 1, "the parked device's one cell reported \(significant) times")
+    }
+
+    /// Where and when each visit reached subscriber `id`: (input time after t0, visit).
+    static func visits(_ out: [Delivery], to id: SubscriberID, at seconds: Double) -> [(at: Double, visit: Visit)] {
+        out.compactMap { d in
+            guard d.subscriber == id, case .visit(let v) = d.event else { return nil }
+            return (seconds, v)
+        }
+    }
+
+    /// An arrival is detected at its first fix plus the dwell, to the second: an approximate
+    /// program is sent it at the next publication, as the published cell with 15-minute times,
+    /// and likewise a departure; the precise program when detected.
+    @Test func anApproximateVisitIsSentAtThePublicationAfterItsDetection() {
+        var engine = Self.engine()
+        var o = Self.approximate
+        o.events = [.visits]
+        _ = engine.handle(.subscribe(SubscriberID(1), SubscriptionOptions(events: [.visits])))
+        _ = engine.handle(.subscribe(SubscriberID(2), o))
+        let away = Self.offset(Self.truth, north: 6000, east: 0)
+        var precise: [(at: Double, visit: Visit)] = [], coarse: [(at: Double, visit: Visit)] = []
+        for i in 0..<1300 {
+            let out = engine.handle(.fix(fix(at: Double(i), i < 1000 ? Self.truth : away, accuracy: 5)))
+            precise += Self.visits(out, to: SubscriberID(1), at: Double(i))
+            coarse += Self.visits(out, to: SubscriberID(2), at: Double(i))
+        }
+        #expect(precise.map(\.visit.kind) == [.arrival, .departure])
+        #expect(precise.first.map { $0.at > 0 && $0.at < 600 } == true, "detected at \(precise.map(\.at))")
+        #expect(coarse.map(\.at) == [600, 1200], "sent at \(coarse.map(\.at))")
+        #expect(coarse.map(\.visit.kind) == [.arrival, .departure])
+        let centre = Self.grid.centre(of: Self.grid.cell(of: Self.truth).cell)
+        #expect(coarse.allSatisfy { $0.visit.coordinate == centre && $0.visit.arrival == t0 })
+        #expect(coarse.last?.visit.departure == ApproximateLocation.coarse(precise.last!.visit.departure!))
+    }
+
+    /// A held visit is not lost when its program subscribes again (still wanting visits), goes
+    /// to the background, comes back, or the daemon stops.
+    @Test func aHeldVisitSurvivesResubscribingHandOverTakeBackAndStop() {
+        var o = Self.approximate
+        o.events = [.visits]
+        func parked(_ engine: inout Engine, _ range: Range<Int>) -> [Delivery] {
+            range.flatMap { engine.handle(.fix(fix(at: Double($0), Self.truth, accuracy: 5))) }
+        }
+        func arrivals(_ out: [Delivery], _ id: SubscriberID) -> Int {
+            out.filter { if $0.subscriber == id, case .visit(let v) = $0.event { v.kind == .arrival } else { false } }.count
+        }
+        // Subscribing again at 400 s, after the arrival was detected and held.
+        var engine = Self.engine()
+        _ = engine.handle(.subscribe(SubscriberID(1), o))
+        var out = parked(&engine, 0..<400)
+        out += engine.handle(.subscribe(SubscriberID(1), o))
+        out += parked(&engine, 400..<700)
+        #expect(arrivals(out, SubscriberID(1)) == 1, "re-subscribed")
+        // Handed over at 400 s: the background monitor sends it at the publication.
+        engine = Self.engine()
+        _ = engine.handle(.subscribe(SubscriberID(1), o))
+        _ = parked(&engine, 0..<400)
+        engine.handOver(SubscriberID(1), to: ProgramID("p"), options: o)
+        _ = parked(&engine, 400..<700)
+        var queued: [ProgramEvent] = []
+        engine.drainProgramEvents(into: &queued)
+        #expect(queued.filter { if case .visit = $0.event { true } else { false } }.count == 1, "handed over: \(queued)")
+        // Handed over at 400 s and taken back at 450 s: the new subscription sends it.
+        engine = Self.engine()
+        _ = engine.handle(.subscribe(SubscriberID(1), o))
+        _ = parked(&engine, 0..<400)
+        engine.handOver(SubscriberID(1), to: ProgramID("p"), options: o)
+        _ = parked(&engine, 400..<450)
+        out = engine.handle(.subscribe(SubscriberID(2), o))
+        engine.takeBack(ProgramID("p"), into: SubscriberID(2))
+        out += parked(&engine, 450..<700)
+        #expect(arrivals(out, SubscriberID(2)) == 1, "taken back")
+        // Handed over at 400 s, and the daemon stops at 450 s: queued at once.
+        engine = Self.engine()
+        _ = engine.handle(.subscribe(SubscriberID(1), o))
+        _ = parked(&engine, 0..<400)
+        engine.handOver(SubscriberID(1), to: ProgramID("p"), options: o)
+        _ = parked(&engine, 400..<450)
+        engine.drainProgramEvents(into: &queued)
+        engine.releaseHeldVisits()
+        engine.drainProgramEvents(into: &queued)
+        #expect(queued.count == 1, "stopped: \(queued)")
     }
 
     static func isCellCentre(_ c: Coordinate) -> Bool {

@@ -29,15 +29,20 @@ public struct ProgramEvent: Hashable, Sendable {
     /// already run at, they keep running and the newcomer's join for the kinds they lack; at the
     /// other accuracy, the newcomer's replace them (one accuracy per program, the latest
     /// session's). Returns the options of what runs now.
-    mutating func join(_ extras: SubscriptionExtras, options: SubscriptionOptions, for program: ProgramID) -> SubscriptionOptions {
+    /// Visits held by detectors replaced at the other accuracy are returned (`displaced`).
+    mutating func join(_ extras: SubscriptionExtras, options: SubscriptionOptions, for program: ProgramID,
+                       displaced: inout SubscriptionExtras?) -> SubscriptionOptions {
         guard var m = monitors[program], m.extras.approximate == extras.approximate else {
-            if monitors.updateValue(Monitor(extras: extras, options: options), forKey: program) == nil { order.append(program) }
+            let old = monitors.updateValue(Monitor(extras: extras, options: options), forKey: program)
+            if old == nil { order.append(program) } else { displaced = old?.extras }
             return options
         }
         if m.extras.visits == nil, let visits = extras.visits {
             m.extras.visits = visits
             m.extras.visitCell = extras.visitCell
         }
+        // Visits the newcomer detected and holds for the next publication are the program's.
+        m.extras.heldVisits += extras.heldVisits.filter { !m.extras.heldVisits.contains($0) }
         if m.extras.significant == nil, let significant = extras.significant {
             m.extras.significant = significant
         }
@@ -58,9 +63,16 @@ public struct ProgramEvent: Hashable, Sendable {
         }
     }
 
-    mutating func handlePublished(_ shown: Fix, into out: inout [ProgramEvent]) {
+    mutating func handlePublished(_ shown: Fix?, privacy: ApproximateLocation, into out: inout [ProgramEvent]) {
         for p in order where monitors[p]!.extras.approximate {
-            monitors[p]!.extras.offerPublished(shown) { out.append(ProgramEvent(program: p, event: $0)) }
+            monitors[p]!.extras.offerPublished(shown, privacy: privacy) { out.append(ProgramEvent(program: p, event: $0)) }
+        }
+    }
+
+    /// Every held visit goes out now (the daemon stops): queued, they survive the restart.
+    mutating func releaseHeldVisits(privacy: ApproximateLocation, into out: inout [ProgramEvent]) {
+        for p in order where !monitors[p]!.extras.heldVisits.isEmpty {
+            monitors[p]!.extras.releaseVisits(privacy: privacy) { out.append(ProgramEvent(program: p, event: $0)) }
         }
     }
 }
@@ -79,7 +91,22 @@ extension Engine {
         var ignored: [Delivery] = []
         handle(.unsubscribe(id), into: &ignored)
         guard let extras else { return nil }
-        return background.join(extras, options: options, for: program)
+        var displaced: SubscriptionExtras?
+        let options = background.join(extras, options: options, for: program, displaced: &displaced)
+        queueHeldVisits(of: &displaced, for: program)
+        return options
+    }
+
+    /// Held visits with nowhere to be held any more go to the program's queue now, coarse.
+    mutating func queueHeldVisits(of extras: inout SubscriptionExtras?, for program: ProgramID) {
+        guard extras != nil, !extras!.heldVisits.isEmpty else { return }
+        extras!.releaseVisits(privacy: privacy) { programEvents.append(ProgramEvent(program: program, event: $0)) }
+    }
+
+    /// The daemon stops: visits held for the next publication are queued for their programs
+    /// (a live connection closing first hands its over), so a restart does not lose them.
+    public mutating func releaseHeldVisits() {
+        background.releaseHeldVisits(privacy: privacy, into: &programEvents)
     }
 
     /// The program subscribed again as `id`: its background detectors' state carries over to
@@ -87,8 +114,10 @@ extension Engine {
     /// subscription says what the program wants now). Returns whether there was any.
     @discardableResult
     public mutating func takeBack(_ program: ProgramID, into id: SubscriberID) -> Bool {
-        guard let extras = background.remove(program) else { return false }
-        if let i = indexByID[id], subscriptions[i].extras != nil { subscriptions[i].extras!.adopt(extras) }
+        guard let removed = background.remove(program) else { return false }
+        var extras: SubscriptionExtras? = removed
+        if let i = indexByID[id], subscriptions[i].extras != nil, subscriptions[i].extras!.adopt(removed) { extras = nil }
+        queueHeldVisits(of: &extras, for: program)
         return true
     }
 
@@ -107,7 +136,9 @@ extension Engine {
     /// interest was remembered, the detectors' state was not).
     public mutating func restoreBackground(_ program: ProgramID, options: SubscriptionOptions) {
         guard let extras = SubscriptionExtras(options: options) else { return }
-        _ = background.join(extras, options: options, for: program)
+        var displaced: SubscriptionExtras?
+        _ = background.join(extras, options: options, for: program, displaced: &displaced)
+        queueHeldVisits(of: &displaced, for: program)
     }
 
     /// Programs whose visits or significant changes are monitored in the background.

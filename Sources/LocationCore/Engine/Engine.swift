@@ -86,8 +86,10 @@ public struct Engine: Sendable {
                                    extras: SubscriptionExtras(options: options),
                                    approximate: options.accuracy == .approximate)
             let i: Int
+            var held: [Visit] = []
             if let existing = indexByID[id] {
                 i = existing
+                held = subscriptions[i].extras?.heldVisits ?? []
                 subscriptions[i] = sub
             } else {
                 i = subscriptions.count
@@ -99,8 +101,12 @@ public struct Engine: Sendable {
             // nothing that was not already published).
             guard sub.approximate else {
                 out.append(Delivery(subscriber: id, event: .status(sourceState, time: lastFix?.time)))
+                // Visits held for the next publication: a precise subscription may have them now.
+                if sub.extras?.visits != nil { for v in held { out.append(Delivery(subscriber: id, event: .visit(v))) } }
                 return
             }
+            // Held visits wait on for the publication, if visits are still wanted.
+            if subscriptions[i].extras?.visits != nil { subscriptions[i].extras!.heldVisits = held }
             let (state, time) = approximateStatus
             out.append(Delivery(subscriber: id, event: .status(state, time: time)))
             if options.events.contains(.location), let shown = privacy.publishedFix,
@@ -162,16 +168,16 @@ public struct Engine: Sendable {
     /// nothing they receive is timed finer than an epoch (visits aside: docs/privacy.md, "What
     /// it does not hide").
     mutating func publishApproximate(into out: inout [Delivery]) {
-        guard let shown = privacy.publishedFix else { return }
+        let shown = privacy.publishedFix
         for i in subscriptions.indices where subscriptions[i].approximate {
             let id = subscriptions[i].id
-            if subscriptions[i].filter.options.events.contains(.location), subscriptions[i].filter.offer(shown) {
+            if let shown, subscriptions[i].filter.options.events.contains(.location), subscriptions[i].filter.offer(shown) {
                 out.append(Delivery(subscriber: id, event: .location(shown)))
             }
             if subscriptions[i].extras != nil {
-                subscriptions[i].extras!.offerPublished(shown) { out.append(Delivery(subscriber: id, event: $0)) }
+                subscriptions[i].extras!.offerPublished(shown, privacy: privacy) { out.append(Delivery(subscriber: id, event: $0)) }
             }
         }
-        background.handlePublished(shown, into: &programEvents)
+        background.handlePublished(shown, privacy: privacy, into: &programEvents)
     }
 }

@@ -23,6 +23,10 @@ public struct EventKinds: OptionSet, Hashable, Sendable {
     /// Approximate: the cell centre the open visit's arrival was reported with, which its
     /// departure repeats (by then the device may be in another cell, e.g. after a gap).
     var visitCell: Coordinate?
+    /// Approximate: visits detected since the last publication, as detected, until the next
+    /// publication sends them coarse (`offerPublished`): the moment a visit is detected (an
+    /// arrival is its first fix plus the dwell) must not be when it is sent.
+    var heldVisits: [Visit] = []
 
     init?(options: SubscriptionOptions) {
         guard options.events.contains(.visits) || options.events.contains(.significant) else { return nil }
@@ -44,21 +48,18 @@ public struct EventKinds: OptionSet, Hashable, Sendable {
 
     /// Runs the fix through the detectors, passing each event to `emit` (a subscriber's
     /// delivery, or a program's queue when it runs in the background).
-    /// Approximate subscriptions: visits are detected on precise fixes and reported as their
-    /// cell with 15-minute times; significant changes run on what is published
-    /// (`offerPublished`), not here.
+    /// Approximate subscriptions: visits are detected on precise fixes and held for the next
+    /// publication; significant changes run on what is published. Both go out from
+    /// `offerPublished`, not here.
     @inline(__always)
     mutating func offer(_ fix: Fix, privacy: ApproximateLocation, emit: (Event) -> Void) {
         if visits != nil {
             if approximate {
-                var cell = visitCell
-                visits!.offer(fix) { v in
-                    var shown = privacy.approximate(v)
-                    if v.kind == .departure, let c = cell { shown.coordinate = c }
-                    cell = v.kind == .arrival ? shown.coordinate : nil
-                    emit(.visit(shown))
-                }
-                visitCell = cell
+                // Swapped out and back: no copy of the (usually empty) array per fix.
+                var held: [Visit] = []
+                swap(&held, &heldVisits)
+                visits!.offer(fix) { held.append($0) }
+                swap(&held, &heldVisits)
             } else {
                 visits!.offer(fix) { emit(.visit($0)) }
             }
@@ -68,21 +69,44 @@ public struct EventKinds: OptionSet, Hashable, Sendable {
         }
     }
 
-    /// An approximate subscription's significant changes: changes of published cell, at the
-    /// publication that shows the new cell, as the location events do (the cell moved with its
+    /// A publication: an approximate subscription's held visits go out, as the published cell
+    /// with 15-minute times, then its significant change if the published location (`shown`,
+    /// nil without a fix at the epoch's start) is one: a change of published cell, at the
+    /// publication that shows it, as the location events do (the cell moved with its
     /// hysteresis; a second confirming publication would delay it by an epoch), the event's
     /// time rounded down to 15 minutes.
-    mutating func offerPublished(_ shown: Fix, emit: (Event) -> Void) {
-        guard approximate, significant != nil, var f = significant!.offerConfirmed(shown) else { return }
+    mutating func offerPublished(_ shown: Fix?, privacy: ApproximateLocation, emit: (Event) -> Void) {
+        guard approximate else { return }
+        releaseVisits(privacy: privacy, emit: emit)
+        guard let shown, significant != nil, var f = significant!.offerConfirmed(shown) else { return }
         f.time = ApproximateLocation.coarse(f.time)
         emit(.significant(f))
     }
 
+    /// The held visits, coarse: the published cell centre (a departure repeats its arrival's,
+    /// as by then the device may be in another cell), 15-minute times.
+    mutating func releaseVisits(privacy: ApproximateLocation, emit: (Event) -> Void) {
+        guard !heldVisits.isEmpty else { return }
+        for v in heldVisits {
+            var shown = privacy.approximate(v)
+            if v.kind == .departure, let c = visitCell { shown.coordinate = c }
+            visitCell = v.kind == .arrival ? shown.coordinate : nil
+            emit(.visit(shown))
+        }
+        heldVisits.removeAll()
+    }
+
     /// Takes over `other`'s detector state for the kinds both run (same privacy), so a visit in
     /// progress when a program went to the background ends with a departure, not a second arrival.
-    mutating func adopt(_ other: SubscriptionExtras) {
-        guard other.approximate == approximate else { return }
+    /// Returns whether `other`'s held visits came along too: they do when this one runs
+    /// approximate visits; otherwise the caller sends them elsewhere.
+    @discardableResult
+    mutating func adopt(_ other: SubscriptionExtras) -> Bool {
+        guard other.approximate == approximate else { return false }
         if visits != nil, let v = other.visits, v.parameters == visits!.parameters { visits = v; visitCell = other.visitCell }
         if significant != nil, let s = other.significant, s.parameters == significant!.parameters { significant = s }
+        guard visits != nil else { return false }
+        heldVisits = other.heldVisits + heldVisits
+        return true
     }
 }

@@ -291,12 +291,13 @@ public struct ApproximateLocation: Sendable {
                    verticalAccuracy: nil, speed: nil, course: nil)
     }
 
-    /// A visit as an approximate program receives it: the device's current cell centre (the
-    /// cell of the visit's centre before the device has one), so a stay next to a boundary does
-    /// not reveal the side the hysteresis hides; times rounded down to 15 minutes. (A departure
-    /// repeats its arrival's cell: `SubscriptionExtras`.)
+    /// A visit as an approximate program receives it, at a publication: the published cell's
+    /// centre (the current cell's, or that of the visit's centre, before one is published), so
+    /// a stay next to a boundary does not reveal the side the hysteresis hides, and the visit
+    /// shows no cell the location events do not; times rounded down to 15 minutes. (A
+    /// departure repeats its arrival's cell: `SubscriptionExtras`.)
     public func approximate(_ v: Visit) -> Visit {
-        let shown = cell ?? grid.cell(of: v.coordinate).cell
+        let shown = published ?? cell ?? grid.cell(of: v.coordinate).cell
         return Visit(kind: v.kind, arrival: Self.coarse(v.arrival), departure: v.departure.map(Self.coarse),
                      coordinate: grid.centre(of: shown), horizontalAccuracy: grid.reportedAccuracy(of: shown))
     }

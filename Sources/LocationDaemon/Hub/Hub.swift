@@ -584,6 +584,15 @@ public final class Hub: Sendable {
         if let options { queue.saveBackground(program, options: options) } else { queue.removeBackground(program) }
     }
 
+    /// The daemon stops (after its connections closed, handing theirs over): the approximate
+    /// visits held for the next publication are queued now, so a restart does not lose them.
+    public func releaseHeldVisits() {
+        let s = box.value
+        s.deliveries.removeAll(keepingCapacity: true)
+        s.engine.releaseHeldVisits()
+        if s.engine.hasProgramEvents { persist(s) }
+    }
+
     /// Background monitors remembered in the store (daemon start, before any fix).
     public func restoreBackground(_ program: ProgramID, options: SubscriptionOptions) {
         box.value.engine.restoreBackground(program, options: options)
