@@ -53,7 +53,7 @@ struct GPSDSourceLogicTests {
                                     .input(.source(.connected)), .input(Self.fix(2)), .input(.source(.disconnected))])
         let stats = source.statistics
         #expect(stats.connectionsLost == 1 && stats.idleProbes >= 1)
-        #expect(stats.lastError?.message.contains("not even an answer to ?VERSION; reconnecting") == true, "\(String(describing: stats.lastError))")
+        #expect(stats.lastError?.message.contains("not even an answer to ?VERSION: it hangs") == true, "\(String(describing: stats.lastError))")
         // The fake reads on its own loop: wait until it has read what the client sent.
         #expect(await waitUntil { gpsd.received.first == Self.watch + "?VERSION;\n" }, "\(gpsd.received)")
     }
@@ -193,5 +193,118 @@ struct GPSDSourceLogicTests {
         #expect(await recorder.first(.source(.disconnected)) == 0)
         source.stop()
         #expect(source.statistics.lastError?.message.hasPrefix("gpsd port 'gspd'") == true)
+    }
+
+    // MARK: - What it logs
+
+    static func refused(_ port: Int, backoff: String = "0.001 s doubling to 0.004 s") -> String {
+        "cannot connect to gpsd at 127.0.0.1:\(port): connection refused: nothing listens on that port (is gpsd running? systemctl status gpsd.socket gpsd; or correct [gpsd] host/port or --gpsd); retrying with backoff (\(backoff) between attempts), warning again only if the reason changes"
+    }
+
+    /// Nothing listens: one warning naming host:port and the reason however often the retries
+    /// fail (each is a trace line); once gpsd speaks, a notice; a lost connection is a warning
+    /// again, and the next connection's first line its notice.
+    @Test func warnsOnceWhyItCannotConnectAndNoticesWhenGPSDIsBack() async throws {
+        let port = Int(try GPSDHarness.freePort())
+        let log = CapturedLog()
+        let recorder = EventRecorder()
+        let source = GPSDSource(configuration: .init(host: "127.0.0.1", port: String(port), initialBackoff: 0.001, maximumBackoff: 0.004),
+                                sink: recorder.sink, logger: log.logger)
+        source.start()
+        defer { source.stop() }
+        #expect(await waitUntil { log.messages(.trace).count >= 5 })
+        #expect(log.messages(.warning) == [Self.refused(port)])
+        #expect(log.messages(.trace).allSatisfy { $0 == "gpsd connection attempt failed" })
+
+        let gpsd = try FakeGPSD(port: port, steps: [.lines([Self.version, Self.tpv(1)], close: true),
+                                                    .lines([Self.tpv(2)], close: false)])
+        defer { gpsd.shutdown() }
+        #expect(await recorder.first(Self.fix(2)) != nil)
+        let notable = log.notable
+        #expect(notable.count == 4, "\(notable)")
+        guard notable.count == 4 else { return }
+        #expect(notable[0] == .init(level: .warning, message: Self.refused(port)))
+        #expect(notable[1].level == .notice)
+        #expect(notable[1].message.hasPrefix("connected to gpsd at 127.0.0.1:\(port) again after "), "\(notable[1])")
+        #expect(notable[1].message.hasSuffix(" failed attempts"), "\(notable[1])")
+        #expect(notable[2] == .init(level: .warning, message: "lost the connection to gpsd at 127.0.0.1:\(port): gpsd closed the connection; retrying with backoff (0.001 s doubling to 0.004 s between attempts), warning again only if the reason changes"))
+        #expect(notable[3] == .init(level: .notice, message: "connected to gpsd at 127.0.0.1:\(port) again"))
+    }
+
+    /// A new reason is a new warning: refused, then a gpsd that closes every connection before
+    /// saying anything (its client limit), then refused again.
+    @Test func aChangedReasonIsWarnedAgain() async throws {
+        let port = Int(try GPSDHarness.freePort())
+        let log = CapturedLog()
+        let source = GPSDSource(configuration: .init(host: "127.0.0.1", port: String(port), initialBackoff: 0.001, maximumBackoff: 0.004),
+                                sink: { _ in }, logger: log.logger)
+        source.start()
+        defer { source.stop() }
+        #expect(await waitUntil { source.statistics.failedAttempts >= 3 })
+        let gpsd = try FakeGPSD(port: port, steps: Array(repeating: FakeGPSD.Step(chunks: [], close: true), count: 10_000))
+        #expect(await waitUntil { source.statistics.connectionsLost >= 3 })
+        gpsd.shutdown()
+        let failed = source.statistics.failedAttempts
+        #expect(await waitUntil { source.statistics.failedAttempts >= failed + 3 })
+        let unheard = "lost the connection to gpsd at 127.0.0.1:\(port): gpsd closed the connection before sending anything (its client limit reached, or not gpsd on that port); retrying with backoff (0.001 s doubling to 0.004 s between attempts), warning again only if the reason changes"
+        #expect(log.notable == [.init(level: .warning, message: Self.refused(port)), .init(level: .warning, message: unheard),
+                                .init(level: .warning, message: Self.refused(port))])
+    }
+
+    /// Released and wanted again, the first failure is news again.
+    @Test func aReleaseStartsTheWarningsOver() async throws {
+        let port = Int(try GPSDHarness.freePort())
+        let log = CapturedLog()
+        let source = GPSDSource(configuration: .init(host: "127.0.0.1", port: String(port), initialBackoff: 0.001, maximumBackoff: 0.004),
+                                sink: { _ in }, logger: log.logger)
+        source.start()
+        defer { source.stop() }
+        #expect(await waitUntil { source.statistics.failedAttempts >= 3 })
+        source.setWanted(false)
+        source.setWanted(true)
+        let failed = source.statistics.failedAttempts
+        #expect(await waitUntil { source.statistics.failedAttempts >= failed + 3 })
+        #expect(log.messages(.warning) == [Self.refused(port), Self.refused(port)])
+    }
+
+    /// A host name that does not resolve is named with the resolver's reason.
+    @Test func anUnresolvableHostIsNamed() async {
+        let log = CapturedLog()
+        let recorder = EventRecorder()
+        // A connect timeout longer than any resolver's, so the lookup's own failure is what ends it.
+        let source = GPSDSource(configuration: .init(host: "nosuchhost.invalid", port: "2947", initialBackoff: 30, maximumBackoff: 30,
+                                                     connectTimeout: 120),
+                                sink: recorder.sink, logger: log.logger)
+        source.start()
+        #expect(await recorder.first(.source(.disconnected), timeout: 130) == 0)
+        source.stop()
+        let warnings = log.messages(.warning)
+        #expect(warnings.count == 1)
+        #expect(warnings.first?.hasPrefix("cannot connect to gpsd at nosuchhost.invalid:2947: cannot resolve the host name 'nosuchhost.invalid' (") == true,
+                "\(warnings)")
+        #expect(warnings.first?.contains("): correct [gpsd] host or --gpsd HOST[:PORT], or check the resolver (/etc/hosts, DNS); retrying with backoff (30 s doubling to 30 s between attempts)") == true,
+                "\(warnings)")
+    }
+
+    /// gpsd's own error reports are warnings, each distinct one once.
+    @Test func gpsdsErrorReportsAreWarnedOnce() async throws {
+        let port = Int(try GPSDHarness.freePort())
+        let error = { (m: String) in #"{"class":"ERROR","message":"\#(m)"}"# }
+        let gpsd = try FakeGPSD(port: port, steps: [
+            .lines([Self.version, error("Can't open /dev/ttyX."), error("Can't open /dev/ttyX."), error("Unrecognized request '?X'"),
+                    Self.tpv(1)], close: false),
+        ])
+        defer { gpsd.shutdown() }
+        let log = CapturedLog()
+        let recorder = EventRecorder()
+        let source = GPSDSource(configuration: .init(host: "127.0.0.1", port: String(port)), sink: recorder.sink, logger: log.logger)
+        source.start()
+        #expect(await recorder.first(Self.fix(1)) != nil)
+        source.stop()
+        #expect(log.notable == [
+            .init(level: .warning, message: "gpsd at 127.0.0.1:\(port) reports an error: Can't open /dev/ttyX."),
+            .init(level: .warning, message: "gpsd at 127.0.0.1:\(port) reports an error: Unrecognized request '?X'"),
+        ])
+        #expect(source.statistics.messages == 5)
     }
 }

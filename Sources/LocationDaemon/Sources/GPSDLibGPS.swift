@@ -45,17 +45,16 @@ final class GPSDLineDecoder {
     /// Decodes one report line (without its line terminator).
     func decode(_ line: UnsafeRawBufferPointer) -> GPSDMessage {
         if GPSDMessage.hasClass("TPV", line) {
-            if line.count + 1 > capacity {
-                buffer.deallocate()
-                capacity = line.count + 1
-                buffer = .allocate(capacity: capacity)
-            }
-            if let base = line.baseAddress { memcpy(buffer, base, line.count) }
-            buffer[line.count] = 0
-            // A TPV replaces `set`, but SKY/GST only add bits: clear it for each report.
-            data.pointee.set = 0
-            unpack()
+            unpack(line)
             return .tpv(GPSDTPV(data.pointee.fix))
+        }
+        if GPSDMessage.hasClass("ERROR", line) {
+            data.pointee.error.0 = 0  // shared with other reports (a union): none without a message
+            unpack(line)
+            let message = withUnsafeBytes(of: data.pointee.error) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            return .error(message.isEmpty ? "(no message)" : message)
         }
         if GPSDMessage.hasClass("DEVICE", line),
            let path = GPSDMessage.deactivatedDevicePath(in: String(decoding: line, as: UTF8.self)[...]) {
@@ -66,9 +65,19 @@ final class GPSDLineDecoder {
 }
 
 extension GPSDLineDecoder {
-    /// What `gps_unpack` does with a line that starts with `{`: decode its objects one after
-    /// another until one fails or the line ends. (Its debug trace is left out: see CGPS/shim.h.)
-    private func unpack() {
+    /// What `gps_unpack` does with a line that starts with `{` (copied into the reused buffer,
+    /// NUL-terminated): decode its objects one after another until one fails or the line ends.
+    /// (Its debug trace is left out: see CGPS/shim.h.)
+    private func unpack(_ line: UnsafeRawBufferPointer) {
+        if line.count + 1 > capacity {
+            buffer.deallocate()
+            capacity = line.count + 1
+            buffer = .allocate(capacity: capacity)
+        }
+        if let base = line.baseAddress { memcpy(buffer, base, line.count) }
+        buffer[line.count] = 0
+        // A TPV replaces `set`, but SKY/GST only add bits: clear it for each report.
+        data.pointee.set = 0
         guard buffer[0] == CChar(UInt8(ascii: "{")) else { return }
         var next: UnsafePointer<CChar>? = UnsafePointer(buffer)
         while let object = next, object.pointee != 0 {

@@ -73,6 +73,8 @@ public enum GPSDMessage: Hashable, Sendable {
     /// `# EOF` line at its end). libgps does not parse this into `DEVICE_SET`, so it is
     /// recognised from the message text. The payload is the device `path` (may be empty).
     case deviceDeactivated(path: String)
+    /// `{"class":"ERROR","message":…}`: gpsd refused a request (libgps's `gps_data_t.error`).
+    case error(String)
     /// Anything else (VERSION, DEVICES, WATCH, SKY, GST, …).
     case other
 

@@ -1,5 +1,6 @@
 import Glibc
 import LocationCore
+import Logging
 import NIOCore
 import NIOPosix
 import Synchronization
@@ -19,6 +20,11 @@ import Synchronization
 ///   changes are reported: the first failed attempt reports `.disconnected`, later failed
 ///   retries report nothing.
 /// - After a failure it retries with capped exponential backoff (`Configuration`).
+/// - It logs why it cannot connect (host:port, the reason, that it keeps retrying) as a warning
+///   at the first failure and whenever the reason changes, not at every retry (each retry is a
+///   trace line); a notice once gpsd speaks again after a warning; a warning for each new
+///   error report gpsd sends (`{"class":"ERROR"}`). Warnings start over when the source is
+///   released or stopped.
 /// - All sink calls are made on the loop, in order; the sink must not block (gpsd drops a
 ///   client that stops reading, and the loop serves every subscriber).
 ///
@@ -40,6 +46,9 @@ public final class GPSDSource: Sendable {
         /// at once even with no receiver, so a gpsd that does not is hung; docs/gpsd.md,
         /// "Talking to gpsd"), seconds.
         public var idleProbe: Double
+
+        /// `host:port`, an IPv6 address in brackets: what the log names.
+        public var address: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
 
         public init(
             host: String = "localhost", port: String = defaultGPSDPort,
@@ -89,6 +98,7 @@ public final class GPSDSource: Sendable {
     public let eventLoop: any EventLoop
     private let sink: @Sendable (EngineInput) -> Void
     private let onDeviceDeactivated: (@Sendable (String) -> Void)?
+    private let logger: Logger
 
     /// What other threads may read.
     private struct Shared {
@@ -117,6 +127,15 @@ public final class GPSDSource: Sendable {
         var readsChecked: UInt64 = 0
         var probing = false
         var idleCheck: RepeatedTask?
+        /// Whether the connection has sent a line (gpsd's VERSION banner comes at once).
+        var heard = false
+        /// The reason last warned about, nil when none was or gpsd has spoken since: a retry
+        /// that fails the same way is not logged again.
+        var problem: String?
+        /// Failed connection attempts since gpsd last spoke.
+        var failures = 0
+        /// The last error report of gpsd warned about.
+        var gpsdError: String?
         let decoder = GPSDLineDecoder()
         init(backoff: Backoff) { self.backoff = backoff }
     }
@@ -130,16 +149,20 @@ public final class GPSDSource: Sendable {
     ///     `hub.submit`).
     ///   - onDeviceDeactivated: called (after the sink has seen every earlier report) with the
     ///     device path when gpsd reports `"activated":0` — for a replayed log, its end.
+    ///   - logger: where failures to connect, lost connections and gpsd's error reports are
+    ///     logged (the daemon's); by default nowhere.
     public init(
         configuration: Configuration = Configuration(),
         eventLoop: any EventLoop = MultiThreadedEventLoopGroup.singleton.next(),
         sink: @escaping @Sendable (EngineInput) -> Void,
-        onDeviceDeactivated: (@Sendable (String) -> Void)? = nil
+        onDeviceDeactivated: (@Sendable (String) -> Void)? = nil,
+        logger: Logger = Logger(label: "locationd", factory: { _ in SwiftLogNoOpLogHandler() })
     ) {
         self.configuration = configuration
         self.eventLoop = eventLoop
         self.sink = sink
         self.onDeviceDeactivated = onDeviceDeactivated
+        self.logger = logger
         let backoff = Backoff(initial: configuration.initialBackoff, maximum: configuration.maximumBackoff)
         state = NIOLoopBoundBox.makeBoxSendingValue(LoopState(backoff: backoff), as: LoopState.self, eventLoop: eventLoop)
     }
@@ -216,6 +239,10 @@ public final class GPSDSource: Sendable {
             channel.close(promise: nil)
         }
         stopIdleCheck()
+        // Wanted again later, the first failure is news again.
+        s.problem = nil
+        s.failures = 0
+        s.gpsdError = nil
         // A consumer that stops or releases the source should not keep believing it is connected.
         if s.reported == .connected { report(.disconnected) }
     }
@@ -224,6 +251,7 @@ public final class GPSDSource: Sendable {
         let s = state.value
         s.generation += 1
         s.connecting = true
+        s.heard = false
         let generation = s.generation
         let port: Int
         switch Self.portNumber(configuration.port) {
@@ -281,7 +309,7 @@ public final class GPSDSource: Sendable {
                 s.readsChecked = s.reads
                 s.probing = false
             } else if s.probing {
-                lost(GPSDError(code: 0, message: "gpsd sent nothing for \(2 * configuration.idleProbe) s, not even an answer to ?VERSION; reconnecting"),
+                lost(GPSDError(code: 0, message: "gpsd sent nothing for \(Self.format(2 * configuration.idleProbe)) s, not even an answer to ?VERSION: it hangs"),
                      generation: generation)
             } else {
                 s.probing = true
@@ -302,8 +330,26 @@ public final class GPSDSource: Sendable {
         guard generation == s.generation, s.connecting else { return }
         s.connecting = false
         count { $0.failedAttempts += 1; $0.lastError = error }
+        s.failures += 1
+        logger.trace("gpsd connection attempt failed", metadata: [
+            "gpsd": "\(configuration.address)", "reason": "\(error.message)", "attempt": "\(s.failures)",
+            "retry_in": "\(Self.format(s.backoff.current)) s"])
+        warn(error, "cannot connect to gpsd at \(configuration.address)")
         report(.disconnected)
         scheduleRetry()
+    }
+
+    /// Warns about `error` unless it is the reason warned about last.
+    private func warn(_ error: GPSDError, _ what: String) {
+        let s = state.value
+        guard s.problem != error.message else { return }
+        s.problem = error.message
+        logger.warning("\(what): \(error.message); retrying with backoff (\(Self.format(configuration.initialBackoff)) s doubling to \(Self.format(configuration.maximumBackoff)) s between attempts), warning again only if the reason changes")
+    }
+
+    /// 0.1 → "0.1", 1.0 → "1".
+    static func format(_ seconds: Double) -> String {
+        seconds == seconds.rounded() && abs(seconds) < 1e15 ? String(Int64(seconds)) : String(seconds)
     }
 
     /// The connection of `generation` closed or failed.
@@ -319,7 +365,11 @@ public final class GPSDSource: Sendable {
         s.generation += 1
         stopIdleCheck()
         channel.close(promise: nil)
+        // gpsd sends its VERSION banner at once: one that closes first is refusing the client.
+        let error = s.heard || error != .closed ? error : .closedUnheard
         count { $0.connectionsLost += 1; $0.lastError = error }
+        logger.trace("gpsd connection lost", metadata: ["gpsd": "\(configuration.address)", "reason": "\(error.message)"])
+        warn(error, "lost the connection to gpsd at \(configuration.address)")
         report(.disconnected)
         scheduleRetry()
     }
@@ -346,6 +396,14 @@ public final class GPSDSource: Sendable {
     fileprivate func received(_ line: UnsafeRawBufferPointer, generation: Int) {
         let s = state.value
         guard generation == s.generation, s.channel != nil || s.connecting else { return }
+        if !s.heard {
+            s.heard = true
+            if s.problem != nil {
+                logger.notice("connected to gpsd at \(configuration.address) again\(s.failures > 0 ? " after \(s.failures) failed attempts" : "")")
+                s.problem = nil
+            }
+            s.failures = 0
+        }
         switch s.decoder.decode(line) {
         case .tpv(let tpv):
             let input = tpv.engineInput
@@ -361,6 +419,12 @@ public final class GPSDSource: Sendable {
         case .deviceDeactivated(let path):
             count { $0.messages += 1; $0.devicesDeactivated += 1 }
             onDeviceDeactivated?(path)
+        case .error(let message):
+            count { $0.messages += 1 }
+            if s.gpsdError != message {
+                s.gpsdError = message
+                logger.warning("gpsd at \(configuration.address) reports an error: \(message)")
+            }
         case .other:
             count { $0.messages += 1 }
         }
@@ -377,16 +441,47 @@ public final class GPSDSource: Sendable {
 }
 
 extension GPSDError {
-    /// NIO's connect and socket errors, with the errno when there is one.
+    static let closed = GPSDError(code: 0, message: "gpsd closed the connection")
+    static let closedUnheard = GPSDError(code: 0, message: "gpsd closed the connection before sending anything (its client limit reached, or not gpsd on that port)")
+
+    /// NIO's connect and socket errors: the errno when there is one, a host name that does not
+    /// resolve, a connect timeout. The message is the same for every attempt that fails the
+    /// same way (the source warns only when it changes).
     init(_ error: any Error) {
-        if let io = error as? IOError {
-            self.init(code: io.errnoCode, message: "\(io)")
-        } else if let c = error as? NIOConnectionError,
-                  let io = c.connectionErrors.lazy.compactMap({ $0.error as? IOError }).first {
-            self.init(code: io.errnoCode, message: "can't connect to \(c.host):\(c.port): \(io)")
-        } else {
+        switch error {
+        case let io as IOError:
+            self.init(code: io.errnoCode, message: Self.reason(errno: io.errnoCode))
+        case let unknown as SocketAddressError.UnknownHost:
+            self.init(code: 0, message: Self.unresolved(unknown.host, unknown.errorDescription))
+        case ChannelError.connectTimeout(let limit):
+            let seconds = Double(limit.nanoseconds) / 1e9
+            self.init(code: ETIMEDOUT, message: "no connection within \(GPSDSource.format(seconds)) s: the host is down, a firewall drops the connection, or the name lookup does not answer")
+        case let c as NIOConnectionError:
+            // One reason per address tried (localhost: ::1 and 127.0.0.1), in a fixed order.
+            let each = c.connectionErrors
+                .map { (address: $0.target.ipAddress ?? "\($0.target)", error: GPSDError($0.error)) }
+                .sorted { $0.address < $1.address }
+            guard let first = each.first else {
+                if let dns = c.dnsAError ?? c.dnsAAAAError {
+                    let why = (dns as? SocketAddressError.UnknownHost)?.errorDescription ?? "\(dns)"
+                    self.init(code: 0, message: Self.unresolved(c.host, why))
+                } else {
+                    self.init(code: 0, message: "\(c)")
+                }
+                return
+            }
+            if each.allSatisfy({ $0.error == first.error }) {
+                self = first.error
+            } else {
+                self.init(code: first.error.code, message: each.map { "\($0.address): \($0.error.message)" }.joined(separator: "; "))
+            }
+        default:
             self.init(code: 0, message: "\(error)")
         }
+    }
+
+    static func unresolved(_ host: String, _ why: String) -> String {
+        "cannot resolve the host name '\(host)' (\(why)): correct [gpsd] host or --gpsd HOST[:PORT], or check the resolver (/etc/hosts, DNS)"
     }
 }
 
@@ -434,7 +529,7 @@ private final class GPSDReportHandler: ChannelInboundHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        source.lost(GPSDError(code: 0, message: "gpsd closed the connection"), generation: generation)
+        source.lost(.closed, generation: generation)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
