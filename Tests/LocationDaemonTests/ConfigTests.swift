@@ -6,10 +6,13 @@ import Testing
     static let repo = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     static let shipped = repo.appendingPathComponent("Config/locationd.toml")
 
-    /// Parses `text` as the file `locationd.toml` with `flags` after `--config`.
-    static func load(_ text: String, _ flags: [String] = []) throws(DaemonOptions.Failure) -> DaemonOptions {
+    /// Parses `text` as the file `locationd.toml` with `flags` after `--config`; a replay log
+    /// named is taken as readable unless `replayProblem` says otherwise.
+    static func load(_ text: String, _ flags: [String] = [],
+                     replayProblem: @escaping DaemonOptions.ReplayCheck = { _ in nil }) throws(DaemonOptions.Failure) -> DaemonOptions {
         let parsed = try DaemonOptions.parse(["--config", "locationd.toml"] + flags, defaultConfigPath: "/nonexistent",
-                                             readFile: { path throws(ConfigError) in path == "locationd.toml" ? text : nil })
+                                             readFile: { path throws(ConfigError) in path == "locationd.toml" ? text : nil },
+                                             replayProblem: replayProblem)
         guard case .run(let o) = parsed else { fatalError("\(parsed)") }
         return o
     }
@@ -176,7 +179,9 @@ import Testing
         for key in ConfigSchema.keys { #expect(docs.contains("`\(key.key)`"), "\(key.path) not in docs/configuration.md") }
     }
 
-    static func run(_ arguments: [String]) throws -> (status: Int32, out: String, err: String) {
+    /// Runs locationd to its exit; one still running after `timeout` seconds (a daemon that
+    /// started instead of refusing its options) is terminated, a failure guard.
+    static func run(_ arguments: [String], timeout: Double = 60) throws -> (status: Int32, out: String, err: String) {
         let p = Process()
         p.executableURL = DaemonProcess.executable
         p.arguments = arguments
@@ -184,6 +189,9 @@ import Testing
         p.standardOutput = out
         p.standardError = err
         try p.run()
+        let guardTimer = DispatchWorkItem { if p.isRunning { p.terminate() } }
+        DispatchQueue.global().asyncAfter(deadline: .now() + timeout, execute: guardTimer)
+        defer { guardTimer.cancel() }
         let o = out.fileHandleForReading.readDataToEndOfFile(), e = err.fileHandleForReading.readDataToEndOfFile()
         p.waitUntilExit()
         return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
@@ -204,6 +212,56 @@ import Testing
         let failed = try Self.run(["--check-config", bad.path])
         #expect(failed.status == 78)
         #expect(failed.err == "locationd: \(bad.path):2: unknown key 'gpsd.hots'; expected one of host, port\n")
+    }
+
+    /// A replay log that cannot be opened is refused at start and by --check-config, naming
+    /// the file, the reason and the fix (it failed only when the first subscriber started the
+    /// replay); from --replay a usage error (64), from the file a config error at its line (78).
+    @Test func aReplayLogThatCannotBeOpenedIsRefused() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("locationd-replay-\(UUID().uuidString.prefix(6))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let missing = dir.appendingPathComponent("nosuch.nmea").path
+        #expect(DaemonOptions.replayProblem(missing) == "no such file")
+        #expect(DaemonOptions.replayProblem(dir.path) == "it is a directory")
+        #expect(DaemonOptions.replayProblem("nosuch-\(UUID().uuidString).nmea")?.hasPrefix("no such file (a relative path is taken from the working directory, /") == true)
+        for readable in ["-", "/dev/null", Self.shipped.path] { #expect(DaemonOptions.replayProblem(readable) == nil, "\(readable)") }
+        let fifo = dir.appendingPathComponent("fifo").path
+        #expect(mkfifo(fifo, 0o600) == 0)
+        #expect(DaemonOptions.replayProblem(fifo) == nil)  // opened without waiting for a writer
+
+        let config = dir.appendingPathComponent("locationd.toml")
+        try "[replay]\nspeed = 0\nfile = \"\(missing)\"\n".write(to: config, atomically: true, encoding: .utf8)
+        let fromFile = "\(config.path):3: 'replay.file' is \"\(missing)\": cannot open it for reading: no such file; give the path of a readable NMEA log, or \"\" to read gpsd"
+        let checked = try Self.run(["--check-config", config.path])
+        #expect(checked.status == 78 && checked.err == "locationd: \(fromFile)\n", "\(checked)")
+        let started = try Self.run(["--config", config.path, "--socket", dir.appendingPathComponent("s").path, "--database", "none"],
+                                   timeout: 20)
+        #expect(started.status == 78 && started.err == "locationd: \(fromFile)\n", "\(started)")
+
+        let fromFlag = "--replay '\(missing)': cannot open it for reading: no such file; give the path of a readable NMEA log, or - for standard input"
+        let flagged = try Self.run(["--replay", missing, "--socket", dir.appendingPathComponent("s").path, "--database", "none"],
+                                   timeout: 20)
+        #expect(flagged.status == 64 && flagged.err == "locationd: \(fromFlag)\n", "\(flagged)")
+        let flaggedCheck = try Self.run(["--check-config", "/dev/null", "--replay", missing])
+        #expect(flaggedCheck.status == 64 && flaggedCheck.err == "locationd: \(fromFlag)\n", "\(flaggedCheck)")
+        // --gpsd turns the file's replay off: nothing to open.
+        #expect(try Self.run(["--check-config", config.path, "--gpsd", "localhost"]).status == 0)
+    }
+
+    /// A reload refuses a changed replay log that cannot be opened (it would stop the next
+    /// start); the one replaying is not looked at again.
+    @Test func aReloadLooksOnlyAtAChangedReplayLog() throws {
+        let problem: DaemonOptions.ReplayCheck = { $0 == "gone.nmea" || $0 == "typo.nmea" ? "no such file" : nil }
+        var text = "[replay]\nfile = \"gone.nmea\"\n"
+        var running = try Self.load("[replay]\nfile = \"gone.nmea\"\n")
+        running.arguments = ["--config", "locationd.toml"]
+        let read: DaemonOptions.FileReader = { path throws(ConfigError) in path == "locationd.toml" ? text : nil }
+        #expect(try running.reloaded(defaultConfigPath: "/nonexistent", readFile: read, replayProblem: problem).replayFile == "gone.nmea")
+        text = "[replay]\nfile = \"typo.nmea\"\n"
+        #expect(throws: DaemonOptions.Failure.config(ConfigError(file: "locationd.toml", line: 2, message: #"'replay.file' is "typo.nmea": cannot open it for reading: no such file; give the path of a readable NMEA log, or "" to read gpsd"#))) {
+            try running.reloaded(defaultConfigPath: "/nonexistent", readFile: read, replayProblem: problem)
+        }
     }
 }
 

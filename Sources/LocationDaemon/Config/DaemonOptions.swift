@@ -99,9 +99,11 @@ public struct DaemonOptions: Sendable, Equatable {
                               ignored when systemd passes a socket (locationd.socket)
           --gpsd HOST[:PORT]  gpsd to read (default: localhost:2947); an IPv6 address in
                               brackets with a port: [::1]:2947
-          --replay LOG        replay an NMEA 0183 log instead of reading gpsd; the replay
-                              starts when the first subscriber subscribes, and the daemon
-                              exits when the log ends unless --loop is given
+          --replay LOG        replay an NMEA 0183 log instead of reading gpsd (- = standard
+                              input); it must open for reading at start (exit 64, or 78
+                              for the file's replay.file). The replay starts when the first
+                              subscriber subscribes, and the daemon exits when the log ends
+                              unless --loop is given
           --speed N           replay at N× real time; 0 = as fast as possible (default: 1)
           --loop              replay the log again and again
           --log-level LEVEL   trace, debug, info, notice, warning, error or critical (default: info)
@@ -152,11 +154,16 @@ public struct DaemonOptions: Sendable, Equatable {
 
     /// Reads a file; nil when it does not exist. Injectable for tests.
     public typealias FileReader = (String) throws(ConfigError) -> String?
+    /// Why the replay log at a path cannot be read, nil when it can (`replayProblem(_:)`).
+    /// Injectable for tests.
+    public typealias ReplayCheck = (String) -> String?
 
     /// Parses the command line, reads the config file it names (or `defaultConfigPath` when that
-    /// exists) and applies the flags on top.
+    /// exists) and applies the flags on top. A replay log that cannot be opened for reading is
+    /// refused here, at start and by `--check-config`, not when the first subscriber starts it.
     public static func parse(_ arguments: [String], defaultConfigPath: String = defaultConfigPath,
-                             readFile: FileReader = readTextFile) throws(Failure) -> Parsed {
+                             readFile: FileReader = readTextFile,
+                             replayProblem: ReplayCheck = replayProblem) throws(Failure) -> Parsed {
         var flags: [(inout DaemonOptions) -> Void] = []
         var configPath: String?
         var check = false
@@ -234,10 +241,12 @@ public struct DaemonOptions: Sendable, Equatable {
         let path = configPath ?? defaultConfigPath
         let text: String?
         do { text = try readFile(path) } catch { throw .config(error) }
+        var replayLine = 0
         if let text {
             do {
                 let document = try TOMLDocument.parse(text, file: path)
                 try ConfigSchema.apply(document, file: path, to: &options)
+                replayLine = document.entries.last { $0.table == "replay" && $0.key == "file" }?.line ?? 0
             } catch {
                 throw .config(error)
             }
@@ -252,13 +261,26 @@ public struct DaemonOptions: Sendable, Equatable {
         if options.replayLoop && options.replayFile == "-" {
             throw .usage("--loop cannot replay standard input ('-'): it can be read once; give the log's path")
         }
+        if !options.replayFile.isEmpty, let problem = replayProblem(options.replayFile) {
+            let why = "cannot open it for reading: \(problem)"
+            if sawReplay {
+                throw .usage("--replay '\(options.replayFile)': \(why); give the path of a readable NMEA log, or - for standard input")
+            }
+            throw .config(ConfigError(file: path, line: replayLine,
+                                      message: "'replay.file' is \(TOMLValue.string(options.replayFile)): \(why); give the path of a readable NMEA log, or \"\" to read gpsd"))
+        }
         options.arguments = arguments
         return check ? .checkConfig(options) : .run(options)
     }
 
-    /// Re-reads the config file and reapplies the flags this daemon was started with.
-    public func reloaded(defaultConfigPath: String = defaultConfigPath, readFile: FileReader = readTextFile) throws(Failure) -> DaemonOptions {
-        switch try Self.parse(arguments, defaultConfigPath: defaultConfigPath, readFile: readFile) {
+    /// Re-reads the config file and reapplies the flags this daemon was started with. A changed
+    /// replay log must be readable (it applies at the next start); the one replaying is not
+    /// looked at again.
+    public func reloaded(defaultConfigPath: String = defaultConfigPath, readFile: FileReader = readTextFile,
+                         replayProblem: @escaping ReplayCheck = replayProblem) throws(Failure) -> DaemonOptions {
+        let replaying = replayFile
+        let check: ReplayCheck = { $0 == replaying ? nil : replayProblem($0) }
+        switch try Self.parse(arguments, defaultConfigPath: defaultConfigPath, readFile: readFile, replayProblem: check) {
         case .run(let o), .checkConfig(let o): return o
         case .help, .version: return self
         }
@@ -290,6 +312,32 @@ public struct DaemonOptions: Sendable, Equatable {
             if parts.count > 1 { port = parts[1] }
         }
         return host.isEmpty ? nil : (String(host), String(port))
+    }
+
+    /// Why the NMEA log at `path` cannot be replayed, nil when it opens for reading ("-" is
+    /// standard input). Opened without waiting (a FIFO's writer may come later) and closed again.
+    public static func replayProblem(_ path: String) -> String? {
+        guard path != "-" else { return nil }
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        guard fd >= 0 else {
+            let code = errno
+            switch code {
+            case ENOENT:
+                guard !path.hasPrefix("/") else { return "no such file" }
+                var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+                let directory = getcwd(&buffer, buffer.count).map { String(cString: $0) } ?? "?"
+                return "no such file (a relative path is taken from the working directory, \(directory))"
+            case EACCES:
+                let user = Database.currentUser()
+                return "permission denied for user \(user.name), uid \(user.uid) (the file, or a directory on its path, is not readable by it)"
+            default:
+                return String(cString: strerror(code))
+            }
+        }
+        defer { close(fd) }
+        var st = stat()
+        if fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFDIR { return "it is a directory" }
+        return nil
     }
 
     public static func readFile(_ path: String) throws(ConfigError) -> String? {
