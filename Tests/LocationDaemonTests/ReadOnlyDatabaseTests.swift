@@ -134,6 +134,40 @@ struct ReadOnlyDatabaseTests {
             """)
     }
 
+    /// A state directory the daemon's user cannot even enter (root's, 0750): the lock file is
+    /// out of reach whether it exists or not, so the directory is named, not the file; likewise
+    /// a directory further up.
+    @Test(.enabled("user 'daemon' cannot run the built locationd (a parent folder is not searchable by others)") {
+        try OtherUserTests.daemonUserCanRunLocationd()
+    })
+    func aDirectoryTheDaemonsUserCannotEnterIsNamed() async throws {
+        let user = try Self.daemonUser()
+        let top = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: top) }
+        chmod(top.path, 0o755)
+        let state = top.appendingPathComponent("x")
+        try FileManager.default.createDirectory(at: state, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o750])
+        let database = state.appendingPathComponent("x.db").path
+        #expect(!FileManager.default.fileExists(atPath: database + ".lock"))
+        try await Self.expectRefusal(database: database, launcher: Self.asDaemonUser, message: """
+            \(database).lock: cannot open the database's lock file (the directory \(state.path) cannot be entered by \
+            user daemon, uid \(user.uid) (no search permission)); make \(state.path) searchable and writable by the \
+            daemon's user (chown daemon, chmod 0750), \(Self.memoryFix)
+            """)
+
+        // One further up: the state directory itself is the daemon's, the one above it is not.
+        let deeper = state.appendingPathComponent("y")
+        try FileManager.default.createDirectory(at: deeper, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o750])
+        chown(deeper.path, user.uid, user.gid)
+        let inner = deeper.appendingPathComponent("x.db").path
+        try await Self.expectRefusal(database: inner, launcher: Self.asDaemonUser, message: """
+            \(inner).lock: cannot open the database's lock file (\(state.path), a directory on the way to it, cannot be \
+            entered by user daemon, uid \(user.uid) (no search permission)); let the daemon's user search \(state.path) \
+            (chmod o+x, or g+x for a group it is in), or set [store] database to a path it can reach ("none" keeps \
+            everything in memory)
+            """)
+    }
+
     /// Whether this process may make read-only bind mounts in a mount namespace of its own.
     static func canMountReadOnly() throws -> Bool {
         let dir = try temporaryDirectory()

@@ -91,11 +91,21 @@ public final class Database: @unchecked Sendable {
     static func unwritable(_ file: String, readable: Bool = false) -> (reason: String, fix: String)? {
         guard faccessat(AT_FDCWD, file, readable ? R_OK | W_OK : W_OK, AT_EACCESS) != 0 else { return nil }
         var code = errno
+        let dir = directory(of: file)
+        // A directory on the way that cannot be entered: the file is out of reach, whether it
+        // exists or not.
+        if code == EACCES, let blocked = unsearchable(dir) {
+            let user = currentUser()
+            let place = blocked == dir ? "the directory \(dir)" : "\(blocked), a directory on the way to it,"
+            let reason = "\(place) cannot be entered by user \(user.name), uid \(user.uid) (no search permission)"
+            if blocked == dir {
+                return (reason, "make \(dir) searchable and writable by the daemon's user (chown \(user.name), chmod 0750), \(memoryFix)")
+            }
+            return (reason, "let the daemon's user search \(blocked) (chmod o+x, or g+x for a group it is in), or set [store] database to a path it can reach (\"none\" keeps everything in memory)")
+        }
         // What stops the write and what to change: the file, or the directory to create it in.
         var (what, target, mode) = ("the file", "it", "0600")
         if code == ENOENT {
-            let slash = file.lastIndex(of: "/")
-            let dir = slash.map { $0 == file.startIndex ? "/" : String(file[..<$0]) } ?? "."
             guard faccessat(AT_FDCWD, dir, W_OK | X_OK, AT_EACCESS) != 0 else { return nil }
             code = errno
             (what, target, mode) = ("it cannot be created: the directory \(dir)", dir, "0750")
@@ -114,6 +124,23 @@ public final class Database: @unchecked Sendable {
         }
     }
 
+    /// The directory `file` is in: "/" for a file at the root, "." for a bare name.
+    static func directory(of file: String) -> String {
+        guard let slash = file.lastIndex(of: "/") else { return "." }
+        return slash == file.startIndex ? "/" : String(file[..<slash])
+    }
+
+    /// The first directory on the way to and including `dir` that this process may not
+    /// search (enter), outermost first; nil when it may search them all.
+    static func unsearchable(_ dir: String) -> String? {
+        var chain = [dir]
+        while let last = chain.last, last != "/", let slash = last.lastIndex(of: "/") {
+            chain.append(slash == last.startIndex ? "/" : String(last[..<slash]))
+        }
+        // Each one's parents could be searched: EACCES is this one's missing x bit.
+        return chain.reversed().first { faccessat(AT_FDCWD, $0, X_OK, AT_EACCESS) != 0 && errno == EACCES }
+    }
+
     /// This process's effective user: its name (the uid when it has none) and uid.
     static func currentUser() -> (name: String, uid: uid_t) {
         let uid = geteuid()
@@ -128,11 +155,13 @@ public final class Database: @unchecked Sendable {
 
     deinit { sqlite3_close(handle) }
 
-    /// Creates the database's directory (0750) when it is missing.
+    /// Creates the database's directory (0750) when it is missing. One that cannot be reached
+    /// (a directory on the way the daemon's user cannot enter) is left to the open, whose
+    /// failure `unwritable` explains.
     static func makeDirectory(for path: String) throws {
         guard let slash = path.lastIndex(of: "/"), slash != path.startIndex else { return }
         let dir = String(path[..<slash])
-        if access(dir, F_OK) != 0, mkdir(dir, 0o750) != 0, errno != EEXIST {
+        if access(dir, F_OK) != 0, errno == ENOENT, mkdir(dir, 0o750) != 0, errno != EEXIST {
             throw StoreError(description: "\(dir): cannot create the database directory: \(String(cString: strerror(errno)))")
         }
     }
