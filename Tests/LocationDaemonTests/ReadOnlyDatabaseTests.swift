@@ -168,6 +168,25 @@ struct ReadOnlyDatabaseTests {
             """)
     }
 
+    /// Missing directories above the database are made, but not in a directory the daemon's
+    /// user cannot write: the one that could not be made is named, with the fix for the whole
+    /// path.
+    @Test(.enabled("user 'daemon' cannot run the built locationd (a parent folder is not searchable by others)") {
+        try OtherUserTests.daemonUserCanRunLocationd()
+    })
+    func aMissingDirectoryTheDaemonsUserCannotCreateIsNamed() async throws {
+        let user = try Self.daemonUser()
+        let top = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: top) }
+        chmod(top.path, 0o755)
+        let target = top.path + "/a/b"
+        try await Self.expectRefusal(database: target + "/x.db", launcher: Self.asDaemonUser, message: """
+            \(top.path)/a: cannot create the database directory (the directory \(top.path) is not writable by user daemon, \
+            uid \(user.uid)); create \(target) for the daemon's user (mkdir -p \(target) && chown daemon \(target) && \
+            chmod 0750 \(target); under systemd StateDirectory= does this), \(Self.memoryFix)
+            """)
+    }
+
     /// Whether this process may make read-only bind mounts in a mount namespace of its own.
     static func canMountReadOnly() throws -> Bool {
         let dir = try temporaryDirectory()

@@ -15,6 +15,23 @@ import Testing
         (try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int) ?? -1
     }
 
+    /// `--database /tmp/a/b/x.db` with /tmp/a missing: every missing directory is made, 0750
+    /// (only one level was, and the start failed with "cannot create the database directory:
+    /// No such file or directory"); the lock file, taken first, needs them too.
+    @Test func missingParentDirectoriesAreCreated() throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let old = umask(0o022)
+        defer { umask(old) }
+        let a = dir.appendingPathComponent("a").path, b = a + "/b"
+        let lock = try DatabaseLock(database: b + "/x.db")
+        #expect(try Self.mode(a) == 0o750 && Self.mode(b) == 0o750)
+        try FileManager.default.removeItem(atPath: a)
+        let database = try Database(path: a + "/b/c/x.db")
+        #expect(try Self.mode(a) == 0o750 && Self.mode(b) == 0o750 && Self.mode(b + "/c") == 0o750)
+        withExtendedLifetime((lock, database)) {}
+    }
+
     /// It says where programs' regions are and where the device was: only its owner reads it,
     /// and its WAL, whatever the umask; an existing file the group or others could read loses
     /// that (the daemon's group is its socket users' too).

@@ -155,15 +155,29 @@ public final class Database: @unchecked Sendable {
 
     deinit { sqlite3_close(handle) }
 
-    /// Creates the database's directory (0750) when it is missing. One that cannot be reached
-    /// (a directory on the way the daemon's user cannot enter) is left to the open, whose
-    /// failure `unwritable` explains.
+    /// Creates the database's directory when it is missing, and each missing directory above
+    /// it, 0750 (as the socket's parents are created). One that exists but cannot be reached (a
+    /// directory on the way the daemon's user cannot enter) is left to the open, whose failure
+    /// `unwritable` explains.
     static func makeDirectory(for path: String) throws {
         guard let slash = path.lastIndex(of: "/"), slash != path.startIndex else { return }
         let dir = String(path[..<slash])
-        if access(dir, F_OK) != 0, errno == ENOENT, mkdir(dir, 0o750) != 0, errno != EEXIST {
-            throw StoreError(description: "\(dir): cannot create the database directory: \(String(cString: strerror(errno)))")
-        }
+        try makeDirectories(dir, for: dir)
+    }
+
+    /// Creates `dir` after its missing parents; `target` is the database's directory, which the
+    /// fix names.
+    private static func makeDirectories(_ dir: String, for target: String) throws {
+        guard access(dir, F_OK) != 0, errno == ENOENT else { return }
+        let parent = directory(of: dir)
+        if parent != dir, parent != "." { try makeDirectories(parent, for: target) }
+        guard mkdir(dir, 0o750) != 0, errno != EEXIST else { return }
+        let code = errno
+        let user = currentUser()
+        let why = code == EACCES
+            ? "the directory \(parent) is not writable by user \(user.name), uid \(user.uid)"
+            : String(cString: strerror(code))
+        throw StoreError(description: "\(dir): cannot create the database directory (\(why)); create \(target) for the daemon's user (mkdir -p \(target) && chown \(user.name) \(target) && chmod 0750 \(target); under systemd StateDirectory= does this), \(memoryFix)")
     }
 
     func exec(_ sql: String) throws {
