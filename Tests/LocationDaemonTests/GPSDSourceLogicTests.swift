@@ -247,8 +247,12 @@ struct GPSDSourceLogicTests {
         let failed = source.statistics.failedAttempts
         #expect(await waitUntil { source.statistics.failedAttempts >= failed + 3 })
         let unheard = "lost the connection to gpsd at 127.0.0.1:\(port): gpsd closed the connection before sending anything (its client limit reached, or not gpsd on that port); retrying with backoff (0.001 s doubling to 0.004 s between attempts), warning again only if the reason changes"
-        #expect(log.notable == [.init(level: .warning, message: Self.refused(port)), .init(level: .warning, message: unheard),
-                                .init(level: .warning, message: Self.refused(port))])
+        let warnings = log.messages(.warning)
+        #expect(log.notable.allSatisfy { $0.level == .warning }, "\(log.notable)")
+        #expect(Array(warnings.prefix(2)) == [Self.refused(port), unheard], "\(warnings)")
+        // A connection the kernel had accepted as the fake closed may be reset in between.
+        #expect(warnings.last == Self.refused(port) && warnings.count <= 4, "\(warnings)")
+        #expect(zip(warnings, warnings.dropFirst()).allSatisfy { $0 != $1 }, "a reason warned twice in a row: \(warnings)")
     }
 
     /// Released and wanted again, the first failure is news again.
