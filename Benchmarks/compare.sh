@@ -8,7 +8,8 @@
 #   rotation      bench-regions 100000
 #   latency       gpsd → subscriber (1/100/1000) vs gpspipe -w, and Benchmarks/relay.c as a
 #                 reference relay (Benchmarks/latency.py; the installed, static build)
-#   footprint     idle RSS, CPU per hour with 10 subscribers at 1 Hz, binary size (footprint.py)
+#   footprint     idle RSS, CPU per hour with 10 subscribers at 1 Hz, binary size (footprint.py,
+#                 which runs a freshly installed copy of each build)
 # and prints one table. Environment: MIN_SECONDS (per measurement, default 1), SKIP="latency
 # footprint pynmea2" to leave parts out. The gpsd corpus (../shared/corpus/gpsd) is read in
 # place when present and skipped otherwise.
