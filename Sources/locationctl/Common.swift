@@ -34,8 +34,10 @@ struct SubscriptionFlags: ParsableArguments {
     }
 }
 
-/// The daemon said no: exit 1 with its reason, not 64 with a usage line (the command line was fine).
-struct Refusal: Error, CustomStringConvertible {
+/// A failure that is not the command line's — a file that cannot be opened, read or written,
+/// an unknown scenario, locationd unreachable or saying no: exit 1 with the reason, not 64
+/// with a usage line (`ValidationError` is for bad flags and values).
+struct RuntimeError: Error, CustomStringConvertible {
     var description: String
     init(_ description: String) { self.description = description }
 }
@@ -84,14 +86,57 @@ func writeText(_ text: String, to path: String?) throws {
         out.flush()
         return
     }
+    try writeBytes(Array(text.utf8), to: path)
+}
+
+func writeBytes(_ bytes: [UInt8], to path: String?) throws {
+    guard let path else {
+        var out = StandardOutput()
+        out.buffer = bytes
+        out.flush()
+        return
+    }
     let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-    guard fd >= 0 else { throw ValidationError("\(path): cannot write: \(String(cString: strerror(errno)))") }
+    guard fd >= 0 else { throw RuntimeError("\(path): cannot write: \(String(cString: strerror(errno)))") }
     defer { close(fd) }
-    let bytes = Array(text.utf8)
     var offset = 0
     while offset < bytes.count {
         let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
-        guard n > 0 else { throw ValidationError("\(path): write failed: \(String(cString: strerror(errno)))") }
+        guard n > 0 else { throw RuntimeError("\(path): write failed: \(String(cString: strerror(errno)))") }
         offset += n
     }
+}
+
+/// The whole file (`-`: standard input); a file that cannot be opened or read throws a
+/// `RuntimeError` naming it, what it was to be (`what`, e.g. "NMEA log") and the reason.
+func readFileBytes(_ path: String, what: String) throws -> [UInt8] {
+    let fd = path == "-" ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { throw RuntimeError("\(path): cannot open \(what): \(String(cString: strerror(errno)))") }
+    defer { if fd != STDIN_FILENO { close(fd) } }
+    var data: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 1 << 16)
+    while true {
+        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
+        if n < 0 {
+            if errno == EINTR { continue }
+            throw RuntimeError("\(path): cannot read \(what): \(String(cString: strerror(errno)))")
+        }
+        if n == 0 { break }
+        data.append(contentsOf: chunk[0..<n])
+    }
+    return data
+}
+
+/// The whole file as text, or nil when it cannot be opened or read (or is a directory).
+func readTextFile(_ path: String) -> String? {
+    guard path != "-", let bytes = try? readFileBytes(path, what: "file") else { return nil }
+    return String(decoding: bytes, as: UTF8.self)
+}
+
+/// This executable's path (/proc/self/exe, symbolic links resolved), or nil.
+func executablePath() -> String? {
+    var buffer = [CChar](repeating: 0, count: 4097)
+    let n = readlink("/proc/self/exe", &buffer, 4096)
+    guard n > 0 else { return nil }
+    return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }

@@ -38,10 +38,9 @@ struct Evaluate: ParsableCommand {
             nmea = output.nmea
             trueVisits = output.truth
         } else {
-            guard let logText = readTextFile(log!) else { throw ValidationError("\(log!): cannot read") }
-            guard let truthText = readTextFile(truth!) else { throw ValidationError("\(truth!): cannot read") }
-            nmea = Array(logText.utf8)
-            do { trueVisits = try TrueVisit.parse(lines: truthText) } catch { throw ValidationError("\(truth!): \(error)") }
+            nmea = try readFileBytes(log!, what: "NMEA log")
+            let truthText = String(decoding: try readFileBytes(truth!, what: "truth file"), as: UTF8.self)
+            do { trueVisits = try TrueVisit.parse(lines: truthText) } catch { throw RuntimeError("\(truth!): \(error)") }
         }
         let detected = detectVisits(nmea: nmea, parameters: parameters)
         let end = lastFixTime(nmea) ?? Timestamp(nanoseconds: 0)

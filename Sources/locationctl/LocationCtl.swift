@@ -5,6 +5,12 @@ struct LocationCtl: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "locationctl",
         abstract: "Talk to locationd, or run its engine over a recorded NMEA log.",
+        discussion: """
+            Exit status: 0 on success; 1 for a failure at run time, printed with its reason and \
+            no usage (a file that cannot be opened, read or written, an unknown scenario, \
+            locationd not reachable or refusing a request); 64 for a usage error (a bad flag or \
+            value), printed with the usage; policy check: 78 when the file is invalid.
+            """,
         version: "0.1.0",
         subcommands: [Watch.self, Status.self, Replay.self, Simulate.self, Evaluate.self, Regions.self, Policy.self, Reload.self])
 }

@@ -15,23 +15,18 @@ struct Policy: ParsableCommand {
         @Argument(help: "The config file (e.g. /etc/locationd/locationd.toml).") var file: String
 
         func run() throws {
-            var buffer = [CChar](repeating: 0, count: 4097)
-            let n = readlink("/proc/self/exe", &buffer, 4096)
             var candidates: [String] = []
-            if n > 0 {
-                let me = String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-                if let slash = me.lastIndex(of: "/") { candidates.append(String(me[..<slash]) + "/locationd") }
-            }
+            if let me = executablePath(), let slash = me.lastIndex(of: "/") { candidates.append(String(me[..<slash]) + "/locationd") }
             if let path = getenv("PATH").map({ String(cString: $0) }) {
                 candidates += path.split(separator: ":").map { "\($0)/locationd" }
             }
             guard let daemon = candidates.first(where: { access($0, X_OK) == 0 }) else {
-                throw ValidationError("locationd not found next to locationctl or on PATH")
+                throw RuntimeError("locationd not found next to locationctl or on PATH; policy check runs locationd --check-config FILE, so install locationd (make install) or put it on PATH")
             }
             let args = [daemon, "--check-config", file]
             var argv: [UnsafeMutablePointer<CChar>?] = args.map { strdup($0) } + [nil]
             execv(daemon, &argv)
-            throw ValidationError("cannot run \(daemon): \(String(cString: strerror(errno)))")
+            throw RuntimeError("cannot run \(daemon): \(String(cString: strerror(errno)))")
         }
     }
 }

@@ -36,7 +36,7 @@ struct Regions: AsyncParsableCommand {
         func run() async throws {
             guard all || !ids.isEmpty else { throw ValidationError("give region ids or --all") }
             let reply = try await Regions.request(socket.path) { .regionsRemove(id: $0, ids: all ? nil : ids) }
-            guard case .regionsChanged(_, _, let removed, let registered) = reply else { throw Refusal("unexpected reply from locationd: \(reply.line)") }
+            guard case .regionsChanged(_, _, let removed, let registered) = reply else { throw RuntimeError("unexpected reply from locationd: \(reply.line)") }
             print("removed \(removed); \(registered) registered")
         }
     }
@@ -85,7 +85,7 @@ struct Regions: AsyncParsableCommand {
         try await client.startSession(.always)  // regions need an always, precise session
         defer { client.close() }
         do { return try await client.regions() } catch let e as ProtocolError {
-            throw Refusal("locationd refused: \(e.code.rawValue): \(e.message)")
+            throw RuntimeError("locationd refused: \(e.code.rawValue): \(e.message)")
         }
     }
 
@@ -94,7 +94,7 @@ struct Regions: AsyncParsableCommand {
         try await client.startSession(.always)  // regions need an always, precise session
         defer { client.close() }
         do { return try await client.request(make) } catch let e as ProtocolError {
-            throw Refusal("locationd refused: \(e.code.rawValue): \(e.message)")
+            throw RuntimeError("locationd refused: \(e.code.rawValue): \(e.message)")
         }
     }
 
@@ -112,9 +112,9 @@ struct Regions: AsyncParsableCommand {
             let batch = Array(regions[start..<end])
             let reply: ServerMessage
             do { reply = try await client.request { .regionsAdd(id: $0, regions: batch) } } catch let e as ProtocolError {
-                throw Refusal("locationd refused regions \(start + 1)…\(end) (the \(start) before were registered): \(e.code.rawValue): \(e.message)")
+                throw RuntimeError("locationd refused regions \(start + 1)…\(end) (the \(start) before were registered): \(e.code.rawValue): \(e.message)")
             }
-            guard case .regionsChanged(_, _, _, let r) = reply else { throw Refusal("unexpected reply from locationd: \(reply.line)") }
+            guard case .regionsChanged(_, _, _, let r) = reply else { throw RuntimeError("unexpected reply from locationd: \(reply.line)") }
             registered = r
             start = end
         }

@@ -10,17 +10,17 @@ import Glibc
 /// (seconds), `notifyOnEntry`/`notifyOnExit`/`notifyInitialState` (booleans) and `metadata`.
 enum RegionsGeoJSON {
     static func read(path: String) throws -> [Region] {
-        let bytes = try readFile(path)
+        let bytes = try readFileBytes(path, what: "GeoJSON file")
         let value: JSONValue
         do { value = try JSONParser(maxDepth: 32, maxBytes: 1 << 28).parse(bytes) } catch {
-            throw ValidationError("\(path): not JSON: \(error)")
+            throw RuntimeError("\(path): not JSON: \(error)")
         }
         return try parse(value, name: path)
     }
 
     static func parse(_ value: JSONValue, name: String) throws -> [Region] {
         guard value["type"] == .string("FeatureCollection"), case .array(let features)? = value["features"] else {
-            throw ValidationError("\(name): expected a GeoJSON FeatureCollection with a features array")
+            throw RuntimeError("\(name): expected a GeoJSON FeatureCollection with a features array")
         }
         var regions: [Region] = []
         for (i, f) in features.enumerated() {
@@ -28,14 +28,14 @@ enum RegionsGeoJSON {
             guard f["geometry"]?["type"] == .string("Point"),
                   case .array(let c)? = f["geometry"]?["coordinates"], c.count >= 2,
                   case .number(let lon) = c[0], case .number(let lat) = c[1] else {
-                throw ValidationError("\(at): geometry must be a Point with [longitude, latitude]")
+                throw RuntimeError("\(at): geometry must be a Point with [longitude, latitude]")
             }
-            guard case .object(var p)? = f["properties"] else { throw ValidationError("\(at): no properties") }
+            guard case .object(var p)? = f["properties"] else { throw RuntimeError("\(at): no properties") }
             let id: String
             switch p["id"] ?? f["id"] {
             case .string(let s)?: id = s
             case .number(let n)?: id = JSONWriter.numberText(n)
-            default: throw ValidationError("\(at): properties.id must be a string or a number")
+            default: throw RuntimeError("\(at): properties.id must be a string or a number")
             }
             p["id"] = .string(id)
             p["latitude"] = .number(lat)
@@ -44,7 +44,7 @@ enum RegionsGeoJSON {
             do {
                 regions.append(try RegionCodec.decodeRegion(.object(p), at: i, id: nil))
             } catch {
-                throw ValidationError("\(at): \(error.message)")
+                throw RuntimeError("\(at): \(error.message)")
             }
         }
         return regions
@@ -70,20 +70,5 @@ enum RegionsGeoJSON {
         }
         JSONWriter.appendASCII("\n]}\n", to: &out)
         return String(decoding: out, as: UTF8.self)
-    }
-
-    static func readFile(_ path: String) throws -> [UInt8] {
-        let fd = path == "-" ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw ValidationError("\(path): cannot open: \(String(cString: strerror(errno)))") }
-        defer { if fd != STDIN_FILENO { close(fd) } }
-        var data: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 1 << 16)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, $0.count) }
-            if n < 0 { if errno == EINTR { continue }; throw ValidationError("\(path): read failed: \(String(cString: strerror(errno)))") }
-            if n == 0 { break }
-            data.append(contentsOf: chunk[0..<n])
-        }
-        return data
     }
 }

@@ -42,37 +42,37 @@ struct Reload: ParsableCommand {
         // Watched before the signal: a record written at once is not missed, and a directory
         // that cannot be watched fails before anything is reloaded.
         let watch = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
-        guard watch >= 0 else { throw Refusal("cannot watch \(directory) (inotify_init1): \(String(cString: strerror(errno))); no signal sent") }
+        guard watch >= 0 else { throw RuntimeError("cannot watch \(directory) (inotify_init1): \(String(cString: strerror(errno))); no signal sent") }
         defer { close(watch) }
         guard inotify_add_watch(watch, directory, UInt32(IN_MOVED_TO | IN_CLOSE_WRITE)) >= 0 else {
-            throw Refusal("cannot watch \(directory) for locationd's reload record: \(String(cString: strerror(errno))); no signal sent. --runtime-directory names the directory locationd runs in (its RuntimeDirectory=, or its socket's directory)")
+            throw RuntimeError("cannot watch \(directory) for locationd's reload record: \(String(cString: strerror(errno))); no signal sent. --runtime-directory names the directory locationd runs in (its RuntimeDirectory=, or its socket's directory)")
         }
         let asked = Self.monotonicMicroseconds()
         guard kill(pid, SIGHUP) == 0 else {
             let e = errno
-            throw Refusal("cannot send SIGHUP to pid \(pid): \(String(cString: strerror(e))) (errno \(e)); is locationd running with that pid? (systemctl show -p MainPID locationd)")
+            throw RuntimeError("cannot send SIGHUP to pid \(pid): \(String(cString: strerror(e))) (errno \(e)); is locationd running with that pid? (systemctl show -p MainPID locationd)")
         }
         let deadline = asked + UInt64(timeout * 1_000_000)
         while true {
             if let text = readTextFile(path), let record = ReloadRecord(line: text), record.start >= asked {
                 switch record.outcome {
                 case .ok: return
-                case .failed(let why): throw Refusal("locationd (pid \(pid)) refused the reload and keeps its current configuration: \(why)")
+                case .failed(let why): throw RuntimeError("locationd (pid \(pid)) refused the reload and keeps its current configuration: \(why)")
                 }
             }
             let now = Self.monotonicMicroseconds()
             guard now < deadline else {
-                throw Refusal("locationd (pid \(pid)) did not record a finished reload in \(path) within \(Self.seconds(timeout)) s (--timeout); is pid \(pid) locationd, and is \(directory) its runtime directory (--runtime-directory)? Its log says more (journalctl -u locationd)")
+                throw RuntimeError("locationd (pid \(pid)) did not record a finished reload in \(path) within \(Self.seconds(timeout)) s (--timeout); is pid \(pid) locationd, and is \(directory) its runtime directory (--runtime-directory)? Its log says more (journalctl -u locationd)")
             }
             // Woken by the record's rename; at least once a second to see whether the daemon is gone.
             var pfd = pollfd(fd: watch, events: Int16(POLLIN), revents: 0)
             let n = poll(&pfd, 1, Int32(min(deadline - now, 1_000_000) / 1000) + 1)
-            if n < 0 && errno != EINTR { throw Refusal("poll: \(String(cString: strerror(errno)))") }
+            if n < 0 && errno != EINTR { throw RuntimeError("poll: \(String(cString: strerror(errno)))") }
             if n > 0 { Self.drain(watch) }
             if kill(pid, 0) != 0 && errno == ESRCH {
                 // It may have finished and then exited: the record decides.
                 if let text = readTextFile(path), let record = ReloadRecord(line: text), record.start >= asked { continue }
-                throw Refusal("pid \(pid) exited before its reload finished (no record in \(path)); its log says why (journalctl -u locationd)")
+                throw RuntimeError("pid \(pid) exited before its reload finished (no record in \(path)); its log says why (journalctl -u locationd)")
             }
         }
     }

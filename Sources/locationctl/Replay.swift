@@ -46,6 +46,17 @@ struct Replay: ParsableCommand {
         return n
     }
 
+    /// Usage errors, found before anything is opened (and so named with this command's usage).
+    func validate() throws {
+        guard let level = Accuracy(rawValue: accuracy) else {
+            throw ValidationError("--accuracy '\(accuracy)': expected precise or approximate")
+        }
+        if level == .approximate && regions != nil {
+            throw ValidationError("--regions needs precise accuracy: approximate programs are refused region monitoring")
+        }
+        _ = try Replay.parseMaxActive(maxActive)
+    }
+
     func run() throws {
         var engine = Engine()
         let subscriber = SubscriberID(1)
@@ -57,13 +68,7 @@ struct Replay: ParsableCommand {
         let printRegions = kinds.contains(.region)
         var options = subscription.options
         options.events = Replay.subscribedKinds(kinds)
-        guard let level = Accuracy(rawValue: accuracy) else {
-            throw ValidationError("--accuracy '\(accuracy)': expected precise or approximate")
-        }
-        if level == .approximate && regions != nil {
-            throw ValidationError("--regions needs precise accuracy: approximate programs are refused region monitoring")
-        }
-        options.accuracy = level
+        options.accuracy = Accuracy(rawValue: accuracy) ?? .precise  // checked by validate()
         engine.privacy = ApproximateLocation(grid: PrivacyGrid(secret: privacySeed))
         engine.handle(.subscribe(subscriber, options), into: &deliveries)
         if let regions {
@@ -72,7 +77,7 @@ struct Replay: ParsableCommand {
             engine.regionLimits = RegionMonitor.Limits(maxActive: try Replay.parseMaxActive(maxActive), maxRegistered: max(list.count, 1))
             let program = ProgramID("replay")
             engine.bind(subscriber, to: program)
-            do { try engine.addRegions(list, for: program) } catch { throw ValidationError("\(regions): \(error.message)") }
+            do { try engine.addRegions(list, for: program) } catch { throw RuntimeError("\(regions): \(error.message)") }
         }
         // Takes its buffers inout rather than capturing them: captured, every access in the loop
         // went through the runtime's exclusivity check (swift_beginAccess), a few % of a replay.
@@ -88,7 +93,8 @@ struct Replay: ParsableCommand {
             deliveries.removeAll(keepingCapacity: true)
             out.flushIfFull()
         }
-        emit(&deliveries, &out)
+        // The subscription's first status waits in `deliveries` for the log's first input:
+        // nothing is printed before the log is open, so a missing log prints only its error.
         do {
             try NMEAReplay.inputs(fromFile: log) { input in
                 engine.handle(input, into: &deliveries)
@@ -96,7 +102,7 @@ struct Replay: ParsableCommand {
             }
         } catch let failure as NMEAReplay.Failure {
             out.flush()
-            throw ValidationError(failure.description)
+            throw RuntimeError(failure.description)
         }
         out.flush()
     }

@@ -42,41 +42,7 @@ func loadScenario(_ name: String) throws -> Scenario {
     } else if name == "demo" {
         text = demoScenarioJSON
     } else {
-        throw ValidationError("no scenario '\(name)': not a file, and no Scenarios/\(name).json here")
+        throw RuntimeError("no scenario '\(name)': not a file, and no Scenarios/\(name).json here")
     }
-    do { return try Scenario.parse(text) } catch { throw ValidationError("\(name): \(error)") }
-}
-
-/// The whole file as text, or nil when it cannot be opened (or is a directory).
-func readTextFile(_ path: String) -> String? {
-    let fd = open(path, O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else { return nil }
-    defer { close(fd) }
-    var bytes: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 1 << 16)
-    while true {
-        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        if n < 0 { if errno == EINTR { continue }; return nil }
-        if n == 0 { break }
-        bytes.append(contentsOf: chunk[0..<n])
-    }
-    return String(decoding: bytes, as: UTF8.self)
-}
-
-func writeBytes(_ bytes: [UInt8], to path: String?) throws {
-    guard let path else {
-        var out = StandardOutput()
-        out.buffer = bytes
-        out.flush()
-        return
-    }
-    let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-    guard fd >= 0 else { throw ValidationError("\(path): cannot write: \(String(cString: strerror(errno)))") }
-    defer { close(fd) }
-    var offset = 0
-    while offset < bytes.count {
-        let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
-        guard n > 0 else { throw ValidationError("\(path): write failed: \(String(cString: strerror(errno)))") }
-        offset += n
-    }
+    do { return try Scenario.parse(text) } catch { throw RuntimeError("\(name): \(error)") }
 }

@@ -54,7 +54,7 @@ struct Watch: AsyncParsableCommand {
             grant = try await client.startSession(authorization ?? .whenInUse, purpose: purpose)
         } catch let e as ProtocolError {
             let asked = "--session \(session)" + (purpose.map { " --purpose \($0)" } ?? "")
-            throw Refusal("locationd refused the session (\(asked)): \(e.code.rawValue): \(e.message)")
+            throw RuntimeError("locationd refused the session (\(asked)): \(e.code.rawValue): \(e.message)")
         }
         if json { out.line(ServerMessage.session(grant).line.dropLast().description) } else {
             out.line("session: \(grant.authorization?.rawValue ?? "?"), \(grant.accuracy?.rawValue ?? "?") (\(grant.reason ?? ""))")
@@ -66,7 +66,7 @@ struct Watch: AsyncParsableCommand {
         for try await message in client.messages {
             switch message {
             case .error(let e):
-                throw Refusal("locationd refused: \(e.code.rawValue): \(e.message)")
+                throw RuntimeError("locationd refused: \(e.code.rawValue): \(e.message)")
             case .location:
                 locations += 1
             default:
@@ -80,7 +80,7 @@ struct Watch: AsyncParsableCommand {
             out.flush()
             // A reload that revokes the session ends the stream: nothing more will come.
             if case .session(let info) = message, info.state == .ended {
-                throw Refusal("locationd ended the session" + (info.reason.map { ": \($0)" } ?? ""))
+                throw RuntimeError("locationd ended the session" + (info.reason.map { ": \($0)" } ?? ""))
             }
             // Acknowledged only once written out: a crash before loses nothing.
             if ack { try acknowledger.printed(message) }
@@ -219,7 +219,7 @@ func connect(path: String, wait: Double) async throws -> LocationClient {
             return try await LocationClient.connect(path: path)
         } catch {
             if ContinuousClock.now >= deadline {
-                throw Refusal("cannot connect to locationd at \(path): \(error) (is locationd running? --socket or $LOCATIOND_SOCKET select another socket)")
+                throw RuntimeError("cannot connect to locationd at \(path): \(error) (is locationd running? --socket or $LOCATIOND_SOCKET select another socket)")
             }
             try await Task.sleep(for: .milliseconds(100))  // polling for the daemon to come up, not synchronisation
         }

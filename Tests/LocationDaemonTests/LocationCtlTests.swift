@@ -10,12 +10,15 @@ import Testing
 
     /// Runs locationctl to its exit; one still running after `timeout` seconds (a `watch` whose
     /// events never come) is terminated, so the test fails instead of hanging. `environment`
-    /// changes the inherited environment (nil: the variable is removed).
-    static func run(_ arguments: [String], environment: [String: String?] = [:], timeout: Double = 60) throws
+    /// changes the inherited environment (nil: the variable is removed); `directory` is the
+    /// working directory (default: the test's).
+    static func run(_ arguments: [String], environment: [String: String?] = [:], timeout: Double = 60,
+                    executable: URL? = nil, directory: URL? = nil) throws
         -> (status: Int32, out: String, err: String) {
         let p = Process()
-        p.executableURL = locationctl
+        p.executableURL = executable ?? locationctl
         p.arguments = arguments
+        if let directory { p.currentDirectoryURL = directory }
         if !environment.isEmpty {
             var env = ProcessInfo.processInfo.environment
             for (name, value) in environment { env[name] = value }
@@ -50,13 +53,55 @@ import Testing
         #expect(onlyLocations.out.split(separator: "\n").count == expected.count)
     }
 
+    /// A bad flag is a usage error (64, with the usage); a missing log is not (1, its reason
+    /// alone, and nothing on standard output: the subscription's first status used to come
+    /// before the log was opened).
     @Test func badOptionsAndMissingFilesAreClearErrors() throws {
         let bad = try Self.run(["replay", "/nonexistent.nmea", "--distance-filter=-5"])
-        #expect(bad.status != 0)
+        #expect(bad.status == 64)
         #expect(bad.err.contains("--distance-filter -5.0 is out of range"))
+        #expect(bad.err.contains("Usage: locationctl replay"), "\(bad.err)")
         let missing = try Self.run(["replay", "/nonexistent.nmea"])
-        #expect(missing.status != 0)
-        #expect(missing.err.contains("/nonexistent.nmea: cannot open NMEA log"))
+        #expect(missing.status == 1, "\(missing.err)")
+        #expect(missing.err == "Error: /nonexistent.nmea: cannot open NMEA log: No such file or directory\n", "\(missing.err)")
+        #expect(missing.out == "")
+    }
+
+    /// Failures at run time exit 1 with the reason and no usage; bad flags and values exit 64
+    /// with the usage, found before anything is opened.
+    @Test func runtimeFailuresAreNotUsageErrors() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ctl-fail-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try Data("not json".utf8).write(to: dir.appendingPathComponent("bad.json"))
+        let runtime: [([String], String)] = [
+            (["evaluate", "nosuch"], "no scenario 'nosuch'"),
+            (["simulate", "nosuch"], "no scenario 'nosuch'"),
+            (["simulate", "bad.json"], "bad.json: "),
+            (["simulate", "demo", "--output", "/nonexistent/demo.nmea"], "/nonexistent/demo.nmea: cannot write: No such file or directory"),
+            (["evaluate", "--log", "missing.nmea", "--truth", "missing.truth"], "missing.nmea: cannot open NMEA log: No such file or directory"),
+            (["replay", "-", "--regions", "missing.geojson"], "missing.geojson: cannot open GeoJSON file: No such file or directory"),
+            (["regions", "import", "missing.geojson"], "missing.geojson: cannot open GeoJSON file: No such file or directory"),
+        ]
+        for (arguments, message) in runtime {
+            let r = try Self.run(arguments, directory: dir)
+            #expect(r.status == 1, "\(arguments): \(r.err)")
+            #expect(r.err.hasPrefix("Error: ") && r.err.contains(message), "\(arguments): \(r.err)")
+            #expect(!r.err.contains("Usage") && !r.err.contains("USAGE"), "\(arguments): \(r.err)")
+            #expect(r.out == "", "\(arguments): \(r.out)")
+        }
+        let usage: [([String], String)] = [
+            (["evaluate"], "give either a SCENARIO or --log LOG --truth TRUTH"),
+            (["replay", "missing.nmea", "--accuracy", "fuzzy"], "--accuracy 'fuzzy': expected precise or approximate"),
+            (["replay", "missing.nmea", "--max-active", "0"], "--max-active '0': expected a number ≥ 1 or unlimited"),
+            (["simulate", "--seed", "x"], "--seed"),
+        ]
+        for (arguments, message) in usage {
+            let r = try Self.run(arguments, directory: dir)
+            #expect(r.status == 64, "\(arguments): \(r.err)")
+            #expect(r.err.contains(message) && r.err.contains("Usage: locationctl \(arguments[0])"), "\(arguments): \(r.err)")
+            #expect(r.out == "", "\(arguments): \(r.out)")
+        }
     }
 }
 
@@ -90,7 +135,7 @@ import Testing
         #expect(kinds.filter { $0 == .enter }.count >= 20, "\(capped.out)")
 
         let bad = try LocationCtlReplayTests.run(["replay", dir.appendingPathComponent("walk.nmea").path, "--regions", "/nonexistent.geojson"])
-        #expect(bad.status != 0)
-        #expect(bad.err.contains("/nonexistent.geojson: cannot open"))
+        #expect(bad.status == 1, "\(bad.err)")
+        #expect(bad.err.contains("/nonexistent.geojson: cannot open GeoJSON file: No such file or directory"), "\(bad.err)")
     }
 }
