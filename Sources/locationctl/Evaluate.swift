@@ -8,8 +8,8 @@ struct Evaluate: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Score visit detection against ground truth: per-stay precision/recall/F1, arrival and departure errors.",
         discussion: """
-            Either simulate SCENARIO (file or name, as for simulate) and score the engine's visits
-            on it, or score a recorded --log against a --truth file (JSON lines as simulate
+            Either simulate SCENARIO (file or name, as for simulate) and score the engine's visits \
+            on it, or score a recorded --log against a --truth file (JSON lines as simulate \
             --truth writes them).
             """)
 

@@ -23,7 +23,7 @@ struct Reload: ParsableCommand {
     @Option(name: .customLong("runtime-directory"),
             help: "Where locationd records its reloads (default: $RUNTIME_DIRECTORY, else the directory of $LOCATIOND_SOCKET or /run/locationd/locationd.sock).")
     var runtimeDirectory: String?
-    @Option(help: "Give up after this many seconds (below systemd's TimeoutStartSec=, 90 s by default).") var timeout: Double = 60
+    @Option(help: "Give up after this many seconds (keep it below systemd's TimeoutStartSec=, 90 s unless the unit sets it).") var timeout: Double = 60
 
     var directory: String {
         runtimeDirectory ?? ReloadRecord.directory(runtimeDirectory: getenv("RUNTIME_DIRECTORY").map { String(cString: $0) },

@@ -9,8 +9,8 @@ struct Replay: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Print the events a subscriber would receive from an NMEA log (NDJSON), without a daemon.",
         discussion: """
-            The log is decoded by the same parser and run through the same engine as the daemon's
-            replay source: the output is what a subscriber connected before the log began would
+            The log is decoded by the same parser and run through the same engine as the daemon's \
+            replay source: the output is what a subscriber connected before the log began would \
             have been sent. Use - to read standard input.
             """)
 
@@ -22,11 +22,11 @@ struct Replay: ParsableCommand {
     var events: Set<EventKind>?
     @Option(help: "Monitor the regions of this GeoJSON file (FeatureCollection of Points with id and radius) and print their events.")
     var regions: String?
-    @Option(name: .customLong("max-active"), help: "Regions evaluated per fix: a number, or unlimited (default 20).")
+    @Option(name: .customLong("max-active"), help: "Regions evaluated per fix: a number, or unlimited.")
     var maxActive: String = "20"
     @Option(help: "precise, or approximate: print what an approximate program would receive (the daemon's privacy stage).")
     var accuracy: String = "precise"
-    @Option(name: .customLong("privacy-seed"), help: "Seed of the approximate grid (the daemon's --privacy-seed; default 1).")
+    @Option(name: .customLong("privacy-seed"), help: "Seed of the approximate grid (the daemon's --privacy-seed).")
     var privacySeed: UInt64 = 1
 
     static func parseKinds(_ text: String) throws -> Set<EventKind> {

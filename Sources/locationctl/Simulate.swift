@@ -13,12 +13,12 @@ struct Simulate: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Write an NMEA log (RMC+GGA+GSA+GST) and the true visits of a scenario.",
         discussion: """
-            SCENARIO is a scenario file (JSON, docs/visits.md), the name of one in ./Scenarios
-            (commuter, delivery, hike, parked-car, demo), or 'demo' (built in). The output is
+            SCENARIO is a scenario file (JSON, docs/visits.md), the name of one in ./Scenarios \
+            (commuter, delivery, hike, parked-car, demo), or 'demo' (built in). The output is \
             deterministic for a scenario and seed.
             """)
 
-    @Argument(help: "Scenario file or name (default: demo).") var scenario: String = "demo"
+    @Argument(help: "Scenario file or name.") var scenario: String = "demo"
     @Option(name: .shortAndLong, help: "Write the NMEA log to this file instead of standard output.") var output: String?
     @Option(help: "Write the true visits (JSON lines) to this file.") var truth: String?
     @Option(help: "Seed of the noise (default: the scenario's).") var seed: UInt64?

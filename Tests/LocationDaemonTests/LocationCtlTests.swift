@@ -105,6 +105,40 @@ import Testing
     }
 }
 
+/// `locationctl help SUBCOMMAND` reads as written: a discussion's hard-wrapped source lines
+/// are one paragraph (they came out as lines of one or two words), and no option states its
+/// default twice (ArgumentParser appends `(default: …)` itself).
+@Suite struct LocationCtlHelpTests {
+    static let subcommands = [["watch"], ["status"], ["replay"], ["simulate"], ["evaluate"], ["regions", "add"],
+                              ["regions", "remove"], ["regions", "import"], ["policy", "check"], ["reload"]]
+
+    @Test func discussionsAreParagraphsAndDefaultsAreSaidOnce() throws {
+        for command in Self.subcommands {
+            let help = try LocationCtlReplayTests.run(["help"] + command)
+            #expect(help.status == 0, "\(command): \(help.err)")
+            let lines = help.out.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+            // OVERVIEW, a blank line, the discussion's paragraphs, USAGE: every line of a
+            // paragraph but its last is filled (ArgumentParser wraps at 80 columns).
+            if let usage = lines.firstIndex(where: { $0.hasPrefix("USAGE:") }),
+               let blank = lines.firstIndex(of: ""), blank < usage {
+                let body = Array(lines[(blank + 1)..<usage])
+                for (i, line) in body.enumerated() where i + 1 < body.count && !body[i + 1].isEmpty && !line.isEmpty {
+                    #expect(line.count >= 60, "\(command): a short line inside a paragraph: '\(line)'\n\(help.out)")
+                }
+            }
+            // Each option's entry (its first line and the indented ones after it).
+            var entries: [String] = []
+            for line in lines {
+                if line.hasPrefix("  -") || line.hasPrefix("  <") { entries.append(line) }
+                else if line.hasPrefix("      "), !entries.isEmpty { entries[entries.count - 1] += " " + line }
+            }
+            for entry in entries {
+                #expect(entry.components(separatedBy: "default").count <= 2, "\(command): \(entry)")
+            }
+        }
+    }
+}
+
 /// `locationctl replay --regions` runs the same engine path as the daemon and prints region events.
 @Suite(.timeLimit(.minutes(5))) struct LocationCtlRegionReplayTests {
     @Test func replayWithRegionsPrintsRegionEventsIdenticallyCappedAndUnlimited() throws {
