@@ -16,6 +16,9 @@ TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
 SYSCONFDIR  ?= /etc
 DOCDIR      ?= $(PREFIX)/share/doc/locationd
 DATADIR     ?= $(PREFIX)/share
+# The bundled scenarios; locationctl looks for them by name in ./Scenarios, then in
+# $(BINDIR)/../share/locationd/scenarios (relative to itself, so any PREFIX works unchanged).
+SCENARIODIR := $(DATADIR)/locationd/scenarios
 # The installed build: release, Swift runtime linked statically (docs/benchmarks.md,
 # "Footprint": 1.5 MiB less idle RSS, and the binaries do not depend on the toolchain's
 # libraries being installed), in its own build folder.
@@ -29,7 +32,7 @@ help:
 	@echo "make demo     install deps, build, run locationd on a demo log and watch it"
 	@echo "make test     build with warnings as errors, run the test suite, check units and install"
 	@echo "make build    debug build"
-	@echo "make install  release build, then install binaries, units, config, completions"
+	@echo "make install  release build, then install binaries, units, config, completions, docs, scenarios"
 	@echo "              (PREFIX=$(PREFIX), DESTDIR=$(DESTDIR); see docs/systemd.md)"
 	@echo "make bench    benchmarks against gpsdecode, pynmea2, gpspipe (docs/benchmarks.md)"
 	@echo "make fuzz     libFuzzer runs of the NMEA and request decoders (FUZZ_SECONDS=$(FUZZ_SECONDS))"
@@ -62,7 +65,7 @@ install: release install-files
 install-files:
 	@test -x "$(BUILD_BIN)/locationd" || { echo "no locationd in '$(BUILD_BIN)'; run make install" >&2; exit 1; }
 	install -d "$(DESTDIR)$(BINDIR)" "$(DESTDIR)$(UNITDIR)" "$(DESTDIR)$(SYSUSERSDIR)" "$(DESTDIR)$(TMPFILESDIR)" \
-		"$(DESTDIR)$(SYSCONFDIR)/locationd" "$(DESTDIR)$(DOCDIR)" \
+		"$(DESTDIR)$(SYSCONFDIR)/locationd" "$(DESTDIR)$(DOCDIR)" "$(DESTDIR)$(SCENARIODIR)" \
 		"$(DESTDIR)$(DATADIR)/bash-completion/completions" "$(DESTDIR)$(DATADIR)/zsh/site-functions" \
 		"$(DESTDIR)$(DATADIR)/fish/vendor_completions.d"
 	install -m 0755 "$(BUILD_BIN)/locationd" "$(BUILD_BIN)/locationctl" "$(DESTDIR)$(BINDIR)/"
@@ -84,6 +87,9 @@ install-files:
 		install -m 0644 Config/locationd.toml "$$conf"; \
 	fi
 	install -m 0644 docs/systemd.md docs/configuration.md docs/protocol.md README.md "$(DESTDIR)$(DOCDIR)/"
+	install -m 0644 Scenarios/*.json "$(DESTDIR)$(SCENARIODIR)/"
+	@[ "$(abspath $(BINDIR)/../share)" = "$(abspath $(DATADIR))" ] || \
+		echo "note: locationctl looks for scenarios by name in $(abspath $(BINDIR)/../share)/locationd/scenarios, not $(SCENARIODIR); give their paths (locationctl simulate $(SCENARIODIR)/demo.json)" >&2
 	"$(BUILD_BIN)/locationctl" --generate-completion-script bash > "$(DESTDIR)$(DATADIR)/bash-completion/completions/locationctl"
 	"$(BUILD_BIN)/locationctl" --generate-completion-script zsh > "$(DESTDIR)$(DATADIR)/zsh/site-functions/_locationctl"
 	"$(BUILD_BIN)/locationctl" --generate-completion-script fish > "$(DESTDIR)$(DATADIR)/fish/vendor_completions.d/locationctl.fish"

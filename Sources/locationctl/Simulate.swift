@@ -13,9 +13,11 @@ struct Simulate: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Write an NMEA log (RMC+GGA+GSA+GST) and the true visits of a scenario.",
         discussion: """
-            SCENARIO is a scenario file (JSON, docs/visits.md), the name of one in ./Scenarios \
-            (commuter, delivery, hike, parked-car, demo), or 'demo' (built in). The output is \
-            deterministic for a scenario and seed.
+            SCENARIO is a scenario file (JSON, docs/visits.md), or the name of a bundled one \
+            (commuter, delivery, hike, parked-car, demo), looked up in ./Scenarios, then where \
+            make install puts them: ../share/locationd/scenarios from locationctl's directory \
+            (/usr/local/share/locationd/scenarios for /usr/local/bin/locationctl); 'demo' is \
+            also built in. The output is deterministic for a scenario and seed.
             """)
 
     @Argument(help: "Scenario file or name.") var scenario: String = "demo"
@@ -32,17 +34,58 @@ struct Simulate: ParsableCommand {
     }
 }
 
-/// A scenario by file path, by name in ./Scenarios, or the built-in demo.
+/// A scenario by file path, by name in ./Scenarios or the installed scenarios directory
+/// (`Scenario.directories`), or the built-in demo.
 func loadScenario(_ name: String) throws -> Scenario {
     let text: String
+    let source: String
     if let t = readTextFile(name) {
-        text = t
-    } else if let t = readTextFile("Scenarios/\(name).json") {
-        text = t
+        (text, source) = (t, name)
+    } else if let (t, path) = Scenario.directories.lazy.compactMap({ dir in
+        readTextFile("\(dir)/\(name).json").map { ($0, "\(dir)/\(name).json") }
+    }).first {
+        (text, source) = (t, path)
     } else if name == "demo" {
-        text = demoScenarioJSON
+        (text, source) = (demoScenarioJSON, "demo (built in)")
+    } else if name.contains("/") || name.hasSuffix(".json") {
+        // A path, not a name: say why it could not be read.
+        _ = try readFileBytes(name, what: "scenario file")
+        throw RuntimeError("\(name): cannot read scenario file")
     } else {
-        throw RuntimeError("no scenario '\(name)': not a file, and no Scenarios/\(name).json here")
+        let dirs = Scenario.directories
+        let looked = dirs.count > 1 ? dirs.dropLast().joined(separator: ", ") + " or \(dirs.last!) (where make install puts the bundled ones)" : dirs[0]
+        let known = Scenario.bundledNames.joined(separator: ", ")
+        throw RuntimeError("no scenario '\(name)': no file '\(name)', and no \(name).json in \(looked); give a scenario file's path or one of: \(known)")
     }
-    do { return try Scenario.parse(text) } catch { throw RuntimeError("\(name): \(error)") }
+    do { return try Scenario.parse(text) } catch { throw RuntimeError("\(source): \(error)") }
+}
+
+extension Scenario {
+    /// Where scenarios are looked up by name: ./Scenarios (a checkout), then the installed ones.
+    /// `make install` puts them in $(DATADIR)/locationd/scenarios, $(PREFIX)/share/… by
+    /// default; they are found relative to this executable ($(BINDIR)/../share/locationd/
+    /// scenarios), so an install under any PREFIX finds its own without a path compiled in.
+    static var directories: [String] {
+        var dirs = ["./Scenarios"]
+        if let exe = executablePath() {
+            let bin = exe[..<(exe.lastIndex(of: "/") ?? exe.startIndex)]
+            let prefix = bin[..<(bin.lastIndex(of: "/") ?? bin.startIndex)]
+            dirs.append("\(prefix)/share/locationd/scenarios")
+        }
+        return dirs
+    }
+
+    /// The names `loadScenario` finds: the directories' *.json and the built-in demo, sorted.
+    static var bundledNames: [String] {
+        var names: Set<String> = ["demo"]
+        for dir in directories {
+            guard let d = opendir(dir) else { continue }
+            defer { closedir(d) }
+            while let entry = readdir(d) {
+                let file = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+                if file.hasSuffix(".json"), file.count > 5 { names.insert(String(file.dropLast(5))) }
+            }
+        }
+        return names.sorted()
+    }
 }

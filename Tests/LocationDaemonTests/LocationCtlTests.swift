@@ -105,6 +105,39 @@ import Testing
     }
 }
 
+/// Bundled scenarios by name outside a checkout: an installed locationctl finds them in
+/// ../share/locationd/scenarios from its own directory (`make install`'s $(DATADIR)/locationd/
+/// scenarios), and an unknown name lists where it looked.
+@Suite(.timeLimit(.minutes(5))) struct LocationCtlScenarioTests {
+    @Test func anInstalledLocationctlFindsTheInstalledScenarios() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("ctl-prefix-\(UUID().uuidString.prefix(8))")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let bin = root.appendingPathComponent("bin"), scenarios = root.appendingPathComponent("share/locationd/scenarios")
+        let elsewhere = root.appendingPathComponent("elsewhere")
+        for dir in [bin, scenarios, elsewhere] { try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true) }
+        // A copy, not a link: the executable's own path (/proc/self/exe) is what is resolved.
+        let locationctl = bin.appendingPathComponent("locationctl")
+        try FileManager.default.copyItem(at: LocationCtlReplayTests.locationctl, to: locationctl)
+        try FileManager.default.copyItem(at: ConfigTests.repo.appendingPathComponent("Scenarios/delivery.json"),
+                                         to: scenarios.appendingPathComponent("delivery.json"))
+
+        let truth = elsewhere.appendingPathComponent("delivery.truth")
+        let found = try LocationCtlReplayTests.run(["simulate", "delivery", "--output", "/dev/null", "--truth", truth.path],
+                                                   executable: locationctl, directory: elsewhere)
+        #expect(found.status == 0, "\(found.err)")
+        let expected = try LocationCtlReplayTests.run(["simulate", "Scenarios/delivery.json", "--output", "/dev/null", "--truth", "/dev/stdout"],
+                                                      directory: ConfigTests.repo)
+        #expect(try String(contentsOf: truth, encoding: .utf8) == expected.out)
+
+        let unknown = try LocationCtlReplayTests.run(["evaluate", "nosuch"], executable: locationctl, directory: elsewhere)
+        #expect(unknown.status == 1, "\(unknown.err)")
+        // Where it looked (symbolic links in the temporary path resolved, as /proc/self/exe has them).
+        let installed = scenarios.resolvingSymlinksInPath().path
+        #expect(unknown.err == "Error: no scenario 'nosuch': no file 'nosuch', and no nosuch.json in ./Scenarios or \(installed) (where make install puts the bundled ones); give a scenario file's path or one of: delivery, demo\n",
+                "\(unknown.err)")
+    }
+}
+
 /// `locationctl help SUBCOMMAND` reads as written: a discussion's hard-wrapped source lines
 /// are one paragraph (they came out as lines of one or two words), and no option states its
 /// default twice (ArgumentParser appends `(default: …)` itself).
