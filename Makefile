@@ -86,7 +86,8 @@ install-files:
 	else \
 		install -m 0644 Config/locationd.toml "$$conf"; \
 	fi
-	install -m 0644 docs/systemd.md docs/configuration.md docs/protocol.md README.md "$(DESTDIR)$(DOCDIR)/"
+	@# Every doc: they point to each other (privacy.md, regions.md, semantics.md, …).
+	install -m 0644 README.md docs/*.md "$(DESTDIR)$(DOCDIR)/"
 	install -m 0644 Scenarios/*.json "$(DESTDIR)$(SCENARIODIR)/"
 	@[ "$(abspath $(BINDIR)/../share)" = "$(abspath $(DATADIR))" ] || \
 		echo "note: locationctl looks for scenarios by name in $(abspath $(BINDIR)/../share)/locationd/scenarios, not $(SCENARIODIR); give their paths (locationctl simulate $(SCENARIODIR)/demo.json)" >&2
