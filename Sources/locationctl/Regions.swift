@@ -112,13 +112,29 @@ struct Regions: AsyncParsableCommand {
             let batch = Array(regions[start..<end])
             let reply: ServerMessage
             do { reply = try await client.request { .regionsAdd(id: $0, regions: batch) } } catch let e as ProtocolError {
-                throw RuntimeError("locationd refused regions \(start + 1)…\(end) (the \(start) before were registered): \(e.code.rawValue): \(e.message)")
+                throw RuntimeError("locationd refused \(Self.refused(start..<end, of: regions)): \(e.code.rawValue): \(e.message)")
             }
             guard case .regionsChanged(_, _, _, let r) = reply else { throw RuntimeError("unexpected reply from locationd: \(reply.line)") }
             registered = r
             start = end
         }
         print("added \(regions.count); \(registered) registered")
+    }
+}
+
+extension Regions {
+    /// The regions of a refused request, and whether any were registered before it (each
+    /// request is all-or-nothing; the earlier ones stay).
+    static func refused(_ batch: Range<Int>, of regions: [Region]) -> String {
+        if regions.count == 1 { return "region '\(regions[0].id)'; it was not registered" }
+        let which = batch.count == 1 ? "region \(batch.lowerBound + 1) ('\(regions[batch.lowerBound].id)')"
+                                     : "regions \(batch.lowerBound + 1)…\(batch.upperBound)"
+        let n = batch.lowerBound
+        let before = n == 0 ? "none of the \(regions.count) were registered"
+            : "the \(n) before \(batch.count == 1 ? "it" : "them") \(n == 1 ? "was" : "were") registered"
+        let after = regions.count - batch.upperBound
+        let unsent = after == 0 ? "" : ", the \(after) after \(batch.count == 1 ? "it" : "them") not sent"
+        return "\(which) of \(regions.count); \(before)\(unsent)"
     }
 }
 

@@ -156,6 +156,36 @@ import Testing
         #expect(typo.status == 64 && typo.err.contains("give region ids or --all"), "\(typo.err)")
     }
 
+    /// A refused add says which regions were refused and whether any went in before: regions go
+    /// 200 to a request, each all-or-nothing (a refused first region read "regions 1…1 (the 0
+    /// before were registered)").
+    @Test func refusedRegionsSayWhatWasRegistered() async throws {
+        let daemon = try await Self.daemon(rule: "authorization = \"always\"\naccuracy = \"precise\"\n[regions]\nmax_registered = 200\n")
+        defer { daemon.stop() }
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ctl-add-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        func geojson(_ ids: [String]) throws -> String {
+            let features = ids.map { #"{"type":"Feature","geometry":{"type":"Point","coordinates":[13.4,52.5]},"properties":{"id":"\#($0)","radius":50}}"# }
+            let file = dir.appendingPathComponent("\(ids.count).geojson")
+            try Data((#"{"type":"FeatureCollection","features":["# + features.joined(separator: ",") + "]}").utf8).write(to: file)
+            return file.path
+        }
+        let many = try LocationCtlReplayTests.run(["regions", "import", try geojson((1...201).map { "r\($0)" }), "--socket", daemon.socketPath])
+        #expect(many.status == 1, "\(many.err)")
+        #expect(many.err.hasPrefix("Error: locationd refused region 201 ('r201') of 201; the 200 before it were registered: "), "\(many.err)")
+        let listed = try LocationCtlReplayTests.run(["regions", "list", "--socket", daemon.socketPath])
+        #expect(listed.out.split(separator: "\n").count == 200, "\(listed.err)")
+
+        let two = try LocationCtlReplayTests.run(["regions", "import", try geojson(["a", "b"]), "--socket", daemon.socketPath])
+        #expect(two.status == 1, "\(two.err)")
+        #expect(two.err.hasPrefix("Error: locationd refused regions 1…2 of 2; none of the 2 were registered: "), "\(two.err)")
+        let one = try LocationCtlReplayTests.run(["regions", "add", "home", "--latitude", "52.5", "--longitude", "13.4",
+                                                  "--radius", "50", "--socket", daemon.socketPath])
+        #expect(one.status == 1, "\(one.err)")
+        #expect(one.err.hasPrefix("Error: locationd refused region 'home'; it was not registered: "), "\(one.err)")
+    }
+
     /// No daemon at the socket is not a usage error: exit 1 with the socket and what to do.
     @Test func noDaemonExitsOneNamingTheSocket() throws {
         for command in [["status"], ["watch"], ["regions", "list"]] {
