@@ -217,6 +217,8 @@ func connect(path: String, wait: Double) async throws -> LocationClient {
     while true {
         do {
             return try await LocationClient.connect(path: path)
+        } catch LocationClientError.system(_, errno: EACCES) {
+            throw RuntimeError(permissionDenied(path))  // waiting does not change who may connect
         } catch {
             if ContinuousClock.now >= deadline {
                 throw RuntimeError("cannot connect to locationd at \(path): \(error) (is locationd running? --socket or $LOCATIOND_SOCKET select another socket)")
@@ -224,6 +226,28 @@ func connect(path: String, wait: Double) async throws -> LocationClient {
             try await Task.sleep(for: .milliseconds(100))  // polling for the daemon to come up, not synchronisation
         }
     }
+}
+
+/// EACCES on connect: the socket is mode 0660 (docs/systemd.md, "The location group"), so
+/// the user is not in its group, or joined it after logging in.
+func permissionDenied(_ path: String) -> String {
+    let user = getpwuid(getuid()).map { String(cString: $0.pointee.pw_name) } ?? "$USER"
+    let denied = "cannot connect to locationd at \(path): permission denied"
+    let see = "docs/systemd.md, \"The location group\""
+    var st = stat()
+    guard stat(path, &st) == 0 else {
+        return "\(denied) (user \(user) cannot reach the socket: \(String(cString: strerror(errno)))); its directory must be searchable, "
+            + "and the socket's group (location) must include the user: sudo usermod -aG location \(user), then log in again (\(see))"
+    }
+    guard st.st_gid != 0 else {
+        // Not worth a membership of root: a daemon started by hand as root made the socket.
+        return "\(denied): the socket's group is root, so only root may connect (locationd started by hand as root makes "
+            + "its socket with its own group); run it from the units, whose socket is for group location (\(see))"
+    }
+    let group = getgrgid(st.st_gid).map { String(cString: $0.pointee.gr_name) } ?? "\(st.st_gid)"
+    return "\(denied): only root and members of the socket's group '\(group)' may connect, and user \(user) is not one "
+        + "in this login; add it with sudo usermod -aG \(group) \(user), then log in again (a login started before "
+        + "keeps its old groups; \(see))"
 }
 
 /// Fixed-point text for human output.

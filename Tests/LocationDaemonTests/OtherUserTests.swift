@@ -154,6 +154,47 @@ struct OtherUserTests {
         #expect(me.uid == 0 && me.session == StatusReply.SessionGrant(authorization: .always, accuracy: .precise))
     }
 
+    /// locationctl run by a user outside the socket's group (mode 0660) is told the group and
+    /// how to join it, not only "Permission denied"; a member connects; a socket of group root
+    /// (a daemon started by hand as root) is not answered with "join root".
+    @Test(.enabled("user 'nobody' cannot run the built locationctl (a parent folder is not searchable by others)") {
+        let check = Process()
+        check.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        check.arguments = ["--reuid=nobody", "--regid=nogroup", "--clear-groups", "/usr/bin/test", "-x", LocationCtlReplayTests.locationctl.path]
+        try check.run()
+        check.waitUntilExit()
+        return check.terminationStatus == 0
+    })
+    func locationctlOutsideTheSocketsGroupIsToldHowToJoinIt() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("locationd-group-\(UUID().uuidString.prefix(8))")
+        let daemon = try DaemonProcess(arguments: ["--gpsd", "127.0.0.1:1"], database: "none", directory: dir)
+        defer { daemon.stop() }
+        try await daemon.connect().close()  // waits for the socket
+        chmod(dir.path, 0o755)
+        let group = try #require(getgrnam("daemon")).pointee.gr_gid
+        #expect(chown(daemon.socketPath, 0, group) == 0 && chmod(daemon.socketPath, 0o660) == 0)
+        func statusAsNobody(groups: String) throws -> (status: Int32, out: String, err: String) {
+            try LocationCtlReplayTests.run(["--reuid=nobody", "--regid=nogroup", groups, LocationCtlReplayTests.locationctl.path,
+                                            "status", "--socket", daemon.socketPath],
+                                           executable: URL(fileURLWithPath: "/usr/bin/setpriv"))
+        }
+
+        let outside = try statusAsNobody(groups: "--clear-groups")
+        #expect(outside.status == 1, "\(outside.err)")
+        #expect(outside.err == "Error: cannot connect to locationd at \(daemon.socketPath): permission denied: only root and members of the socket's group 'daemon' may connect, and user nobody is not one in this login; add it with sudo usermod -aG daemon nobody, then log in again (a login started before keeps its old groups; docs/systemd.md, \"The location group\")\n",
+                "\(outside.err)")
+
+        let member = try statusAsNobody(groups: "--groups=\(group)")
+        #expect(member.status == 0, "\(member.err)")
+        #expect(member.out.contains("source:"), "\(member.out)")
+
+        #expect(chown(daemon.socketPath, 0, 0) == 0)
+        let rootGroup = try statusAsNobody(groups: "--clear-groups")
+        #expect(rootGroup.status == 1, "\(rootGroup.err)")
+        #expect(rootGroup.err.contains("permission denied: the socket's group is root, so only root may connect") && !rootGroup.err.contains("usermod"),
+                "\(rootGroup.err)")
+    }
+
     /// The daemon as the unprivileged user it runs as under the shipped unit: without
     /// CAP_SYS_PTRACE it cannot read another user's executable (and says so at start); with it
     /// (the unit's AmbientCapabilities=) it can, and a rule naming the executable matches.
