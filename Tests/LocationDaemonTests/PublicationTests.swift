@@ -58,10 +58,16 @@ import Testing
         recorder.events.removeAll()
         hub.submit(Self.fix(2237))
         #expect(recorder.events.isEmpty, "sent at the regained fix: \(recorder.events)")
-        for s in 2238..<2401 {
+        for s in 2238..<2400 {
             loop.advanceTime(by: .seconds(1))
             hub.submit(Self.fix(s))
         }
+        #expect(recorder.events.isEmpty, "sent at a report: \(recorder.events)")
+        // The clock passes 2400 s: the tick publishes (the report at 2400 s would not).
+        loop.advanceTime(by: .seconds(1))
+        hub.submit(Self.fix(2400))
+        #expect(recorder.events.isEmpty, "sent at the report at 2400 s: \(recorder.events)")
+        loop.advanceTime(by: .milliseconds(1))
         #expect(recorder.events.first == .status(.fix, time: Self.t0.adding(seconds: 2400)), "\(recorder.events)")
         try loop.syncShutdownGracefully()
     }

@@ -23,6 +23,9 @@ public struct ProgramEvent: Hashable, Sendable {
     var monitors: [ProgramID: Monitor] = [:]
     /// Programs in hand-over order: events of one fix come out in a repeatable order.
     var order: [ProgramID] = []
+    /// Coarse visits of programs whose detector holding them went away, queued at the next
+    /// publication (`Engine.queueHeldVisits`).
+    var heldEvents: [ProgramEvent] = []
 
     /// Another connection of `program` hands over its detectors (docs/semantics.md,
     /// "Background", several connections): at the accuracy the program's background detectors
@@ -64,13 +67,21 @@ public struct ProgramEvent: Hashable, Sendable {
     }
 
     mutating func handlePublished(_ shown: Fix?, privacy: ApproximateLocation, into out: inout [ProgramEvent]) {
+        releaseHeldEvents(into: &out)
         for p in order where monitors[p]!.extras.approximate {
             monitors[p]!.extras.offerPublished(shown, privacy: privacy) { out.append(ProgramEvent(program: p, event: $0)) }
         }
     }
 
+    mutating func releaseHeldEvents(into out: inout [ProgramEvent]) {
+        guard !heldEvents.isEmpty else { return }
+        out += heldEvents
+        heldEvents.removeAll()
+    }
+
     /// Every held visit goes out now (the daemon stops): queued, they survive the restart.
     mutating func releaseHeldVisits(privacy: ApproximateLocation, into out: inout [ProgramEvent]) {
+        releaseHeldEvents(into: &out)
         for p in order where !monitors[p]!.extras.heldVisits.isEmpty {
             monitors[p]!.extras.releaseVisits(privacy: privacy) { out.append(ProgramEvent(program: p, event: $0)) }
         }
@@ -97,10 +108,13 @@ extension Engine {
         return options
     }
 
-    /// Held visits with nowhere to be held any more go to the program's queue now, coarse.
+    /// Held visits whose detector goes away (a take-back into a subscription without them, a
+    /// hand-over at the other accuracy) stay the program's, coarse, and are queued at the next
+    /// publication like the rest: not at the moment the program chose, which would let it time
+    /// their detection by polling `queued`.
     mutating func queueHeldVisits(of extras: inout SubscriptionExtras?, for program: ProgramID) {
         guard extras != nil, !extras!.heldVisits.isEmpty else { return }
-        extras!.releaseVisits(privacy: privacy) { programEvents.append(ProgramEvent(program: program, event: $0)) }
+        extras!.releaseVisits(privacy: privacy) { background.heldEvents.append(ProgramEvent(program: program, event: $0)) }
     }
 
     /// The daemon stops: visits held for the next publication are queued for their programs

@@ -86,10 +86,10 @@ public struct Engine: Sendable {
                                    extras: SubscriptionExtras(options: options),
                                    approximate: options.accuracy == .approximate)
             let i: Int
-            var held: [Visit] = []
+            var previous: SubscriptionExtras?
             if let existing = indexByID[id] {
                 i = existing
-                held = subscriptions[i].extras?.heldVisits ?? []
+                previous = subscriptions[i].extras
                 subscriptions[i] = sub
             } else {
                 i = subscriptions.count
@@ -101,12 +101,19 @@ public struct Engine: Sendable {
             // nothing that was not already published).
             guard sub.approximate else {
                 out.append(Delivery(subscriber: id, event: .status(sourceState, time: lastFix?.time)))
-                // Visits held for the next publication: a precise subscription may have them now.
-                if sub.extras?.visits != nil { for v in held { out.append(Delivery(subscriber: id, event: .visit(v))) } }
+                // Visits held for the next publication, detected while approximate: as they
+                // would have been sent (coarse), now that the subscription may have visits at once.
+                if sub.extras?.visits != nil, previous != nil {
+                    previous!.releaseVisits(privacy: privacy) { out.append(Delivery(subscriber: id, event: $0)) }
+                }
                 return
             }
-            // Held visits wait on for the publication, if visits are still wanted.
-            if subscriptions[i].extras?.visits != nil { subscriptions[i].extras!.heldVisits = held }
+            // Held visits wait on for the publication, if visits are still wanted (an
+            // unsubscribe, or a subscription without visits, drops them as any later event).
+            if subscriptions[i].extras?.visits != nil, let previous, previous.approximate {
+                subscriptions[i].extras!.heldVisits = previous.heldVisits
+                subscriptions[i].extras!.visitCell = previous.visitCell
+            }
             let (state, time) = approximateStatus
             out.append(Delivery(subscriber: id, event: .status(state, time: time)))
             if options.events.contains(.location), let shown = privacy.publishedFix,
@@ -163,10 +170,10 @@ public struct Engine: Sendable {
     }
 
     /// What was published changed (an epoch began, or the first fix came): approximate
-    /// subscriptions see the location and significant changes as of the epoch's start (after
-    /// its state, `showApproximateState`). Nothing reaches them between publications, so
-    /// nothing they receive is timed finer than an epoch (visits aside: docs/privacy.md, "What
-    /// it does not hide").
+    /// subscriptions see the location as of the epoch's start, the visits held since the last
+    /// one, and significant changes (after its state, `showApproximateState`). Nothing
+    /// reaches them between publications, so nothing they receive is timed finer than an
+    /// epoch (docs/privacy.md, "Publication epochs").
     mutating func publishApproximate(into out: inout [Delivery]) {
         let shown = privacy.publishedFix
         for i in subscriptions.indices where subscriptions[i].approximate {

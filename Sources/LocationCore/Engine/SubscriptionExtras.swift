@@ -106,7 +106,9 @@ public struct EventKinds: OptionSet, Hashable, Sendable {
         if visits != nil, let v = other.visits, v.parameters == visits!.parameters { visits = v; visitCell = other.visitCell }
         if significant != nil, let s = other.significant, s.parameters == significant!.parameters { significant = s }
         guard visits != nil else { return false }
-        heldVisits = other.heldVisits + heldVisits
+        // This subscription's own detector may hold the same visit (two connections watched
+        // the same stay): once.
+        heldVisits = other.heldVisits + heldVisits.filter { !other.heldVisits.contains($0) }
         return true
     }
 }

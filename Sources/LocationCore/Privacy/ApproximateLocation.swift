@@ -175,6 +175,11 @@ public struct ApproximateLocation: Sendable {
     /// Counts changes of what is published: the engine tells approximate subscriptions only
     /// when it moved (one comparison per input).
     public private(set) var publications: UInt64 = 0
+    /// Whether an epoch's first report publishes (a replay), or only the shell's ticks do
+    /// after the very first report (a live source): then no publication ever happens at the
+    /// moment of a report, so none is timed by what the receiver did then (its fix regained,
+    /// or a clock glitch), only by the clock.
+    public var publishesAtReports = true
 
     /// Approximate programs learn of a cell change only at the next multiple of this many
     /// seconds of fix time, stamped with it: however many subscriptions a program opens, a
@@ -201,15 +206,15 @@ public struct ApproximateLocation: Sendable {
     /// Feeds a precise fix; returns whether the device's cell changed.
     @discardableResult
     public mutating func offer(_ fix: Fix) -> Bool {
+        // What is published at an epoch's first input is the state from before that input: a
+        // change is never shown at the fix that made it.
+        let first = publishedAt == nil
+        if publishesAtReports || first { publish(at: fix.time) }
         if restored, let current = cell {
             restored = false
             // Carried away while the daemon was down: this fix sets the cell, as a first fix.
             if grid.outside(fix.coordinate, grown: current) { cell = nil }
         }
-        // What is published at an epoch's first input is the state from before that input: a
-        // change is never shown at the fix that made it.
-        let first = publishedAt == nil
-        publish(at: fix.time)
         receiver = .fix
         defer { if first { showFirst() } }
         guard fix.horizontalAccuracy.map({ $0 <= maximumAccuracy }) ?? false || cell == nil else { return false }
@@ -227,7 +232,7 @@ public struct ApproximateLocation: Sendable {
     /// state approximate programs are shown follows at the next epoch, as a cell change does.
     public mutating func offerNoFix(at time: Timestamp?) {
         let first = publishedAt == nil && time != nil
-        if let time { publish(at: time) }
+        if let time, publishesAtReports || first { publish(at: time) }
         receiver = .noFix
         if first { showFirst() }
     }
@@ -297,7 +302,7 @@ public struct ApproximateLocation: Sendable {
     /// shows no cell the location events do not; times rounded down to 15 minutes. (A
     /// departure repeats its arrival's cell: `SubscriptionExtras`.)
     public func approximate(_ v: Visit) -> Visit {
-        let shown = published ?? cell ?? grid.cell(of: v.coordinate).cell
+        let shown = published ?? (publishedAt == nil ? cell : nil) ?? grid.cell(of: v.coordinate).cell
         return Visit(kind: v.kind, arrival: Self.coarse(v.arrival), departure: v.departure.map(Self.coarse),
                      coordinate: grid.centre(of: shown), horizontalAccuracy: grid.reportedAccuracy(of: shown))
     }

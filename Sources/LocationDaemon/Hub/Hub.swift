@@ -97,6 +97,7 @@ public final class Hub: Sendable {
         self.logger = logger
         let state = State()
         state.engine.regionLimits = regionLimits
+        state.engine.privacy.publishesAtReports = !publicationTicks
         self.box = NIOLoopBoundBox.makeBoxSendingValue(state, as: State.self, eventLoop: eventLoop)
     }
 
@@ -327,7 +328,11 @@ public final class Hub: Sendable {
     /// Sets the approximate-location grid's secret (before the first fix).
     public var privacySecret: UInt64 {
         get { 0 }
-        set { box.value.engine.privacy = ApproximateLocation(grid: PrivacyGrid(secret: newValue)) }
+        set {
+            var privacy = ApproximateLocation(grid: PrivacyGrid(secret: newValue))
+            privacy.publishesAtReports = !publicationTicks
+            box.value.engine.privacy = privacy
+        }
     }
 
     // MARK: Regions (on the loop; docs/regions.md)
