@@ -179,7 +179,7 @@ final class DaemonService: Sendable {
             }
             if let state, lastState.withLock({ old in defer { old = state }; return old != state }) {
                 if case .fix(let fix) = input {
-                    // Rounded unless log.precise_coordinates (design.md "Logs").
+                    // Rounded unless log.precise_coordinates (docs/configuration.md).
                     logger.info("source state", metadata: ["state": "\(state.rawValue)", "position": "\(logControl.describe(fix.coordinate))"])
                 } else {
                     logger.info("source state", metadata: ["state": "\(state.rawValue)"])

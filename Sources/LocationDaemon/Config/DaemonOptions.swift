@@ -34,7 +34,7 @@ public struct DaemonOptions: Sendable, Equatable {
     public var replayLoop = false
     // [log]
     public var logLevel = "info"
-    /// Log coordinates as received; off: rounded to 0.01° (≈ 1 km), see design.md "Logs".
+    /// Log coordinates as received; off: rounded to 0.01° (≈ 1 km), see docs/configuration.md, log.precise_coordinates.
     public var preciseCoordinates = false
     // [regions]
     /// Regions evaluated per fix per program (the rest rotate in by distance); 0 = all.

@@ -26,7 +26,7 @@ public final class LogControl: Sendable {
     private static func index(_ level: Logger.Level) -> Int { Logger.Level.allCases.firstIndex(of: level) ?? 2 }
 
     /// A coordinate for a log line. The journal is readable by more people than the socket
-    /// (design.md "Logs"): unless `preciseCoordinates`, rounded to 0.01° (≈ 1.1 km north–south,
+    /// (docs/configuration.md, log.precise_coordinates): unless `preciseCoordinates`, rounded to 0.01° (≈ 1.1 km north–south,
     /// less east–west away from the equator) and marked so.
     public func describe(_ c: Coordinate) -> String {
         if preciseCoordinates { return "\(c.latitude),\(c.longitude)" }
