@@ -590,30 +590,29 @@ import Testing
         out += engine.handle(.subscribe(SubscriberID(1), o))
         out += parked(&engine, 400..<700)
         #expect(arrivals(out, SubscriberID(1)) == 1, "re-subscribed")
+        // Held at 400 s, when its connection goes away.
+        func handedOverAt400() -> Engine {
+            var engine = Self.engine()
+            _ = engine.handle(.subscribe(SubscriberID(1), o))
+            _ = parked(&engine, 0..<400)
+            engine.handOver(SubscriberID(1), to: ProgramID("p"), options: o)
+            return engine
+        }
         // Handed over at 400 s: the background monitor sends it at the publication.
-        engine = Self.engine()
-        _ = engine.handle(.subscribe(SubscriberID(1), o))
-        _ = parked(&engine, 0..<400)
-        engine.handOver(SubscriberID(1), to: ProgramID("p"), options: o)
+        engine = handedOverAt400()
         _ = parked(&engine, 400..<700)
         var queued: [ProgramEvent] = []
         engine.drainProgramEvents(into: &queued)
         #expect(queued.filter { if case .visit = $0.event { true } else { false } }.count == 1, "handed over: \(queued)")
         // Handed over at 400 s and taken back at 450 s: the new subscription sends it.
-        engine = Self.engine()
-        _ = engine.handle(.subscribe(SubscriberID(1), o))
-        _ = parked(&engine, 0..<400)
-        engine.handOver(SubscriberID(1), to: ProgramID("p"), options: o)
+        engine = handedOverAt400()
         _ = parked(&engine, 400..<450)
         out = engine.handle(.subscribe(SubscriberID(2), o))
         engine.takeBack(ProgramID("p"), into: SubscriberID(2))
         out += parked(&engine, 450..<700)
         #expect(arrivals(out, SubscriberID(2)) == 1, "taken back")
         // Handed over at 400 s, and the daemon stops at 450 s: queued at once.
-        engine = Self.engine()
-        _ = engine.handle(.subscribe(SubscriberID(1), o))
-        _ = parked(&engine, 0..<400)
-        engine.handOver(SubscriberID(1), to: ProgramID("p"), options: o)
+        engine = handedOverAt400()
         _ = parked(&engine, 400..<450)
         engine.drainProgramEvents(into: &queued)
         engine.releaseHeldVisits()

@@ -1,7 +1,8 @@
 import Foundation
 import LocationCore
-import Testing
 @testable import LocationDaemon
+import Logging
+import Testing
 
 /// The source's connection logic against `FakeGPSD`, a scripted gpsd on a real TCP port:
 /// reconnects, what is reported when, framing of gpsd's byte stream, stop and release.
@@ -28,10 +29,12 @@ struct GPSDSourceLogicTests {
     static func noFix(_ s: Int) -> String { #"{"class":"TPV","device":"/dev/ttyACM0","mode":1,"time":"\#(iso(s))"}"# }
     static let endOfLog = #"{"class":"DEVICE","path":"tcp://x","driver":"NMEA0183","activated":0}"#
 
-    static func source(port: Int, backoff: (Double, Double) = (0.001, 0.004), recorder: EventRecorder) -> GPSDSource {
+    static func source(port: Int, backoff: (Double, Double) = (0.001, 0.004), recorder: EventRecorder = EventRecorder(),
+                       log: CapturedLog? = nil) -> GPSDSource {
         GPSDSource(configuration: .init(host: "127.0.0.1", port: String(port),
                                         initialBackoff: backoff.0, maximumBackoff: backoff.1),
-                   sink: recorder.sink, onDeviceDeactivated: recorder.deviceDeactivated)
+                   sink: recorder.sink, onDeviceDeactivated: recorder.deviceDeactivated,
+                   logger: log?.logger ?? Logger(label: "locationd", factory: { _ in SwiftLogNoOpLogHandler() }))
     }
 
     /// A gpsd that accepts, sends a report and then never writes again (hung): the silent
@@ -208,8 +211,7 @@ struct GPSDSourceLogicTests {
         let port = Int(try GPSDHarness.freePort())
         let log = CapturedLog()
         let recorder = EventRecorder()
-        let source = GPSDSource(configuration: .init(host: "127.0.0.1", port: String(port), initialBackoff: 0.001, maximumBackoff: 0.004),
-                                sink: recorder.sink, logger: log.logger)
+        let source = Self.source(port: port, recorder: recorder, log: log)
         source.start()
         defer { source.stop() }
         #expect(await waitUntil { log.messages(.trace).count >= 5 })
@@ -236,8 +238,7 @@ struct GPSDSourceLogicTests {
     @Test func aChangedReasonIsWarnedAgain() async throws {
         let port = Int(try GPSDHarness.freePort())
         let log = CapturedLog()
-        let source = GPSDSource(configuration: .init(host: "127.0.0.1", port: String(port), initialBackoff: 0.001, maximumBackoff: 0.004),
-                                sink: { _ in }, logger: log.logger)
+        let source = Self.source(port: port, log: log)
         source.start()
         defer { source.stop() }
         #expect(await waitUntil { source.statistics.failedAttempts >= 3 })
@@ -259,8 +260,7 @@ struct GPSDSourceLogicTests {
     @Test func aReleaseStartsTheWarningsOver() async throws {
         let port = Int(try GPSDHarness.freePort())
         let log = CapturedLog()
-        let source = GPSDSource(configuration: .init(host: "127.0.0.1", port: String(port), initialBackoff: 0.001, maximumBackoff: 0.004),
-                                sink: { _ in }, logger: log.logger)
+        let source = Self.source(port: port, log: log)
         source.start()
         defer { source.stop() }
         #expect(await waitUntil { source.statistics.failedAttempts >= 3 })

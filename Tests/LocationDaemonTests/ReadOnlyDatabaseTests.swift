@@ -35,6 +35,15 @@ struct ReadOnlyDatabaseTests {
         return dir
     }
 
+    /// A database made (as root) in a new directory owned by `user`.
+    static func databaseInUsersDirectory(_ user: (uid: uid_t, gid: gid_t)) throws -> (dir: URL, database: String) {
+        let dir = try temporaryDirectory()
+        let database = dir.appendingPathComponent("locationd.db").path
+        chown(dir.path, user.uid, user.gid)
+        try makeDatabase(at: database)
+        return (dir, database)
+    }
+
     /// The daemon's exit status, or nil when it started instead (its socket answered).
     static func exitStatus(of daemon: DaemonProcess) async -> Int32? {
         if let client = try? await daemon.connect(timeout: 20) {
@@ -65,11 +74,8 @@ struct ReadOnlyDatabaseTests {
     func aDatabaseFileTheDaemonsUserCannotWriteStopsTheStart() async throws {
         let user = try Self.daemonUser()
         for mode: mode_t in [0o644, 0o600] {
-            let dir = try Self.temporaryDirectory()
+            let (dir, database) = try Self.databaseInUsersDirectory(user)
             defer { try? FileManager.default.removeItem(at: dir) }
-            let database = dir.appendingPathComponent("locationd.db").path
-            chown(dir.path, user.uid, user.gid)
-            try Self.makeDatabase(at: database)
             chmod(database, mode)
             let message = mode == 0o644 ? """
                 \(database): opened read-only (the file is not writable by user daemon, uid \(user.uid)); \
@@ -91,11 +97,8 @@ struct ReadOnlyDatabaseTests {
     func aWALTheDaemonsUserCannotWriteStopsTheStart() async throws {
         let user = try Self.daemonUser()
         for mode: mode_t in [0o644, 0o600] {
-            let dir = try Self.temporaryDirectory()
+            let (dir, database) = try Self.databaseInUsersDirectory(user)
             defer { try? FileManager.default.removeItem(at: dir) }
-            let database = dir.appendingPathComponent("locationd.db").path
-            chown(dir.path, user.uid, user.gid)
-            try Self.makeDatabase(at: database)
             chown(database, user.uid, user.gid)
             #expect(FileManager.default.createFile(atPath: database + "-wal", contents: nil, attributes: [.posixPermissions: Int(mode)]))
             try await Self.expectRefusal(database: database, launcher: Self.asDaemonUser, message: """
