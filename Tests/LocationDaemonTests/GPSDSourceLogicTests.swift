@@ -256,6 +256,20 @@ struct GPSDSourceLogicTests {
         #expect(zip(warnings, warnings.dropFirst()).allSatisfy { $0 != $1 }, "a reason warned twice in a row: \(warnings)")
     }
 
+    /// A gpsd that accepts and closes every connection before saying anything (at its client
+    /// limit, or not gpsd) is retried with a growing delay, not at the shortest one forever:
+    /// only a gpsd that speaks resets the backoff.
+    @Test func aGPSDThatClosesAtOnceIsRetriedWithBackoff() async throws {
+        let port = Int(try GPSDHarness.freePort())
+        let gpsd = try FakeGPSD(port: port, steps: Array(repeating: FakeGPSD.Step(chunks: [], close: true), count: 10_000))
+        defer { gpsd.shutdown() }
+        let source = Self.source(port: port)
+        source.start()
+        defer { source.stop() }
+        #expect(await waitUntil { source.statistics.connectionsLost >= 4 })
+        #expect(source.statistics.lastRetryDelay == 0.004, "\(source.statistics)")
+    }
+
     /// Released and wanted again, the first failure is news again.
     @Test func aReleaseStartsTheWarningsOver() async throws {
         let port = Int(try GPSDHarness.freePort())

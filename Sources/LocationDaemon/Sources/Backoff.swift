@@ -1,7 +1,7 @@
 /// Capped exponential backoff for reconnecting to gpsd.
 ///
-/// Delays are `initial`, `2·initial`, `4·initial`, … capped at `maximum`; `reset()` after a
-/// successful connection. With the defaults (0.1 s doubling to 1 s) a gpsd that comes back is
+/// Delays are `initial`, `2·initial`, `4·initial`, … capped at `maximum`; `reset()` once a
+/// connection's gpsd has spoken. With the defaults (0.1 s doubling to 1 s) a gpsd that comes back is
 /// found at most ~1 s (one capped delay, plus one connection attempt) later.
 public struct Backoff: Hashable, Sendable {
     public var initial: Double

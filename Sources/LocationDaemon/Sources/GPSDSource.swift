@@ -87,6 +87,8 @@ public final class GPSDSource: Sendable {
         public var devicesDeactivated = 0
         /// The last error, if any.
         public var lastError: GPSDError?
+        /// The delay before the last retry scheduled, seconds.
+        public var lastRetryDelay: Double?
         public init() {}
     }
 
@@ -285,7 +287,6 @@ public final class GPSDSource: Sendable {
         }
         s.connecting = false
         s.channel = channel
-        s.backoff.reset()
         count { $0.connections += 1 }
         // What libgps's `gps_stream(WATCH_ENABLE | WATCH_JSON)` sends.
         let watch = #"?WATCH={"enable":true,"json":true};"# + "\n"
@@ -377,6 +378,7 @@ public final class GPSDSource: Sendable {
     private func scheduleRetry() {
         let s = state.value
         let delay = s.backoff.next()
+        count { $0.lastRetryDelay = delay }
         let generation = s.generation
         s.retry = eventLoop.scheduleTask(in: .nanoseconds(Int64(delay * 1e9))) { [self] in
             let s = state.value
@@ -398,6 +400,10 @@ public final class GPSDSource: Sendable {
         guard generation == s.generation, s.channel != nil || s.connecting else { return }
         if !s.heard {
             s.heard = true
+            // Only a gpsd that speaks resets the backoff, not a connection that is accepted:
+            // one that accepts and closes at once (at its client limit, or not gpsd) would
+            // otherwise be retried at the shortest delay forever.
+            s.backoff.reset()
             if s.problem != nil {
                 logger.notice("connected to gpsd at \(configuration.address) again\(s.failures > 0 ? " after \(s.failures) failed attempts" : "")")
                 s.problem = nil
