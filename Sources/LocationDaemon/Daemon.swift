@@ -224,7 +224,7 @@ final class DaemonService: Sendable {
             server = try await SocketServer.start(hub: hub, configuration: configuration, logger: logger)
             logger.info("serving", metadata: ["socket": "\(options.socketPath)", "source": "\(hub.sourceDescription)"])
         }
-        if let problem = reloadRecord.removeStale() { logger.warning("\(problem); locationctl reload may take it for a later reload's") }
+        if let problem = reloadRecord.removeStale() { logger.warning("\(problem); locationctl reload may take it for a later reload's: remove it by hand, or make its directory writable by the daemon's user") }
         // The socket accepts connections now, and the store was opened before the group started.
         supervisor.notify("READY=1\nMAINPID=\(getpid())\nSTATUS=\(try await supervisor.currentStatus())")
         supervisor.start()

@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
 /// How a SIGHUP reload ended, as the daemon records it for `locationctl reload` (systemd's
 /// `ExecReload=`), which waits for it: one line in the file `reload` of the daemon's runtime
 /// directory, replaced (written to a temporary file, then renamed) when each reload finishes:
@@ -17,6 +23,14 @@ public struct ReloadRecord: Sendable, Equatable {
     }
 
     public static let fileName = "reload"
+
+    /// CLOCK_MONOTONIC in microseconds: the one clock of `start`, `MONOTONIC_USEC=` and the
+    /// waiter's "asked at" (both sides must read the same clock).
+    public static func now() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) * 1_000_000 + UInt64(ts.tv_nsec) / 1000
+    }
 
     /// CLOCK_MONOTONIC, microseconds, when the reload began.
     public var start: UInt64

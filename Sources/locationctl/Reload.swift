@@ -47,7 +47,7 @@ struct Reload: ParsableCommand {
         guard inotify_add_watch(watch, directory, UInt32(IN_MOVED_TO | IN_CLOSE_WRITE)) >= 0 else {
             throw RuntimeError("cannot watch \(directory) for locationd's reload record: \(String(cString: strerror(errno))); no signal sent. --runtime-directory names the directory locationd runs in (its RuntimeDirectory=, or its socket's directory)")
         }
-        let asked = Self.monotonicMicroseconds()
+        let asked = ReloadRecord.now()
         guard kill(pid, SIGHUP) == 0 else {
             let e = errno
             throw RuntimeError("cannot send SIGHUP to pid \(pid): \(String(cString: strerror(e))) (errno \(e)); is locationd running with that pid? (systemctl show -p MainPID locationd)")
@@ -60,14 +60,14 @@ struct Reload: ParsableCommand {
                 case .failed(let why): throw RuntimeError("locationd (pid \(pid)) refused the reload and keeps its current configuration: \(why)")
                 }
             }
-            let now = Self.monotonicMicroseconds()
+            let now = ReloadRecord.now()
             guard now < deadline else {
                 throw RuntimeError("locationd (pid \(pid)) did not record a finished reload in \(path) within \(Self.seconds(timeout)) s (--timeout); is pid \(pid) locationd, and is \(directory) its runtime directory (--runtime-directory)? Its log says more (journalctl -u locationd)")
             }
             // Woken by the record's rename; at least once a second to see whether the daemon is gone.
             var pfd = pollfd(fd: watch, events: Int16(POLLIN), revents: 0)
             let n = poll(&pfd, 1, Int32(min(deadline - now, 1_000_000) / 1000) + 1)
-            if n < 0 && errno != EINTR { throw RuntimeError("poll: \(String(cString: strerror(errno)))") }
+            if n < 0 && errno != EINTR { throw RuntimeError("cannot wait for locationd's reload record in \(directory) (poll: \(String(cString: strerror(errno)))); the reload may still finish: see journalctl -u locationd") }
             if n > 0 { Self.drain(watch) }
             if kill(pid, 0) != 0 && errno == ESRCH {
                 // It may have finished and then exited: the record decides.
@@ -77,13 +77,6 @@ struct Reload: ParsableCommand {
         }
     }
 
-    /// CLOCK_MONOTONIC in microseconds: the daemon's clock for `MONOTONIC_USEC=` and the record.
-    static func monotonicMicroseconds() -> UInt64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return UInt64(ts.tv_sec) * 1_000_000 + UInt64(ts.tv_nsec) / 1000
-    }
-
     /// Reads the queued inotify events (which file changed does not matter: the record is read again).
     static func drain(_ fd: Int32) {
         var buffer = [UInt8](repeating: 0, count: 4096)
@@ -91,6 +84,6 @@ struct Reload: ParsableCommand {
     }
 
     static func seconds(_ value: Double) -> String {
-        value == value.rounded() && value < 1e15 ? String(Int64(value)) : String(value)
+        value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : String(value)
     }
 }

@@ -150,3 +150,25 @@ extension HeldVisitTests {
         #expect(sentAt == [0, -1200], "sent at inputs \(sentAt) (-N: the tick for N)")
     }
 }
+
+extension HeldVisitTests {
+    /// Taken back into a precise subscription with visits (the program's session became
+    /// precise meanwhile), the held visit is sent to it at once, coarse, as a re-subscribe does.
+    @Test func aVisitHeldInTheBackgroundIsSentCoarseToAPreciseSubscriptionTakingItBack() {
+        var engine = T.engine()
+        _ = engine.handle(.subscribe(SubscriberID(1), Self.visitsOnly))
+        _ = Self.parked(&engine, 0..<10)
+        engine.handOver(SubscriberID(1), to: ProgramID("p"), options: Self.visitsOnly)
+        _ = Self.parked(&engine, 10..<400)  // the arrival is detected and held
+        _ = engine.handle(.subscribe(SubscriberID(2), SubscriptionOptions(events: [.visits])))
+        var out: [Delivery] = []
+        engine.takeBack(ProgramID("p"), into: SubscriberID(2), deliveries: &out)
+        let sent = Self.visits(out, SubscriberID(2))
+        #expect(sent.count == 1 && sent.allSatisfy { T.isCellCentre($0.coordinate) && $0.arrival == ApproximateLocation.coarse($0.arrival) },
+                "sent: \(sent)")
+        var queued: [ProgramEvent] = []
+        _ = Self.parked(&engine, 400..<700)
+        engine.drainProgramEvents(into: &queued)
+        #expect(queued.isEmpty, "queued as well: \(queued)")
+    }
+}

@@ -45,7 +45,7 @@ public struct ProgramEvent: Hashable, Sendable {
             m.extras.visitCell = extras.visitCell
         }
         // Visits the newcomer detected and holds for the next publication are the program's.
-        m.extras.heldVisits += extras.heldVisits.filter { !m.extras.heldVisits.contains($0) }
+        m.extras.mergeHeld(extras.heldVisits)
         if m.extras.significant == nil, let significant = extras.significant {
             m.extras.significant = significant
         }
@@ -126,13 +126,33 @@ extension Engine {
     /// The program subscribed again as `id`: its background detectors' state carries over to
     /// the kinds `id` asked for; the background monitoring ends either way (the new
     /// subscription says what the program wants now). Returns whether there was any.
+    /// Held visits a precise subscription with visits takes are sent to it at once
+    /// (`sendHeldVisits`), appended to `out`.
     @discardableResult
-    public mutating func takeBack(_ program: ProgramID, into id: SubscriberID) -> Bool {
+    public mutating func takeBack(_ program: ProgramID, into id: SubscriberID, deliveries out: inout [Delivery]) -> Bool {
         guard let removed = background.remove(program) else { return false }
         var extras: SubscriptionExtras? = removed
-        if let i = indexByID[id], subscriptions[i].extras != nil, subscriptions[i].extras!.adopt(removed) { extras = nil }
+        if let i = indexByID[id], subscriptions[i].extras != nil {
+            if subscriptions[i].extras!.adopt(removed) { extras = nil } else { sendHeldVisits(of: &extras, to: i, into: &out) }
+        }
         queueHeldVisits(of: &extras, for: program)
         return true
+    }
+
+    /// `takeBack` for tools and tests that look only at the engine's state.
+    @discardableResult
+    public mutating func takeBack(_ program: ProgramID, into id: SubscriberID) -> Bool {
+        var ignored: [Delivery] = []
+        return takeBack(program, into: id, deliveries: &ignored)
+    }
+
+    /// Visits held while approximate, reaching the precise subscription `i` with visits (a
+    /// re-subscribe, a take-back): sent now, coarse as they would have been, since it may have
+    /// visits at once. Others are left in `extras`.
+    mutating func sendHeldVisits(of extras: inout SubscriptionExtras?, to i: Int, into out: inout [Delivery]) {
+        guard extras != nil, !subscriptions[i].approximate, subscriptions[i].extras?.visits != nil else { return }
+        let id = subscriptions[i].id
+        extras!.releaseVisits(privacy: privacy) { out.append(Delivery(subscriber: id, event: $0)) }
     }
 
     /// The options `program`'s background detectors would start afresh with, if it has any.

@@ -1,6 +1,7 @@
 /// The pure core: `(state, input) -> (state, [event])`.
 ///
-/// No I/O, no clock: time comes from fixes. The same engine runs in the daemon (fed by gpsd)
+/// No I/O, no clock: time comes from fixes, and for a live source from the shell's `.tick`
+/// inputs (its estimate of the receiver's time at a publication epoch's start). The same engine runs in the daemon (fed by gpsd)
 /// and in `locationctl replay` (fed by the NMEA parser), so both publish identical events.
 /// Per-fix work is proportional to the number of subscriptions, and `handle` appends to a
 /// caller-owned buffer so the hot path does not allocate once the buffer has grown.
@@ -49,8 +50,7 @@ public struct Engine: Sendable {
             lastFix = fix
             let publications = privacy.publications
             privacy.offer(fix)
-            showApproximateState(into: &out)
-            if privacy.publications != publications { publishApproximate(into: &out) }
+            showApproximate(since: publications, into: &out)
             for i in subscriptions.indices {
                 // Approximate subscriptions hear of locations only at publications (above).
                 if !subscriptions[i].approximate, subscriptions[i].filter.options.events.contains(.location),
@@ -68,8 +68,7 @@ public struct Engine: Sendable {
             setState(.noFix, time: time, into: &out)
             let publications = privacy.publications
             privacy.offerNoFix(at: time)
-            showApproximateState(into: &out)
-            if privacy.publications != publications { publishApproximate(into: &out) }
+            showApproximate(since: publications, into: &out)
         case .source(let state):
             setState(state, time: nil, into: &out)
             if state == .disconnected { privacy.sourceLost() }
@@ -77,8 +76,7 @@ public struct Engine: Sendable {
         case .tick(let time):
             let publications = privacy.publications
             privacy.tick(at: time)
-            showApproximateState(into: &out)
-            if privacy.publications != publications { publishApproximate(into: &out) }
+            showApproximate(since: publications, into: &out)
         case .subscribe(let id, let options):
             // Subscribing again replaces the options and restarts the filters, like setting a
             // new distanceFilter on CLLocationManager.
@@ -101,11 +99,7 @@ public struct Engine: Sendable {
             // nothing that was not already published).
             guard sub.approximate else {
                 out.append(Delivery(subscriber: id, event: .status(sourceState, time: lastFix?.time)))
-                // Visits held for the next publication, detected while approximate: as they
-                // would have been sent (coarse), now that the subscription may have visits at once.
-                if sub.extras?.visits != nil, previous != nil {
-                    previous!.releaseVisits(privacy: privacy) { out.append(Delivery(subscriber: id, event: $0)) }
-                }
+                sendHeldVisits(of: &previous, to: i, into: &out)
                 return
             }
             // Held visits wait on for the publication, if visits are still wanted (an
@@ -114,7 +108,7 @@ public struct Engine: Sendable {
                 subscriptions[i].extras!.heldVisits = previous.heldVisits
                 subscriptions[i].extras!.visitCell = previous.visitCell
             }
-            let (state, time) = approximateStatus
+            let (state, time, _) = approximateStatus
             out.append(Delivery(subscriber: id, event: .status(state, time: time)))
             if options.events.contains(.location), let shown = privacy.publishedFix,
                subscriptions[i].filter.offer(shown) {
@@ -152,16 +146,28 @@ public struct Engine: Sendable {
     /// (that says nothing of the device), but whether the receiver has a fix only as it was at
     /// the current publication epoch's start, stamped with it (docs/privacy.md, "Publication
     /// epochs"): when a device loses or regains its fix says when it went indoors or came out.
-    public var approximateStatus: (state: SourceState, time: Timestamp?) {
+    /// `lastFix`: the published epoch's start when the receiver had a fix then (what an
+    /// approximate status reply shows as its last fix).
+    public var approximateStatus: (state: SourceState, time: Timestamp?, lastFix: Timestamp?) {
         switch sourceState {
-        case .disconnected, .connected: return (sourceState, nil)
-        case .fix, .noFix: return privacy.publishedReceiver.map { ($0, privacy.publishedAt) } ?? (.connected, nil)
+        case .disconnected, .connected: return (sourceState, nil, nil)
+        case .fix, .noFix:
+            guard let shown = privacy.publishedReceiver else { return (.connected, nil, nil) }
+            return (shown, privacy.publishedAt, privacy.publishedFix?.time)
         }
+    }
+
+    /// After an input the privacy stage saw: approximate subscriptions are told a changed state,
+    /// then, if the input made a publication (`ApproximateLocation.publications` moved past
+    /// `since`), what it shows.
+    mutating func showApproximate(since publications: UInt64, into out: inout [Delivery]) {
+        showApproximateState(into: &out)
+        if privacy.publications != publications { publishApproximate(into: &out) }
     }
 
     /// Tells approximate subscriptions a changed state.
     mutating func showApproximateState(into out: inout [Delivery]) {
-        let (state, time) = approximateStatus
+        let (state, time, _) = approximateStatus
         guard state != approximateShown else { return }
         approximateShown = state
         for s in subscriptions where s.approximate {
@@ -169,7 +175,7 @@ public struct Engine: Sendable {
         }
     }
 
-    /// What was published changed (an epoch began, or the first fix came): approximate
+    /// A publication (an epoch began, or the first report came): approximate
     /// subscriptions see the location as of the epoch's start, the visits held since the last
     /// one, and significant changes (after its state, `showApproximateState`). Nothing
     /// reaches them between publications, so nothing they receive is timed finer than an

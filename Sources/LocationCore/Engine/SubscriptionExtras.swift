@@ -98,17 +98,20 @@ public struct EventKinds: OptionSet, Hashable, Sendable {
 
     /// Takes over `other`'s detector state for the kinds both run (same privacy), so a visit in
     /// progress when a program went to the background ends with a departure, not a second arrival.
+    /// Takes `visits` held by another detector of the same program, each once: two
+    /// connections watching the same stay hold the same visit.
+    mutating func mergeHeld(_ visits: [Visit]) {
+        heldVisits += visits.filter { !heldVisits.contains($0) }
+    }
+
     /// Returns whether `other`'s held visits came along too: they do when this one runs
     /// approximate visits; otherwise the caller sends them elsewhere.
-    @discardableResult
     mutating func adopt(_ other: SubscriptionExtras) -> Bool {
         guard other.approximate == approximate else { return false }
         if visits != nil, let v = other.visits, v.parameters == visits!.parameters { visits = v; visitCell = other.visitCell }
         if significant != nil, let s = other.significant, s.parameters == significant!.parameters { significant = s }
         guard visits != nil else { return false }
-        // This subscription's own detector may hold the same visit (two connections watched
-        // the same stay): once.
-        heldVisits = other.heldVisits + heldVisits.filter { !other.heldVisits.contains($0) }
+        mergeHeld(other.heldVisits)
         return true
     }
 }

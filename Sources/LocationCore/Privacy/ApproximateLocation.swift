@@ -170,10 +170,10 @@ public struct ApproximateLocation: Sendable {
     public private(set) var publishedAt: Timestamp?
     /// The receiver's state now (`fix` or `noFix`; nil before its first report), and as
     /// approximate programs are shown it.
-    public private(set) var receiver: SourceState?
+    private(set) var receiver: SourceState?
     public private(set) var publishedReceiver: SourceState?
-    /// Counts changes of what is published: the engine tells approximate subscriptions only
-    /// when it moved (one comparison per input).
+    /// Counts publications (each epoch start, and the first report), whether or not what is
+    /// shown changed: the engine looks for one with one comparison per input.
     public private(set) var publications: UInt64 = 0
     /// Whether an epoch's first report publishes (a replay), or only the shell's ticks do
     /// after the very first report (a live source): then no publication ever happens at the
@@ -277,6 +277,12 @@ public struct ApproximateLocation: Sendable {
         published = cell
         publishedReceiver = receiver
         publications &+= 1
+    }
+
+    /// The start of the publication epoch after the one `t` falls in (when the shell's next
+    /// tick is due).
+    public static func nextEpochStart(after t: Timestamp) -> Timestamp {
+        epochStart(t).adding(seconds: publicationInterval)
     }
 
     /// The start of the publication epoch `t` falls in.

@@ -52,7 +52,7 @@ public struct SignificantChange: Hashable, Sendable {
     /// Offers a fix that needs no accuracy gate and no confirming fix: an approximate program's
     /// published location, a cell the hysteresis moved to and an epoch start showed. Returns it
     /// if it is a significant change.
-    public mutating func offerConfirmed(_ fix: Fix) -> Fix? {
+    mutating func offerConfirmed(_ fix: Fix) -> Fix? {
         if let last = lastDelivered, !qualifies(fix, after: last) { return nil }
         candidate = nil
         lastDelivered = fix

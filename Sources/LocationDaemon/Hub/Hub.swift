@@ -49,7 +49,7 @@ public final class Hub: Sendable {
     private let box: NIOLoopBoundBox<State>
     /// Whether the hub starts publication epochs by its clock (`EngineInput.tick`): for a live
     /// source, not a replay (whose reports are what they are, at any speed).
-    public let publicationTicks: Bool
+    let publicationTicks: Bool
 
     private final class State {
         var engine = Engine()
@@ -130,7 +130,7 @@ public final class Hub: Sendable {
         return HubSnapshot(subscriberCount: s.engine.subscriberCount, state: s.engine.sourceState,
                            lastFix: s.engine.lastFix, sourceDescription: sourceDescription,
                            approximateState: s.engine.approximateStatus.state,
-                           approximateLastFix: s.engine.privacy.publishedFix?.time)
+                           approximateLastFix: s.engine.approximateStatus.lastFix)
     }
 
     /// Runs `body` on the loop once the first subscription has opened (at once if one has): a
@@ -155,18 +155,8 @@ public final class Hub: Sendable {
     /// location an approximate subscription is shown at once included.
     public func subscribe(_ id: SubscriberID, options: SubscriptionOptions, subscriber: any HubSubscriber,
                           afterStatus: () -> Void = {}) {
-        let s = box.value
-        s.subscribers[id] = subscriber
-        s.deliveries.removeAll(keepingCapacity: true)
-        s.engine.handle(.subscribe(id, options), into: &s.deliveries)
-        s.processedInputs &+= 1
-        let deliveries = s.deliveries  // `afterStatus` may use the hub
-        s.lines.startInput()
-        for (n, delivery) in deliveries.enumerated() {
-            if n == 1 { afterStatus() }
-            subscriber.deliver(delivery.event, encoded: s.lines.line(for: delivery.event))
-        }
-        if deliveries.count < 2 { afterStatus() }
+        box.value.subscribers[id] = subscriber
+        withoutActuallyEscaping(afterStatus) { handle(.subscribe(id, options), afterFirstDelivery: $0) }
         updateDemand()
         if !box.value.hadSubscription {
             box.value.hadSubscription = true
@@ -329,9 +319,10 @@ public final class Hub: Sendable {
     public var privacySecret: UInt64 {
         get { 0 }
         set {
-            var privacy = ApproximateLocation(grid: PrivacyGrid(secret: newValue))
-            privacy.publishesAtReports = !publicationTicks
-            box.value.engine.privacy = privacy
+            // A new grid; who publishes (reports or ticks, set at init) stays.
+            let publishesAtReports = box.value.engine.privacy.publishesAtReports
+            box.value.engine.privacy = ApproximateLocation(grid: PrivacyGrid(secret: newValue))
+            box.value.engine.privacy.publishesAtReports = publishesAtReports
         }
     }
 
@@ -537,7 +528,7 @@ public final class Hub: Sendable {
     /// past it when it fires): a wake-up every 10 minutes, whether or not reports come.
     private func scheduleTick(_ s: State) {
         guard let now = estimatedTime(s) else { return }
-        let next = ApproximateLocation.epochStart(now).adding(seconds: ApproximateLocation.publicationInterval + 0.001)
+        let next = ApproximateLocation.nextEpochStart(after: now).adding(seconds: 0.001)
         s.tick = eventLoop.scheduleTask(in: .nanoseconds(Int64((next - now) * 1e9))) { [self] in
             let s = box.value
             s.tick = nil
@@ -564,7 +555,10 @@ public final class Hub: Sendable {
     /// detectors carry over to the subscription, and the background monitoring ends (what the
     /// subscription would hand over is remembered by `subscriptionKept`).
     public func takeBack(_ program: ProgramID, into id: SubscriberID) {
-        guard box.value.engine.takeBack(program, into: id) else { return }
+        let s = box.value
+        var held: [Delivery] = []  // visits held while approximate, for a precise subscription
+        guard s.engine.takeBack(program, into: id, deliveries: &held) else { return }
+        for d in held { deliver(d, s) }
         updateDemand()
         rememberBackground(of: program)
     }
@@ -612,7 +606,9 @@ public final class Hub: Sendable {
     /// How many regions `program` has registered, monitored or suspended.
     public func registeredRegionCount(of program: ProgramID) -> Int { box.value.engine.registeredRegionCount(of: program) }
 
-    private func handle(_ input: EngineInput) {
+    /// `afterFirstDelivery` (a subscribe's) runs right after the input's first delivery (its
+    /// status), or at the end if there is none.
+    private func handle(_ input: EngineInput, afterFirstDelivery: (() -> Void)? = nil) {
         eventLoop.preconditionInEventLoop()
         let s = box.value
         s.deliveries.removeAll(keepingCapacity: true)
@@ -622,11 +618,21 @@ public final class Hub: Sendable {
         // events, is written before its events leave.
         if case .fix = input { persist(s) } else if s.engine.hasProgramEvents { persist(s) }
         if publicationTicks { anchorClock(s, input) }
-        guard !s.deliveries.isEmpty else { return }
         s.lines.startInput()
-        for delivery in s.deliveries {
-            guard let subscriber = s.subscribers[delivery.subscriber] else { continue }
-            subscriber.deliver(delivery.event, encoded: s.lines.line(for: delivery.event))
+        guard let afterFirstDelivery else {
+            for delivery in s.deliveries { deliver(delivery, s) }
+            return
         }
+        let deliveries = s.deliveries  // `afterFirstDelivery` may use the hub
+        for (n, delivery) in deliveries.enumerated() {
+            deliver(delivery, s)
+            if n == 0 { afterFirstDelivery() }
+        }
+        if deliveries.isEmpty { afterFirstDelivery() }
+    }
+
+    private func deliver(_ delivery: Delivery, _ s: State) {
+        guard let subscriber = s.subscribers[delivery.subscriber] else { return }
+        subscriber.deliver(delivery.event, encoded: s.lines.line(for: delivery.event))
     }
 }

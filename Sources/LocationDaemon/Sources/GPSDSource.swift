@@ -348,10 +348,8 @@ public final class GPSDSource: Sendable {
         logger.warning("\(what): \(error.message); retrying with backoff (\(Self.format(configuration.initialBackoff)) s doubling to \(Self.format(configuration.maximumBackoff)) s between attempts), warning again only if the reason changes")
     }
 
-    /// 0.1 → "0.1", 1.0 → "1".
-    static func format(_ seconds: Double) -> String {
-        seconds == seconds.rounded() && abs(seconds) < 1e15 ? String(Int64(seconds)) : String(seconds)
-    }
+    /// 0.1 → "0.1", 1.0 → "1" (as configuration values are written).
+    static func format(_ seconds: Double) -> String { ConfigKey.format(seconds) }
 
     /// The connection of `generation` closed or failed.
     fileprivate func lost(_ error: GPSDError, generation: Int) {

@@ -43,7 +43,7 @@ public final class Database: @unchecked Sendable {
         // only later, at a fix with changes (held, then counted as lost): refused here instead.
         if sqlite3_db_readonly(handle, "main") == 1 {
             let why = Self.unwritable(path)
-            throw StoreError(description: "\(path): opened read-only (\(why?.reason ?? "SQLite would not open it for writing")); \(why?.fix ?? Self.memoryFix)")
+            throw StoreError(description: "\(path): opened read-only (\(why?.reason ?? "SQLite would not open it for writing")); \(why?.fix ?? "check the owner and mode of the file, its -wal and -shm and its directory (the daemon's user must write them), \(Self.memoryFix)")")
         }
         // Another process that holds the file's write lock for a moment (the sqlite3 shell, a
         // backup) makes a write wait up to this long instead of failing it at once, which would

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import LocationProtocol
 
 // The service manager's protocols, spoken natively rather than through libsystemd: each is an
 // environment variable or two and a datagram (https://systemd.io/ — sd_notify(3),
@@ -119,12 +120,9 @@ public struct SystemdNotifier: Sendable {
         return usec
     }
 
-    /// CLOCK_MONOTONIC in microseconds, for `RELOADING=1`'s `MONOTONIC_USEC=`.
-    public static func monotonicMicroseconds() -> UInt64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return UInt64(ts.tv_sec) * 1_000_000 + UInt64(ts.tv_nsec) / 1000
-    }
+    /// CLOCK_MONOTONIC in microseconds, for `RELOADING=1`'s `MONOTONIC_USEC=` (the reload
+    /// record's clock too).
+    public static func monotonicMicroseconds() -> UInt64 { ReloadRecord.now() }
 }
 
 /// Socket activation: the listening socket systemd passed (locationd.socket), if any.
