@@ -11,8 +11,9 @@
 #   footprint     idle RSS, CPU per hour with 10 subscribers at 1 Hz, binary size (footprint.py,
 #                 which runs a freshly installed copy of each build)
 # and prints one table. Environment: MIN_SECONDS (per measurement, default 1), SKIP="latency
-# footprint pynmea2" to leave parts out. The gpsd corpus (../shared/corpus/gpsd) is read in
-# place when present and skipped otherwise.
+# footprint pynmea2" to leave parts out. The gpsd corpus (../shared/corpus/gpsd) is used when
+# present and skipped otherwise: its logs are joined, at run time, into one input file in the
+# bench build folder (never committed), since each tool is timed on one file.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v swift >/dev/null 2>&1 || export PATH="/opt/swift/usr/bin:$PATH"
