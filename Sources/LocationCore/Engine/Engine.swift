@@ -1,8 +1,9 @@
 /// The pure core: `(state, input) -> (state, [event])`.
 ///
 /// No I/O, no clock: time comes from fixes, and for a live source from the shell's `.tick`
-/// inputs (its estimate of the receiver's time at a publication epoch's start). The same engine runs in the daemon (fed by gpsd)
-/// and in `locationctl replay` (fed by the NMEA parser), so both publish identical events.
+/// inputs (its estimate of the receiver's time at a publication epoch's start). The same
+/// engine runs in the daemon (fed by gpsd) and in `locationctl replay` (fed by the NMEA
+/// parser), so both publish identical events.
 /// Per-fix work is proportional to the number of subscriptions, and `handle` appends to a
 /// caller-owned buffer so the hot path does not allocate once the buffer has grown.
 public struct Engine: Sendable {

@@ -96,14 +96,14 @@ public struct EventKinds: OptionSet, Hashable, Sendable {
         heldVisits.removeAll()
     }
 
-    /// Takes over `other`'s detector state for the kinds both run (same privacy), so a visit in
-    /// progress when a program went to the background ends with a departure, not a second arrival.
     /// Takes `visits` held by another detector of the same program, each once: two
     /// connections watching the same stay hold the same visit.
     mutating func mergeHeld(_ visits: [Visit]) {
         heldVisits += visits.filter { !heldVisits.contains($0) }
     }
 
+    /// Takes over `other`'s detector state for the kinds both run (same privacy), so a visit in
+    /// progress when a program went to the background ends with a departure, not a second arrival.
     /// Returns whether `other`'s held visits came along too: they do when this one runs
     /// approximate visits; otherwise the caller sends them elsewhere.
     mutating func adopt(_ other: SubscriptionExtras) -> Bool {
