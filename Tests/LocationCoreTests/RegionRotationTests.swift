@@ -111,7 +111,7 @@ import Testing
         var capped = RegionMonitor(limits: .init(maxActive: 20))
         try all.add(regions); try capped.add(regions)
         var fixes = (0..<60).map { fix(at: Double($0), outside) }
-        fixes += (30..<90).map { fix(at: Double($0), inside) }  // 29 s back in time, 2 km on
+        fixes += (-30..<30).map { fix(at: Double($0), inside) }  // 89 s back in time, 2 km on
         let a = run(&all, fixes), b = run(&capped, fixes)
         #expect(a.contains { $0.region == "big" && $0.kind == .enter })
         #expect(a == b)

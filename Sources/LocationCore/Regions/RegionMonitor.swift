@@ -193,7 +193,12 @@ public struct RegionMonitor: Sendable {
         let last = previous?.coordinate
         if let p = previous {
             if fix.time == p.time { return }            // one epoch, one evaluation
-            if fix.time < p.time { previous = nil }     // the receiver's clock jumped back: a gap
+            if fix.time < p.time {
+                // Less than a minute older is out of order (two receivers behind one gpsd), not
+                // a clock jump: taken as a gap, each such fix would decide a transition alone.
+                if p.time - fix.time < Timestamp.clockJumpBack { return }
+                previous = nil                          // the receiver's clock jumped back: a gap
+            }
         }
         let prev = previous
         generation &+= 1
