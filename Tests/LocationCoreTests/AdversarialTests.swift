@@ -186,3 +186,39 @@ import Testing
         #expect(run(&m, [fix(at: 8, north(of: origin, metres: 600))]).map(\.kind) == [.exit])
     }
 }
+
+@Suite struct AdversarialVisitTests {
+    /// A stay on the antimeridian (Taveuni, Fiji): the visit's centre is a valid coordinate.
+    @Test func aVisitOnTheAntimeridianHasAValidCentre() {
+        var d = VisitDetector()
+        var got: [Visit] = []
+        let place = Coordinate(latitude: -16.8, longitude: 180)
+        for s in 0..<600 {
+            // The first fix 1 m west of the meridian, the rest spread up to 20 m east of it.
+            let east = s == 0 ? -1.0 : Double(s % 21)
+            var c = offset(place, east: east, north: Double(s % 7))
+            if c.longitude > 180 { c.longitude -= 360 }
+            d.offer(fix(at: Double(s), c)) { got.append($0) }
+        }
+        // Far away to end it.
+        for s in 600..<620 { d.offer(fix(at: Double(s), offset(place, east: 0, north: 5000))) { got.append($0) } }
+        #expect(got.map(\.kind) == [.arrival, .departure])
+        for v in got {
+            #expect(v.coordinate.isValid, "\(v.coordinate)")
+            #expect(Geodesy.distance(v.coordinate, place) < 25)
+        }
+    }
+
+    /// A stay at the South Pole station.
+    @Test func aVisitAtThePoleHasAValidCentre() {
+        var d = VisitDetector()
+        var got: [Visit] = []
+        let m = Geodesy.earthRadius * Double.pi / 180
+        for s in 0..<600 {
+            let c = Coordinate(latitude: -90 + Double(s % 5 + 1) / m, longitude: Double((s * 37) % 360) - 180)
+            d.offer(fix(at: Double(s), c)) { got.append($0) }
+        }
+        #expect(got.map(\.kind) == [.arrival])
+        for v in got { #expect(v.coordinate.isValid, "\(v.coordinate)") }
+    }
+}

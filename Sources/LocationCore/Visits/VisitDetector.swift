@@ -89,8 +89,11 @@ public struct VisitDetector: Sendable {
         }
 
         var centre: Coordinate {
-            Coordinate(latitude: anchor.latitude + meanY / Stay.metresPerDegreeLat,
-                       longitude: anchor.longitude + meanX / metresPerDegreeLon)
+            // The plane is unwrapped across the antimeridian (`local`): a stay on it has its
+            // centre on the far side of ±180 from its anchor.
+            var longitude = anchor.longitude + meanX / metresPerDegreeLon
+            if longitude > 180 { longitude -= 360 } else if longitude < -180 { longitude += 360 }
+            return Coordinate(latitude: anchor.latitude + meanY / Stay.metresPerDegreeLat, longitude: longitude)
         }
 
         /// 95 % radius of the fixes around the centre: for a 2-D normal spread the 95 % radius
