@@ -60,6 +60,47 @@ import Testing
         #expect(events.map(\.kind) == [.exit])
     }
 
+    /// A region centred on the South Pole (a station): a vehicle that crosses it between two
+    /// sparse fixes on opposite meridians passes through its centre.
+    @Test func aPassOverThePoleIsInferred() throws {
+        let pole = Coordinate(latitude: -90, longitude: 0)
+        var m = RegionMonitor()
+        try m.add([Region(id: "station", center: pole, radius: 200)])
+        let a = Coordinate(latitude: -90 + 400 / (Geodesy.earthRadius * .pi / 180), longitude: 0)
+        let b = Coordinate(latitude: a.latitude, longitude: 180)
+        #expect(abs(Geodesy.distance(a, pole) - 400) < 1)
+        // 800 m in 60 s: 13 m/s.
+        let events = run(&m, [fix(at: 0, a), fix(at: 60, b)])
+        #expect(events.map(\.kind) == [.enter, .exit])
+        for e in events {
+            #expect(e.coordinate.isValid)
+            #expect(Geodesy.distance(e.coordinate, pole) < 210, "\(e.coordinate)")
+        }
+        if events.count == 2 {
+            #expect(abs(events[0].time - t0.adding(seconds: 15)) < 0.5)
+            #expect(abs(events[1].time - t0.adding(seconds: 45)) < 0.5)
+        }
+    }
+
+    /// A pass between two fixes near the North Pole on meridians 90° apart, off centre.
+    @Test func aPassNearTheNorthPoleIsInferredWithValidPositions() throws {
+        let m0 = Geodesy.earthRadius * Double.pi / 180
+        let centre = Coordinate(latitude: 90 - 300 / m0, longitude: 45)   // 300 m from the pole
+        var m = RegionMonitor()
+        try m.add([Region(id: "camp", center: centre, radius: 150)])
+        let a = Coordinate(latitude: 90 - 600 / m0, longitude: 0)
+        let b = Coordinate(latitude: 90 - 600 / m0, longitude: 90)
+        // The chord a→b passes 424 m from the pole along the meridian 45°, 124 m from the centre.
+        let events = run(&m, [fix(at: 0, a), fix(at: 60, b)])
+        #expect(events.map(\.kind) == [.enter, .exit])
+        for e in events { #expect(Geodesy.distance(e.coordinate, centre) - 150 < 1, "\(e.coordinate)") }
+        // Half a chord of √(150² − 124²) ≈ 84 m either side of the middle, on an 849 m segment.
+        if events.count == 2 {
+            #expect(abs(events[0].time - t0.adding(seconds: 24.1)) < 0.5)
+            #expect(abs(events[1].time - t0.adding(seconds: 35.9)) < 0.5)
+        }
+    }
+
     /// A pass across the antimeridian: enter and exit inferred, positions valid.
     @Test func aPassAcrossTheAntimeridianIsInferred() throws {
         let centre = Coordinate(latitude: -16.8, longitude: 180)

@@ -322,7 +322,7 @@ public struct RegionMonitor: Sendable {
                     // Back outside for sure: did the way from the last sure-outside fix pass through?
                     let from = slots[s].anchor ?? prev.flatMap { decides(s, $0, inside: false) ? $0 : nil }
                     slots[s].anchor = nil
-                    if let from { inferPass(s, from, fix) }
+                    if let from { inferPass(s, from, fix, distance: d) }
                 }
             }
         case .inside:
@@ -352,12 +352,16 @@ public struct RegionMonitor: Sendable {
 
     /// Enter and exit of a region the straight segment `from → to` passes through, both ends
     /// being sure-outside fixes (docs/regions.md, "Crossings between fixes").
-    private mutating func inferPass(_ s: Int, _ from: Fix, _ to: Fix) {
+    /// `distance`: of `to` from the centre.
+    private mutating func inferPass(_ s: Int, _ from: Fix, _ to: Fix, distance: Double) {
         let r = slots[s].region
         let dt = to.time - from.time
         guard dt > 0, dt <= RegionRules.maxInferenceGap else { return }
         let length = Geodesy.distance(from.coordinate, to.coordinate)
         guard length / dt <= RegionRules.maxInferenceSpeed else { return }
+        // No point of the segment is nearer the centre than `distance − length`: this settles
+        // almost every region an outside fix is evaluated for without the plane's trigonometry.
+        guard distance - length < r.radius else { return }
         guard let crossing = RegionGeometry.segmentCrossing(
             from: from.coordinate, to: to.coordinate, center: r.center, radius: r.radius) else { return }
         let margin = RegionRules.enterFactor * Swift.max(from.horizontalAccuracy ?? .infinity, to.horizontalAccuracy ?? .infinity)
@@ -373,25 +377,32 @@ public struct RegionMonitor: Sendable {
     }
 }
 
-/// Planar geometry near a region (local equirectangular projection about its centre; the
-/// segments it is used on are at most a few kilometres long).
+/// Planar geometry near a region: an azimuthal equidistant plane about its centre, built from
+/// unit vectors. An equirectangular plane collapses near a pole (every meridian meets there, so
+/// two fixes on opposite meridians became one point and a pass over the pole was never seen);
+/// this one has no seam at the poles or the antimeridian, and keeps distances from the centre
+/// exact (the segments it is used on are at most a few kilometres long).
 public enum RegionGeometry {
-    static let metresPerDegree = Geodesy.earthRadius * Double.pi / 180
-
-    static func wrap(_ dLon: Double) -> Double {
-        var d = dLon
-        while d > 180 { d -= 360 }
-        while d < -180 { d += 360 }
-        return d
+    /// `p` in metres east and north of the centre `c`, whose east and north unit vectors are
+    /// `e` and `n`.
+    static func plane(_ p: SIMD3<Double>, _ c: SIMD3<Double>, _ e: SIMD3<Double>, _ n: SIMD3<Double>) -> (x: Double, y: Double) {
+        let x = (p * e).sum(), y = (p * n).sum()
+        let s = (x * x + y * y).squareRoot()
+        guard s > 0 else { return (0, 0) }
+        let k = Geodesy.earthRadius * atan2(s, (p * c).sum()) / s
+        return (x * k, y * k)
     }
 
     /// Where the segment meets the circle: fractions of the segment (0…1) at which it enters
     /// and leaves it, and its closest distance to the centre; `nil` if it misses the circle.
     public static func segmentCrossing(from a: Coordinate, to b: Coordinate, center: Coordinate, radius: Double)
         -> (enter: Double, exit: Double, closest: Double)? {
-        let k = cos(Geodesy.radians(center.latitude)) * metresPerDegree
-        let ax = wrap(a.longitude - center.longitude) * k, ay = (a.latitude - center.latitude) * metresPerDegree
-        let bx = wrap(b.longitude - center.longitude) * k, by = (b.latitude - center.latitude) * metresPerDegree
+        let phi = Geodesy.radians(center.latitude), lambda = Geodesy.radians(center.longitude)
+        let c = RegionIndex.unitVector(center)
+        let e = SIMD3(-sin(lambda), cos(lambda), 0)
+        let n = SIMD3(-sin(phi) * cos(lambda), -sin(phi) * sin(lambda), cos(phi))
+        let (ax, ay) = plane(RegionIndex.unitVector(a), c, e, n)
+        let (bx, by) = plane(RegionIndex.unitVector(b), c, e, n)
         let dx = bx - ax, dy = by - ay
         let len2 = dx * dx + dy * dy
         guard len2 > 0 else { return nil }
@@ -408,10 +419,13 @@ public enum RegionGeometry {
         return (t1, t2, closest)
     }
 
+    /// The point a fraction `t` of the way from `a` to `b`, along the great circle (a straight
+    /// line in latitude and longitude would miss a pole the two lie either side of).
     public static func interpolate(_ a: Coordinate, _ b: Coordinate, _ t: Double) -> Coordinate {
-        var lon = a.longitude + wrap(b.longitude - a.longitude) * t
-        if lon > 180 { lon -= 360 } else if lon < -180 { lon += 360 }
-        return Coordinate(latitude: a.latitude + (b.latitude - a.latitude) * t, longitude: lon)
+        let p = RegionIndex.unitVector(a) * (1 - t) + RegionIndex.unitVector(b) * t
+        let horizontal = (p.x * p.x + p.y * p.y).squareRoot()
+        return Coordinate(latitude: atan2(p.z, horizontal) * (180 / Double.pi),
+                          longitude: horizontal > 0 ? atan2(p.y, p.x) * (180 / Double.pi) : 0)
     }
 }
 
