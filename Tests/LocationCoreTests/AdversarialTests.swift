@@ -60,6 +60,39 @@ import Testing
         #expect(events.map(\.kind) == [.exit])
     }
 
+    /// A fix without a valid position changes nothing: the fixes either side of it still infer
+    /// the pass between them.
+    @Test func anInvalidFixBetweenTwoOutsideFixesDoesNotHideAPass() throws {
+        var m = RegionMonitor()
+        try m.add([Region(id: "small", center: origin, radius: 50)])
+        let bad = Fix(time: t0.adding(seconds: 30), coordinate: Coordinate(latitude: .nan, longitude: 13),
+                      horizontalAccuracy: 5)
+        let events = run(&m, [fix(at: 0, north(of: origin, metres: -600)), bad, fix(at: 60, north(of: origin, metres: 600))])
+        #expect(events.map(\.kind) == [.enter, .exit])
+    }
+
+    /// The capped monitor after an invalid fix: the jump from the last real position must still
+    /// be searched for crossed boundaries.
+    @Test func anInvalidFixDoesNotHideACrossedRegionFromTheCappedMonitor() throws {
+        let outside = offset(origin, east: -1000, north: 0)
+        let inside = offset(origin, east: 1000, north: 0)
+        var regions = [Region(id: "big", center: offset(origin, east: 5000, north: 0), radius: 5000)]
+        for (name, place) in [("here", outside), ("there", inside)] {
+            for i in 0..<25 {
+                regions.append(Region(id: "\(name)\(i)", center: offset(place, east: Double(i % 5) * 150 - 300, north: Double(i / 5) * 150 - 300), radius: 50))
+            }
+        }
+        var all = RegionMonitor(limits: .init(maxActive: nil))
+        var capped = RegionMonitor(limits: .init(maxActive: 20))
+        try all.add(regions); try capped.add(regions)
+        var fixes = (0..<30).map { fix(at: Double($0), outside) }
+        fixes.append(Fix(time: t0.adding(seconds: 30), coordinate: Coordinate(latitude: 200, longitude: 0), horizontalAccuracy: 5))
+        fixes += (31..<90).map { fix(at: Double($0), inside) }
+        let a = run(&all, fixes), b = run(&capped, fixes)
+        #expect(a.contains { $0.region == "big" && $0.kind == .enter })
+        #expect(a == b)
+    }
+
     /// A region centred on the South Pole (a station): a vehicle that crosses it between two
     /// sparse fixes on opposite meridians passes through its centre.
     @Test func aPassOverThePoleIsInferred() throws {
@@ -261,5 +294,40 @@ import Testing
         }
         #expect(got.map(\.kind) == [.arrival])
         for v in got { #expect(v.coordinate.isValid, "\(v.coordinate)") }
+    }
+}
+
+@Suite struct AdversarialEngineTests {
+    /// NaN and out-of-range values the shells never pass: the engine ignores the fix rather
+    /// than trapping in the privacy grid, and keeps every detector's state clean.
+    @Test func aFixWithoutARealPositionIsNoFix() {
+        var e = Engine()
+        let id = SubscriberID(1)
+        _ = e.handle(.subscribe(id, SubscriptionOptions(events: [.location, .visits, .significant])))
+        for c in [Coordinate(latitude: .nan, longitude: 13), Coordinate(latitude: 52, longitude: .infinity),
+                  Coordinate(latitude: 91, longitude: 13), Coordinate(latitude: 52, longitude: -180.5)] {
+            let out = e.handle(.fix(Fix(time: t0, coordinate: c, horizontalAccuracy: 5)))
+            #expect(out.isEmpty, "\(c): \(out)")
+        }
+        #expect(e.sourceState == .disconnected)
+        #expect(e.lastFix == nil)
+        let out = e.handle(.fix(fix(at: 1, origin)))
+        #expect(out.locations(for: id).count == 1)
+    }
+
+    /// A NaN accuracy is unknown: it neither passes a gate nor spoils the stay's centre.
+    @Test func aNaNAccuracyIsUnknown() {
+        var e = Engine()
+        let id = SubscriberID(1)
+        _ = e.handle(.subscribe(id, SubscriptionOptions(desiredAccuracy: 50, events: [.location, .visits])))
+        var out: [Delivery] = []
+        for s in 0..<400 {
+            let a: Double = s % 50 == 7 ? .nan : (s % 50 == 8 ? -1 : 8)
+            e.handle(.fix(fix(at: Double(s), north(of: origin, metres: Double(s % 4)), accuracy: a)), into: &out)
+        }
+        #expect(out.locations(for: id).count == 384)
+        let visits = out.compactMap { d -> Visit? in if case .visit(let v) = d.event { return v }; return nil }
+        #expect(visits.map(\.kind) == [.arrival])
+        #expect(visits.allSatisfy { $0.coordinate.isValid && $0.horizontalAccuracy.isFinite })
     }
 }

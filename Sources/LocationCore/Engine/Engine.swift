@@ -46,7 +46,12 @@ public struct Engine: Sendable {
     /// before the fix's own deliveries to the others).
     public mutating func handle(_ input: EngineInput, into out: inout [Delivery]) {
         switch input {
-        case .fix(let fix):
+        case .fix(var fix):
+            // The shells never pass these (GPSDTPV.engineInput, the NMEA assembler), but a NaN
+            // position would trap in the privacy grid and poison every detector's state: a fix
+            // without a real position is no fix, and an accuracy that is no radius is unknown.
+            guard fix.coordinate.isValid else { return }
+            if let a = fix.horizontalAccuracy, !(a >= 0 && a.isFinite) { fix.horizontalAccuracy = nil }
             setState(.fix, time: fix.time, into: &out)
             lastFix = fix
             let publications = privacy.publications

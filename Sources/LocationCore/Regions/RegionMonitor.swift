@@ -188,7 +188,9 @@ public struct RegionMonitor: Sendable {
 
     /// Runs one fix through the regions, appending their events (sorted by time, then id).
     public mutating func handle(_ fix: Fix, into out: inout [RegionEvent]) {
-        guard fix.coordinate.isValid, !slots.isEmpty else { previous = fix; return }
+        // A fix without a position says nothing of where the device went: as `previous` it
+        // would hide the segment from the last real position (no pass inferred across it).
+        guard fix.coordinate.isValid else { return }
         // Where the device was, whatever its clock says: the regions it may have crossed since.
         let last = previous?.coordinate
         if let p = previous {
@@ -200,6 +202,7 @@ public struct RegionMonitor: Sendable {
                 previous = nil                          // the receiver's clock jumped back: a gap
             }
         }
+        guard !slots.isEmpty else { previous = fix; return }
         let prev = previous
         generation &+= 1
         var list: [Int] = []
