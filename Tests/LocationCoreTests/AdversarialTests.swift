@@ -230,6 +230,40 @@ import Testing
         #expect(a.filter { $0.kind == .enter }.count > 10)
     }
 
+    /// Rotation under a hostile clock: copies of an epoch, fixes out of order, clock jumps back
+    /// of minutes, long gaps, fixes of unknown or poor accuracy and invalid ones, mixed into a
+    /// drive through 1,000 regions: the capped monitor still equals the unlimited one.
+    @Test(arguments: [UInt64(31), 32]) func cappedEqualsUnlimitedUnderAHostileClock(seed: UInt64) throws {
+        var rng = SeededRandom(seed: seed)
+        let regions = RegionRotationTests.regions(&rng, count: 1000)
+        var all = RegionMonitor(limits: .init(maxActive: nil, maxRegistered: 100_000))
+        var capped = RegionMonitor(limits: .init(maxActive: 20, maxRegistered: 100_000))
+        try all.add(regions); try capped.add(regions)
+        var a: [RegionEvent] = [], b: [RegionEvent] = []
+        var p = offset(origin, east: rng.uniform(-8000...8000), north: rng.uniform(-8000...8000))
+        var heading = rng.uniform(0...(2 * Double.pi))
+        var t = 0.0, latest = 0.0
+        for i in 0..<2500 {
+            heading += 0.15 * rng.gaussian()
+            let step = rng.uniform(0...1) < 0.05 ? rng.uniform(4...150) : 1
+            p = offset(p, east: 25 * step * sin(heading), north: 25 * step * cos(heading))
+            t += step
+            var stamp = t
+            let roll = rng.uniform(0...1)
+            if roll < 0.05 { stamp = latest }                                 // a copy of the last epoch
+            else if roll < 0.10 { stamp = latest - rng.uniform(0.1...30) }    // out of order
+            else if roll < 0.11 { t -= rng.uniform(60...3000); stamp = t }    // the clock jumps back
+            latest = max(latest, stamp)
+            var f = fix(at: stamp, offset(p, east: 5 * rng.gaussian(), north: 5 * rng.gaussian()),
+                        accuracy: rng.uniform(0...1) < 0.05 ? nil : rng.uniform(3...(rng.uniform(0...1) < 0.1 ? 400 : 20)))
+            if rng.uniform(0...1) < 0.01 { f.coordinate.latitude = .nan }
+            all.handle(f, into: &a)
+            capped.handle(f, into: &b)
+            if a != b { Issue.record("seed \(seed): differ at fix \(i): \(a.suffix(2)) vs \(b.suffix(2))"); return }
+        }
+        #expect(a.filter { $0.kind == .enter }.count >= 10)
+    }
+
     /// Many regions with the same boundary distance (copies of one circle, and concentric
     /// rings): ties at the cap must not lose events.
     @Test func tiesAtTheCapLoseNothing() throws {
