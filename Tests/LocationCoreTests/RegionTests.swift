@@ -103,6 +103,59 @@ func run(_ monitor: inout RegionMonitor, _ fixes: [Fix]) -> [RegionEvent] {
         }
     }
 
+    /// The same at slower fix rates: the confirmation needed shrinks with the rate
+    /// (`RegionRules.confirms`), the false transitions an hour must not grow. A single fix
+    /// deciding whenever it came more than 3 s after the previous made 12–38 transitions an
+    /// hour at 4–10 s.
+    @Test(arguments: [2.0, 4.0, 5.0, 10.0, 30.0, 60.0, 180.0])
+    func stationaryAtTheBoundaryFlapsAtMostOnceAtSlowerRates(interval: Double) throws {
+        for sigma in [5.0, 15.0, 30.0] {
+            for seed: UInt64 in [1, 2, 3] {
+                var rng = SeededRandom(seed: seed &* 7919 &+ UInt64(sigma) &* 31 &+ UInt64(interval))
+                var m = RegionMonitor()
+                try m.add([Region(id: "r", center: origin, radius: 300, notifyInitialState: true)])
+                let spot = north(of: origin, metres: 300)
+                var events: [RegionEvent] = []
+                for k in 0..<Int(3600 / interval) {
+                    let c = offset(spot, east: sigma * rng.gaussian(), north: sigma * rng.gaussian())
+                    m.handle(fix(at: Double(k) * interval, c, accuracy: 2.45 * sigma), into: &events)
+                }
+                let transitions = events.filter { $0.kind == .enter || $0.kind == .exit }
+                #expect(transitions.count <= 1, "every \(interval) s, σ \(sigma) seed \(seed): \(events.map(\.kind))")
+            }
+        }
+    }
+
+    /// Sparse fixes still decide: two fixes inside, half a minute or more apart, are a stay
+    /// (entered and left, not inferred), and after a gap of more than 2 minutes one fix is.
+    @Test(arguments: [30.0, 60.0, 90.0, 150.0]) func sparseFixesStillDecide(interval: Double) throws {
+        var m = RegionMonitor()
+        try m.add([Region(id: "r", center: origin, radius: 200)])
+        let far = north(of: origin, metres: 1000), here = north(of: origin, metres: 20)
+        let places = [far, far, here, here, far, far, far]
+        var events: [RegionEvent] = []
+        for (k, p) in places.enumerated() {
+            m.handle(fix(at: Double(k) * interval, p, accuracy: 10), into: &events)
+        }
+        #expect(events.map(\.kind) == [.enter, .exit], "every \(interval) s: \(events)")
+        #expect(events.allSatisfy { !$0.inferred })
+        #expect(events.map(\.time) == [t0.adding(seconds: 2 * interval), t0.adding(seconds: 4 * interval)])
+    }
+
+    /// At 5 s, two fixes inside are too few to confirm, but the way between the sure-outside
+    /// fixes either side passed through: the stay is inferred, not lost.
+    @Test func aShortStayBetweenFixesFiveSecondsApartIsInferred() throws {
+        var m = RegionMonitor()
+        try m.add([Region(id: "r", center: origin, radius: 100)])
+        let places = [-400.0, -200, 0, 50, 200, 400].map { north(of: origin, metres: $0) }
+        var events: [RegionEvent] = []
+        for (k, p) in places.enumerated() {
+            m.handle(fix(at: Double(k) * 5, p, accuracy: 10), into: &events)
+        }
+        #expect(events.map(\.kind) == [.enter, .exit])
+        #expect(events.allSatisfy { $0.inferred })
+    }
+
     @Test(arguments: [5.0, 15.0, 30.0]) func slowWalkAcrossEntersOnceAndExitsOnce(sigma: Double) throws {
         var rng = SeededRandom(seed: 77 &+ UInt64(sigma))
         var m = RegionMonitor()

@@ -90,13 +90,13 @@ import Testing
             try await Away.feed(hub, seconds: 0..<1, metresNorth: 1000)  // outside (the initial state, no event)
             let holder = try Database(path: path)
             try holder.exec("BEGIN IMMEDIATE")
-            try await Away.feed(hub, seconds: 5..<6, metresNorth: 0)  // enters home; cannot be written
+            try await Away.feed(hub, seconds: 5..<8, metresNorth: 0)  // enters home; cannot be written
             let queue = try #require(hub.queue)
             #expect(try await hub.eventLoop.submit { queue.count(of: program) }.get() == 0)
             try holder.exec("COMMIT")
             // A subscribe reads the backlog after writing what waits in memory, without a fix.
             #expect(try await hub.eventLoop.submit { hub.writeUnwritten(); return queue.count(of: program) }.get() == 1)
-            try await Away.feed(hub, seconds: 10..<11, metresNorth: 1000)  // leaves
+            try await Away.feed(hub, seconds: 10..<13, metresNorth: 1000)  // leaves
             let backlog = try await hub.eventLoop.submit { queue.backlog(of: program) }.get()
                 .map { try ServerMessage.decode(String(decoding: $0.dropLast(), as: UTF8.self)) }
             let kinds = backlog.compactMap { m -> (UInt64, RegionEventKind)? in

@@ -80,14 +80,28 @@ public enum RegionRules {
     /// Exit: the fix is at least `max(exitFactor × accuracy, exitFloor)` outside the boundary.
     public static let exitFactor = 0.75
     public static let exitFloor = 20.0
-    /// Earlier fixes less than this many seconds before a transition's fix must agree with it.
-    public static let confirmationWindow = 3.0
-    /// At most this many earlier fixes take part in a confirmation.
-    public static let confirmationFixes = 2
+    /// A transition needs this many consecutive deciding fixes of the other side …
+    public static let confirmingFixes = 3
+    /// … or two that are at least this many seconds apart …
+    public static let confirmingPairSpan = 30.0
+    /// … or a single one that comes more than this many seconds after the previous fix.
+    public static let singleFixGap = 120.0
     /// A crossing is inferred only across gaps of at most this many seconds …
     public static let maxInferenceGap = 120.0
     /// … and implied speeds of at most this many m/s (250 km/h).
     public static let maxInferenceSpeed = 70.0
+
+    /// Whether `evidence` consecutive deciding fixes of the other side, the first `span`
+    /// seconds before the last, which came `gap` seconds after the fix before it (`nil`: no
+    /// fix before it), make a transition (docs/regions.md, "Hysteresis"). Each clause bounds
+    /// the false transitions an hour on a boundary whatever the fix rate: fewer fixes an hour
+    /// allow fewer fixes per confirmation.
+    @inlinable public static func confirms(evidence: Int, span: Double, gap: Double?) -> Bool {
+        if evidence >= confirmingFixes { return true }
+        if evidence >= 2 && span >= confirmingPairSpan { return true }
+        guard let gap else { return true }
+        return gap > singleFixGap
+    }
 
     /// Whether `fix` (distance `d` from the centre) decides "inside" for a region of radius `r`.
     @inlinable public static func decidesInside(distance d: Double, radius r: Double, accuracy a: Double?) -> Bool {

@@ -280,10 +280,7 @@ public struct RegionMonitor: Sendable {
         let inside = d < r.radius
         let decIn = RegionRules.decidesInside(distance: d, radius: r.radius, accuracy: a)
         let decOut = RegionRules.decidesOutside(distance: d, radius: r.radius, accuracy: a)
-        // After a gap a single fix is all the evidence there is; in a dense stream a transition
-        // needs `confirmationFixes + 1` consecutive deciding fixes (docs/regions.md).
-        let afterGap = prev.map { fix.time - $0.time > RegionRules.confirmationWindow } ?? true
-        let needed = RegionRules.confirmationFixes + 1
+        let gap = prev.map { fix.time - $0.time }
         if let anchor = slots[s].anchor, fix.time - anchor.time > RegionRules.maxInferenceGap {
             slots[s].anchor = nil
         }
@@ -308,7 +305,7 @@ public struct RegionMonitor: Sendable {
                     }
                 }
                 slots[s].evidence += 1
-                if slots[s].evidence >= needed || afterGap {
+                if RegionRules.confirms(evidence: slots[s].evidence, span: fix.time - (slots[s].evidenceStart ?? fix).time, gap: gap) {
                     let start = slots[s].evidenceStart ?? fix
                     slots[s].state = .inside
                     slots[s].enteredAt = start.time
@@ -332,7 +329,7 @@ public struct RegionMonitor: Sendable {
             if decOut {
                 if slots[s].evidence == 0 { slots[s].evidenceStart = fix }
                 slots[s].evidence += 1
-                if slots[s].evidence >= needed || afterGap {
+                if RegionRules.confirms(evidence: slots[s].evidence, span: fix.time - (slots[s].evidenceStart ?? fix).time, gap: gap) {
                     let start = slots[s].evidenceStart ?? fix
                     slots[s].state = .outside
                     slots[s].enteredAt = nil
