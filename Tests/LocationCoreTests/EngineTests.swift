@@ -94,6 +94,20 @@ import LocationCore
         #expect(engine.handle(.fix(fix(at: 0, origin))).locations(for: a).count == 1)
         #expect(engine.handle(.fix(fix(at: 30, origin))).locations(for: a).isEmpty)
     }
+
+    /// Two receivers behind one gpsd, the second's reports 0.2 s behind the first's: the
+    /// interval holds (one delivery a minute, not two a minute) and time never goes backwards.
+    @Test(arguments: [0.0, 60.0]) func outOfOrderFixesDoNotRestartTheInterval(interval: Double) {
+        var engine = Engine()
+        _ = engine.handle(.subscribe(a, SubscriptionOptions(minimumInterval: interval)))
+        var times: [Double] = []
+        for s in 0..<150 {
+            for t in [Double(s), Double(s) - 0.2] {
+                for f in engine.handle(.fix(fix(at: t, origin))).locations(for: a) { times.append(f.time - t0) }
+            }
+        }
+        #expect(times == (interval == 0 ? (0..<150).map(Double.init) : [0, 60, 120]))
+    }
 }
 
 @Suite struct EngineTests {

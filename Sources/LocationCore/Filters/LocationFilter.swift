@@ -75,10 +75,13 @@ public struct DistanceFilter: Hashable, Sendable {
 }
 
 /// The minimum interval between delivered fixes, in fix (GPS) time (docs/semantics.md,
-/// "Minimum interval"). A fix timed *before* the last delivered one means the receiver's
-/// clock jumped back; it passes, so a backwards jump cannot silence a subscriber. A fix with
-/// the *same* time as the last delivered one is a later piece of the same epoch (gpsd reports
-/// a receiver's first epochs in several TPVs) and never passes: one epoch, one event.
+/// "Minimum interval"). A fix timed `Timestamp.clockJumpBack` or more *before* the last
+/// delivered one means the receiver's clock jumped back; it passes, so a backwards jump cannot
+/// silence a subscriber. One timed less than that before it is out of order (two receivers
+/// behind one gpsd) and never passes: passing, it would restart the interval from an earlier
+/// time and show the subscriber time going backwards. A fix with the *same* time as the last
+/// delivered one is a later piece of the same epoch (gpsd reports a receiver's first epochs in
+/// several TPVs) and never passes: one epoch, one event.
 public struct IntervalFilter: Hashable, Sendable {
     public var minimumInterval: Double
 
@@ -88,7 +91,8 @@ public struct IntervalFilter: Hashable, Sendable {
         guard let last = lastDelivered else { return true }
         if fix.time == last.time { return false }
         let elapsed = fix.time - last.time
-        return elapsed < 0 || elapsed >= minimumInterval
+        if elapsed < 0 { return -elapsed >= Timestamp.clockJumpBack }
+        return elapsed >= minimumInterval
     }
 }
 
