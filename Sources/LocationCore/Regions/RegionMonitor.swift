@@ -81,6 +81,8 @@ public struct RegionMonitor: Sendable {
     var previous: Fix?
     var generation: UInt32 = 0
     var scratch: [RegionEvent] = []
+    /// The slots one fix evaluates, kept from fix to fix so that a fix allocates nothing.
+    var evaluating: [Int] = []
     /// Slots whose persistent part (state, entry time, dwell reported) changed since the last
     /// `drainChanges()`.
     var changed: Set<Int> = []
@@ -205,7 +207,7 @@ public struct RegionMonitor: Sendable {
         guard !slots.isEmpty else { previous = fix; return }
         let prev = previous
         generation &+= 1
-        var list: [Int] = []
+        evaluating.removeAll(keepingCapacity: true)
         if let cap = limits.maxActive, slots.count > cap {
             if indexDirty {
                 index = RegionIndex(centers: slots.map(\.region.center), radii: slots.map(\.region.radius))
@@ -222,16 +224,16 @@ public struct RegionMonitor: Sendable {
                 safeDistance = near.count > cap ? near[cap].key : .infinity
                 reference = fix.coordinate
                 reranks += 1
-                for n in near where slots[n.slot].stamp != generation { slots[n.slot].stamp = generation; list.append(n.slot) }
+                for n in near where slots[n.slot].stamp != generation { slots[n.slot].stamp = generation; evaluating.append(n.slot) }
             }
-            for s in active where slots[s].stamp != generation { slots[s].stamp = generation; list.append(s) }
-            for s in watch where slots[s].stamp != generation { slots[s].stamp = generation; list.append(s) }
+            for s in active where slots[s].stamp != generation { slots[s].stamp = generation; evaluating.append(s) }
+            for s in watch where slots[s].stamp != generation { slots[s].stamp = generation; evaluating.append(s) }
         } else {
-            list = Array(slots.indices)
+            evaluating.append(contentsOf: slots.indices)
         }
-        evaluatedLastFix = list.count
+        evaluatedLastFix = evaluating.count
         scratch.removeAll(keepingCapacity: true)
-        for s in list {
+        for s in evaluating {
             let before = (slots[s].state, slots[s].enteredAt, slots[s].dwellReported)
             evaluate(s, fix, prev)
             if before != (slots[s].state, slots[s].enteredAt, slots[s].dwellReported) { changed.insert(s) }
