@@ -11,7 +11,8 @@ public enum RegionCodec {
             throw ProtocolError(.badField, "\(at) must be an object, not \(value.kindName)", id: rid)
         }
         guard case .string(let id)? = o["id"] else {
-            throw ProtocolError(o["id"] == nil ? .missingField : .badField, "\(at).id must be a string", id: rid)
+            guard let other = o["id"] else { throw ProtocolError(.missingField, "\(at) has no id (a string of 1…256 bytes)", id: rid) }
+            throw ProtocolError(.badField, "\(at).id must be a string, not \(other.kindName)", id: rid)
         }
         func number(_ name: String) throws(ProtocolError) -> Double? {
             switch o[name] {

@@ -37,7 +37,8 @@ func run(_ monitor: inout RegionMonitor, _ fixes: [Fix]) -> [RegionEvent] {
         let cases: [([Region], RegionError.Code, String)] = [
             ([Region(id: "b", center: origin, radius: 5)], .invalidRegion, "radius 5.0 is out of range"),
             ([Region(id: "b", center: origin, radius: 200_000)], .invalidRegion, "radius 200000.0 is out of range"),
-            ([Region(id: "b", center: Coordinate(latitude: 91, longitude: 0), radius: 100)], .invalidRegion, "latitude must be in"),
+            ([Region(id: "b", center: Coordinate(latitude: 91, longitude: 0), radius: 100)], .invalidRegion, "region b: latitude 91.0 is out of range; expected -90…90 degrees"),
+            ([Region(id: "b", center: Coordinate(latitude: 0, longitude: -180.5), radius: 100)], .invalidRegion, "region b: longitude -180.5 is out of range; expected -180…180 degrees"),
             ([Region(id: "", center: origin, radius: 100)], .invalidRegion, "id must be"),
             ([Region(id: "b", center: origin, radius: 100), Region(id: "a", center: origin, radius: 100)], .duplicateRegion, "region a is already registered"),
             ([Region(id: "b", center: origin, radius: 100), Region(id: "b", center: origin, radius: 100)], .duplicateRegion, "region b is given twice"),

@@ -33,7 +33,12 @@ public struct Region: Hashable, Sendable {
         if id.utf8.isEmpty || id.utf8.count > Region.maxIDBytes {
             return "region id must be 1…\(Region.maxIDBytes) bytes"
         }
-        if !center.isValid { return "region \(id): latitude must be in -90…90 and longitude in -180…180" }
+        if !center.latitude.isFinite || abs(center.latitude) > 90 {
+            return "region \(id): latitude \(center.latitude) is out of range; expected -90…90 degrees"
+        }
+        if !center.longitude.isFinite || abs(center.longitude) > 180 {
+            return "region \(id): longitude \(center.longitude) is out of range; expected -180…180 degrees"
+        }
         if !radius.isFinite || !Region.radiusLimits.contains(radius) {
             return "region \(id): radius \(radius) is out of range; expected 10…100000 metres"
         }
