@@ -33,8 +33,12 @@ struct Regions: AsyncParsableCommand {
         @Argument(help: "Region ids.") var ids: [String] = []
         @Flag(help: "Remove every region.") var all = false
 
-        func run() async throws {
+        func validate() throws {
+            // Here, not in run(): a ValidationError from run() is printed with the top-level usage.
             guard all || !ids.isEmpty else { throw ValidationError("give region ids or --all") }
+        }
+
+        func run() async throws {
             let reply = try await Regions.request(socket.path) { .regionsRemove(id: $0, ids: all ? nil : ids) }
             guard case .regionsChanged(_, _, let removed, let registered) = reply else { throw RuntimeError("unexpected reply from locationd: \(reply.line)") }
             print("removed \(removed); \(registered) registered")

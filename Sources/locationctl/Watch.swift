@@ -20,10 +20,23 @@ struct Watch: AsyncParsableCommand {
     @Option(help: "A purpose key the policy lists, for precise fixes during this session.") var purpose: String?
     @Option(help: "Keep trying to connect for this many seconds (while the daemon starts).") var wait: Double = 0
     @Option(help: "Event types to subscribe to, comma-separated: location, visits, significant (status events always come).",
-            transform: Replay.parseKinds)
+            transform: Watch.parseKinds)
     var events: Set<Replay.EventKind> = [.location]
     @Flag(help: "Acknowledge the queued background events once printed (one ack per 100, and at the backlog's end), so the daemon forgets them (--session always; docs/protocol.md, \"Background delivery\").")
     var ack = false
+
+    /// replay's event names; an unknown one is named with the three watch subscribes to
+    /// (status and region are refused by validate(), which says why).
+    static func parseKinds(_ text: String) throws -> Set<Replay.EventKind> {
+        var kinds = Set<Replay.EventKind>()
+        for part in text.split(separator: ",") {
+            guard let k = Replay.EventKind(rawValue: String(part)) else {
+                throw ValidationError("--events: unknown event type '\(part)'; expected location, visits or significant")
+            }
+            kinds.insert(k)
+        }
+        return kinds
+    }
 
     var authorization: Authorization? {
         Authorization(rawValue: session).flatMap { $0 == .denied ? nil : $0 }

@@ -95,6 +95,9 @@ import Testing
             (["replay", "missing.nmea", "--accuracy", "fuzzy"], "--accuracy 'fuzzy': expected precise or approximate"),
             (["replay", "missing.nmea", "--max-active", "0"], "--max-active '0': expected a number ≥ 1 or unlimited"),
             (["simulate", "--seed", "x"], "--seed"),
+            (["regions", "remove"], "give region ids or --all"),
+            (["watch", "--events", "location,foo"], "unknown event type 'foo'; expected location, visits or significant\n"),
+            (["watch", "--events", "status"], "status events always come"),
         ]
         for (arguments, message) in usage {
             let r = try Self.run(arguments, directory: dir)
