@@ -99,9 +99,10 @@ install-files:
 	@echo "  systemctl daemon-reload && systemctl enable --now locationd.socket locationd.service"
 	@echo "  usermod -aG location USER    # who may use the socket"
 
+# The locationctl that `build` made: `swift run` without $(WERROR) would compile every module again.
 demo: deps build
 	@mkdir -p $(DEMO_DIR)
-	$(SWIFT) run locationctl simulate demo --output $(DEMO_LOG)
+	"$$($(SWIFT) build --show-bin-path)/locationctl" simulate demo --output $(DEMO_LOG)
 	@scripts/demo $(DEMO_LOG) $(DEMO_SOCK) $(SPEED)
 
 # Benchmarks against gpsdecode, pynmea2 and gpspipe (docs/benchmarks.md); not part of `make test`.
