@@ -179,6 +179,12 @@ import Glibc
         // The configured path was not bound: the passed socket replaced it.
         #expect(!FileManager.default.fileExists(atPath: daemon.socketPath))
         #expect(daemon.stderrText.contains("listening on an inherited socket fd=3"))
+        // The stop names what was served, not the configured path it never bound.
+        client.close()
+        daemon.signal(SIGTERM)
+        #expect(daemon.waitForExit(timeout: 10) == 0, "\(daemon.stderrText)")
+        #expect(daemon.stderrText.contains("stopped listening fd=3"), "\(daemon.stderrText)")
+        #expect(!daemon.stderrText.contains(daemon.socketPath), "\(daemon.stderrText)")
     }
 
     @Test func daemonLogsToTheJournalSocket() throws {

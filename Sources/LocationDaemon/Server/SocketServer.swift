@@ -55,12 +55,14 @@ public final class SocketServer: Sendable {
     private let channel: any Channel
     private let registry: ConnectionRegistry
     private let ownsPath: Bool
+    /// What is served, as logged: the path we bound, or the inherited descriptor.
+    private let listening: Logger.Metadata
     private let logger: Logger
 
     private init(hub: Hub, configuration: Configuration, channel: any Channel, registry: ConnectionRegistry,
-                 ownsPath: Bool, logger: Logger) {
+                 ownsPath: Bool, listening: Logger.Metadata, logger: Logger) {
         self.hub = hub; self.configuration = configuration; self.channel = channel
-        self.registry = registry; self.ownsPath = ownsPath; self.logger = logger
+        self.registry = registry; self.ownsPath = ownsPath; self.listening = listening; self.logger = logger
     }
 
     /// Binds `configuration.path` and starts accepting connections.
@@ -74,9 +76,10 @@ public final class SocketServer: Sendable {
             try? await channel.close()
             throw SocketServerError.system("chmod \(configuration.path)", errno: e)
         }
-        logger.info("listening", metadata: ["path": "\(configuration.path)"])
+        let listening: Logger.Metadata = ["path": "\(configuration.path)"]
+        logger.info("listening", metadata: listening)
         return SocketServer(hub: hub, configuration: configuration, channel: channel, registry: registry,
-                            ownsPath: true, logger: logger)
+                            ownsPath: true, listening: listening, logger: logger)
     }
 
     /// Serves on an already bound and listening socket (e.g. from systemd socket activation);
@@ -86,9 +89,10 @@ public final class SocketServer: Sendable {
         let registry = ConnectionRegistry(eventLoop: hub.eventLoop)
         let channel = try await bootstrap(hub: hub, configuration: configuration, registry: registry, logger: logger)
             .withBoundSocket(descriptor).get()
-        logger.info("listening on an inherited socket", metadata: ["fd": "\(descriptor)"])
+        let listening: Logger.Metadata = ["fd": "\(descriptor)"]
+        logger.info("listening on an inherited socket", metadata: listening)
         return SocketServer(hub: hub, configuration: configuration, channel: channel, registry: registry,
-                            ownsPath: false, logger: logger)
+                            ownsPath: false, listening: listening, logger: logger)
     }
 
     private static func bootstrap(hub: Hub, configuration: Configuration, registry: ConnectionRegistry,
@@ -112,7 +116,8 @@ public final class SocketServer: Sendable {
         try? await hub.eventLoop.submit { self.registry.all.forEach { $0.close() } }.get()
         await hub.processed()
         if ownsPath { unlink(configuration.path) }
-        logger.info("stopped listening", metadata: ["path": "\(configuration.path)"])
+        // Not the configured path when the socket was passed: that one was never ours.
+        logger.info("stopped listening", metadata: listening)
     }
 
     /// A future that completes when the listening socket closes.
