@@ -46,9 +46,9 @@ struct Regions: AsyncParsableCommand {
     }
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List regions with their states (NDJSON with --json).")
+        static let configuration = CommandConfiguration(abstract: "List regions with their states (one JSON line with --json).")
         @OptionGroup var socket: SocketFlag
-        @Flag(help: "Print the daemon's JSON reply.") var json = false
+        @Flag(help: "Print one regions message, as the daemon's reply but with every page's regions in it.") var json = false
 
         func run() async throws {
             let records = try await Regions.all(socket.path)
