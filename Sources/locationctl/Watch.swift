@@ -10,7 +10,7 @@ import Synchronization
 /// `locationctl watch`: subscribe and print events as they arrive.
 struct Watch: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Subscribe to locationd and print location and status events as they arrive.")
+        abstract: "Subscribe to locationd and print its events as they arrive: status, location (or the --events asked for) and this program's region events.")
 
     @OptionGroup var socket: SocketFlag
     @OptionGroup var subscription: SubscriptionFlags
