@@ -389,4 +389,18 @@ import Testing
         await server.close()
         await h.stop()
     }
+    /// Missing parents are created 0755 (docs/protocol.md, "Transport"), whatever the umask:
+    /// under 0077 (the unit's UMask=) they were 0700, and the socket's group could not reach it.
+    @Test func missingParentsAre0755UnderARestrictiveUmask() throws {
+        let top = "/tmp/sockpath-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        defer { for dir in [top + "/a/b", top + "/a", top] { rmdir(dir) } }
+        let old = umask(0o077)
+        defer { umask(old) }
+        try SocketServer.prepareSocketPath(top + "/a/b/locationd.sock")
+        for dir in [top, top + "/a", top + "/a/b"] {
+            var st = stat()
+            try #require(stat(dir, &st) == 0)
+            #expect(st.st_mode & 0o7777 == 0o755, "\(dir): \(String(st.st_mode & 0o7777, radix: 8))")
+        }
+    }
 }

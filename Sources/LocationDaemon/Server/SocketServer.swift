@@ -161,9 +161,13 @@ public final class SocketServer: Sendable {
         if let slash = dir.lastIndex(of: "/"), slash != dir.startIndex {
             try makeDirectories(String(dir[..<slash]))
         }
-        guard mkdir(dir, 0o755) == 0 || errno == EEXIST else {
-            throw SocketServerError.system("mkdir \(dir)", errno: errno)
+        guard mkdir(dir, 0o755) == 0 else {
+            guard errno == EEXIST else { throw SocketServerError.system("mkdir \(dir)", errno: errno) }
+            return
         }
+        // mkdir's mode is masked by the umask (0077 makes it 0700, and the group that may use the
+        // socket could not reach it): the directory we created gets 0755 itself.
+        guard chmod(dir, 0o755) == 0 else { throw SocketServerError.system("chmod \(dir)", errno: errno) }
     }
 
     /// Whether something accepts connections on the socket at `path`.
