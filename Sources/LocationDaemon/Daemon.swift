@@ -89,16 +89,22 @@ public enum Daemon {
     /// Loads the remembered regions and states into the engine before anything is served.
     static func restoreRegions(from store: RegionStore, into hub: Hub, logger: Logger) async throws {
         let programs = try store.load()
-        try await hub.eventLoop.submit {
+        // Counted as restored only when loaded: a program refused here is logged on its own.
+        let (restored, regions) = try await hub.eventLoop.submit { () -> (Int, Int) in
+            var restored = 0, regions = 0
             for p in programs {
-                do { try hub.restoreRegions(p.records, for: p.program) } catch {
+                do {
+                    try hub.restoreRegions(p.records, for: p.program)
+                    restored += 1; regions += p.records.count
+                } catch {
                     logger.error("cannot restore regions", metadata: ["program": "\(p.program)", "error": "\(error)"])
                 }
             }
+            return (restored, regions)
         }.get()
-        logger.info("regions restored", metadata: ["programs": "\(programs.count)",
-                                                   "regions": "\(programs.reduce(0) { $0 + $1.records.count })",
-                                                   "database": "\(store.path)"])
+        var metadata: Logger.Metadata = ["programs": "\(restored)", "regions": "\(regions)", "database": "\(store.path)"]
+        if restored < programs.count { metadata["failed"] = "\(programs.count - restored)" }
+        logger.info("regions restored", metadata: metadata)
     }
 
     /// Restarts the background visit/significant monitors programs left running (fresh

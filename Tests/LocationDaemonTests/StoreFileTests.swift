@@ -1,5 +1,6 @@
 import Foundation
 import LocationCore
+import LocationClient
 @testable import LocationDaemon
 import Testing
 
@@ -54,6 +55,27 @@ import Testing
         #expect(try Self.mode(path) == 0o600)
         #expect(try Self.mode(path + "-wal") == 0o600)
         withExtendedLifetime(reopened) {}
+    }
+
+    /// A program whose stored regions are refused at start (here a radius below 10 m) is logged
+    /// on its own and not counted in "regions restored" (which said programs=2 regions=2).
+    @Test func aProgramWhoseRegionsDoNotLoadIsNotCountedAsRestored() async throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("locationd.db").path
+        do {
+            let store = try RegionStore(path: path)
+            let c = Coordinate(latitude: 48, longitude: 11)
+            try store.writeRegions(of: ProgramID("uid=1 exe=/good"), [RegionRecord(region: Region(id: "a", center: c, radius: 100), state: .unknown)])
+            try store.writeRegions(of: ProgramID("uid=1 exe=/bad"), [RegionRecord(region: Region(id: "b", center: c, radius: 1), state: .unknown)])
+        }
+        let daemon = try DaemonProcess(arguments: ["--gpsd", "127.0.0.1:1"], database: path)
+        defer { daemon.stop() }
+        try await daemon.connect(timeout: 10).close()
+        let log = daemon.stderrText()
+        #expect(log.contains("cannot restore regions error=invalidRegion: region b: radius 1.0 is out of range"), "\(log)")
+        let restored = log.split(separator: "\n").first { $0.contains("regions restored") }.map(String.init) ?? ""
+        #expect(restored.contains("failed=1 programs=1 regions=1"), "\(restored)")
     }
 
     /// The store refusing an `ack` (here: another process holds the write lock) is
