@@ -4,9 +4,11 @@ import LocationCore
 public enum RegionCodec {
     /// One region object: `id`, `latitude`, `longitude`, `radius` required; `notifyOnEntry`,
     /// `notifyOnExit` (default true), `notifyInitialState` (default false), `dwell` (seconds),
-    /// `metadata` (any JSON, kept as text) optional.
-    public static func decodeRegion(_ value: JSONValue, at index: Int, id rid: RequestID?) throws(ProtocolError) -> Region {
-        let at = "regions[\(index)]"
+    /// `metadata` (any JSON, kept as text) optional. Errors name it `regions[index]`, or `label`
+    /// when the object comes from elsewhere (a GeoJSON feature's properties).
+    public static func decodeRegion(_ value: JSONValue, at index: Int, id rid: RequestID?,
+                                    label: String? = nil) throws(ProtocolError) -> Region {
+        let at = label ?? "regions[\(index)]"
         guard case .object(let o) = value else {
             throw ProtocolError(.badField, "\(at) must be an object, not \(value.kindName)", id: rid)
         }

@@ -42,9 +42,9 @@ enum RegionsGeoJSON {
             p["longitude"] = .number(lon)
             p.removeValue(forKey: "state")
             do {
-                regions.append(try RegionCodec.decodeRegion(.object(p), at: i, id: nil))
+                regions.append(try RegionCodec.decodeRegion(.object(p), at: i, id: nil, label: "features[\(i)].properties"))
             } catch {
-                throw RuntimeError("\(at): \(error.message)")
+                throw RuntimeError("\(name): \(error.message)")  // it names features[i].properties
             }
         }
         return regions

@@ -74,6 +74,9 @@ import Testing
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
         try Data("not json".utf8).write(to: dir.appendingPathComponent("bad.json"))
+        let feature = #"{"type":"Feature","geometry":{"type":"Point","coordinates":[13.4,52.5]},"properties":{"id":"x""#
+        try Data(#"{"type":"FeatureCollection","features":[\#(feature),"radius":5}}]}"#.utf8).write(to: dir.appendingPathComponent("small.geojson"))
+        try Data(#"{"type":"FeatureCollection","features":[\#(feature)}}]}"#.utf8).write(to: dir.appendingPathComponent("noradius.geojson"))
         let runtime: [([String], String)] = [
             (["evaluate", "nosuch"], "no scenario 'nosuch'"),
             (["simulate", "nosuch"], "no scenario 'nosuch'"),
@@ -82,6 +85,9 @@ import Testing
             (["evaluate", "--log", "missing.nmea", "--truth", "missing.truth"], "missing.nmea: cannot open NMEA log: No such file or directory"),
             (["replay", "-", "--regions", "missing.geojson"], "missing.geojson: cannot open GeoJSON file: No such file or directory"),
             (["regions", "import", "missing.geojson"], "missing.geojson: cannot open GeoJSON file: No such file or directory"),
+            // Named by the feature, not by the request the daemon would have been sent (regions[0]).
+            (["regions", "import", "small.geojson"], "Error: small.geojson: features[0].properties: region x: radius 5.0 is out of range; expected 10…100000 metres\n"),
+            (["regions", "import", "noradius.geojson"], "Error: noradius.geojson: features[0].properties (x) has no radius\n"),
         ]
         for (arguments, message) in runtime {
             let r = try Self.run(arguments, directory: dir)
