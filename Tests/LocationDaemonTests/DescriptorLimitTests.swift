@@ -150,6 +150,63 @@ import Testing
         #expect(daemon.waitForExit(timeout: 0) == nil, "the daemon died: \(daemon.stderrText.suffix(1000))")
     }
 
+    /// CPU time (user + system, clock ticks) the process has used (/proc/PID/stat).
+    static func cpuTicks(of pid: pid_t) -> Int? {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = text.lastIndex(of: ")") else { return nil }
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        guard fields.count > 12, let user = Int(fields[11]), let system = Int(fields[12]) else { return nil }
+        return user + system
+    }
+
+    /// Out of descriptors, accept() fails with EMFILE while the connection stays in the listen
+    /// queue: the daemon pauses accepting (it does not retry at once, at 100 % CPU), says so once
+    /// with the limit and the fix, and serves the waiting connections once descriptors are free.
+    @Test func outOfDescriptorsTheDaemonWaitsAndRecovers() async throws {
+        let dir = try SpawnedDaemon.makeDirectory()
+        let daemon = try SpawnedDaemon(arguments: Self.arguments(dir, ["--gpsd", "127.0.0.1:1"]), environment: [:],
+                                       directory: dir, openFiles: (48, 48))
+        defer { daemon.stop() }
+        try await Self.connect(daemon).close()
+        // Connecting succeeds while the listen queue (128) has room, accepted or not.
+        var clients: [RawClient] = []
+        defer { for c in clients { c.close() } }
+        for _ in 0..<60 { clients.append(try RawClient(path: daemon.socketPath)) }
+        let deadline = Date().addingTimeInterval(10)
+        while !daemon.stderrText.contains("cannot accept a connection"), Date() < deadline { usleep(10_000) }
+        let log = daemon.stderrText
+        let line = log.split(separator: "\n").first { $0.contains("cannot accept a connection") }
+        #expect(line?.contains(" error locationd: ") == true, "\(log.suffix(1500))")
+        #expect(line?.contains("open-file limit (RLIMIT_NOFILE, 48 soft, 48 hard)") == true, "\(line ?? "no line")")
+        #expect(line?.contains("LimitNOFILE=") == true, "\(line ?? "no line")")
+        // Each accepted connection was sent its hello before the next accept failed; the rest
+        // wait in the listen queue, in order.
+        let accepted = clients.indices.filter { clients[$0].waitFor("\"hello\"", timeout: 0.05) != nil }
+        let waiting = accepted.count..<clients.count
+        try #require(accepted == Array(0..<accepted.count) && accepted.count >= 10 && !waiting.isEmpty,
+                     "accepted under a limit of 48: \(accepted)")
+
+        // While no descriptor is free: no hello, and the daemon idles (a retry loop would use
+        // the whole second of CPU).
+        let before = try #require(Self.cpuTicks(of: daemon.pid))
+        let started = Date()
+        #expect(clients[waiting.last!].waitFor("\"hello\"", timeout: 1.5) == nil)
+        let elapsed = Date().timeIntervalSince(started)
+        let used = Double(try #require(Self.cpuTicks(of: daemon.pid)) - before) / Double(sysconf(Int32(_SC_CLK_TCK)))
+        #expect(used < elapsed * 0.3, "the daemon used \(used) s of CPU in \(elapsed) s while out of descriptors")
+        #expect(daemon.stderrText.split(separator: "\n").filter { $0.contains("cannot accept a connection") }.count == 1,
+                "the failure is logged once a minute, not at every attempt")
+
+        // Descriptors freed (the accepted connections closed): as many waiting ones are served.
+        for i in accepted { clients[i].close() }
+        for i in waiting.prefix(accepted.count) {
+            #expect(clients[i].waitFor("\"hello\"", timeout: 10) != nil, "connection \(i) was not served after descriptors were freed")
+        }
+        clients.removeFirst(accepted.count)
+        #expect(daemon.stderrText.contains("notice locationd: accepting connections again after"), "\(daemon.stderrText.suffix(1000))")
+        #expect(daemon.waitForExit(timeout: 0) == nil, "the daemon died: \(daemon.stderrText.suffix(1000))")
+    }
+
     /// The daemon's descriptor whose TCP connection goes to `port` on 127.0.0.1 (/proc/net/tcp).
     static func descriptor(of pid: pid_t, connectedToPort port: UInt16) -> Int? {
         // Read to the end: procfs reports size 0, and a one-page read misses sockets once earlier

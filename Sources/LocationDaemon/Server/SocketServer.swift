@@ -99,6 +99,11 @@ public final class SocketServer: Sendable {
                                   logger: Logger) -> ServerBootstrap {
         ServerBootstrap(group: hub.eventLoop, childGroup: hub.eventLoop)
             .serverChannelOption(ChannelOptions.backlog, value: 128)
+            .serverChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(AcceptFailures(registry: registry, logger: logger))
+                }
+            }
             .childChannelOption(ChannelOptions.writeBufferWaterMark, value: .init(
                 low: configuration.writeBufferLowWatermark, high: configuration.writeBufferHighWatermark))
             .childChannelInitializer { channel in
@@ -108,6 +113,9 @@ public final class SocketServer: Sendable {
                 }
             }
     }
+
+    /// How long the daemon waits before accepting again after accept() failed.
+    static let acceptRetry = TimeAmount.seconds(1)
 
     /// Stops listening, closes every connection (which unsubscribes them) and removes the
     /// socket file it created.
@@ -189,5 +197,71 @@ public final class SocketServer: Sendable {
             }
         }
         return rc == 0
+    }
+}
+
+/// A failed `accept()` (no descriptor left: EMFILE, ENFILE) leaves the connection in the listen
+/// queue, so the socket stays readable; NIO keeps its read pending and retries at once, forever,
+/// at 100 % CPU (its `AcceptBackoffHandler` only pauses when an accept of the same round
+/// succeeded). So this handler stops reading from the listening socket for
+/// `SocketServer.acceptRetry` after each failure, and logs the first failure of a run at once,
+/// then at most one a minute while it lasts, and the recovery with the number of failed attempts
+/// (docs/systemd.md, "Open files").
+final class AcceptFailures: ChannelInboundHandler {
+    typealias InboundIn = any Channel
+
+    let registry: ConnectionRegistry
+    let logger: Logger
+    private var failures = 0
+    private var lastLogged: NIODeadline?
+    private var retry: Scheduled<Void>?
+
+    init(registry: ConnectionRegistry, logger: Logger) { self.registry = registry; self.logger = logger }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if failures > 0 {
+            logger.notice("accepting connections again after \(failures) failed attempts")
+            failures = 0
+            lastLogged = nil
+        }
+        context.fireChannelRead(data)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        failures += 1
+        let now = NIODeadline.now()
+        if lastLogged.map({ now - $0 >= .seconds(60) }) ?? true {
+            lastLogged = now
+            logger.error("\(Self.describe(error, connections: registry.all.count, limit: DescriptorLimit.current()))")
+        }
+        guard retry == nil, context.channel.isActive else { return }
+        try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false)
+        retry = context.eventLoop.assumeIsolated().scheduleTask(in: SocketServer.acceptRetry) { [self] in
+            retry = nil
+            try? context.channel.syncOptions?.setOption(ChannelOptions.autoRead, value: true)
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        retry?.cancel()
+        retry = nil
+        context.fireChannelInactive()
+    }
+
+    /// What a person reads: the error, why, and the fix.
+    static func describe(_ error: any Error, connections: Int, limit: DescriptorLimit?) -> String {
+        let retry = "new connections wait in the listen queue; retrying every second"
+        guard let code = (error as? IOError)?.errnoCode else {
+            return "cannot accept a connection: \(error); \(retry)"
+        }
+        switch code {
+        case EMFILE:
+            let limitText = limit.map { "\($0)" } ?? "unknown"
+            return "cannot accept a connection: the open-file limit (RLIMIT_NOFILE, \(limitText)) is reached with \(connections) connections open; \(retry); raise it: LimitNOFILE= in the unit (systemctl edit locationd), or ulimit -n before starting locationd"
+        case ENFILE:
+            return "cannot accept a connection: the system's open-file table is full (ENFILE, sysctl fs.file-max) with \(connections) connections open here; \(retry); raise fs.file-max or find the process holding the files"
+        default:
+            return "cannot accept a connection: \(String(cString: strerror(code))) (errno \(code)); \(retry)"
+        }
     }
 }
