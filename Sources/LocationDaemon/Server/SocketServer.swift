@@ -5,6 +5,18 @@ import Logging
 import NIOCore
 import NIOPosix
 
+/// A file's device and inode (`lstat`): which file a path names now.
+struct FileIdentity: Hashable, Sendable {
+    var device: UInt64
+    var inode: UInt64
+
+    init?(path: String) {
+        var st = stat()
+        guard lstat(path, &st) == 0 else { return nil }
+        device = UInt64(st.st_dev); inode = UInt64(st.st_ino)
+    }
+}
+
 /// Errors preparing the socket path.
 public enum SocketServerError: Error, Hashable, Sendable, CustomStringConvertible {
     case pathInUse(String)
@@ -54,32 +66,49 @@ public final class SocketServer: Sendable {
     public let configuration: Configuration
     private let channel: any Channel
     private let registry: ConnectionRegistry
-    private let ownsPath: Bool
+    /// The socket file this server bound (device and inode), which it removes when it stops;
+    /// nil for an inherited socket.
+    private let ownFile: FileIdentity?
     /// What is served, as logged: the path we bound, or the inherited descriptor.
     private let listening: Logger.Metadata
     private let logger: Logger
 
     private init(hub: Hub, configuration: Configuration, channel: any Channel, registry: ConnectionRegistry,
-                 ownsPath: Bool, listening: Logger.Metadata, logger: Logger) {
+                 ownFile: FileIdentity?, listening: Logger.Metadata, logger: Logger) {
         self.hub = hub; self.configuration = configuration; self.channel = channel
-        self.registry = registry; self.ownsPath = ownsPath; self.listening = listening; self.logger = logger
+        self.registry = registry; self.ownFile = ownFile; self.listening = listening; self.logger = logger
     }
 
     /// Binds `configuration.path` and starts accepting connections.
     public static func start(hub: Hub, configuration: Configuration, logger: Logger) async throws -> SocketServer {
         try prepareSocketPath(configuration.path)
         let registry = ConnectionRegistry(eventLoop: hub.eventLoop)
-        let channel = try await bootstrap(hub: hub, configuration: configuration, registry: registry, logger: logger)
-            .bind(unixDomainSocketPath: configuration.path, cleanupExistingSocketFile: false).get()
+        // Bound here, not by NIO: NIO's listening socket unlinks whatever socket file is at the
+        // path when it closes, another daemon's included; this server removes only its own.
+        let descriptor = try bindSocket(configuration.path)
+        guard let ownFile = FileIdentity(path: configuration.path) else {
+            let e = errno
+            Glibc.close(descriptor)
+            throw SocketServerError.system("stat \(configuration.path)", errno: e)
+        }
+        let channel: any Channel
+        do {
+            channel = try await bootstrap(hub: hub, configuration: configuration, registry: registry, logger: logger)
+                .withBoundSocket(descriptor).get()
+        } catch {
+            if FileIdentity(path: configuration.path) == ownFile { unlink(configuration.path) }
+            throw error
+        }
         guard chmod(configuration.path, configuration.socketMode) == 0 else {
             let e = errno
             try? await channel.close()
+            if FileIdentity(path: configuration.path) == ownFile { unlink(configuration.path) }
             throw SocketServerError.system("chmod \(configuration.path)", errno: e)
         }
         let listening: Logger.Metadata = ["path": "\(configuration.path)"]
         logger.info("listening", metadata: listening)
         return SocketServer(hub: hub, configuration: configuration, channel: channel, registry: registry,
-                            ownsPath: true, listening: listening, logger: logger)
+                            ownFile: ownFile, listening: listening, logger: logger)
     }
 
     /// Serves on an already bound and listening socket (e.g. from systemd socket activation);
@@ -92,7 +121,7 @@ public final class SocketServer: Sendable {
         let listening: Logger.Metadata = ["fd": "\(descriptor)"]
         logger.info("listening on an inherited socket", metadata: listening)
         return SocketServer(hub: hub, configuration: configuration, channel: channel, registry: registry,
-                            ownsPath: false, listening: listening, logger: logger)
+                            ownFile: nil, listening: listening, logger: logger)
     }
 
     private static func bootstrap(hub: Hub, configuration: Configuration, registry: ConnectionRegistry,
@@ -123,7 +152,15 @@ public final class SocketServer: Sendable {
         try? await channel.close()
         try? await hub.eventLoop.submit { self.registry.all.forEach { $0.close() } }.get()
         await hub.processed()
-        if ownsPath { unlink(configuration.path) }
+        if let ownFile {
+            // Only the file it bound: if it was removed meanwhile and another server bound the
+            // path, that one's socket must stay.
+            if FileIdentity(path: configuration.path) == ownFile {
+                unlink(configuration.path)
+            } else {
+                logger.notice("the socket file is not the one this daemon created (removed or replaced while it ran); leaving it", metadata: ["path": "\(configuration.path)"])
+            }
+        }
         // Not the configured path when the socket was passed: that one was never ours.
         logger.info("stopped listening", metadata: listening)
     }
@@ -146,6 +183,33 @@ public final class SocketServer: Sendable {
         try await hub.eventLoop.submit {
             self.registry.all.map(\.stats).sorted { $0.subscriber < $1.subscriber }
         }.get()
+    }
+
+    /// A new socket bound to `path` (listening starts when NIO takes it over).
+    static func bindSocket(_ path: String) throws -> CInt {
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: addr.sun_path) else {
+            throw SocketServerError.system("bind \(path)", errno: ENAMETOOLONG)
+        }
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw SocketServerError.system("socket", errno: errno) }
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        guard rc == 0 else {
+            let e = errno
+            Glibc.close(fd)
+            throw SocketServerError.system("bind \(path)", errno: e)
+        }
+        return fd
     }
 
     /// Creates the parent directory and removes a stale socket file (one nobody listens on).

@@ -1,0 +1,56 @@
+import Foundation
+import LocationClient
+#if canImport(Glibc)
+import Glibc
+#endif
+import Testing
+
+/// The socket file over a daemon's life (docs/systemd.md, "Shutdown"): it removes the file it
+/// created, and only that one.
+@Suite(.serialized, .timeLimit(.minutes(2))) struct SocketFileTests {
+    /// A's socket file is removed while it runs and B binds the same path; A's shutdown leaves
+    /// B's socket in place (it used to unlink whatever socket was at the path), and B's own
+    /// shutdown removes it.
+    /// Connects to `path` once `daemon` serves it (polling its startup, not pacing the test).
+    static func connect(_ path: String, _ daemon: SpawnedDaemon) async throws -> LocationClient {
+        let deadline = Date().addingTimeInterval(10)
+        while true {
+            do { return try await LocationClient.connect(path: path) } catch {
+                guard Date() < deadline, daemon.waitForExit(timeout: 0) == nil else {
+                    throw DaemonProcess.Failure(description: "cannot connect: \(error); stderr: \(daemon.stderrText)")
+                }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+        }
+    }
+
+    @Test func aStoppingDaemonLeavesAnotherDaemonsSocketAlone() async throws {
+        let aDirectory = try SpawnedDaemon.makeDirectory()
+        let a = try SpawnedDaemon(arguments: DescriptorLimitTests.arguments(aDirectory, ["--gpsd", "127.0.0.1:1"]),
+                                  environment: [:], directory: aDirectory)
+        defer { a.stop() }
+        let path = a.socketPath
+        try await DescriptorLimitTests.connect(a).close()
+        #expect(unlink(path) == 0)
+
+        let bDirectory = try SpawnedDaemon.makeDirectory()
+        let b = try SpawnedDaemon(arguments: ["--socket", path, "--database", "none", "--gpsd", "127.0.0.1:1"],
+                                  environment: [:], directory: bDirectory)
+        defer { b.stop() }
+        let client = try await Self.connect(path, b)
+        let status = try await client.status()
+        client.close()
+        #expect(status.connected == 1)
+
+        a.signal(SIGTERM)
+        #expect(a.waitForExit() == 0, "\(a.stderrText.suffix(1000))")
+        #expect(access(path, F_OK) == 0, "A's shutdown removed B's socket file; A: \(a.stderrText.suffix(800))")
+        #expect(a.stderrText.contains("notice locationd: the socket file is not the one this daemon created"), "\(a.stderrText.suffix(800))")
+        let again = try await LocationClient.connect(path: path)
+        again.close()
+
+        b.signal(SIGTERM)
+        #expect(b.waitForExit() == 0, "\(b.stderrText.suffix(1000))")
+        #expect(access(path, F_OK) != 0, "B did not remove its own socket file")
+    }
+}
