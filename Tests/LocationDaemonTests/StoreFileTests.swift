@@ -140,4 +140,32 @@ import Testing
         try handle.close()
         #expect(throws: StoreError.self) { try RegionStore(path: path).load() }
     }
+
+    /// The database file deleted while the daemon runs (with its -wal and -shm): SQLite went on
+    /// writing to the deleted file, so a registration was acknowledged and gone at the next
+    /// start. It is refused with `storeFailed`, naming the file and the fix, and logged.
+    @Test func aDatabaseDeletedWhileRunningRefusesWrites() async throws {
+        let dir = try SpawnedDaemon.makeDirectory()
+        let daemon = try SpawnedDaemon(arguments: ["--socket", dir.appendingPathComponent("locationd.sock").path,
+                                                   "--gpsd", "127.0.0.1:1"], environment: [:], directory: dir)
+        defer { daemon.stop() }
+        try await DescriptorLimitTests.connect(daemon).close()
+        var client = try RawClient(path: daemon.socketPath)
+        defer { client.close() }
+        func add(_ name: String) -> String? {
+            client.send(#"{"type":"regions.add","id":"\#(name)","regions":[{"id":"\#(name)","latitude":52.5,"longitude":13.4,"radius":100}]}"# + "\n")
+            return client.waitFor(#""id":"\#(name)""#)?.last
+        }
+        client.send(#"{"type":"session.start","id":1,"authorization":"always"}"# + "\n")
+        #expect(client.waitFor(#""type":"session""#) != nil)
+        #expect(add("before")?.contains(#""type":"regions.changed""#) == true)
+
+        let database = dir.appendingPathComponent("locationd.db").path
+        for file in [database, database + "-wal", database + "-shm"] { #expect(unlink(file) == 0, "\(file)") }
+        let refused = add("after")
+        #expect(refused?.contains(#""code":"storeFailed""#) == true, "\(refused ?? "no reply")")
+        #expect(refused?.contains("\(database) was deleted or replaced while locationd ran") == true, "\(refused ?? "no reply")")
+        #expect(refused?.contains("restart locationd") == true, "\(refused ?? "no reply")")
+        #expect(daemon.stderrText.contains("error locationd: cannot store region registrations"), "\(daemon.stderrText.suffix(1000))")
+    }
 }

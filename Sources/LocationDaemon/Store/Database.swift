@@ -212,8 +212,10 @@ public final class Database: @unchecked Sendable {
         }
     }
 
-    /// Steps a statement that returns no rows.
+    /// Steps a statement that returns no rows (outside a transaction, its own commit: checked
+    /// like one).
     func run(_ stmt: OpaquePointer) throws {
+        if depth == 0 { try checkNotMoved() }
         guard sqlite3_step(stmt) == SQLITE_DONE else { throw StoreError(description: "\(path): \(lastError)") }
     }
 
@@ -226,10 +228,21 @@ public final class Database: @unchecked Sendable {
             try body()
             return
         }
+        try checkNotMoved()
         try exec("BEGIN IMMEDIATE")
         depth = 1
         defer { depth = 0 }
         do { try body(); try exec("COMMIT") } catch { try? exec("ROLLBACK"); throw error }
+    }
+
+    /// Refuses a write when the file at `path` is no longer the one open (deleted, or replaced,
+    /// while the daemon ran): SQLite would go on writing to the deleted file and report success,
+    /// and everything acknowledged from then on would be gone at the next start.
+    func checkNotMoved() throws {
+        guard path != ":memory:" else { return }
+        var moved: Int32 = 0
+        guard sqlite3_file_control(handle, "main", SQLITE_FCNTL_HAS_MOVED, &moved) == SQLITE_OK, moved != 0 else { return }
+        throw StoreError(description: "\(path) was deleted or replaced while locationd ran; nothing is written to the deleted file, which the next start would not see: restart locationd (systemctl restart locationd) to open \(path) again (the regions and queued events in the deleted file are lost then, unless it is copied back first from the daemon's open descriptor: ls -l /proc/\(getpid())/fd)")
     }
 
     /// A failed write is reported on stderr (the daemon keeps going from memory).
