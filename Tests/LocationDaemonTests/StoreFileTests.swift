@@ -168,4 +168,28 @@ import Testing
         #expect(refused?.contains("restart locationd") == true, "\(refused ?? "no reply")")
         #expect(daemon.stderrText.contains("error locationd: cannot store region registrations"), "\(daemon.stderrText.suffix(1000))")
     }
+
+    /// A region id with U+0000 (valid JSON: `"a\u0000b"`) was acknowledged and stored cut at
+    /// the NUL, as "a": a later region "a" then failed with a UNIQUE constraint, and an id cut to
+    /// nothing failed the program's next start. Such an id is refused as invalid.
+    @Test func aRegionIDWithNULIsRefused() async throws {
+        let dir = try SpawnedDaemon.makeDirectory()
+        let daemon = try SpawnedDaemon(arguments: ["--socket", dir.appendingPathComponent("locationd.sock").path,
+                                                   "--gpsd", "127.0.0.1:1"], environment: [:], directory: dir)
+        defer { daemon.stop() }
+        try await DescriptorLimitTests.connect(daemon).close()
+        var client = try RawClient(path: daemon.socketPath)
+        defer { client.close() }
+        func add(_ request: Int, _ id: String) -> String? {
+            client.send(#"{"type":"regions.add","id":\#(request),"regions":[{"id":"\#(id)","latitude":52.5,"longitude":13.4,"radius":100}]}"# + "\n")
+            return client.waitFor(#""id":\#(request),"#)?.last
+        }
+        client.send(#"{"type":"session.start","id":1,"authorization":"always"}"# + "\n")
+        #expect(client.waitFor(#""type":"session""#) != nil)
+        let refused = add(2, #"a\u0000b"#)
+        #expect(refused?.contains(#""code":"invalidRegion""#) == true && refused?.contains("U+0000") == true, "\(refused ?? "no reply")")
+        #expect(add(3, #"\u0000"#)?.contains(#""code":"invalidRegion""#) == true)
+        let plain = add(4, "a")
+        #expect(plain?.contains(#""type":"regions.changed""#) == true, "\(plain ?? "no reply")")
+    }
 }

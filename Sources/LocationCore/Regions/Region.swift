@@ -1,6 +1,6 @@
 /// A circular region (geofence) registered by a program. Rules: docs/regions.md.
 public struct Region: Hashable, Sendable {
-    /// Unique per program; 1…256 bytes of UTF-8.
+    /// Unique per program; 1…256 bytes of UTF-8, without U+0000.
     public var id: String
     public var center: Coordinate
     /// Metres, `Region.radiusLimits`.
@@ -33,6 +33,9 @@ public struct Region: Hashable, Sendable {
         if id.utf8.isEmpty || id.utf8.count > Region.maxIDBytes {
             return "region id must be 1…\(Region.maxIDBytes) bytes"
         }
+        // The store keeps ids as C strings: "a\u0000b" was saved as "a" (colliding with a region
+        // "a", or an empty id that failed the program's next start).
+        if id.utf8.contains(0) { return "region id must not contain U+0000 (NUL)" }
         if !center.latitude.isFinite || abs(center.latitude) > 90 {
             return "region \(id): latitude \(center.latitude) is out of range; expected -90…90 degrees"
         }
