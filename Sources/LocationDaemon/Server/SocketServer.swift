@@ -292,6 +292,11 @@ final class AcceptFailures: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // A peer that gave up before it was accepted: nothing to wait for.
+        if (error as? IOError)?.errnoCode == ECONNABORTED {
+            logger.debug("a connection was aborted before it was accepted")
+            return
+        }
         failures += 1
         let now = NIODeadline.now()
         if lastLogged.map({ now - $0 >= .seconds(60) }) ?? true {
