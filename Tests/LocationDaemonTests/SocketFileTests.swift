@@ -53,4 +53,25 @@ import Testing
         #expect(b.waitForExit() == 0, "\(b.stderrText.suffix(1000))")
         #expect(access(path, F_OK) != 0, "B did not remove its own socket file")
     }
+
+    /// A socket directory the daemon's user cannot write: the start fails naming the socket, the
+    /// directory, the user and the fix (it said only `bind(descriptor:ptr:bytes:): Permission
+    /// denied`).
+    @Test(.enabled("user 'daemon' cannot run the built locationd (a parent folder is not searchable by others)") {
+        try OtherUserTests.daemonUserCanRunLocationd()
+    })
+    func aSocketDirectoryTheDaemonsUserCannotWriteIsNamedWithTheFix() async throws {
+        let dir = try SpawnedDaemon.makeDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        chmod(dir.path, 0o555)
+        let path = dir.appendingPathComponent("x.sock").path
+        let daemon = try DaemonProcess(arguments: ["--gpsd", "127.0.0.1:1", "--socket", path], database: "none",
+                                       launcher: ReadOnlyDatabaseTests.asDaemonUser)
+        defer { daemon.stop() }
+        let status = daemon.waitForExit()
+        let log = daemon.stderrText()
+        #expect(status == 1, "\(log.suffix(1000))")
+        let user = try ReadOnlyDatabaseTests.daemonUser()
+        #expect(log.contains("cannot create the socket \(path): Permission denied (its directory \(dir.path) is not writable by user daemon, uid \(user.uid)); make the directory writable by the daemon's user, or set [socket] path (--socket)"), "\(log.suffix(1000))")
+    }
 }

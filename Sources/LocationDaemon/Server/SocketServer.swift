@@ -22,12 +22,16 @@ public enum SocketServerError: Error, Hashable, Sendable, CustomStringConvertibl
     case pathInUse(String)
     case notASocket(String)
     case system(String, errno: Int32)
+    /// The socket file cannot be created: the directory is not the daemon user's to write.
+    case cannotCreate(String, errno: Int32, user: String)
 
     public var description: String {
         switch self {
         case .pathInUse(let p): "\(p): another server is listening there"
         case .notASocket(let p): "\(p) exists and is not a socket; not removing it"
         case .system(let what, let e): "\(what): \(String(cString: strerror(e)))"
+        case .cannotCreate(let p, let e, let user):
+            "cannot create the socket \(p): \(String(cString: strerror(e))) (its directory \(Database.directory(of: p)) is not writable by user \(user)\(e == EROFS ? ", or is on a read-only filesystem" : "")); make the directory writable by the daemon's user, or set [socket] path (--socket) to a path in one it can write (under systemd, locationd.socket creates the socket)"
         }
     }
 }
@@ -207,6 +211,10 @@ public final class SocketServer: Sendable {
         guard rc == 0 else {
             let e = errno
             Glibc.close(fd)
+            if e == EACCES || e == EPERM || e == EROFS {
+                let user = Database.currentUser()
+                throw SocketServerError.cannotCreate(path, errno: e, user: "\(user.name), uid \(user.uid)")
+            }
             throw SocketServerError.system("bind \(path)", errno: e)
         }
         return fd
