@@ -75,7 +75,7 @@ public final class Hub: Sendable {
         /// What the `background` table holds per program (written only when it changes).
         var rememberedBackground: [ProgramID: SubscriptionOptions] = [:]
         /// Programs whose remembered regions could not be loaded at start, and why: their rows
-        /// stay as they are in the store, so no change of theirs may rewrite them.
+        /// stay as they are in the store, so no change of theirs may touch them.
         var unrestored: [ProgramID: RegionError] = [:]
         /// The receiver's time at the last report that had one, and when (the loop's clock) it
         /// came: what publication ticks estimate the receiver's time from.
@@ -343,7 +343,10 @@ public final class Hub: Sendable {
         try checkRestored(program)
         try box.value.engine.addRegions(regions, for: program)
         do {
-            try store(program)
+            let added = Set(regions.map(\.id))
+            try store(program, forgetting: added) {
+                try $0.insertRegions(of: program, box.value.engine.regionRecords(of: program).filter { added.contains($0.region.id) })
+            }
         } catch {
             // Not durable, so not applied: the reply must not acknowledge it.
             try? box.value.engine.removeRegions(regions.map(\.id), for: program)
@@ -353,12 +356,15 @@ public final class Hub: Sendable {
         return box.value.engine.regionRecords(of: program).count
     }
 
-    /// Writes `program`'s registrations before the reply acknowledges them.
-    private func store(_ program: ProgramID) throws(RegionError) {
+    /// Writes a change of `program`'s registrations (only the rows it touches) before the reply
+    /// acknowledges it. States held unwritten for the regions it adds or removes are dropped:
+    /// they belong to registrations that are gone (an id removed and added again starts anew).
+    private func store(_ program: ProgramID, forgetting ids: Set<String>?,
+                       _ write: (RegionStore) throws -> Void) throws(RegionError) {
         guard let regionStore else { return }
         do {
-            try regionStore.writeRegions(of: program, box.value.engine.regionRecords(of: program))
-            box.value.unwritten.forgetStates(of: program)
+            try write(regionStore)
+            box.value.unwritten.forgetStates(of: program, ids: ids)
         } catch {
             logger.error("cannot store region registrations", metadata: ["program": "\(program)", "error": "\(error)"])
             throw RegionError(.notStored, "the change could not be written to \(regionStore.path) (\(error)); nothing was applied — check the disk and the daemon's log")
@@ -371,7 +377,7 @@ public final class Hub: Sendable {
         let before = box.value.engine.regionRecords(of: program)
         try box.value.engine.removeRegions(ids, for: program)
         do {
-            try store(program)
+            try store(program, forgetting: ids.map(Set.init)) { try $0.deleteRegions(of: program, ids) }
         } catch {
             // Put back what was removed (with its state), so memory matches the database.
             let removed = before.filter { ids == nil || ids!.contains($0.region.id) }
@@ -385,7 +391,8 @@ public final class Hub: Sendable {
 
     /// Registers remembered regions (daemon start, before any fix). If they cannot be (a stored
     /// region this version rejects), the program's changes are refused until a restart loads
-    /// them: a change rewrites all of a program's rows, and would delete the ones not loaded.
+    /// them: the program's rows in the database are not what the engine holds, and a change
+    /// (`all: true` deletes every row) would act on rows it never loaded.
     public func restoreRegions(_ records: [RegionRecord], for program: ProgramID) throws(RegionError) {
         do { try box.value.engine.restoreRegions(records, for: program) } catch {
             box.value.unrestored[program] = error

@@ -83,10 +83,16 @@ struct UnwrittenChanges {
         return n
     }
 
-    /// The program's regions were all written again (a registration change): its older
-    /// unwritten states are stale.
+    /// The program's regions were all removed: its unwritten states are stale.
     mutating func forgetStates(of program: ProgramID) {
         states[program] = nil
+    }
+
+    /// Drops the held states of `program`'s regions `ids` (nil: all of them).
+    mutating func forgetStates(of program: ProgramID, ids: Set<String>?) {
+        guard let ids else { return forgetStates(of: program) }
+        for id in ids { states[program]?[id] = nil }
+        if states[program]?.isEmpty == true { states[program] = nil }
     }
 
     mutating func removeAll() {

@@ -58,36 +58,62 @@ public final class RegionStore: @unchecked Sendable {
         return out
     }
 
-    /// The program's complete list of registrations, in one transaction.
-    func writeRegions(of program: ProgramID, _ records: [RegionRecord]) throws {
-            try transaction {
-                let delete = try prepare("DELETE FROM regions WHERE program = ?")
-                defer { sqlite3_finalize(delete) }
-                locationd_sqlite3_bind_text(delete, 1, program.rawValue)
-                guard sqlite3_step(delete) == SQLITE_DONE else { throw StoreError(description: String(cString: sqlite3_errmsg(db))) }
-                let insert = try prepare("""
-                    INSERT INTO regions (program, id, position, latitude, longitude, radius, notify_entry, notify_exit,
-                      notify_initial, dwell, metadata, state, entered_at, dwell_reported)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """)
-                defer { sqlite3_finalize(insert) }
-                for (i, r) in records.enumerated() {
-                    sqlite3_reset(insert)
-                    locationd_sqlite3_bind_text(insert, 1, program.rawValue)
-                    locationd_sqlite3_bind_text(insert, 2, r.region.id)
-                    sqlite3_bind_int64(insert, 3, Int64(i))
-                    sqlite3_bind_double(insert, 4, r.region.center.latitude)
-                    sqlite3_bind_double(insert, 5, r.region.center.longitude)
-                    sqlite3_bind_double(insert, 6, r.region.radius)
-                    sqlite3_bind_int(insert, 7, r.region.notifyOnEntry ? 1 : 0)
-                    sqlite3_bind_int(insert, 8, r.region.notifyOnExit ? 1 : 0)
-                    sqlite3_bind_int(insert, 9, r.region.notifyInitialState ? 1 : 0)
-                    if let d = r.region.dwell { sqlite3_bind_double(insert, 10, d) } else { sqlite3_bind_null(insert, 10) }
-                    if let m = r.region.metadata { locationd_sqlite3_bind_text(insert, 11, m) } else { sqlite3_bind_null(insert, 11) }
-                    bindState(insert, r, state: 12, entered: 13, dwell: 14)
-                    guard sqlite3_step(insert) == SQLITE_DONE else { throw StoreError(description: String(cString: sqlite3_errmsg(db))) }
-                }
+    /// Adds `records` (new registrations of `program`) after its others, in one transaction.
+    /// Only the new rows are written: a program may hold 10,000 regions, and rewriting them all
+    /// for each registration blocked the loop for tens of milliseconds a request.
+    func insertRegions(of program: ProgramID, _ records: [RegionRecord]) throws {
+        try transaction {
+            let last = try prepare("SELECT COALESCE(MAX(position), -1) FROM regions WHERE program = ?")
+            defer { sqlite3_finalize(last) }
+            locationd_sqlite3_bind_text(last, 1, program.rawValue)
+            guard try database.step(last) else { throw StoreError(description: "\(path): \(database.lastError)") }
+            let first = sqlite3_column_int64(last, 0) + 1
+            let insert = try prepare("""
+                INSERT INTO regions (program, id, position, latitude, longitude, radius, notify_entry, notify_exit,
+                  notify_initial, dwell, metadata, state, entered_at, dwell_reported)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """)
+            defer { sqlite3_finalize(insert) }
+            for (i, r) in records.enumerated() {
+                sqlite3_reset(insert)
+                locationd_sqlite3_bind_text(insert, 1, program.rawValue)
+                locationd_sqlite3_bind_text(insert, 2, r.region.id)
+                sqlite3_bind_int64(insert, 3, first + Int64(i))
+                sqlite3_bind_double(insert, 4, r.region.center.latitude)
+                sqlite3_bind_double(insert, 5, r.region.center.longitude)
+                sqlite3_bind_double(insert, 6, r.region.radius)
+                sqlite3_bind_int(insert, 7, r.region.notifyOnEntry ? 1 : 0)
+                sqlite3_bind_int(insert, 8, r.region.notifyOnExit ? 1 : 0)
+                sqlite3_bind_int(insert, 9, r.region.notifyInitialState ? 1 : 0)
+                if let d = r.region.dwell { sqlite3_bind_double(insert, 10, d) } else { sqlite3_bind_null(insert, 10) }
+                if let m = r.region.metadata { locationd_sqlite3_bind_text(insert, 11, m) } else { sqlite3_bind_null(insert, 11) }
+                bindState(insert, r, state: 12, entered: 13, dwell: 14)
+                guard sqlite3_step(insert) == SQLITE_DONE else { throw StoreError(description: String(cString: sqlite3_errmsg(db))) }
             }
+        }
+    }
+
+    /// Replaces all of `program`'s registrations with `records`, in one transaction.
+    func writeRegions(of program: ProgramID, _ records: [RegionRecord]) throws {
+        try transaction {
+            try deleteRegions(of: program, nil)
+            try insertRegions(of: program, records)
+        }
+    }
+
+    /// Deletes `program`'s registrations `ids` (nil: all of them), in one transaction.
+    func deleteRegions(of program: ProgramID, _ ids: [String]?) throws {
+        try transaction {
+            let delete = try prepare(ids == nil ? "DELETE FROM regions WHERE program = ?"
+                                                : "DELETE FROM regions WHERE program = ? AND id = ?")
+            defer { sqlite3_finalize(delete) }
+            for id in ids ?? [""] {
+                sqlite3_reset(delete)
+                locationd_sqlite3_bind_text(delete, 1, program.rawValue)
+                if ids != nil { locationd_sqlite3_bind_text(delete, 2, id) }
+                guard sqlite3_step(delete) == SQLITE_DONE else { throw StoreError(description: String(cString: sqlite3_errmsg(db))) }
+            }
+        }
     }
 
     /// The states of `records`, inside the caller's transaction when there is one.
