@@ -76,6 +76,16 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
     var skippedSincePending = 0
     var skippedTotal = 0
     var unwritableTimer: Scheduled<Void>?
+    /// The `always` program's backlog being written, a page at a time while the connection is
+    /// writable: the last sequence number written (nil: none yet). Written all at once, a
+    /// program's 10,000 queued events sat in memory for each of its connections that did not
+    /// read (40 such connections: 166 MiB).
+    var backlog: UInt64??
+    /// Events that came while the backlog was being written, in order, to follow it (region,
+    /// visit and significant-change events, and held-back ones written before them).
+    var behindBacklog: [ByteBuffer] = []
+    /// Queued events read from the store per page of the backlog.
+    static let backlogPage = 128
     /// Whether reading from the socket is paused (`handleInput`): until the replies drain, or
     /// until the flood limit's next token (`throttle`).
     var readingPaused = false
@@ -260,7 +270,12 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
         if context.channel.isWritable {
             unwritableTimer?.cancel()
             unwritableTimer = nil
-            flushPending()
+            if backlog != nil {
+                // Not from inside this call: it can come from a flush of `writeBacklog` itself.
+                context.eventLoop.assumeIsolated().execute { [self] in writeBacklog() }
+            } else {
+                flushPending()
+            }
             if readingPaused { context.eventLoop.assumeIsolated().execute { [self] in resumeInput() } }
         } else if unwritableTimer == nil {
             let timeout = configuration.unwritableTimeout
@@ -305,6 +320,7 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
                 hub.unsubscribe(id)
                 isSubscribed = false
             }
+            stopBacklog()
             dropPending()
             send(.unsubscribed(id: rid), flush: false)
         case .status(let rid, let offset):
@@ -379,16 +395,49 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
     /// subscription, and what waited in its queue is written now, before any newer event.
     func takeBackground() {
         hub.takeBack(program, into: id)
-        guard let context, let queue = hub.queue else { return }
+        guard context != nil, hub.queue != nil else { return }
         hub.writeUnwritten()
-        let lines = queue.backlog(of: program)
-        guard !lines.isEmpty else { return }
-        flushPending()
-        for line in lines {
-            context.write(wrapOutboundOut(context.channel.allocator.buffer(bytes: line)), promise: nil)
+        if backlog == nil { flushPending() }
+        // From the start again on a new subscribe: until acknowledged, every subscribe gets all
+        // of it (docs/protocol.md, "Background delivery").
+        backlog = .some(nil)
+        writeBacklog()
+    }
+
+    /// Writes pages of the backlog while the connection is writable; when it is not, the rest
+    /// waits in the store until it is (`channelWritabilityChanged`). Newer events wait behind it.
+    func writeBacklog() {
+        guard let context, !closing, case .some(var after) = backlog, let queue = hub.queue else { return }
+        var lines: [[UInt8]] = []
+        while context.channel.isWritable {
+            lines.removeAll(keepingCapacity: true)
+            let last = queue.backlogPage(of: program, after: after, limit: Self.backlogPage, into: &lines)
+            for line in lines {
+                context.write(wrapOutboundOut(context.channel.allocator.buffer(bytes: line)), promise: nil)
+            }
+            guard let last else {
+                backlog = nil
+                if let after { logger.info("background queue delivered", metadata: ["through": "\(after)"]) }
+                for buffer in behindBacklog { context.write(wrapOutboundOut(buffer), promise: nil) }
+                behindBacklog.removeAll()
+                if pendingLocation != nil || pendingStatus != nil { flushPending() } else { context.flush() }
+                return
+            }
+            after = last
+            backlog = .some(after)
+            context.flush()
         }
+    }
+
+    /// The subscription ended while its backlog was being written: the rest stays queued for the
+    /// next subscribe; what came live meanwhile is written, as it would have been without it.
+    func stopBacklog() {
+        guard backlog != nil else { return }
+        backlog = nil
+        guard let context else { return behindBacklog.removeAll() }
+        for buffer in behindBacklog { context.write(wrapOutboundOut(buffer), promise: nil) }
+        behindBacklog.removeAll()
         context.flush()
-        logger.info("background queue delivered", metadata: ["events": "\(lines.count)"])
     }
 
     func acknowledge(_ seq: UInt64, id rid: RequestID?) {
@@ -460,6 +509,7 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
             isSubscribed = false
         }
         hub.sessionClosed()
+        stopBacklog()
         dropPending()
         logger.info("session ended")
     }
@@ -515,7 +565,7 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
 
     func deliver(_ event: Event, encoded: ByteBuffer) {
         guard let context, !closing else { return }
-        if context.channel.isWritable {
+        if backlog == nil, context.channel.isWritable {
             if pendingLocation != nil || pendingStatus != nil { flushPending() }
             context.writeAndFlush(wrapOutboundOut(encoded), promise: nil)
             return
@@ -533,9 +583,15 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
             locationIsNewest = false
         case .visit, .significant, .region:
             // Visits, significant changes and region events are rare and cannot be replaced by a
-            // newer one: never dropped, written behind the held-back events (order is kept).
-            flushPending()
-            context.writeAndFlush(wrapOutboundOut(encoded), promise: nil)
+            // newer one: never dropped, written behind the held-back events (order is kept), and
+            // behind the backlog while it is being written.
+            if backlog != nil {
+                if let held = encodePending() { behindBacklog.append(held) }
+                behindBacklog.append(encoded)
+            } else {
+                flushPending()
+                context.writeAndFlush(wrapOutboundOut(encoded), promise: nil)
+            }
         }
     }
 
@@ -547,7 +603,13 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
 
     /// Writes the held-back events, older first; the location carries `"skipped":N`.
     func flushPending() {
-        guard let context else { return }
+        guard let context, let held = encodePending() else { return }
+        context.writeAndFlush(wrapOutboundOut(held), promise: nil)
+    }
+
+    /// The held-back events, older first, as one buffer (nil: none), no longer held.
+    func encodePending() -> ByteBuffer? {
+        guard let context else { return nil }
         let encoder = EventEncoder()
         scratch.removeAll(keepingCapacity: true)
         let location = pendingLocation
@@ -556,8 +618,8 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
         if let location { encoder.appendLocation(location, skipped: skippedSincePending, to: &scratch) }
         if let status, !locationIsNewest { encoder.appendStatus(status.state, time: status.time, to: &scratch) }
         dropPending()
-        guard !scratch.isEmpty else { return }
-        context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: scratch)), promise: nil)
+        guard !scratch.isEmpty else { return nil }
+        return context.channel.allocator.buffer(bytes: scratch)
     }
 
     // MARK: Peer credentials

@@ -69,7 +69,7 @@ public final class SocketServer: Sendable {
     public let hub: Hub
     public let configuration: Configuration
     private let channel: any Channel
-    private let registry: ConnectionRegistry
+    let registry: ConnectionRegistry
     /// The socket file this server bound (device and inode), which it removes when it stops;
     /// nil for an inherited socket.
     private let ownFile: FileIdentity?

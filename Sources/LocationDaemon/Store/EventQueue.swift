@@ -155,26 +155,40 @@ public final class EventQueue: @unchecked Sendable {
     /// The program's backlog as protocol lines, in order: an `overflow` event first when
     /// events were lost, then every queued event.
     public func backlog(of program: ProgramID) -> [[UInt8]] {
-        guard let head = heads[program], head.count > 0 || head.lost > 0 else { return [] }
         var lines: [[UInt8]] = []
-        if head.lost > 0 {
+        _ = backlogPage(of: program, after: nil, limit: Int(Int64.max), into: &lines)
+        return lines
+    }
+
+    /// One page of `program`'s backlog, appended to `lines` in order: from the start (`after`
+    /// nil) the `overflow` first if events were lost, then at most `limit` queued events with a
+    /// sequence number above `after`. Returns the last sequence number appended, or nil when no
+    /// queued event was left (the backlog is done).
+    public func backlogPage(of program: ProgramID, after: UInt64?, limit: Int, into lines: inout [[UInt8]]) -> UInt64? {
+        guard let head = heads[program], head.count > 0 || head.lost > 0 else { return nil }
+        if after == nil, head.lost > 0 {
             var line: [UInt8] = []
             EventEncoder.appendOverflow(lost: head.lost, seq: head.lostThrough, to: &line)
             lines.append(line)
         }
+        var last: UInt64?
         do {
-            let select = try database.prepare("SELECT line FROM queue WHERE program = ? ORDER BY seq")
+            let select = try database.prepare("SELECT seq, line FROM queue WHERE program = ? AND seq > ? ORDER BY seq LIMIT ?")
             defer { sqlite3_finalize(select) }
             locationd_sqlite3_bind_text(select, 1, program.rawValue)
+            sqlite3_bind_int64(select, 2, Int64(after ?? 0))
+            sqlite3_bind_int64(select, 3, Int64(limit))
             while try database.step(select) {
-                let n = Int(sqlite3_column_bytes(select, 0))
-                let bytes = sqlite3_column_blob(select, 0)
+                last = UInt64(sqlite3_column_int64(select, 0))
+                let n = Int(sqlite3_column_bytes(select, 1))
+                let bytes = sqlite3_column_blob(select, 1)
                 lines.append(n == 0 || bytes == nil ? [] : Array(UnsafeRawBufferPointer(start: bytes, count: n)))
             }
         } catch {
             database.report("queue", error)
+            return nil
         }
-        return lines
+        return last
     }
 
     /// Events queued for `program` now.
