@@ -3,6 +3,7 @@ import LocationClient
 #if canImport(Glibc)
 import Glibc
 #endif
+@testable import LocationDaemon
 import Testing
 
 /// The socket file over a daemon's life (docs/systemd.md, "Shutdown"): it removes the file it
@@ -73,5 +74,36 @@ import Testing
         #expect(status == 1, "\(log.suffix(1000))")
         let user = try ReadOnlyDatabaseTests.daemonUser()
         #expect(log.contains("cannot create the socket \(path): Permission denied (its directory \(dir.path) is not writable by user daemon, uid \(user.uid)); make the directory writable by the daemon's user, or set [socket] path (--socket)"), "\(log.suffix(1000))")
+    }
+}
+
+/// The socket from `bind` to serving: it has its mode and listens before anyone can reach it.
+@Suite(.serialized) struct SocketBindTests {
+    static func path() -> String { "/tmp/locationd-bind-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock" }
+
+    /// Bound but not yet listening (NIO listened only once it took the descriptor over), the
+    /// socket refused connections, so a second daemon starting on the path took it for a stale
+    /// one and unlinked it: the first then served a file nobody could reach.
+    @Test func aFreshlyBoundSocketIsNotTakenForAStaleOne() throws {
+        let path = Self.path()
+        defer { unlink(path) }
+        let fd = try SocketServer.bindSocket(path, mode: 0o660)
+        defer { close(fd) }
+        #expect(throws: SocketServerError.self) { try SocketServer.prepareSocketPath(path) }
+        #expect(access(path, F_OK) == 0, "the first daemon's socket was unlinked as stale")
+    }
+
+    /// Under a permissive umask bind() made the file 0777: until the chmod after NIO listened,
+    /// anyone could connect.
+    @Test func theSocketHasItsModeFromTheStart() throws {
+        let path = Self.path()
+        defer { unlink(path) }
+        let old = umask(0)
+        defer { umask(old) }
+        let fd = try SocketServer.bindSocket(path, mode: 0o660)
+        defer { close(fd) }
+        var st = stat()
+        try #require(lstat(path, &st) == 0)
+        #expect(st.st_mode & 0o777 == 0o660, "mode after bind: \(String(st.st_mode & 0o777, radix: 8))")
     }
 }

@@ -89,7 +89,7 @@ public final class SocketServer: Sendable {
         let registry = ConnectionRegistry(eventLoop: hub.eventLoop)
         // Bound here, not by NIO: NIO's listening socket unlinks whatever socket file is at the
         // path when it closes, another daemon's included; this server removes only its own.
-        let descriptor = try bindSocket(configuration.path)
+        let descriptor = try bindSocket(configuration.path, mode: configuration.socketMode)
         guard let ownFile = FileIdentity(path: configuration.path) else {
             let e = errno
             Glibc.close(descriptor)
@@ -102,12 +102,6 @@ public final class SocketServer: Sendable {
         } catch {
             if FileIdentity(path: configuration.path) == ownFile { unlink(configuration.path) }
             throw error
-        }
-        guard chmod(configuration.path, configuration.socketMode) == 0 else {
-            let e = errno
-            try? await channel.close()
-            if FileIdentity(path: configuration.path) == ownFile { unlink(configuration.path) }
-            throw SocketServerError.system("chmod \(configuration.path)", errno: e)
         }
         let listening: Logger.Metadata = ["path": "\(configuration.path)"]
         logger.info("listening", metadata: listening)
@@ -189,8 +183,8 @@ public final class SocketServer: Sendable {
         }.get()
     }
 
-    /// A new socket bound to `path` (listening starts when NIO takes it over).
-    static func bindSocket(_ path: String) throws -> CInt {
+    /// A new socket bound to `path`, with `mode`, listening (NIO takes it over).
+    static func bindSocket(_ path: String, mode: mode_t) throws -> CInt {
         var addr = sockaddr_un()
         addr.sun_family = sa_family_t(AF_UNIX)
         let bytes = Array(path.utf8)
@@ -217,6 +211,17 @@ public final class SocketServer: Sendable {
             }
             throw SocketServerError.system("bind \(path)", errno: e)
         }
+        // Its mode before anyone can connect (bind gave it 0777 less the umask), and listening
+        // at once: a bound socket that does not listen refuses connections, and another daemon
+        // starting on the path would take it for a stale one and unlink it.
+        func failed(_ step: String) -> SocketServerError {
+            let e = errno
+            Glibc.close(fd)
+            unlink(path)
+            return .system("\(step) \(path)", errno: e)
+        }
+        guard chmod(path, mode) == 0 else { throw failed("chmod") }
+        guard listen(fd, 128) == 0 else { throw failed("listen") }
         return fd
     }
 
