@@ -1,8 +1,10 @@
 import Foundation
 import LocationClient
 import LocationCore
-import LocationDaemon
+@testable import LocationDaemon
 import LocationProtocol
+import NIOCore
+import NIOEmbedded
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -238,5 +240,27 @@ import Testing
             if inodes.contains(String(target.dropFirst(8).dropLast())) { return Int(name) }
         }
         return nil
+    }
+}
+
+/// At the limit with clients coming and going, each 1 s retry accepts one connection and the
+/// next accept fails again: the error and the recovery are each logged at most once a minute
+/// (they reset each other's minute and alternated every second).
+@Suite struct AcceptFailureLogTests {
+    @Test func churnAtTheLimitIsLoggedAtMostOnceAMinute() throws {
+        let loop = EmbeddedEventLoop()
+        let channel = EmbeddedChannel(loop: loop)
+        let log = CapturedLog()
+        try channel.pipeline.syncOperations.addHandler(AcceptFailures(registry: ConnectionRegistry(eventLoop: loop), logger: log.logger))
+        _ = try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        for _ in 0..<90 {
+            channel.pipeline.fireErrorCaught(IOError(errnoCode: EMFILE, reason: "accept"))
+            loop.advanceTime(by: .seconds(1))
+            channel.pipeline.syncOperations.fireChannelRead(NIOAny(channel as any Channel))
+        }
+        #expect(log.messages(.error).count == 2, "\(log.messages(.error))")
+        #expect(log.messages(.notice).count == 2, "\(log.messages(.notice))")
+        #expect(log.messages(.notice).first?.hasPrefix("accepting connections again after 1 failed attempt") == true)
+        #expect(log.messages(.notice).last?.hasPrefix("accepting connections again after 60 failed attempts") == true)
     }
 }

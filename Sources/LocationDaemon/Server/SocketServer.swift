@@ -289,17 +289,21 @@ final class AcceptFailures: ChannelInboundHandler {
 
     let registry: ConnectionRegistry
     let logger: Logger
+    /// Failed attempts since the last notice of recovery.
     private var failures = 0
     private var lastLogged: NIODeadline?
+    private var lastRecoveryLogged: NIODeadline?
     private var retry: Scheduled<Void>?
 
     init(registry: ConnectionRegistry, logger: Logger) { self.registry = registry; self.logger = logger }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if failures > 0 {
+        // At the limit with clients coming and going, every retry accepts one and fails again:
+        // the recovery is told at most once a minute too, and neither resets the other's minute.
+        if failures > 0, lastRecoveryLogged.map({ context.eventLoop.now - $0 >= .seconds(60) }) ?? true {
             logger.notice("accepting connections again after \(failures) failed attempts")
             failures = 0
-            lastLogged = nil
+            lastRecoveryLogged = context.eventLoop.now
         }
         context.fireChannelRead(data)
     }
@@ -311,7 +315,7 @@ final class AcceptFailures: ChannelInboundHandler {
             return
         }
         failures += 1
-        let now = NIODeadline.now()
+        let now = context.eventLoop.now
         if lastLogged.map({ now - $0 >= .seconds(60) }) ?? true {
             lastLogged = now
             logger.error("\(Self.describe(error, connections: registry.all.count, limit: DescriptorLimit.current()))")
