@@ -82,27 +82,6 @@ func run(_ monitor: inout RegionMonitor, _ fixes: [Fix]) -> [RegionEvent] {
         #expect(events.map(\.kind) == [.enter, .dwell])
         #expect(events[1].time == t0.adding(seconds: 40))
     }
-
-    /// The receiver's clock jumps back 52 minutes (gpsd's bt451 log) 100 s after the entry: the
-    /// dwell of 600 s comes 500 s of fixes later, not 52 minutes more, and the stored entry
-    /// time moves with it.
-    @Test func aClockJumpBackDoesNotHoldADwellBack() throws {
-        var m = RegionMonitor()
-        try m.add([Region(id: "d", center: origin, radius: 100, dwell: 600)])
-        let here = north(of: origin, metres: 20)
-        var fixes = [fix(at: 0, north(of: origin, metres: 500))]
-        for s in 10...110 { fixes.append(fix(at: Double(s), here)) }
-        let jump = -3120.0
-        for s in 111...700 { fixes.append(fix(at: Double(s) + jump, here)) }
-        var events = run(&m, Array(fixes.prefix(102)))
-        _ = m.drainChanges()
-        events += run(&m, [fixes[102]])
-        // Inside 100 s before the jump and one second across it.
-        #expect(m.drainChanges().first?.enteredAt == t0.adding(seconds: 111 + jump - 101))
-        events += run(&m, Array(fixes.dropFirst(103)))
-        #expect(events.map(\.kind) == [.enter, .dwell])
-        #expect(events.last?.time == t0.adding(seconds: 610 + jump))
-    }
 }
 
 @Suite struct RegionHysteresisTests {

@@ -201,16 +201,7 @@ public struct RegionMonitor: Sendable {
                 // Less than a minute older is out of order (two receivers behind one gpsd), not
                 // a clock jump: taken as a gap, each such fix would decide a transition alone.
                 if p.time - fix.time < Timestamp.clockJumpBack { return }
-                // The receiver's clock jumped back: a gap. Time inside goes on as if one second
-                // had passed, as a visit's does; left as it was, the entry time would lie in the
-                // new clock's future and hold a dwell back for as long as the jump.
-                let shift = fix.time - p.time - 1
-                for s in slots.indices {
-                    guard let entered = slots[s].enteredAt else { continue }
-                    slots[s].enteredAt = entered.adding(seconds: shift)
-                    changed.insert(s)
-                }
-                previous = nil
+                previous = nil                          // the receiver's clock jumped back: a gap
             }
         }
         guard !slots.isEmpty else { previous = fix; return }
