@@ -108,4 +108,34 @@ import Testing
         let stored = try RegionStore(database: Database(path: path)).load()
         #expect(stored.first { $0.program == program }?.records.map(\.state) == [.outside])
     }
+
+    /// A removal the store refuses (its write lock held elsewhere) is undone in memory with
+    /// the regions where they were: registrations append rows only, so re-appended in memory
+    /// the removed ones would come back in another order after a restart.
+    @Test func aRefusedRemovalKeepsTheStoredOrder() async throws {
+        let dir = try Away.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("locationd.db").path
+        let program = Away.tracker.program
+        try await Away.withHub(path: path) { hub in
+            try await hub.eventLoop.submit {
+                hub.policy = Away.policy(.always, .precise)
+                hub.programSeen(Away.tracker, rule: hub.policy.rule(for: Away.tracker))
+                _ = try hub.addRegions(["a", "b", "c"].map { Region(id: $0, center: Away.home, radius: 100) }, for: program)
+            }.get()
+            let holder = try Database(path: path)
+            try holder.exec("BEGIN IMMEDIATE")
+            let refused = try await hub.eventLoop.submit { () -> Bool in
+                do { _ = try hub.removeRegions(["a"], for: program); return false } catch { return true }
+            }.get()
+            #expect(refused)
+            try holder.exec("COMMIT")
+            let (held, stored) = try await hub.eventLoop.submit {
+                _ = try hub.addRegions([Region(id: "d", center: Away.home, radius: 100)], for: program)
+                return (hub.regionRecords(of: program).map(\.region.id),
+                        try RegionStore(path: path).load().first { $0.program == program }?.records.map(\.region.id) ?? [])
+            }.get()
+            #expect(held == ["a", "b", "c", "d"] && stored == held, "memory \(held), stored \(stored)")
+        }
+    }
 }

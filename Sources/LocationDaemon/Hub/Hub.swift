@@ -379,9 +379,11 @@ public final class Hub: Sendable {
         do {
             try store(program, forgetting: ids.map(Set.init)) { try $0.deleteRegions(of: program, ids) }
         } catch {
-            // Put back what was removed (with its state), so memory matches the database.
-            let removed = before.filter { ids == nil || ids!.contains($0.region.id) }
-            try? box.value.engine.restoreRegions(removed, for: program)
+            // Put back what was removed (with its state) where it was, so memory matches the
+            // database, order included: a later registration only appends rows, and appended
+            // in memory the removed ones would come back in another order after a restart.
+            try? box.value.engine.removeRegions(nil, for: program)
+            try? box.value.engine.restoreRegions(before, for: program)
             throw error
         }
         let after = box.value.engine.regionRecords(of: program)
