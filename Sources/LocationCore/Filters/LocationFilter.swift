@@ -89,10 +89,11 @@ public struct IntervalFilter: Hashable, Sendable {
 
     @inlinable public func admits(_ fix: Fix, lastDelivered: Fix?) -> Bool {
         guard let last = lastDelivered else { return true }
-        if fix.time == last.time { return false }
-        let elapsed = fix.time - last.time
-        if elapsed < 0 { return -elapsed >= Timestamp.clockJumpBack }
-        return elapsed >= minimumInterval
+        switch fix.time.order(after: last.time) {
+        case .later: return fix.time - last.time >= minimumInterval
+        case .sameEpoch, .outOfOrder: return false
+        case .jumpedBack: return true
+        }
     }
 }
 

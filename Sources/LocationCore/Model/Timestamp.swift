@@ -28,9 +28,27 @@ public struct Timestamp: Hashable, Comparable, Sendable {
 
     /// A fix timed this many seconds or more before the latest one means the receiver's clock
     /// jumped back (52 minutes in gpsd's bt451 log); one less is only out of order (two
-    /// receivers behind one gpsd). The visit and significant-change detectors' rule
-    /// (docs/semantics.md, "Clock jumps").
+    /// receivers behind one gpsd). Every detector's rule (docs/semantics.md, "Clock jumps").
     public static let clockJumpBack = 60.0
+
+    /// Where a fix timed `self` stands against the latest one before it.
+    public enum Order: Sendable {
+        /// Later: time goes on.
+        case later
+        /// The same time: a later report of the same epoch.
+        case sameEpoch
+        /// Less than `clockJumpBack` earlier: out of order (two receivers behind one gpsd).
+        case outOfOrder
+        /// `clockJumpBack` or more earlier: the receiver's clock jumped back.
+        case jumpedBack
+    }
+
+    /// The one place the rule above is decided.
+    @inlinable public func order(after latest: Timestamp) -> Order {
+        if self > latest { return .later }
+        if self == latest { return .sameEpoch }
+        return latest - self < Timestamp.clockJumpBack ? .outOfOrder : .jumpedBack
+    }
 }
 
 /// A proleptic Gregorian calendar date and UTC time of day, for converting to and from

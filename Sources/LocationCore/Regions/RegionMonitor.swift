@@ -196,12 +196,12 @@ public struct RegionMonitor: Sendable {
         // Where the device was, whatever its clock says: the regions it may have crossed since.
         let last = previous?.coordinate
         if let p = previous {
-            if fix.time == p.time { return }            // one epoch, one evaluation
-            if fix.time < p.time {
-                // Less than a minute older is out of order (two receivers behind one gpsd), not
-                // a clock jump: taken as a gap, each such fix would decide a transition alone.
-                if p.time - fix.time < Timestamp.clockJumpBack { return }
-                previous = nil                          // the receiver's clock jumped back: a gap
+            switch fix.time.order(after: p.time) {
+            case .later: break
+            // One epoch, one evaluation. Out of order is not a clock jump: taken as a gap, each
+            // such fix would decide a transition alone.
+            case .sameEpoch, .outOfOrder: return
+            case .jumpedBack: previous = nil            // the receiver's clock jumped back: a gap
             }
         }
         guard !slots.isEmpty else { previous = fix; return }

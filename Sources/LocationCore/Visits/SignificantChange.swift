@@ -63,7 +63,12 @@ public struct SignificantChange: Hashable, Sendable {
     /// receiver's clock jumped back) meets the interval: otherwise a backwards jump would silence
     /// significant changes for as long as the jump. One only a little older is out of order.
     @inlinable func qualifies(_ fix: Fix, after last: Fix) -> Bool {
-        (last.time - fix.time >= Timestamp.clockJumpBack || fix.time - last.time >= parameters.interval)
-            && Geodesy.distance(last.coordinate, fix.coordinate) >= parameters.distance
+        let interval: Bool
+        switch fix.time.order(after: last.time) {
+        case .later: interval = fix.time - last.time >= parameters.interval
+        case .sameEpoch, .outOfOrder: interval = false
+        case .jumpedBack: interval = true
+        }
+        return interval && Geodesy.distance(last.coordinate, fix.coordinate) >= parameters.distance
     }
 }

@@ -177,9 +177,10 @@ public struct VisitDetector: Sendable {
         if let latest {
             // gpsd reports an epoch several times while it fills in: one epoch, one fix (two
             // copies of one outside fix must not count as two of the departure's three).
-            if fix.time == latest { return }
-            if fix.time < latest {
-                if latest - fix.time < Timestamp.clockJumpBack { return }
+            switch fix.time.order(after: latest) {
+            case .later: break
+            case .sameEpoch, .outOfOrder: return
+            case .jumpedBack:
                 clockShift &+= latest.nanoseconds &- fix.time.nanoseconds &+ 1_000_000_000
                 fix.time = latest.adding(seconds: 1)
             }
