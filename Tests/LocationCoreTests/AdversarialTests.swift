@@ -74,14 +74,7 @@ import Testing
     /// The capped monitor after an invalid fix: the jump from the last real position must still
     /// be searched for crossed boundaries.
     @Test func anInvalidFixDoesNotHideACrossedRegionFromTheCappedMonitor() throws {
-        let outside = offset(origin, east: -1000, north: 0)
-        let inside = offset(origin, east: 1000, north: 0)
-        var regions = [Region(id: "big", center: offset(origin, east: 5000, north: 0), radius: 5000)]
-        for (name, place) in [("here", outside), ("there", inside)] {
-            for i in 0..<25 {
-                regions.append(Region(id: "\(name)\(i)", center: offset(place, east: Double(i % 5) * 150 - 300, north: Double(i / 5) * 150 - 300), radius: 50))
-            }
-        }
+        let (outside, inside, regions) = RegionRotationTests.bigRegionBehindSmallOnes()
         var all = RegionMonitor(limits: .init(maxActive: nil))
         var capped = RegionMonitor(limits: .init(maxActive: 20))
         try all.add(regions); try capped.add(regions)

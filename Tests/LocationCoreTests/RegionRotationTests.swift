@@ -94,19 +94,25 @@ import Testing
         }
     }
 
-    /// The receiver's clock jumps back while the device moves into a large region past many
-    /// small ones: the time gap does not shrink the search for crossed boundaries, and the
-    /// capped monitor still enters.
-    @Test func aBackwardsClockJumpDoesNotHideACrossedRegion() throws {
+    /// A place outside a big region and one 2 km on inside it, each amid 25 small regions
+    /// nearer than the big one's boundary: the big one is active at neither.
+    static func bigRegionBehindSmallOnes() -> (outside: Coordinate, inside: Coordinate, regions: [Region]) {
         let outside = offset(origin, east: -1000, north: 0)
         let inside = offset(origin, east: 1000, north: 0)
         var regions = [Region(id: "big", center: offset(origin, east: 5000, north: 0), radius: 5000)]
-        // Small regions around both places, nearer than the big one's boundary: it is active at neither.
         for (name, place) in [("here", outside), ("there", inside)] {
             for i in 0..<25 {
                 regions.append(Region(id: "\(name)\(i)", center: offset(place, east: Double(i % 5) * 150 - 300, north: Double(i / 5) * 150 - 300), radius: 50))
             }
         }
+        return (outside, inside, regions)
+    }
+
+    /// The receiver's clock jumps back while the device moves into a large region past many
+    /// small ones: the time gap does not shrink the search for crossed boundaries, and the
+    /// capped monitor still enters.
+    @Test func aBackwardsClockJumpDoesNotHideACrossedRegion() throws {
+        let (outside, inside, regions) = Self.bigRegionBehindSmallOnes()
         var all = RegionMonitor(limits: .init(maxActive: nil))
         var capped = RegionMonitor(limits: .init(maxActive: 20))
         try all.add(regions); try capped.add(regions)
