@@ -195,7 +195,8 @@ final class DaemonService: Sendable {
         }
         switch options.source {
         case .gpsd(let host, let port):
-            let source = GPSDSource(configuration: .init(host: host, port: port), eventLoop: hub.eventLoop, sink: sink,
+            let device = options.gpsdDevice.isEmpty ? nil : options.gpsdDevice
+            let source = GPSDSource(configuration: .init(host: host, port: port, device: device), eventLoop: hub.eventLoop, sink: sink,
                                     logger: logger)
             // Receiver gating: watch gpsd only while a session, subscription or region monitor
             // needs fixes (docs/privacy.md, "Receiver").

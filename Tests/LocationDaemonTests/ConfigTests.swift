@@ -24,7 +24,7 @@ import Testing
     @Test func everyInvalidCaseHasItsMessage() {
         let cases: [(String, String)] = [
             // unknown key, unknown table, top-level key
-            ("[gpsd]\nhost = \"a\"\nhots = \"x\"\n", "locationd.toml:3: unknown key 'gpsd.hots'; expected one of host, port"),
+            ("[gpsd]\nhost = \"a\"\nhots = \"x\"\n", "locationd.toml:3: unknown key 'gpsd.hots'; expected one of host, port, device"),
             ("# c\n[gspd]\n", "locationd.toml:2: unknown table [gspd]; expected one of socket, gpsd, replay, log, regions, store, daemon, systemd"),
             ("port = 1\n", "locationd.toml:1: unknown key 'port'; every option belongs in a table: [socket], [gpsd], [replay], [log], [regions], [store], [daemon], [systemd]"),
             // bad types
@@ -211,7 +211,7 @@ import Testing
         defer { try? FileManager.default.removeItem(at: bad) }
         let failed = try Self.run(["--check-config", bad.path])
         #expect(failed.status == 78)
-        #expect(failed.err == "locationd: \(bad.path):2: unknown key 'gpsd.hots'; expected one of host, port\n")
+        #expect(failed.err == "locationd: \(bad.path):2: unknown key 'gpsd.hots'; expected one of host, port, device\n")
     }
 
     /// A replay log that cannot be opened is refused at start and by --check-config, naming

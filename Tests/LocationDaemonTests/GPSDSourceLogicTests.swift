@@ -100,6 +100,16 @@ struct GPSDSourceLogicTests {
         #expect(await waitUntil { gpsd.clientCloses == 1 })  // the second, on stop
     }
 
+    /// With a device, the watch names it (JSON-escaped), as `gps_stream(…, device)` does: gpsd
+    /// then reports that device only (docs/gpsd.md, "Several receivers").
+    @Test func aConfiguredDeviceIsNamedInTheWatch() {
+        #expect(String(decoding: GPSDSource.watchRequest(device: nil), as: UTF8.self) == Self.watch)
+        #expect(String(decoding: GPSDSource.watchRequest(device: "/dev/ttyACM0"), as: UTF8.self)
+            == #"?WATCH={"enable":true,"json":true,"device":"/dev/ttyACM0"};"# + "\n")
+        #expect(String(decoding: GPSDSource.watchRequest(device: #"tcp://h:1/"a"\"#), as: UTF8.self)
+            == #"?WATCH={"enable":true,"json":true,"device":"tcp://h:1/\"a\"\\"};"# + "\n")
+    }
+
     @Test func stopIsPromptWhileBackingOff() async throws {
         let recorder = EventRecorder()
         let source = Self.source(port: Int(try GPSDHarness.freePort()), backoff: (30, 30), recorder: recorder)

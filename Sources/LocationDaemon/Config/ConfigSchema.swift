@@ -84,6 +84,8 @@ public enum ConfigSchema {
         .number("socket", "unwritable_timeout", \.unwritableTimeout, range: 0.1...86_400, unit: " s"),
         .string("gpsd", "host", \.gpsdHost, nonEmpty: true),
         .integer("gpsd", "port", \.gpsdPort, range: 1...65535),
+        .string("gpsd", "device", \.gpsdDevice, maxBytes: 127,
+                why: " (gpsd's device paths hold 128 bytes with the terminating NUL)"),
         .string("replay", "file", \.replayFile),
         .number("replay", "speed", \.replaySpeed, range: 0...1_000_000),
         .boolean("replay", "loop", \.replayLoop),

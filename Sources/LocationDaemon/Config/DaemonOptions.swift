@@ -27,6 +27,8 @@ public struct DaemonOptions: Sendable, Equatable {
     // [gpsd]
     public var gpsdHost = "localhost"
     public var gpsdPort = 2947
+    /// The one device of gpsd's to read (its path as gpsd names it); empty: every device.
+    public var gpsdDevice = ""
     // [replay]
     /// Empty: read gpsd.
     public var replayFile = ""

@@ -1,5 +1,6 @@
 import Glibc
 import LocationCore
+import LocationProtocol
 import Logging
 import NIOCore
 import NIOPosix
@@ -46,6 +47,8 @@ public final class GPSDSource: Sendable {
         /// at once even with no receiver, so a gpsd that does not is hung; docs/gpsd.md,
         /// "Talking to gpsd"), seconds.
         public var idleProbe: Double
+        /// The one device of gpsd's to watch (its path as gpsd names it); nil: all of them.
+        public var device: String?
 
         /// `host:port`, an IPv6 address in brackets: what the log names.
         public var address: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
@@ -53,12 +56,13 @@ public final class GPSDSource: Sendable {
         public init(
             host: String = "localhost", port: String = defaultGPSDPort,
             initialBackoff: Double = 0.1, maximumBackoff: Double = 1.0, connectTimeout: Double = 2,
-            idleProbe: Double = 10
+            idleProbe: Double = 10, device: String? = nil
         ) {
             self.host = host; self.port = port
             self.initialBackoff = initialBackoff; self.maximumBackoff = maximumBackoff
             self.connectTimeout = connectTimeout
             self.idleProbe = idleProbe
+            self.device = device
         }
     }
 
@@ -288,11 +292,21 @@ public final class GPSDSource: Sendable {
         s.connecting = false
         s.channel = channel
         count { $0.connections += 1 }
-        // What libgps's `gps_stream(WATCH_ENABLE | WATCH_JSON)` sends.
-        let watch = #"?WATCH={"enable":true,"json":true};"# + "\n"
-        channel.writeAndFlush(channel.allocator.buffer(string: watch), promise: nil)
+        channel.writeAndFlush(channel.allocator.buffer(bytes: Self.watchRequest(device: configuration.device)), promise: nil)
         startIdleCheck(generation: generation)
         report(.connected)
+    }
+
+    /// What libgps's `gps_stream(WATCH_ENABLE | WATCH_JSON)` sends, and with a device, what
+    /// `gps_stream(…, device)` adds: gpsd then reports that device only.
+    static func watchRequest(device: String?) -> [UInt8] {
+        var out = Array(#"?WATCH={"enable":true,"json":true"#.utf8)
+        if let device {
+            out += Array(#","device":"#.utf8)
+            JSONWriter.appendString(device, to: &out)
+        }
+        out += Array("};\n".utf8)
+        return out
     }
 
     /// Every `idleProbe` seconds: a connection that read nothing since the last check is asked

@@ -71,14 +71,17 @@ final class GPSDHarness: @unchecked Sendable {
     var portString: String { String(gpsdPort) }
 
     private let feed: FeedServer
+    /// More receivers behind the same gpsd (`serve(bytes:toFeed:)`).
+    private let extraFeeds: [FeedServer]
     private let lock = NSLock()
     private var process: Process?
     private var closed = false
 
     /// Opens the feed port and (if `startGPSD`) starts gpsd.
-    init(startGPSD: Bool = true) throws {
+    init(startGPSD: Bool = true, extraFeeds: Int = 0) throws {
         guard Self.gpsdPath != nil else { throw Failure(description: "gpsd is not installed") }
         feed = try FeedServer()
+        self.extraFeeds = try (0..<extraFeeds).map { _ in try FeedServer() }
         gpsdPort = try Self.freePort()
         if startGPSD {
             do { try start() } catch { shutdown(); throw error }
@@ -106,6 +109,12 @@ final class GPSDHarness: @unchecked Sendable {
         feed.enqueue(chunk)
     }
 
+    /// Queues raw bytes for gpsd on extra feed `index` (another receiver).
+    func serve(bytes: [UInt8], toFeed index: Int) { extraFeeds[index].enqueue(bytes) }
+
+    /// The feed's device as gpsd names it (what `[gpsd] device` takes).
+    var deviceName: String { "tcp://127.0.0.1:\(feed.port)" }
+
     /// How many times gpsd has connected to the feed.
     var feedConnections: Int { feed.connections }
 
@@ -131,7 +140,7 @@ final class GPSDHarness: @unchecked Sendable {
         if process?.isRunning == true { lock.unlock(); return }
         let p = Process()
         p.executableURL = URL(fileURLWithPath: Self.gpsdPath!)
-        p.arguments = ["-N", "-b", "-S", String(gpsdPort), "tcp://127.0.0.1:\(feed.port)"]
+        p.arguments = ["-N", "-b", "-S", String(gpsdPort), deviceName] + extraFeeds.map { "tcp://127.0.0.1:\($0.port)" }
         p.standardInput = FileHandle.nullDevice
         p.standardOutput = FileHandle.nullDevice
         if ProcessInfo.processInfo.environment["GPSD_HARNESS_STDERR"] == nil {
@@ -176,6 +185,7 @@ final class GPSDHarness: @unchecked Sendable {
         lock.lock(); closed = true; lock.unlock()
         kill()
         feed.close()
+        extraFeeds.forEach { $0.close() }
     }
 
     // MARK: Sockets
