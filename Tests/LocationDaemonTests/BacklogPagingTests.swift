@@ -65,4 +65,109 @@ import Testing
         idle.removeAll()
         await h.stop()
     }
+
+    /// A harness with `events` queued for this process's program; `rule` replaces the owner rule.
+    static func harness(queueLimit: Int = events, rule: PolicyRule? = nil) async throws -> (ServerHarness, EventQueue, ProgramID, URL) {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("backlog-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let queue = try EventQueue(database: Database(path: dir.appendingPathComponent("q.db").path), limit: queueLimit)
+        let h = try await ServerHarness.start(queue: queue)
+        if let rule {
+            var policy = Policy()
+            policy.ownerRule = false
+            policy.rules = [rule]
+            try await h.server.applyPolicy(policy)
+        }
+        let program = PeerIdentity.resolve(PeerCredentials(pid: getpid(), uid: getuid(), gid: getgid())).program
+        try await h.hub.eventLoop.submit {
+            try queue.database.transaction {
+                try queue.append((1...Self.events).map { ProgramEvent(program: program, event: .region(EventQueueTests.event($0))) })
+            }
+        }.get()
+        return (h, queue, program, dir)
+    }
+
+    /// A connection of the program that subscribes and reads nothing past the reply: its
+    /// backlog stops at the watermark (checked on the loop, after the subscribe was handled).
+    static func stalledSubscriber(_ h: ServerHarness) async throws -> RawSocket {
+        let s = RawSocket(path: h.path)
+        s.send(#"{"type":"session.start","id":1,"authorization":"always"}"# + "\n" + #"{"type":"subscribe","id":2}"# + "\n")
+        while let line = s.readLine(), !line.contains(#""type":"subscribed""#) {}
+        let inProgress = try await h.hub.eventLoop.submit { h.server.registry.all.first?.backlog != nil }.get()
+        try #require(inProgress, "the backlog did not stop at the watermark")
+        return s
+    }
+
+    static func later(_ region: String) -> (RegionEvent, ByteBuffer) {
+        (RegionEvent(region: region, kind: .enter, time: CivilTime(year: 2026, month: 6, day: 2).timestamp,
+                     coordinate: Coordinate(latitude: 48.1, longitude: 11.5)),
+         ByteBuffer(string: "{\"type\":\"region\",\"region\":\"\(region)\"}\n"))
+    }
+
+    /// A reload makes the session approximate while live events wait behind the backlog, a
+    /// precise location among them: they are written before the `changed` event (as they were
+    /// before the backlog was paged), never after it.
+    @Test func whatWaitedBehindTheBacklogDoesNotFollowADowngrade() async throws {
+        var rule = PolicyRule(name: "me", user: getuid(), authorization: .always, accuracy: .precise)
+        let (h, _, _, dir) = try await Self.harness(rule: rule)
+        defer { h.stopIfRunning(); try? FileManager.default.removeItem(at: dir) }
+        let slow = try await Self.stalledSubscriber(h)
+        for i in 0..<20 { h.hub.submit(.fix(testFix(i))) }
+        await h.hub.processed()
+        try #require(try await h.server.connectionStats().first?.hasPendingLocation == true, "no location held back")
+        let (event, line) = Self.later("later")
+        try await h.hub.eventLoop.submit { for c in h.server.registry.all { c.deliver(.region(event), encoded: line) } }.get()
+        rule.accuracy = .approximate
+        var policy = Policy()
+        policy.ownerRule = false
+        policy.rules = [rule]
+        try await h.server.applyPolicy(policy)
+        // After `changed` the backlog starts again; once it is through (seq 5000), an unsubscribe's
+        // reply marks the end of what was written.
+        var changed = false, preciseAfter = 0, laterAfter = false
+        while let line = slow.readLine() {
+            if line.contains(#""state":"changed""#) { changed = true; continue }
+            guard changed else { continue }
+            if line.contains(#""type":"location""#), line.contains(#""horizontalAccuracy":5"#) { preciseAfter += 1 }
+            if line.contains(#""region":"later""#) { laterAfter = true }
+            if line.contains(#""seq":\#(Self.events)"#) { slow.send(#"{"type":"unsubscribe","id":9}"# + "\n") }
+            if line.contains(#""type":"unsubscribed""#) { break }
+        }
+        #expect(changed)
+        #expect(preciseAfter == 0 && !laterAfter, "after the downgrade: \(preciseAfter) precise location(s), region event \(laterAfter)")
+        await h.stop()
+    }
+
+    /// Events queued while the backlog is being written (another connection of the program went
+    /// away) are the next subscribe's: not written ahead of an older live event; and events the
+    /// queue's bound drops meanwhile are told by an `overflow`, not skipped in silence.
+    @Test func eventsQueuedMeanwhileWaitAndDroppedOnesAreTold() async throws {
+        let (h, queue, program, dir) = try await Self.harness()
+        defer { h.stopIfRunning(); try? FileManager.default.removeItem(at: dir) }
+        let slow = try await Self.stalledSubscriber(h)
+        let (event, line) = Self.later("live")
+        try await h.hub.eventLoop.submit {
+            for c in h.server.registry.all { c.deliver(.region(event), encoded: line) }
+            // 4,000 more at the bound of 5,000: the oldest 4,000 are dropped.
+            try queue.database.transaction {
+                try queue.append((1...4_000).map { ProgramEvent(program: program, event: .region(EventQueueTests.event(10_000 + $0))) })
+            }
+        }.get()
+        var seqs: [UInt64] = []
+        var overflows: [String] = []
+        while let line = slow.readLine() {
+            if line.contains(#""type":"overflow""#) { overflows.append(line) }
+            if line.contains(#""region":"live""#) { break }
+            guard line.contains(#""type":"region""#), let r = line.range(of: #""seq":"#) else { continue }
+            seqs.append(UInt64(line[r.upperBound...].prefix { $0.isNumber }) ?? 0)
+        }
+        #expect(seqs.allSatisfy { $0 <= 5_000 }, "events queued after the live one came before it")
+        #expect(seqs.last == 5_000)
+        let gaps = zip(seqs, seqs.dropFirst()).filter { $1 != $0 + 1 }
+        #expect(gaps.count == 1 && overflows.count == 1, "gaps \(gaps), overflows \(overflows)")
+        if let gap = gaps.first, let o = overflows.first {
+            #expect(o.contains(#""lost":\#(gap.1 - gap.0 - 1)"#) && o.contains(#""seq":\#(gap.1 - 1)"#), "\(o) for the gap \(gap)")
+        }
+        await h.stop()
+    }
 }

@@ -77,10 +77,11 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
     var skippedTotal = 0
     var unwritableTimer: Scheduled<Void>?
     /// The `always` program's backlog being written, a page at a time while the connection is
-    /// writable: the last sequence number written (nil: none yet). Written all at once, a
-    /// program's 10,000 queued events sat in memory for each of its connections that did not
-    /// read (40 such connections: 166 MiB).
-    var backlog: UInt64??
+    /// writable: the last sequence number written, and the last one it takes (what was queued
+    /// when it began; later ones are the next subscribe's). Written all at once, a program's
+    /// 10,000 queued events sat in memory for each of its connections that did not read (40
+    /// such connections: 166 MiB).
+    var backlog: (after: UInt64, through: UInt64)?
     /// Events that came while the backlog was being written, in order, to follow it (region,
     /// visit and significant-change events, and held-back ones written before them).
     var behindBacklog: [ByteBuffer] = []
@@ -366,6 +367,9 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
     func subscriptionRegranted(from old: Grant?) {
         guard isSubscribed, let session else { return }
         if old?.accuracy != session.grant.accuracy {
+            // What came live behind a backlog was produced under the old accuracy: written
+            // before the news, as without the backlog; the re-subscribe starts the backlog again.
+            stopBacklog()
             // A precise location held for a slow reader must not follow the news that the
             // session is approximate now; it counts as skipped.
             if session.grant.accuracy == .approximate, pendingLocation != nil {
@@ -400,44 +404,47 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
         if backlog == nil { flushPending() }
         // From the start again on a new subscribe: until acknowledged, every subscribe gets all
         // of it (docs/protocol.md, "Background delivery").
-        backlog = .some(nil)
+        backlog = (0, hub.queue?.lastSeq(of: program) ?? 0)
         writeBacklog()
     }
 
     /// Writes pages of the backlog while the connection is writable; when it is not, the rest
     /// waits in the store until it is (`channelWritabilityChanged`). Newer events wait behind it.
     func writeBacklog() {
-        guard let context, !closing, case .some(var after) = backlog, let queue = hub.queue else { return }
+        guard let context, !closing, var progress = backlog, let queue = hub.queue else { return }
         var lines: [[UInt8]] = []
         while context.channel.isWritable {
             lines.removeAll(keepingCapacity: true)
-            let last = queue.backlogPage(of: program, after: after, limit: Self.backlogPage, into: &lines)
+            let next = queue.backlogPage(of: program, after: progress.after, through: progress.through,
+                                         limit: Self.backlogPage, into: &lines)
             for line in lines {
                 context.write(wrapOutboundOut(context.channel.allocator.buffer(bytes: line)), promise: nil)
             }
-            guard let last else {
+            guard let next else {
                 backlog = nil
-                if let after { logger.info("background queue delivered", metadata: ["through": "\(after)"]) }
+                if progress.through > 0 { logger.info("background queue delivered", metadata: ["through": "\(progress.through)"]) }
                 for buffer in behindBacklog { context.write(wrapOutboundOut(buffer), promise: nil) }
                 behindBacklog.removeAll()
                 if pendingLocation != nil || pendingStatus != nil { flushPending() } else { context.flush() }
                 return
             }
-            after = last
-            backlog = .some(after)
+            progress.after = next
+            backlog = progress
             context.flush()
         }
     }
 
-    /// The subscription ended while its backlog was being written: the rest stays queued for the
-    /// next subscribe; what came live meanwhile is written, as it would have been without it.
+    /// The subscription ended, or its accuracy changed, while its backlog was being written: the
+    /// rest stays queued for the next subscribe; what came live meanwhile is written now, as it
+    /// would have been without the backlog (before the reply or the `changed` event that
+    /// follows). Not flushed here: a flush that drains the socket would write the held-back
+    /// location too (`channelWritabilityChanged`), which the callers drop.
     func stopBacklog() {
         guard backlog != nil else { return }
         backlog = nil
         guard let context else { return behindBacklog.removeAll() }
         for buffer in behindBacklog { context.write(wrapOutboundOut(buffer), promise: nil) }
         behindBacklog.removeAll()
-        context.flush()
     }
 
     func acknowledge(_ seq: UInt64, id rid: RequestID?) {

@@ -156,39 +156,57 @@ public final class EventQueue: @unchecked Sendable {
     /// events were lost, then every queued event.
     public func backlog(of program: ProgramID) -> [[UInt8]] {
         var lines: [[UInt8]] = []
-        _ = backlogPage(of: program, after: nil, limit: Int(Int64.max), into: &lines)
+        var after: UInt64 = 0
+        let through = lastSeq(of: program)
+        while let next = backlogPage(of: program, after: after, through: through, limit: Int(Int64.max), into: &lines) {
+            after = next
+        }
         return lines
     }
 
-    /// One page of `program`'s backlog, appended to `lines` in order: from the start (`after`
-    /// nil) the `overflow` first if events were lost, then at most `limit` queued events with a
-    /// sequence number above `after`. Returns the last sequence number appended, or nil when no
-    /// queued event was left (the backlog is done).
-    public func backlogPage(of program: ProgramID, after: UInt64?, limit: Int, into lines: inout [[UInt8]]) -> UInt64? {
-        guard let head = heads[program], head.count > 0 || head.lost > 0 else { return nil }
-        if after == nil, head.lost > 0 {
+    /// The last sequence number given out to `program` (0: none): where a backlog ends.
+    public func lastSeq(of program: ProgramID) -> UInt64 { heads[program]?.last ?? 0 }
+
+    /// One page of `program`'s backlog, the events numbered `after+1 … through`, appended to
+    /// `lines` in order: first an `overflow` for events lost above `after` (at the start, the
+    /// ones lost before it; later, the ones dropped from the queue while it was being written),
+    /// then at most `limit` queued events. Returns where the next page starts, or nil when the
+    /// backlog is done. Events queued after it began (above `through`) are the next one's.
+    public func backlogPage(of program: ProgramID, after: UInt64, through: UInt64, limit: Int,
+                            into lines: inout [[UInt8]]) -> UInt64? {
+        guard let head = heads[program] else { return nil }
+        var after = after
+        let lostFrom = max(after, head.acked)
+        if head.lostThrough > lostFrom, lostFrom < through {
+            let end = min(head.lostThrough, through)
             var line: [UInt8] = []
-            EventEncoder.appendOverflow(lost: head.lost, seq: head.lostThrough, to: &line)
+            EventEncoder.appendOverflow(lost: end - lostFrom, seq: end, to: &line)
             lines.append(line)
+            after = end
         }
-        var last: UInt64?
+        guard after < through else { return nil }
         do {
-            let select = try database.prepare("SELECT seq, line FROM queue WHERE program = ? AND seq > ? ORDER BY seq LIMIT ?")
+            let select = try database.prepare(
+                "SELECT seq, line FROM queue WHERE program = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?")
             defer { sqlite3_finalize(select) }
             locationd_sqlite3_bind_text(select, 1, program.rawValue)
-            sqlite3_bind_int64(select, 2, Int64(after ?? 0))
-            sqlite3_bind_int64(select, 3, Int64(limit))
+            sqlite3_bind_int64(select, 2, Int64(after))
+            sqlite3_bind_int64(select, 3, Int64(through))
+            sqlite3_bind_int64(select, 4, Int64(limit))
+            var rows = 0
             while try database.step(select) {
-                last = UInt64(sqlite3_column_int64(select, 0))
+                after = UInt64(sqlite3_column_int64(select, 0))
                 let n = Int(sqlite3_column_bytes(select, 1))
                 let bytes = sqlite3_column_blob(select, 1)
                 lines.append(n == 0 || bytes == nil ? [] : Array(UnsafeRawBufferPointer(start: bytes, count: n)))
+                rows += 1
             }
+            // Fewer than asked: nothing is left up to `through`.
+            return rows < limit ? nil : after
         } catch {
             database.report("queue", error)
             return nil
         }
-        return last
     }
 
     /// Events queued for `program` now.
