@@ -281,9 +281,9 @@ public final class SocketServer: Sendable {
 /// queue, so the socket stays readable; NIO keeps its read pending and retries at once, forever,
 /// at 100 % CPU (its `AcceptBackoffHandler` only pauses when an accept of the same round
 /// succeeded). So this handler stops reading from the listening socket for
-/// `SocketServer.acceptRetry` after each failure, and logs the first failure of a run at once,
-/// then at most one a minute while it lasts, and the recovery with the number of failed attempts
-/// (docs/systemd.md, "Open files").
+/// `SocketServer.acceptRetry` after each failure. It logs a failure at most once a minute (the
+/// first at once), and the next accept after failures at most once a minute too, with the number
+/// of failed attempts since the last such notice (docs/systemd.md, "Open files").
 final class AcceptFailures: ChannelInboundHandler {
     typealias InboundIn = any Channel
 
