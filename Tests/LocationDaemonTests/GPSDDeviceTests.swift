@@ -27,9 +27,11 @@ struct GPSDDeviceTests {
         let tested = source(named ? gpsd.deviceName : nil, recorder), all = source(nil, everything)
         tested.start(); all.start()
         defer { tested.stop(); all.stop() }
-        // Both watching before anything is fed: what gpsd reads before a watch reaches no one.
-        #expect(await recorder.first(.source(.connected), timeout: 30) != nil)
-        #expect(await everything.first(.source(.connected), timeout: 30) != nil)
+        // Both watching before anything is fed (what gpsd reads before it has a watch reaches no
+        // one): gpsd has answered a watch when it has sent DEVICES and WATCH after its VERSION.
+        try ReceiverGatingTests.eventually("both watches answered") {
+            tested.statistics.messages >= 3 && all.statistics.messages >= 3
+        }
         gpsd.serve(bytes: a.bytes)
         gpsd.serve(bytes: b.bytes + Array("# EOF\n".utf8), toFeed: 0)
         #expect(await everything.first(timeout: 30) {
