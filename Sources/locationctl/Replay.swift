@@ -30,10 +30,15 @@ struct Replay: ParsableCommand {
     var privacySeed: UInt64 = 1
 
     static func parseKinds(_ text: String) throws -> Set<EventKind> {
+        try parseKinds(text, expected: "location, status, visits, significant or region")
+    }
+
+    /// `--events`' comma-separated names; an unknown one is named with `expected`.
+    static func parseKinds(_ text: String, expected: String) throws -> Set<EventKind> {
         var kinds = Set<EventKind>()
         for part in text.split(separator: ",") {
             guard let k = EventKind(rawValue: String(part)) else {
-                throw ValidationError("--events: unknown event type '\(part)'; expected location, status, visits, significant or region")
+                throw ValidationError("--events: unknown event type '\(part)'; expected \(expected)")
             }
             kinds.insert(k)
         }

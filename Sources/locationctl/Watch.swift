@@ -28,14 +28,7 @@ struct Watch: AsyncParsableCommand {
     /// replay's event names; an unknown one is named with the three watch subscribes to
     /// (status and region are refused by validate(), which says why).
     static func parseKinds(_ text: String) throws -> Set<Replay.EventKind> {
-        var kinds = Set<Replay.EventKind>()
-        for part in text.split(separator: ",") {
-            guard let k = Replay.EventKind(rawValue: String(part)) else {
-                throw ValidationError("--events: unknown event type '\(part)'; expected location, visits or significant")
-            }
-            kinds.insert(k)
-        }
-        return kinds
+        try Replay.parseKinds(text, expected: "location, visits or significant")
     }
 
     var authorization: Authorization? {
