@@ -399,12 +399,12 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
     /// subscription, and what waited in its queue is written now, before any newer event.
     func takeBackground() {
         hub.takeBack(program, into: id)
-        guard context != nil, hub.queue != nil else { return }
+        guard context != nil, let queue = hub.queue else { return }
         hub.writeUnwritten()
         if backlog == nil { flushPending() }
         // From the start again on a new subscribe: until acknowledged, every subscribe gets all
         // of it (docs/protocol.md, "Background delivery").
-        backlog = (0, hub.queue?.lastSeq(of: program) ?? 0)
+        backlog = (0, queue.lastSeq(of: program))
         writeBacklog()
     }
 
@@ -421,10 +421,8 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
                 context.write(wrapOutboundOut(context.channel.allocator.buffer(bytes: line)), promise: nil)
             }
             guard let next else {
-                backlog = nil
                 if progress.through > 0 { logger.info("background queue delivered", metadata: ["through": "\(progress.through)"]) }
-                for buffer in behindBacklog { context.write(wrapOutboundOut(buffer), promise: nil) }
-                behindBacklog.removeAll()
+                stopBacklog()
                 if pendingLocation != nil || pendingStatus != nil { flushPending() } else { context.flush() }
                 return
             }
@@ -434,11 +432,11 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
         }
     }
 
-    /// The subscription ended, or its accuracy changed, while its backlog was being written: the
-    /// rest stays queued for the next subscribe; what came live meanwhile is written now, as it
-    /// would have been without the backlog (before the reply or the `changed` event that
-    /// follows). Not flushed here: a flush that drains the socket would write the held-back
-    /// location too (`channelWritabilityChanged`), which the callers drop.
+    /// Ends the backlog: written through, or cut short because the subscription ended or its
+    /// accuracy changed (the rest stays queued for the next subscribe). What came live meanwhile
+    /// is written now, as it would have been without the backlog (before the reply or the
+    /// `changed` event that follows). Not flushed here: a flush that drains the socket would
+    /// write the held-back location too (`channelWritabilityChanged`), which those callers drop.
     func stopBacklog() {
         guard backlog != nil else { return }
         backlog = nil
