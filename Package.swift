@@ -9,6 +9,14 @@ let strict: [SwiftSetting] = [
     .swiftLanguageMode(.v6),
 ]
 
+// The modules the daemon links do without the implicit `import _StringProcessing`: the string
+// searches it adds (`contains("…")`, `firstRange(of:)`, `split(separator: "…")` on strings)
+// then do not compile here, and neither it nor _RegexParser is linked into the daemon. One such
+// call linked both: 0.3 MiB of the idle daemon (docs/benchmarks.md, "Footprint").
+let daemonModule: [SwiftSetting] = strict + [
+    .unsafeFlags(["-Xfrontend", "-disable-implicit-string-processing-module-import"]),
+]
+
 // How the daemon is linked, for its idle memory (docs/benchmarks.md, "Footprint"): every page
 // the dynamic linker reads or writes at start stays resident. lld, because only lld (not the
 // default gold) packs the ≈ 40,000 relative relocations of Swift's metadata into a table of a
@@ -73,9 +81,9 @@ let package = Package(
         // own code, not libsystemd: docs/systemd.md).
         .target(name: "CDaemonSupport"),
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite"),
-        .target(name: "LocationCore", swiftSettings: strict),
-        .target(name: "NMEA", dependencies: ["LocationCore"], swiftSettings: strict),
-        .target(name: "LocationProtocol", dependencies: ["LocationCore"], swiftSettings: strict),
+        .target(name: "LocationCore", swiftSettings: daemonModule),
+        .target(name: "NMEA", dependencies: ["LocationCore"], swiftSettings: daemonModule),
+        .target(name: "LocationProtocol", dependencies: ["LocationCore"], swiftSettings: daemonModule),
         .target(name: "Simulation", dependencies: ["LocationCore", "NMEA", "LocationProtocol"], swiftSettings: strict),
         .target(
             name: "LocationDaemon",
@@ -85,9 +93,9 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            swiftSettings: strict, linkerSettings: libgpsStatic),
+            swiftSettings: daemonModule, linkerSettings: libgpsStatic),
         .target(name: "LocationClient", dependencies: ["LocationProtocol", "LocationCore"], swiftSettings: strict),
-        .executableTarget(name: "locationd", dependencies: ["LocationDaemon"], swiftSettings: strict,
+        .executableTarget(name: "locationd", dependencies: ["LocationDaemon"], swiftSettings: daemonModule,
                           linkerSettings: daemonLinking),
         // Benchmark of region re-ranking (docs/regions.md): swift run -c release bench-regions
         .executableTarget(name: "bench-regions", dependencies: ["LocationCore", "Simulation"], swiftSettings: strict),

@@ -361,7 +361,10 @@ private struct LineParser {
 
     /// `1_000` → `1000`; nil for a misplaced underscore.
     static func underscoresRemoved(_ s: Substring) -> String? {
-        guard !s.hasPrefix("_"), !s.hasSuffix("_"), !s.contains("__") else { return nil }
+        // Adjacent underscores compared pairwise: `contains("__")` is _StringProcessing's, a
+        // module the daemon does not otherwise link (GPSDMessage.firstRange).
+        let doubled = zip(s.utf8, s.utf8.dropFirst()).contains { $0 == UInt8(ascii: "_") && $1 == UInt8(ascii: "_") }
+        guard !s.hasPrefix("_"), !s.hasSuffix("_"), !doubled else { return nil }
         return s.filter { $0 != "_" }
     }
 }

@@ -94,13 +94,30 @@ public enum GPSDMessage: Hashable, Sendable {
 
     /// Recognises `DEVICE … "activated":0` in a JSON line; returns the device path if so.
     public static func deactivatedDevicePath(in text: Substring) -> String? {
-        guard hasClass("DEVICE", text), text.contains("\"activated\":0") else { return nil }
+        guard hasClass("DEVICE", text) else { return nil }
         // The marker must be the number 0, not a timestamp string such as "activated":"2026-…".
-        guard let r = text.firstRange(of: "\"activated\":0") else { return nil }
+        guard let r = firstRange(of: "\"activated\":0", in: text) else { return nil }
         let after = text[r.upperBound...].first
         guard after == nil || after == "," || after == "}" else { return nil }
-        guard let p = text.firstRange(of: "\"path\":\"") else { return "" }
+        guard let p = firstRange(of: "\"path\":\"", in: text) else { return "" }
         let rest = text[p.upperBound...]
         return String(rest.prefix { $0 != "\"" })
+    }
+
+    /// Where `needle` first occurs in `text`, byte for byte. Not the standard library's
+    /// `firstRange(of:)`: that lives in _StringProcessing, which (with _RegexParser) the daemon
+    /// then links for this alone, and whose relocated data is resident in every daemon
+    /// (docs/benchmarks.md, "Footprint").
+    static func firstRange(of needle: StaticString, in text: Substring) -> Range<Substring.Index>? {
+        let pattern = UnsafeBufferPointer(start: needle.utf8Start, count: needle.utf8CodeUnitCount)
+        let bytes = text.utf8
+        var start = bytes.startIndex
+        while start != bytes.endIndex {
+            if bytes[start...].starts(with: pattern) {
+                return start..<bytes.index(start, offsetBy: pattern.count)
+            }
+            bytes.formIndex(after: &start)
+        }
+        return nil
     }
 }
