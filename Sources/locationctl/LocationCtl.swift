@@ -8,8 +8,9 @@ struct LocationCtl: AsyncParsableCommand {
         discussion: """
             Exit status: 0 on success; 1 for a failure at run time, printed with its reason and \
             no usage (a file that cannot be opened, read or written, an unknown scenario, \
-            locationd not reachable or refusing a request); 64 for a usage error (a bad flag or \
-            value), printed with the usage; policy check: 78 when the file is missing or invalid.
+            locationd not reachable, refusing a request or closing the connection); 64 for a usage \
+            error (a bad flag or value), printed with the usage; policy check: 78 when the file is \
+            missing or invalid.
             """,
         version: "0.1.0",
         subcommands: [Watch.self, Status.self, Replay.self, Simulate.self, Evaluate.self, Regions.self, Policy.self, Reload.self])

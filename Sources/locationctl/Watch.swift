@@ -92,8 +92,11 @@ struct Watch: AsyncParsableCommand {
             if ack { try acknowledger.printed(message) }
             if let count, locations >= count { return }
         }
-        if !json { out.line("locationd closed the connection") }
+        // The stream ended with no --count reached and no session ended: the daemon stopped or
+        // dropped this client. A failure (exit 1), so that a script reading `watch --json` can
+        // tell it from a watch that did what it was asked.
         out.flush()
+        throw RuntimeError("locationd closed the connection")
     }
 
     static func human(_ message: ServerMessage) -> String? {

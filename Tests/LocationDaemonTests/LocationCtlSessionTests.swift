@@ -144,6 +144,37 @@ import Testing
         #expect(stderr.contains("locationd ended the session: policy rule 'ctl'"), "\(stderr)")
     }
 
+    /// The daemon stopping ends `watch` with exit status 1 and says so (it exited 0, as if it had
+    /// done what it was asked, and in `--json` said nothing).
+    @Test func watchFailsWhenTheDaemonGoesAway() async throws {
+        let daemon = try await Self.daemon(rule: "authorization = \"always\"\n")
+        defer { daemon.stop() }
+        let watch = Process()
+        watch.executableURL = URL(fileURLWithPath: Self.locationctl)
+        watch.arguments = ["watch", "--socket", daemon.socketPath, "--json"]
+        let out = Pipe(), err = Pipe()
+        watch.standardOutput = out
+        watch.standardError = err
+        try watch.run()
+        defer { if watch.isRunning { watch.terminate() } }
+        // A hang fails, not waits: the watchdog ends watch, which ends its output (and the reads).
+        let watchdog = Task { try await Task.sleep(for: .seconds(30)); watch.terminate() }
+        defer { watchdog.cancel() }
+        var text = ""
+        while !text.contains("\"subscribed\"") {
+            let chunk = out.fileHandleForReading.availableData  // blocks until output or EOF
+            if chunk.isEmpty { break }
+            text += String(decoding: chunk, as: UTF8.self)
+        }
+        try #require(text.contains("\"subscribed\""), "\(text)")
+        daemon.stop()
+        watch.waitUntilExit()
+        watchdog.cancel()
+        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(watch.terminationReason == .exit && watch.terminationStatus == 1, "\(stderr)")
+        #expect(stderr.contains("locationd closed the connection"), "\(stderr)")
+    }
+
     /// The daemon refusing a region change is not a usage error: exit 1 and its reason, no usage.
     @Test func regionsRefusedByTheDaemonExitOneWithItsReason() async throws {
         let daemon = try await Self.daemon(rule: "authorization = \"always\"\naccuracy = \"precise\"\n")
