@@ -75,6 +75,35 @@ import Testing
         let user = try ReadOnlyDatabaseTests.daemonUser()
         #expect(log.contains("cannot create the socket \(path): Permission denied (its directory \(dir.path) is not writable by user daemon, uid \(user.uid)); make the directory writable by the daemon's user, or set [socket] path (--socket)"), "\(log.suffix(1000))")
     }
+
+    /// A socket directory, or one on the way to it, that the daemon's user cannot enter: the
+    /// start fails naming that directory, the missing search permission and the fix (it said
+    /// `stat PATH: Permission denied`, or `mkdir DIR: Permission denied`, or blamed the
+    /// directory's write permission).
+    @Test(.enabled("user 'daemon' cannot run the built locationd (a parent folder is not searchable by others)") {
+        try OtherUserTests.daemonUserCanRunLocationd()
+    })
+    func aSocketDirectoryTheDaemonsUserCannotEnterIsNamedWithTheFix() async throws {
+        let dir = try SpawnedDaemon.makeDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let closed = dir.appendingPathComponent("closed")
+        try FileManager.default.createDirectory(at: closed, withIntermediateDirectories: false)
+        chmod(closed.path, 0o766)  // readable and writable by others, not searchable
+        let user = try ReadOnlyDatabaseTests.daemonUser()
+        let cases = [
+            (closed.appendingPathComponent("x.sock").path, "its directory \(closed.path)"),
+            (closed.appendingPathComponent("sub/x.sock").path, "\(closed.path), a directory on the way to it,"),
+        ]
+        for (path, place) in cases {
+            let daemon = try DaemonProcess(arguments: ["--gpsd", "127.0.0.1:1", "--socket", path], database: "none",
+                                           launcher: ReadOnlyDatabaseTests.asDaemonUser)
+            defer { daemon.stop() }
+            let status = daemon.waitForExit()
+            let log = daemon.stderrText()
+            #expect(status == 1, "\(log.suffix(1000))")
+            #expect(log.contains("cannot create the socket \(path): \(place) cannot be entered by user daemon, uid \(user.uid) (no search permission); let the daemon's user search \(closed.path) (chmod o+x, or g+x for a group it is in), or set [socket] path (--socket)"), "\(log.suffix(1000))")
+        }
+    }
 }
 
 /// The socket from `bind` to serving: it has its mode and listens before anyone can reach it.

@@ -24,6 +24,9 @@ public enum SocketServerError: Error, Hashable, Sendable, CustomStringConvertibl
     case system(String, errno: Int32)
     /// The socket file cannot be created: the directory is not the daemon user's to write.
     case cannotCreate(String, errno: Int32, user: String)
+    /// The socket's directory, or one on the way to it (`blocked`), cannot be entered by the
+    /// daemon's user: no search (x) permission.
+    case unreachable(String, blocked: String, user: String)
 
     public var description: String {
         switch self {
@@ -32,6 +35,8 @@ public enum SocketServerError: Error, Hashable, Sendable, CustomStringConvertibl
         case .system(let what, let e): "\(what): \(String(cString: strerror(e)))"
         case .cannotCreate(let p, let e, let user):
             "cannot create the socket \(p): \(String(cString: strerror(e))) (its directory \(Database.directory(of: p)) is not writable by user \(user)\(e == EROFS ? ", or is on a read-only filesystem" : "")); make the directory writable by the daemon's user, or set [socket] path (--socket) to a path in one it can write (under systemd, locationd.socket creates the socket)"
+        case .unreachable(let p, let blocked, let user):
+            "cannot create the socket \(p): \(blocked == Database.directory(of: p) ? "its directory \(blocked)" : "\(blocked), a directory on the way to it,") cannot be entered by user \(user) (no search permission); let the daemon's user search \(blocked) (chmod o+x, or g+x for a group it is in), or set [socket] path (--socket) to a path it can reach (under systemd, locationd.socket creates the socket)"
         }
     }
 }
@@ -206,6 +211,7 @@ public final class SocketServer: Sendable {
             let e = errno
             Glibc.close(fd)
             if e == EACCES || e == EPERM || e == EROFS {
+                if e == EACCES { try refuseUnreachable(path) }
                 let user = Database.currentUser()
                 throw SocketServerError.cannotCreate(path, errno: e, user: "\(user.name), uid \(user.uid)")
             }
@@ -227,6 +233,9 @@ public final class SocketServer: Sendable {
 
     /// Creates the parent directory and removes a stale socket file (one nobody listens on).
     static func prepareSocketPath(_ path: String) throws {
+        // First, so that what follows does not fail with a bare "Permission denied" on a path
+        // it cannot reach (or blame the directory's write permission).
+        try refuseUnreachable(path)
         if let slash = path.lastIndex(of: "/"), slash != path.startIndex {
             try makeDirectories(String(path[..<slash]))
         }
@@ -238,6 +247,14 @@ public final class SocketServer: Sendable {
         guard st.st_mode & S_IFMT == S_IFSOCK else { throw SocketServerError.notASocket(path) }
         if isListening(path) { throw SocketServerError.pathInUse(path) }
         guard unlink(path) == 0 || errno == ENOENT else { throw SocketServerError.system("unlink \(path)", errno: errno) }
+    }
+
+    /// Throws `unreachable` when a directory on the way to `path` (its own included) exists and
+    /// the daemon's user may not enter it (Database.unsearchable; root may enter any).
+    static func refuseUnreachable(_ path: String) throws {
+        guard let blocked = Database.unsearchable(Database.directory(of: path)) else { return }
+        let user = Database.currentUser()
+        throw SocketServerError.unreachable(path, blocked: blocked, user: "\(user.name), uid \(user.uid)")
     }
 
     static func makeDirectories(_ dir: String) throws {
