@@ -5,6 +5,9 @@ public let protocolVersion = 1
 /// The longest line either side accepts, in bytes, newline excluded.
 public let maxLineBytes = 65_536
 
+/// The longest string `id` a request may carry, in bytes (as region ids and purposes).
+public let maxIDBytes = 256
+
 /// A request's `id`: a JSON number or string, echoed in the reply. Numbers are echoed by value
 /// (integral numbers as integers: `7`, `1e3` → `1000`), strings exactly.
 public enum RequestID: Hashable, Sendable, CustomStringConvertible {
@@ -144,7 +147,13 @@ public enum Request: Hashable, Sendable {
         switch object["id"] {
         case nil, .null?: break
         case .number(let n)?: id = .number(n)
-        case .string(let s)?: id = .string(s)
+        case .string(let s)?:
+            // Bounded so that every reply echoing it, a page of `regions` or `status` included,
+            // stays within the line limit a client accepts. Not echoed: it is what is refused.
+            guard s.utf8.count <= maxIDBytes else {
+                throw ProtocolError(.outOfRange, "id of \(s.utf8.count) bytes is too long; a string id has at most \(maxIDBytes) bytes")
+            }
+            id = .string(s)
         case let other?:
             throw ProtocolError(.badField, "id must be a number or a string, not \(other.kindName)")
         }

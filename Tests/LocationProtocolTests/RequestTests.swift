@@ -59,7 +59,7 @@ import Testing
         #expect(error(#"{"type":"hello","protocol":"1"}"#)?.code == .badField)
     }
 
-    @Test func outOfRange() {
+    @Test func outOfRange() throws {
         #expect(error(#"{"type":"subscribe","distanceFilter":-3,"id":1}"#)
             == ProtocolError(.outOfRange, "distanceFilter -3 is out of range; expected 0…1000000 metres", id: .number(1)))
         #expect(error(#"{"type":"subscribe","desiredAccuracy":1e7}"#)?.message
@@ -67,6 +67,13 @@ import Testing
         #expect(error(#"{"type":"subscribe","minimumInterval":86400.5}"#)?.message
             == "minimumInterval 86400.5 is out of range; expected 0…86400 seconds")
         #expect(error(#"{"type":"hello","protocol":2}"#)?.code == .outOfRange)
+        // A string id as long as a line would make every reply echoing it longer than a client
+        // accepts (a page of `regions.list` is the id plus at least one region).
+        let long = String(repeating: "é", count: 129)
+        #expect(error(#"{"type":"status","id":"\#(long)"}"#)
+            == ProtocolError(.outOfRange, "id of 258 bytes is too long; a string id has at most 256 bytes", id: nil))
+        let longest = String(repeating: "x", count: 256)
+        #expect(try Request.decode(#"{"type":"status","id":"\#(longest)"}"#).id == .string(longest))
     }
 
     @Test func unknownType() {
