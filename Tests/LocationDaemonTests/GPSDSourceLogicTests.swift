@@ -123,9 +123,28 @@ struct GPSDSourceLogicTests {
         source.stop()  // idempotent
     }
 
+    /// A gpsd that accepts and never says anything (stopped with SIGSTOP, hung before its
+    /// banner) is not reported connected: subscribers saw `connected` and `disconnected` at every
+    /// retry. Its connections are dropped by the idle check, as before.
+    @Test func aGPSDThatAcceptsAndSaysNothingIsNotConnected() async throws {
+        let port = Int(try GPSDHarness.freePort())
+        let gpsd = try FakeGPSD(port: port, steps: [])
+        defer { gpsd.shutdown() }
+        let recorder = EventRecorder()
+        let source = GPSDSource(configuration: .init(host: "127.0.0.1", port: String(port), initialBackoff: 0.001,
+                                                     maximumBackoff: 0.004, idleProbe: 0.2),
+                                sink: recorder.sink)
+        source.start()
+        #expect(await waitUntil { source.statistics.connectionsLost >= 2 })
+        source.stop()
+        #expect(recorder.events == [.input(.source(.disconnected))], "\(recorder.events)")
+        #expect(source.statistics.lastError?.message.contains("not even an answer to ?VERSION: it hangs") == true)
+    }
+
     @Test func stopClosesTheConnectionAndStartReconnects() async throws {
         let port = Int(try GPSDHarness.freePort())
-        let gpsd = try FakeGPSD(port: port, steps: [.lines([Self.tpv(1)], close: false)])
+        let gpsd = try FakeGPSD(port: port, steps: [.lines([Self.tpv(1)], close: false),
+                                                    .lines([Self.version], close: false)])
         defer { gpsd.shutdown() }
         let recorder = EventRecorder()
         let source = Self.source(port: port, recorder: recorder)
@@ -135,7 +154,7 @@ struct GPSDSourceLogicTests {
         #expect(took < .seconds(1))
         #expect(recorder.events.last == .input(.source(.disconnected)))
         #expect(await waitUntil { gpsd.clientCloses == 1 })
-        // Restartable: a second start connects again (the script's gpsd is silent now).
+        // Restartable: a second start connects again (the script's gpsd sends its banner only).
         let mark = recorder.count
         source.start()
         #expect(await recorder.first(.source(.connected), from: mark) != nil)

@@ -16,7 +16,10 @@ import Synchronization
 ///
 /// - Each TPV with a position (mode ≥ 2, finite latitude/longitude) and a time becomes one
 ///   `.fix`; a TPV with mode ≤ 1 becomes `.noFix(time)` (see `GPSDTPV.engineInput`).
-/// - `.source(.connected)` once connected and the watch is sent; `.source(.disconnected)` when
+/// - `.source(.connected)` once connected and gpsd has sent its first line (its VERSION banner,
+///   which it sends at once): a gpsd that accepts and says nothing (stopped, hung) is not
+///   reported connected, so subscribers do not see it come and go at every retry;
+///   `.source(.disconnected)` when
 ///   the connection cannot be made or is lost, and on `stop()` or release if connected. Only
 ///   changes are reported: the first failed attempt reports `.disconnected`, later failed
 ///   retries report nothing.
@@ -294,7 +297,6 @@ public final class GPSDSource: Sendable {
         count { $0.connections += 1 }
         channel.writeAndFlush(channel.allocator.buffer(bytes: Self.watchRequest(device: configuration.device)), promise: nil)
         startIdleCheck(generation: generation)
-        report(.connected)
     }
 
     /// What libgps's `gps_stream(WATCH_ENABLE | WATCH_JSON)` sends, and with a device, what
@@ -421,6 +423,7 @@ public final class GPSDSource: Sendable {
                 s.problem = nil
             }
             s.failures = 0
+            report(.connected)
         }
         switch s.decoder.decode(line) {
         case .tpv(let tpv):
