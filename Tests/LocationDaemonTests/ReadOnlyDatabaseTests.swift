@@ -155,7 +155,8 @@ struct ReadOnlyDatabaseTests {
         try await Self.expectRefusal(database: database, launcher: Self.asDaemonUser, message: """
             \(database).lock: cannot open the database's lock file (the directory \(state.path) cannot be entered by \
             user daemon, uid \(user.uid) (no search permission)); make \(state.path) searchable and writable by the \
-            daemon's user (chown daemon, chmod 0750), \(Self.memoryFix)
+            daemon's user (chown daemon, chmod 0750), or set [store] database to a path it can reach ("none" keeps \
+            everything in memory)
             """)
 
         // One further up: the state directory itself is the daemon's, the one above it is not.

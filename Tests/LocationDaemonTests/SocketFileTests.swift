@@ -90,19 +90,47 @@ import Testing
         try FileManager.default.createDirectory(at: closed, withIntermediateDirectories: false)
         chmod(closed.path, 0o766)  // readable and writable by others, not searchable
         let user = try ReadOnlyDatabaseTests.daemonUser()
+        let own = "make \(closed.path) searchable and writable by the daemon's user (chown daemon, chmod 0755)"
+        let above = "let the daemon's user search \(closed.path) (chmod o+x, or g+x for a group it is in)"
         let cases = [
-            (closed.appendingPathComponent("x.sock").path, "its directory \(closed.path)"),
-            (closed.appendingPathComponent("sub/x.sock").path, "\(closed.path), a directory on the way to it,"),
+            (closed.appendingPathComponent("x.sock").path, "the directory \(closed.path)", own),
+            (closed.appendingPathComponent("sub/x.sock").path, "\(closed.path), a directory on the way to it,", above),
         ]
-        for (path, place) in cases {
+        for (path, place, fix) in cases {
             let daemon = try DaemonProcess(arguments: ["--gpsd", "127.0.0.1:1", "--socket", path], database: "none",
                                            launcher: ReadOnlyDatabaseTests.asDaemonUser)
             defer { daemon.stop() }
             let status = daemon.waitForExit()
             let log = daemon.stderrText()
             #expect(status == 1, "\(log.suffix(1000))")
-            #expect(log.contains("cannot create the socket \(path): \(place) cannot be entered by user daemon, uid \(user.uid) (no search permission); let the daemon's user search \(closed.path) (chmod o+x, or g+x for a group it is in), or set [socket] path (--socket)"), "\(log.suffix(1000))")
+            #expect(log.contains("cannot create the socket \(path): \(place) cannot be entered by user daemon, uid \(user.uid) (no search permission); \(fix), or set [socket] path (--socket)"), "\(log.suffix(1000))")
         }
+        // A relative path from a working directory it cannot enter: that directory is named (it
+        // was the path's first component, which need not even exist).
+        let relative = try DaemonProcess(arguments: ["--gpsd", "127.0.0.1:1", "--socket", "run/x.sock"], database: "none",
+                                         launcher: ["/usr/bin/env", "-C", closed.path] + ReadOnlyDatabaseTests.asDaemonUser)
+        defer { relative.stop() }
+        #expect(relative.waitForExit() == 1)
+        let log = relative.stderrText()
+        #expect(log.contains("cannot create the socket run/x.sock: \(closed.path), a directory on the way to it, cannot be entered by user daemon, uid \(user.uid) (no search permission); \(above)"), "\(log.suffix(1000))")
+    }
+
+    /// A file where a directory of the socket's path should be is not blamed for a missing
+    /// search permission (a file without an x bit refuses X_OK even to root): the start fails
+    /// with "Not a directory", naming the path.
+    @Test func aFileInTheSocketsPathIsNotADirectoryNotAPermission() async throws {
+        let dir = try SpawnedDaemon.makeDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("notadir")
+        #expect(FileManager.default.createFile(atPath: file.path, contents: Data(), attributes: [.posixPermissions: 0o644]))
+        #expect(Database.unsearchable(file.path) == nil && Database.unsearchable(file.path + "/sub") == nil)
+        let path = file.appendingPathComponent("x.sock").path
+        let daemon = try DaemonProcess(arguments: ["--gpsd", "127.0.0.1:1", "--socket", path], database: "none")
+        defer { daemon.stop() }
+        let status = daemon.waitForExit()
+        let log = daemon.stderrText()
+        #expect(status == 1, "\(log.suffix(1000))")
+        #expect(log.contains("Not a directory") && log.contains(file.path) && !log.contains("cannot be entered"), "\(log.suffix(1000))")
     }
 }
 

@@ -24,9 +24,9 @@ public enum SocketServerError: Error, Hashable, Sendable, CustomStringConvertibl
     case system(String, errno: Int32)
     /// The socket file cannot be created: the directory is not the daemon user's to write.
     case cannotCreate(String, errno: Int32, user: String)
-    /// The socket's directory, or one on the way to it (`blocked`), cannot be entered by the
-    /// daemon's user: no search (x) permission.
-    case unreachable(String, blocked: String, user: String)
+    /// The socket's directory, or one on the way to it, cannot be entered by the daemon's user
+    /// (no search permission): why, and the fix (Database.unreachable).
+    case unreachable(String, reason: String, fix: String)
 
     public var description: String {
         switch self {
@@ -35,8 +35,7 @@ public enum SocketServerError: Error, Hashable, Sendable, CustomStringConvertibl
         case .system(let what, let e): "\(what): \(String(cString: strerror(e)))"
         case .cannotCreate(let p, let e, let user):
             "cannot create the socket \(p): \(String(cString: strerror(e))) (its directory \(Database.directory(of: p)) is not writable by user \(user)\(e == EROFS ? ", or is on a read-only filesystem" : "")); make the directory writable by the daemon's user, or set [socket] path (--socket) to a path in one it can write (under systemd, locationd.socket creates the socket)"
-        case .unreachable(let p, let blocked, let user):
-            "cannot create the socket \(p): \(blocked == Database.directory(of: p) ? "its directory \(blocked)" : "\(blocked), a directory on the way to it,") cannot be entered by user \(user) (no search permission); let the daemon's user search \(blocked) (chmod o+x, or g+x for a group it is in), or set [socket] path (--socket) to a path it can reach (under systemd, locationd.socket creates the socket)"
+        case .unreachable(let p, let reason, let fix): "cannot create the socket \(p): \(reason); \(fix)"
         }
     }
 }
@@ -250,11 +249,11 @@ public final class SocketServer: Sendable {
     }
 
     /// Throws `unreachable` when a directory on the way to `path` (its own included) exists and
-    /// the daemon's user may not enter it (Database.unsearchable; root may enter any).
+    /// the daemon's user may not enter it (Database.unreachable; root may enter any directory).
     static func refuseUnreachable(_ path: String) throws {
-        guard let blocked = Database.unsearchable(Database.directory(of: path)) else { return }
-        let user = Database.currentUser()
-        throw SocketServerError.unreachable(path, blocked: blocked, user: "\(user.name), uid \(user.uid)")
+        let elsewhere = "set [socket] path (--socket) to a path it can reach (under systemd, locationd.socket creates the socket)"
+        guard let (reason, fix) = Database.unreachable(Database.directory(of: path), mode: "0755", elsewhere: elsewhere) else { return }
+        throw SocketServerError.unreachable(path, reason: reason, fix: fix)
     }
 
     static func makeDirectories(_ dir: String) throws {

@@ -94,14 +94,9 @@ public final class Database: @unchecked Sendable {
         let dir = directory(of: file)
         // A directory on the way that cannot be entered: the file is out of reach, whether it
         // exists or not.
-        if code == EACCES, let blocked = unsearchable(dir) {
-            let user = currentUser()
-            let place = blocked == dir ? "the directory \(dir)" : "\(blocked), a directory on the way to it,"
-            let reason = "\(place) cannot be entered by user \(user.name), uid \(user.uid) (no search permission)"
-            if blocked == dir {
-                return (reason, "make \(dir) searchable and writable by the daemon's user (chown \(user.name), chmod 0750), \(memoryFix)")
-            }
-            return (reason, "let the daemon's user search \(blocked) (chmod o+x, or g+x for a group it is in), or set [store] database to a path it can reach (\"none\" keeps everything in memory)")
+        if code == EACCES, let unreachable = unreachable(dir, mode: "0750",
+                                                         elsewhere: "set [store] database to a path it can reach (\"none\" keeps everything in memory)") {
+            return unreachable
         }
         // What stops the write and what to change: the file, or the directory to create it in.
         var (what, target, mode) = ("the file", "it", "0600")
@@ -130,15 +125,46 @@ public final class Database: @unchecked Sendable {
         return slash == file.startIndex ? "/" : String(file[..<slash])
     }
 
+    /// Why this process cannot reach a file in `dir`, a directory on the way to and including it
+    /// that it may not enter, with the fix; nil when it may enter them all. For the store and the
+    /// socket alike: `mode` is what `dir` itself should get (it must be writable too, for the file
+    /// to be made in it), `elsewhere` the other way out (a path it can reach).
+    static func unreachable(_ dir: String, mode: String, elsewhere: String) -> (reason: String, fix: String)? {
+        guard let blocked = unsearchable(dir) else { return nil }
+        let user = currentUser()
+        let shown = blocked == "." ? workingDirectory() : blocked
+        let place = blocked == dir ? "the directory \(shown)" : "\(shown), a directory on the way to it,"
+        let reason = "\(place) cannot be entered by user \(user.name), uid \(user.uid) (no search permission)"
+        if blocked == dir {
+            return (reason, "make \(shown) searchable and writable by the daemon's user (chown \(user.name), chmod \(mode)), or \(elsewhere)")
+        }
+        return (reason, "let the daemon's user search \(shown) (chmod o+x, or g+x for a group it is in), or \(elsewhere)")
+    }
+
     /// The first directory on the way to and including `dir` that this process may not
-    /// search (enter), outermost first; nil when it may search them all.
+    /// search (enter), outermost first; nil when it may search them all. A relative `dir` is
+    /// reached through the working directory, "." here. Only directories that exist count: a
+    /// missing one is made later, and a file in the way fails as "Not a directory".
     static func unsearchable(_ dir: String) -> String? {
         var chain = [dir]
-        while let last = chain.last, last != "/", let slash = last.lastIndex(of: "/") {
+        while let last = chain.last, last != "/", last != ".", let slash = last.lastIndex(of: "/") {
             chain.append(slash == last.startIndex ? "/" : String(last[..<slash]))
         }
+        if let last = chain.last, last != "/", last != "." { chain.append(".") }
         // Each one's parents could be searched: EACCES is this one's missing x bit.
-        return chain.reversed().first { faccessat(AT_FDCWD, $0, X_OK, AT_EACCESS) != 0 && errno == EACCES }
+        return chain.reversed().first { candidate in
+            // (The working directory is one, and looking "." up in it already needs the x bit.)
+            var st = stat()
+            guard candidate == "." || (stat(candidate, &st) == 0 && st.st_mode & S_IFMT == S_IFDIR) else { return false }
+            return faccessat(AT_FDCWD, candidate, X_OK, AT_EACCESS) != 0 && errno == EACCES
+        }
+    }
+
+    /// The working directory's path, for messages ("." when it cannot be had).
+    static func workingDirectory() -> String {
+        guard let path = getcwd(nil, 0) else { return "." }
+        defer { free(path) }
+        return String(cString: path)
     }
 
     /// This process's effective user: its name (the uid when it has none) and uid.
