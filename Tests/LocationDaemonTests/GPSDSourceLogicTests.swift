@@ -141,6 +141,32 @@ struct GPSDSourceLogicTests {
         #expect(source.statistics.lastError?.message.contains("not even an answer to ?VERSION: it hangs") == true)
     }
 
+    /// A receiver that stops reporting while gpsd answers (unplugged without gpsd noticing, or
+    /// hung): after two idle checks without a TPV it is reported as no fix (no time) instead of
+    /// leaving the state at `fix` with an old position, with a warning; its next report sets the
+    /// state again, with a notice. The connection stays (gpsd answers its probes).
+    @Test func aReceiverThatFallsSilentIsReportedAndItsReturnToo() async throws {
+        let port = Int(try GPSDHarness.freePort())
+        var step = FakeGPSD.Step.lines([Self.version, Self.tpv(1)], close: false, answersVersion: true)
+        step.resume = (afterProbe: 2, lines: [Self.tpv(40)])
+        let gpsd = try FakeGPSD(port: port, steps: [step])
+        defer { gpsd.shutdown() }
+        let recorder = EventRecorder()
+        let log = CapturedLog()
+        let source = GPSDSource(configuration: .init(host: "127.0.0.1", port: String(port), initialBackoff: 0.001,
+                                                     maximumBackoff: 0.004, idleProbe: 0.1),
+                                sink: recorder.sink, logger: log.logger)
+        source.start()
+        #expect(await recorder.first(Self.fix(40)) != nil)
+        source.stop()
+        #expect(recorder.events == [.input(.source(.connected)), .input(Self.fix(1)), .input(.noFix(nil)),
+                                    .input(Self.fix(40)), .input(.source(.disconnected))], "\(recorder.events)")
+        #expect(source.statistics.receiverSilences == 1 && source.statistics.connectionsLost == 0)
+        let notable = log.entries.filter { $0.level >= .notice }.map(\.message)
+        #expect(notable.contains("gpsd at 127.0.0.1:\(port) answers, but its receiver has sent no report for 0.2 s or more; taken as no fix until it reports again (a receiver unplugged or powered off without gpsd noticing, or hung: see gpsd's log, or the device)"), "\(notable)")
+        #expect(notable.contains("the receiver reports again (gpsd at 127.0.0.1:\(port))"), "\(notable)")
+    }
+
     @Test func stopClosesTheConnectionAndStartReconnects() async throws {
         let port = Int(try GPSDHarness.freePort())
         let gpsd = try FakeGPSD(port: port, steps: [.lines([Self.tpv(1)], close: false),

@@ -19,6 +19,8 @@ import Synchronization
 /// - `.source(.connected)` once connected and gpsd has sent its first line (its VERSION banner,
 ///   which it sends at once): a gpsd that accepts and says nothing (stopped, hung) is not
 ///   reported connected, so subscribers do not see it come and go at every retry;
+///   `.noFix(nil)` when the receiver has sent no report for two idle checks while gpsd answers
+///   (`checkReceiver`);
 ///   `.source(.disconnected)` when
 ///   the connection cannot be made or is lost, and on `stop()` or release if connected. Only
 ///   changes are reported: the first failed attempt reports `.disconnected`, later failed
@@ -80,6 +82,8 @@ public final class GPSDSource: Sendable {
         public var connectionsLost = 0
         /// `?VERSION;` probes sent on silent connections.
         public var idleProbes = 0
+        /// Times the receiver fell silent while gpsd answered (`.noFix(nil)` reported).
+        public var receiverSilences = 0
         /// Reports read (any class).
         public var messages = 0
         /// TPVs read.
@@ -135,6 +139,12 @@ public final class GPSDSource: Sendable {
         var reads: UInt64 = 0
         var readsChecked: UInt64 = 0
         var probing = false
+        /// TPVs on the connection and the count the idle check saw last, the checks in a row
+        /// that saw none, and whether the receiver has been reported silent.
+        var tpvs: UInt64 = 0
+        var tpvsChecked: UInt64 = 0
+        var quietChecks = 0
+        var receiverSilent = false
         var idleCheck: RepeatedTask?
         /// Whether the connection has sent a line (gpsd's VERSION banner comes at once).
         var heard = false
@@ -312,12 +322,17 @@ public final class GPSDSource: Sendable {
     }
 
     /// Every `idleProbe` seconds: a connection that read nothing since the last check is asked
-    /// `?VERSION;`; one that read nothing since the probe either is dropped as hung.
+    /// `?VERSION;`; one that read nothing since the probe either is dropped as hung. The same
+    /// checks notice a receiver that stopped reporting while gpsd answers (`checkReceiver`).
     private func startIdleCheck(generation: Int) {
         let s = state.value
         stopIdleCheck()
         s.readsChecked = s.reads
         s.probing = false
+        s.tpvs = 0
+        s.tpvsChecked = 0
+        s.quietChecks = 0
+        s.receiverSilent = false
         let interval = TimeAmount.nanoseconds(Int64(configuration.idleProbe * 1e9))
         s.idleCheck = eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { [self] _ in
             let s = state.value
@@ -333,7 +348,31 @@ public final class GPSDSource: Sendable {
                 count { $0.idleProbes += 1 }
                 channel.writeAndFlush(channel.allocator.buffer(string: "?VERSION;\n"), promise: nil)
             }
+            if generation == s.generation, s.channel != nil { checkReceiver(s) }  // not dropped just now
         }
+    }
+
+    /// At each idle check: a receiver that reported (a TPV) on this connection and has not for
+    /// two checks in a row (20–30 s by default), while gpsd itself answers, is silent —
+    /// unplugged without gpsd noticing, hung, or powered off. It is reported as `.noFix(nil)`
+    /// (no position, no time) rather than left at `fix` with an old position; its next report
+    /// sets the state again. A no-fix, not a source state: approximate subscriptions then
+    /// learn it at a publication epoch, as any loss of fix, since when a receiver powered with
+    /// a vehicle falls silent says when the vehicle stopped (docs/privacy.md, "Publication
+    /// epochs"; docs/gpsd.md, "Status events").
+    private func checkReceiver(_ s: LoopState) {
+        if s.tpvs != s.tpvsChecked {
+            s.tpvsChecked = s.tpvs
+            s.quietChecks = 0
+            return
+        }
+        guard s.tpvs > 0, !s.receiverSilent else { return }
+        s.quietChecks += 1
+        guard s.quietChecks >= 2 else { return }
+        s.receiverSilent = true
+        count { $0.receiverSilences += 1 }
+        logger.warning("gpsd at \(configuration.address) answers, but its receiver has sent no report for \(Self.format(2 * configuration.idleProbe)) s or more; taken as no fix until it reports again (a receiver unplugged or powered off without gpsd noticing, or hung: see gpsd's log, or the device)")
+        sink(.noFix(nil))
     }
 
     private func stopIdleCheck() {
@@ -427,6 +466,11 @@ public final class GPSDSource: Sendable {
         }
         switch s.decoder.decode(line) {
         case .tpv(let tpv):
+            s.tpvs &+= 1
+            if s.receiverSilent {
+                s.receiverSilent = false
+                logger.notice("the receiver reports again (gpsd at \(configuration.address))")
+            }
             let input = tpv.engineInput
             count {
                 $0.messages += 1; $0.tpvs += 1

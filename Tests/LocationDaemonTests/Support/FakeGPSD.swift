@@ -17,6 +17,9 @@ final class FakeGPSD: Sendable {
         /// Answer each `?VERSION;` (the idle probe) with a VERSION report, as gpsd does; false:
         /// a hung gpsd that never answers.
         var answersVersion = false
+        /// With `answersVersion`: lines written after the answer to this probe (1 = the first),
+        /// as a receiver that falls silent and then reports again.
+        var resume: (afterProbe: Int, lines: [String])? = nil
 
         /// Whole lines, each terminated by `\r\n` like gpsd's, split into chunks at `splits`
         /// (byte offsets into the concatenation).
@@ -101,6 +104,10 @@ final class FakeGPSD: Sendable {
                     versionsAnswered += 1
                     let version = #"{"class":"VERSION","release":"3.22","rev":"3.22","proto_major":3,"proto_minor":14}"# + "\r\n"
                     context.writeAndFlush(NIOAny(context.channel.allocator.buffer(string: version)), promise: nil)
+                    if let resume = step?.resume, resume.afterProbe == versionsAnswered {
+                        let lines = resume.lines.map { $0 + "\r\n" }.joined()
+                        context.writeAndFlush(NIOAny(context.channel.allocator.buffer(string: lines)), promise: nil)
+                    }
                 }
             }
         }
