@@ -40,6 +40,10 @@ struct Watch: AsyncParsableCommand {
         guard authorization != nil else {
             throw ValidationError("--session must be when-in-use or always, not '\(session)'")
         }
+        // A NaN or huge --wait crashed the deadline's conversion to milliseconds.
+        guard (0...86_400).contains(wait) else {
+            throw ValidationError("--wait \(wait) is out of range; expected 0…86400 seconds")
+        }
         // replay prints status and region events on request; a subscription always gets status
         // events, and region events come for the program's regions without asking.
         let extra = events.subtracting([.location, .visits, .significant])
