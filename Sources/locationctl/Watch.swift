@@ -40,6 +40,10 @@ struct Watch: AsyncParsableCommand {
         guard authorization != nil else {
             throw ValidationError("--session must be when-in-use or always, not '\(session)'")
         }
+        // 0 or less exited 0 after the subscribed reply, with no location printed.
+        if let count, count < 1 {
+            throw ValidationError("--count \(count) is out of range; expected at least 1 location event (leave it out to watch until interrupted)")
+        }
         // A NaN or huge --wait crashed the deadline's conversion to milliseconds.
         guard (0...86_400).contains(wait) else {
             throw ValidationError("--wait \(wait) is out of range; expected 0…86400 seconds")

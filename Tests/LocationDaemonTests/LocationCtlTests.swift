@@ -104,6 +104,9 @@ import Testing
             (["regions", "remove"], "give region ids or --all"),
             (["watch", "--events", "location,foo"], "unknown event type 'foo'; expected location, visits or significant\n"),
             (["watch", "--events", "status"], "status events always come"),
+            // Not an exit 0 after the subscribed reply, before any location.
+            (["watch", "--count", "0"], "--count 0 is out of range; expected at least 1 location event"),
+            (["watch", "--count=-2"], "--count -2 is out of range; expected at least 1 location event"),
             // Not a crash converting the deadline to milliseconds.
             (["watch", "--wait", "nan"], "--wait nan is out of range; expected 0…86400 seconds"),
             (["watch", "--wait", "1e300"], "--wait 1e+300 is out of range; expected 0…86400 seconds"),
