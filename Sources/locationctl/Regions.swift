@@ -20,9 +20,18 @@ struct Regions: AsyncParsableCommand {
         @Option(help: "Report dwell after this many seconds inside.") var dwell: Double?
         @Flag(help: "Report the initial state (inside/outside).") var initialState = false
 
+        var region: Region {
+            Region(id: id, center: Coordinate(latitude: latitude, longitude: longitude), radius: radius,
+                   notifyInitialState: initialState, dwell: dwell)
+        }
+
+        func validate() throws {
+            // The daemon's own rule, checked before connecting: a bad value is a usage error, and
+            // a NaN (sent as null) was refused as "regions[0] (ID) has no latitude".
+            if let reason = region.invalidReason { throw ValidationError(reason) }
+        }
+
         func run() async throws {
-            let region = Region(id: id, center: Coordinate(latitude: latitude, longitude: longitude), radius: radius,
-                                notifyInitialState: initialState, dwell: dwell)
             try await Regions.add([region], socket: socket.path)
         }
     }

@@ -102,6 +102,12 @@ import Testing
             (["replay", "missing.nmea", "--max-active", "0"], "--max-active '0': expected a number ≥ 1 or unlimited"),
             (["simulate", "--seed", "x"], "--seed"),
             (["regions", "remove"], "give region ids or --all"),
+            // Checked before connecting, as the daemon would: a NaN was sent as null ("has no latitude").
+            (["regions", "add", "x", "--latitude", "nan", "--longitude", "0", "--radius", "50"],
+             "region x: latitude nan is out of range; expected -90…90 degrees"),
+            (["regions", "add", "x", "--latitude", "1", "--longitude", "0", "--radius", "5"],
+             "region x: radius 5.0 is out of range; expected 10…100000 metres"),
+            (["regions", "add", "", "--latitude", "1", "--longitude", "0", "--radius", "50"], "region id must be 1…256 bytes"),
             (["watch", "--events", "location,foo"], "unknown event type 'foo'; expected location, visits or significant\n"),
             (["watch", "--events", "status"], "status events always come"),
             // Not an exit 0 after the subscribed reply, before any location.
