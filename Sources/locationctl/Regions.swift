@@ -116,8 +116,9 @@ struct Regions: AsyncParsableCommand {
         let client = try await connect(path: socket, wait: 0)
         try await client.startSession(.always)  // regions need an always, precise session
         defer { client.close() }
+        // At least one request, so that an empty file reports the regions registered (it said 0).
         var start = 0, registered = 0
-        while start < regions.count {
+        repeat {
             var end = min(regions.count, start + 200)
             while end > start + 1, Request.regionsAdd(id: .number(1), regions: Array(regions[start..<end])).line.utf8.count > LocationProtocol.maxLineBytes - 64 {
                 end = start + (end - start) / 2
@@ -130,7 +131,7 @@ struct Regions: AsyncParsableCommand {
             guard case .regionsChanged(_, _, _, let r) = reply else { throw RuntimeError("unexpected reply from locationd: \(reply.line)") }
             registered = r
             start = end
-        }
+        } while start < regions.count
         print("added \(regions.count); \(registered) registered")
     }
 }
@@ -139,6 +140,7 @@ extension Regions {
     /// The regions of a refused request, and whether any were registered before it (each
     /// request is all-or-nothing; the earlier ones stay).
     static func refused(_ batch: Range<Int>, of regions: [Region]) -> String {
+        if regions.isEmpty { return "a request with no regions (sent to learn how many are registered)" }
         if regions.count == 1 { return "region '\(regions[0].id)'; it was not registered" }
         let which = batch.count == 1 ? "region \(batch.lowerBound + 1) ('\(regions[batch.lowerBound].id)')"
                                      : "regions \(batch.lowerBound + 1)…\(batch.upperBound)"

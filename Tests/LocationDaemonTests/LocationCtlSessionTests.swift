@@ -217,6 +217,22 @@ import Testing
         #expect(one.err.hasPrefix("Error: locationd refused region 'home'; it was not registered: "), "\(one.err)")
     }
 
+    /// Importing a file without features changes nothing and says how many stay registered
+    /// (it printed "added 0; 0 registered" without asking the daemon).
+    @Test func importingNoFeaturesReportsTheRegisteredOnes() async throws {
+        let daemon = try await Self.daemon(rule: "authorization = \"always\"\naccuracy = \"precise\"\n")
+        defer { daemon.stop() }
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("ctl-empty-\(UUID().uuidString.prefix(8)).geojson")
+        try Data(#"{"type":"FeatureCollection","features":[]}"#.utf8).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let one = try LocationCtlReplayTests.run(["regions", "add", "home", "--latitude", "52.5", "--longitude", "13.4",
+                                                  "--radius", "50", "--socket", daemon.socketPath])
+        #expect(one.status == 0 && one.out == "added 1; 1 registered\n", "\(one.out)\(one.err)")
+        let none = try LocationCtlReplayTests.run(["regions", "import", file.path, "--socket", daemon.socketPath])
+        #expect(none.status == 0, "\(none.err)")
+        #expect(none.out == "added 0; 1 registered\n", "\(none.out)")
+    }
+
     /// No daemon at the socket is not a usage error: exit 1 with the socket and what to do.
     @Test func noDaemonExitsOneNamingTheSocket() throws {
         for command in [["status"], ["watch"], ["regions", "list"]] {
