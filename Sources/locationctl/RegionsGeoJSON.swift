@@ -23,6 +23,7 @@ enum RegionsGeoJSON {
             throw RuntimeError("\(name): expected a GeoJSON FeatureCollection with a features array")
         }
         var regions: [Region] = []
+        var featureOfID: [String: Int] = [:]
         for (i, f) in features.enumerated() {
             let at = "\(name): features[\(i)]"
             guard f["geometry"]?["type"] == .string("Point"),
@@ -36,6 +37,11 @@ enum RegionsGeoJSON {
             case .string(let s)?: id = s
             case .number(let n)?: id = JSONWriter.numberText(n)
             default: throw RuntimeError("\(at): properties.id must be a string or a number")
+            }
+            // Before anything is sent: in another request than the first, the daemon refused it
+            // after the requests before had been registered.
+            if let j = featureOfID.updateValue(i, forKey: id) {
+                throw RuntimeError("\(at): id '\(id)' is also features[\(j)]'s; region ids must be unique: rename or remove one of them")
             }
             p["id"] = .string(id)
             p["latitude"] = .number(lat)

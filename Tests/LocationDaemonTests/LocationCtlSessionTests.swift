@@ -233,6 +233,25 @@ import Testing
         #expect(none.out == "added 0; 1 registered\n", "\(none.out)")
     }
 
+    /// A file giving an id twice is refused before anything is sent: with 200 regions between
+    /// the two, the daemon refused the second request after registering the first's 200. Ids
+    /// given as numbers are compared as the strings they become.
+    @Test func importingAnIDTwiceRegistersNothing() async throws {
+        let daemon = try await Self.daemon(rule: "authorization = \"always\"\naccuracy = \"precise\"\n")
+        defer { daemon.stop() }
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("ctl-twice-\(UUID().uuidString.prefix(8)).geojson")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let ids = (1...200).map { "\"r\($0)\"" } + ["1.5", "\"1.5\""]
+        let features = ids.map { #"{"type":"Feature","geometry":{"type":"Point","coordinates":[13.4,52.5]},"properties":{"id":\#($0),"radius":50}}"# }
+        try Data((#"{"type":"FeatureCollection","features":["# + features.joined(separator: ",") + "]}").utf8).write(to: file)
+        let twice = try LocationCtlReplayTests.run(["regions", "import", file.path, "--socket", daemon.socketPath])
+        #expect(twice.status == 1)
+        #expect(twice.err == "Error: \(file.path): features[201]: id '1.5' is also features[200]'s; region ids must be unique: rename or remove one of them\n",
+                "\(twice.err)")
+        let listed = try LocationCtlReplayTests.run(["regions", "list", "--socket", daemon.socketPath])
+        #expect(listed.status == 0 && listed.out == "", "\(listed.out)\(listed.err)")
+    }
+
     /// No daemon at the socket is not a usage error: exit 1 with the socket and what to do.
     @Test func noDaemonExitsOneNamingTheSocket() throws {
         for command in [["status"], ["watch"], ["regions", "list"]] {
