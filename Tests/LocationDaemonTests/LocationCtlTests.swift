@@ -98,6 +98,10 @@ import Testing
         }
         let usage: [([String], String)] = [
             (["evaluate"], "give either a SCENARIO or --log LOG --truth TRUTH"),
+            // Not a zero score with exit 0.
+            (["evaluate", "demo", "--radius", "nan"], "--radius nan is out of range; expected more than 0 and at most 100000 metres"),
+            (["evaluate", "demo", "--radius=-5"], "--radius -5.0 is out of range; expected more than 0 and at most 100000 metres"),
+            (["evaluate", "demo", "--dwell", "inf"], "--dwell inf is out of range; expected 0…604800 seconds"),
             (["replay", "missing.nmea", "--accuracy", "fuzzy"], "--accuracy 'fuzzy': expected precise or approximate"),
             (["replay", "missing.nmea", "--max-active", "0"], "--max-active '0': expected a number ≥ 1 or unlimited"),
             (["simulate", "--seed", "x"], "--seed"),
