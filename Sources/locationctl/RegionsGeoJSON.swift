@@ -26,11 +26,7 @@ enum RegionsGeoJSON {
         var featureOfID: [String: Int] = [:]
         for (i, f) in features.enumerated() {
             let at = "\(name): features[\(i)]"
-            guard f["geometry"]?["type"] == .string("Point"),
-                  case .array(let c)? = f["geometry"]?["coordinates"], c.count >= 2,
-                  case .number(let lon) = c[0], case .number(let lat) = c[1] else {
-                throw RuntimeError("\(at): geometry must be a Point with [longitude, latitude]")
-            }
+            let (lon, lat) = try point(f["geometry"], at: at)
             guard case .object(var p)? = f["properties"] else { throw RuntimeError("\(at): no properties") }
             let id: String
             switch p["id"] ?? f["id"] {
@@ -54,6 +50,36 @@ enum RegionsGeoJSON {
             }
         }
         return regions
+    }
+
+    /// A Point geometry's `[longitude, latitude]`; errors say what the feature has instead.
+    static func point(_ geometry: JSONValue?, at: String) throws -> (Double, Double) {
+        let expected = "expected a Point with [longitude, latitude] (a region is its centre and properties.radius)"
+        guard case .object? = geometry else {
+            throw RuntimeError("\(at): geometry is \(geometry?.kindName ?? "missing"); \(expected)")
+        }
+        switch geometry?["type"] {
+        case .string("Point")?: break
+        case .string(let type)?: throw RuntimeError("\(at): geometry is a \(type); \(expected)")
+        case let other?: throw RuntimeError("\(at): geometry.type must be the string \"Point\", not \(other.kindName)")
+        case nil: throw RuntimeError("\(at): geometry has no type; \(expected)")
+        }
+        guard case .array(let c)? = geometry?["coordinates"], c.count >= 2 else {
+            let found = switch geometry?["coordinates"] {
+            case .array(let c)?: "an array of \(c.count)"
+            case let other?: other.kindName
+            case nil: "missing"
+            }
+            throw RuntimeError("\(at): geometry.coordinates must be [longitude, latitude], not \(found)")
+        }
+        func number(_ k: Int, _ name: String) throws -> Double {
+            switch c[k] {
+            case .number(let n): return n
+            case .string(let text): throw RuntimeError("\(at): geometry.coordinates[\(k)] (\(name)) must be a number, not the string \"\(text)\": write it without quotes")
+            case let other: throw RuntimeError("\(at): geometry.coordinates[\(k)] (\(name)) must be a number, not \(other.kindName)")
+            }
+        }
+        return (try number(0, "longitude"), try number(1, "latitude"))
     }
 
     static func export(_ records: [RegionRecord]) -> String {

@@ -77,6 +77,12 @@ import Testing
         let feature = #"{"type":"Feature","geometry":{"type":"Point","coordinates":[13.4,52.5]},"properties":{"id":"x""#
         try Data(#"{"type":"FeatureCollection","features":[\#(feature),"radius":5}}]}"#.utf8).write(to: dir.appendingPathComponent("small.geojson"))
         try Data(#"{"type":"FeatureCollection","features":[\#(feature)}}]}"#.utf8).write(to: dir.appendingPathComponent("noradius.geojson"))
+        func geometry(_ text: String) -> Data {
+            Data(#"{"type":"FeatureCollection","features":[{"type":"Feature","geometry":\#(text),"properties":{"id":"x","radius":50}}]}"#.utf8)
+        }
+        try geometry(#"{"type":"Point","coordinates":[13.4,"52.5"]}"#).write(to: dir.appendingPathComponent("quoted.geojson"))
+        try geometry(#"{"type":"Polygon","coordinates":[[[0,0],[1,0],[1,1],[0,0]]]}"#).write(to: dir.appendingPathComponent("polygon.geojson"))
+        try geometry("null").write(to: dir.appendingPathComponent("nogeometry.geojson"))
         let runtime: [([String], String)] = [
             (["evaluate", "nosuch"], "no scenario 'nosuch'"),
             (["simulate", "nosuch"], "no scenario 'nosuch'"),
@@ -88,6 +94,11 @@ import Testing
             // Named by the feature, not by the request the daemon would have been sent (regions[0]).
             (["regions", "import", "small.geojson"], "Error: small.geojson: features[0].properties: region x: radius 5.0 is out of range; expected 10…100000 metres\n"),
             (["regions", "import", "noradius.geojson"], "Error: noradius.geojson: features[0].properties (x) has no radius\n"),
+            // What the geometry has instead of a Point's two numbers (it was one message for all).
+            (["regions", "import", "quoted.geojson"],
+             "Error: quoted.geojson: features[0]: geometry.coordinates[1] (latitude) must be a number, not the string \"52.5\": write it without quotes\n"),
+            (["regions", "import", "polygon.geojson"], "Error: polygon.geojson: features[0]: geometry is a Polygon; expected a Point with [longitude, latitude]"),
+            (["replay", "-", "--regions", "nogeometry.geojson"], "Error: nogeometry.geojson: features[0]: geometry is null; expected a Point"),
         ]
         for (arguments, message) in runtime {
             let r = try Self.run(arguments, directory: dir)
