@@ -16,6 +16,9 @@ public enum LocationClientError: Error, Hashable, Sendable, CustomStringConverti
     case closedBeforeReply(request: String)
     /// The daemon's hello announces a protocol this client does not speak.
     case unsupportedProtocol(Int)
+    /// `send` was given the id of one of the client's own requests whose reply has not come
+    /// (waiting, or timed out): the reply could not be told from its.
+    case idInUse(RequestID)
 
     public var description: String {
         switch self {
@@ -29,6 +32,8 @@ public enum LocationClientError: Error, Hashable, Sendable, CustomStringConverti
             "the connection to locationd closed before the reply to \(request) (journalctl -u locationd says why the daemon closed it)"
         case .unsupportedProtocol(let v):
             "locationd speaks protocol \(v); this client speaks protocol \(LocationProtocol.protocolVersion): use a client built for that daemon"
+        case .idInUse(let id):
+            "request id \(id) belongs to one of this client's own requests, whose reply has not come: give send another id, or none"
         }
     }
 }
@@ -126,10 +131,13 @@ public final class LocationClient: Sendable {
         return LocationClient(core: core, hello: h, messages: stream)
     }
 
-    /// Sends one request; its reply arrives on `messages`.
+    /// Sends one request; its reply arrives on `messages`. Its id must not be one of the
+    /// client's own requests still without a reply (`idInUse`); the client numbers its own
+    /// around the ids given here.
     public func send(_ request: Request) throws {
         var out: [UInt8] = []
         request.append(to: &out)
+        if let id = request.id { try core.reserve(id) }
         try core.write(out, name: Core.name(of: out, id: request.id))
     }
 
@@ -245,6 +253,9 @@ final class Core: Sendable {
         var helloWaiter: Pending?
         /// Requests that timed out: their late replies are dropped, not put on `messages`.
         var expired: Set<RequestID> = []
+        /// The ids of `send`'s requests whose reply has not come, with how many: the client's
+        /// own numbering skips them, so that each reply reaches whoever asked.
+        var sent: [RequestID: Int] = [:]
     }
 
     let fd: Int32
@@ -315,6 +326,18 @@ final class Core: Sendable {
         pending?.continuation.resume(throwing: error)
     }
 
+    /// Marks `id` as one of `send`'s, unless one of the client's own requests without a reply
+    /// has it.
+    func reserve(_ id: RequestID) throws {
+        let taken = state.withLock { s in
+            if s.waiters[id] != nil || s.expired.contains(id) { return true }
+            if s.sent.count >= 1024, s.sent[id] == nil, let any = s.sent.first { s.sent[any.key] = nil }
+            s.sent[id, default: 0] += 1
+            return false
+        }
+        if taken { throw LocationClientError.idInUse(id) }
+    }
+
     /// Writes all of `bytes`. A write still blocked after the timeout (the daemon does not read)
     /// closes the connection: part of a line may have gone out, so nothing after it would parse.
     func write(_ bytes: [UInt8], name: String) throws {
@@ -343,8 +366,12 @@ final class Core: Sendable {
 
     func request(_ make: (RequestID) -> Request) async throws -> ServerMessage {
         let id: RequestID = state.withLock { s in
-            defer { s.nextID += 1 }
-            return .number(Double(s.nextID))
+            var id: RequestID
+            repeat {
+                id = .number(Double(s.nextID))
+                s.nextID += 1
+            } while s.sent[id] != nil
+            return id
         }
         var out: [UInt8] = []
         make(id).append(to: &out)
@@ -449,6 +476,10 @@ final class Core: Sendable {
             }
             guard let replyID else { return .stream }
             if let w = s.waiters.removeValue(forKey: replyID) { return .waiter(w) }
+            if let n = s.sent[replyID] {
+                s.sent[replyID] = n > 1 ? n - 1 : nil
+                return .stream
+            }
             return s.expired.remove(replyID) != nil ? .late : .stream
         }
         switch route {

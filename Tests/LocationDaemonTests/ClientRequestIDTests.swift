@@ -1,0 +1,37 @@
+import LocationClient
+import LocationProtocol
+import Testing
+
+/// The ids of `send`'s requests and of the client's own calls never meet, so each reply
+/// reaches whoever asked (docs/protocol.md, "Client library").
+@Suite(.serialized, .timeLimit(.minutes(5))) struct ClientRequestIDTests {
+    /// A program that sent a request with id 2 and then subscribed: the subscribe was numbered 2
+    /// too, took the other reply (`unexpectedReply`), and its own `subscribed` went to `messages`.
+    @Test func theClientNumbersItsOwnRequestsAroundSendsIDs() async throws {
+        let daemon = try DaemonProcess(arguments: ["--gpsd", "127.0.0.1:1"])
+        defer { daemon.stop() }
+        let client = try await daemon.connect()
+        defer { client.close() }
+        try await client.startSession(.always)  // id 1
+        try client.send(.unsubscribe(id: .number(2)))
+        let options = try await client.subscribe()
+        #expect(options.events == .location)
+        var messages = client.messages.makeAsyncIterator()
+        let first = try await messages.next()
+        #expect(first == .unsubscribed(id: .number(2)), "\(String(describing: first))")
+    }
+
+    /// `send` with the id of one of the client's own requests still waiting is refused: its
+    /// reply would have been taken for that request's.
+    @Test func sendRefusesTheIDOfAPendingCall() async throws {
+        let server = try FakeServer(.init())  // reads, never answers
+        defer { server.stop() }
+        let client = try await LocationClient.connect(path: server.path)
+        let status = Task { try await client.status() }
+        #expect(await server.waitForRequests(1))
+        #expect(throws: LocationClientError.idInUse(.number(1))) { try client.send(.status(id: .number(1), offset: 0)) }
+        try client.send(.status(id: .number(2), offset: 0))
+        client.close()
+        await #expect(throws: LocationClientError.closedBeforeReply(request: "status (id 1)")) { try await status.value }
+    }
+}
