@@ -203,9 +203,13 @@ public final class LocationClient: Sendable {
     /// line; docs/protocol.md, "Status reply"): the counts are the first page's.
     public func status() async throws -> StatusReply {
         var status = try await statusPage(from: 0)
+        var offset = 0
         var next = status.next
-        while let offset = next {
-            let page = try await statusPage(from: offset)
+        // Only forward, as in regions(): a reply whose `next` does not move on ends the paging
+        // instead of asking for the same page forever.
+        while let n = next, n > offset {
+            offset = n
+            let page = try await statusPage(from: n)
             status.connections = (status.connections ?? []) + (page.connections ?? [])
             next = page.next
         }

@@ -75,4 +75,18 @@ import Testing
         #expect(clock.now - start < .seconds(60), "the cancelled connect waited \(clock.now - start)")
         #expect(server.waitForClientsClosed(1), "the client kept its connection open")
     }
+
+    /// A status reply whose `next` does not move forward ends the paging (status() asked for the
+    /// same page forever); the pages read are kept.
+    @Test(.timeLimit(.minutes(1))) func statusPagingStopsWhenNextDoesNotMoveOn() async throws {
+        let server = try FakeServer(.init(reply: { index, _ in
+            let id = index + 1
+            return [#"{"type":"status","id":\#(id),"state":"fix","subscribers":1,"source":"x","lastFix":null,"connected":2,"connectionsShown":"all","connections":[{"connection":\#(id),"self":false,"pid":1,"uid":0,"gid":0,"executable":"/x","rule":"r","session":null,"subscribed":false}],"next":1}"#]
+        }))
+        defer { server.stop() }
+        let client = try await LocationClient.connect(path: server.path, requestTimeout: .seconds(30))
+        defer { client.close() }
+        let status = try await client.status()
+        #expect(status.connections?.map(\.connection) == [1, 2] && status.next == nil, "\(status)")
+    }
 }
