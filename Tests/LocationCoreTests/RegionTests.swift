@@ -40,8 +40,8 @@ func run(_ monitor: inout RegionMonitor, _ fixes: [Fix]) -> [RegionEvent] {
             ([Region(id: "b", center: Coordinate(latitude: 91, longitude: 0), radius: 100)], .invalidRegion, "region b: latitude 91.0 is out of range; expected -90…90 degrees"),
             ([Region(id: "b", center: Coordinate(latitude: 0, longitude: -180.5), radius: 100)], .invalidRegion, "region b: longitude -180.5 is out of range; expected -180…180 degrees"),
             ([Region(id: "", center: origin, radius: 100)], .invalidRegion, "id must be"),
-            ([Region(id: "b", center: origin, radius: 100), Region(id: "a", center: origin, radius: 100)], .duplicateRegion, "region a is already registered"),
-            ([Region(id: "b", center: origin, radius: 100), Region(id: "b", center: origin, radius: 100)], .duplicateRegion, "region b is given twice"),
+            ([Region(id: "b", center: origin, radius: 100), Region(id: "a", center: origin, radius: 100)], .duplicateRegion, "region a is already registered; remove it first (regions.remove) to change it, or give the new one another id"),
+            ([Region(id: "b", center: origin, radius: 100), Region(id: "b", center: origin, radius: 100)], .duplicateRegion, "region b is given twice in this request; give each region its own id"),
             ((0..<3).map { Region(id: "n\($0)", center: origin, radius: 100) }, .tooManyRegions, "more than the limit of 3"),
         ]
         for (regions, code, text) in cases {

@@ -35,7 +35,7 @@ import Testing
             Issue.record("duplicate accepted")
         } catch let e as ProtocolError {
             #expect(e.code == .duplicateRegion)
-            #expect(e.message == "region home is already registered")
+            #expect(e.message == "region home is already registered; remove it first (regions.remove) to change it, or give the new one another id")
         }
         do {
             _ = try await client.request { .regionsRemove(id: $0, ids: ["far", "nope"]) }

@@ -125,8 +125,8 @@ public struct RegionMonitor: Sendable {
         var seen = Set<String>()
         for r in regions {
             if let reason = r.invalidReason { throw RegionError(.invalidRegion, reason) }
-            if slotByID[r.id] != nil { throw RegionError(.duplicateRegion, "region \(r.id) is already registered") }
-            if !seen.insert(r.id).inserted { throw RegionError(.duplicateRegion, "region \(r.id) is given twice") }
+            if slotByID[r.id] != nil { throw RegionError(.duplicateRegion, "region \(r.id) is already registered; remove it first (regions.remove) to change it, or give the new one another id") }
+            if !seen.insert(r.id).inserted { throw RegionError(.duplicateRegion, "region \(r.id) is given twice in this request; give each region its own id") }
         }
         if limited, slots.count + regions.count > limits.maxRegistered {
             throw RegionError(.tooManyRegions, "\(slots.count) registered + \(regions.count) new is more than the limit of \(limits.maxRegistered) regions per program")
