@@ -29,8 +29,9 @@ import Synchronization
 /// - It logs why it cannot connect (host:port, the reason, that it keeps retrying) as a warning
 ///   at the first failure and whenever the reason changes, not at every retry (each retry is a
 ///   trace line); a notice once gpsd speaks again after a warning; a warning for each new
-///   error report gpsd sends (`{"class":"ERROR"}`). Warnings start over when the source is
-///   released or stopped.
+///   error report gpsd sends (`{"class":"ERROR"}`); a warning when no receiver has reported
+///   for a while (`checkReceiver`) and a notice when one reports again. Warnings start over
+///   when the source is released or stopped.
 /// - All sink calls are made on the loop, in order; the sink must not block (gpsd drops a
 ///   client that stops reading, and the loop serves every subscriber).
 ///
@@ -140,10 +141,12 @@ public final class GPSDSource: Sendable {
         var readsChecked: UInt64 = 0
         var probing = false
         /// TPVs on the connection and the count the idle check saw last, the checks in a row
-        /// that saw none, and whether the receiver has been reported silent.
+        /// that saw none, the most such checks a report has come after (the receiver's own
+        /// pace), and whether the receiver has been reported silent.
         var tpvs: UInt64 = 0
         var tpvsChecked: UInt64 = 0
         var quietChecks = 0
+        var longestQuiet = 0
         var receiverSilent = false
         var idleCheck: RepeatedTask?
         /// Whether the connection has sent a line (gpsd's VERSION banner comes at once).
@@ -332,12 +335,14 @@ public final class GPSDSource: Sendable {
         s.tpvs = 0
         s.tpvsChecked = 0
         s.quietChecks = 0
+        s.longestQuiet = 0
         s.receiverSilent = false
         let interval = TimeAmount.nanoseconds(Int64(configuration.idleProbe * 1e9))
         s.idleCheck = eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { [self] _ in
             let s = state.value
             guard generation == s.generation, let channel = s.channel else { return }
-            if s.reads != s.readsChecked {
+            let answered = s.reads != s.readsChecked
+            if answered {
                 s.readsChecked = s.reads
                 s.probing = false
             } else if s.probing {
@@ -348,19 +353,22 @@ public final class GPSDSource: Sendable {
                 count { $0.idleProbes += 1 }
                 channel.writeAndFlush(channel.allocator.buffer(string: "?VERSION;\n"), promise: nil)
             }
-            if generation == s.generation, s.channel != nil { checkReceiver(s) }  // not dropped just now
+            if generation == s.generation, s.channel != nil { checkReceiver(s, gpsdAnswered: answered) }  // not dropped just now
         }
     }
 
-    /// At each idle check: a receiver that reported (a TPV) on this connection and has not for
-    /// two checks in a row (20–30 s by default), while gpsd itself answers, is silent —
-    /// unplugged without gpsd noticing, hung, or powered off. It is reported as `.noFix(nil)`
+    /// At each idle check: a receiver that reported (TPVs) on this connection and has not for
+    /// two checks in a row (20–30 s by default), or for three times the most checks it ever
+    /// went between reports if that is more (a receiver set to report every 30 s is judged after
+    /// 90–100 s, not at each report), is silent when gpsd answered since the last check:
+    /// unplugged, hung or powered off. A gpsd that did not answer is left to the idle probe,
+    /// which drops it as hung; one report is no pace to judge by. It is reported as `.noFix(nil)`
     /// (no position, no time) rather than left at `fix` with an old position; its next report
     /// sets the state again. A no-fix, not a source state: approximate subscriptions then
     /// learn it at a publication epoch, as any loss of fix, since when a receiver powered with
     /// a vehicle falls silent says when the vehicle stopped (docs/privacy.md, "Publication
     /// epochs"; docs/gpsd.md, "Status events").
-    private func checkReceiver(_ s: LoopState) {
+    private func checkReceiver(_ s: LoopState, gpsdAnswered: Bool) {
         if s.tpvs != s.tpvsChecked {
             s.tpvsChecked = s.tpvs
             s.quietChecks = 0
@@ -368,10 +376,11 @@ public final class GPSDSource: Sendable {
         }
         guard s.tpvs > 0, !s.receiverSilent else { return }
         s.quietChecks += 1
-        guard s.quietChecks >= 2 else { return }
+        let needed = max(2, 3 * s.longestQuiet)
+        guard s.tpvs >= 2, s.quietChecks >= needed, gpsdAnswered else { return }
         s.receiverSilent = true
         count { $0.receiverSilences += 1 }
-        logger.warning("gpsd at \(configuration.address) answers, but its receiver has sent no report for \(Self.format(2 * configuration.idleProbe)) s or more; taken as no fix until it reports again (a receiver unplugged or powered off without gpsd noticing, or hung: see gpsd's log, or the device)")
+        logger.warning("gpsd at \(configuration.address) answers, but no receiver has sent a report for \(Self.format(Double(needed) * configuration.idleProbe)) s or more; taken as no fix until one reports again (a receiver unplugged, powered off or hung: gpsd's log may say which)")
         sink(.noFix(nil))
     }
 
@@ -470,6 +479,8 @@ public final class GPSDSource: Sendable {
             if s.receiverSilent {
                 s.receiverSilent = false
                 logger.notice("the receiver reports again (gpsd at \(configuration.address))")
+            } else {
+                s.longestQuiet = max(s.longestQuiet, s.quietChecks)  // its pace, silences aside
             }
             let input = tpv.engineInput
             count {

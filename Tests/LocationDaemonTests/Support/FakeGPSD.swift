@@ -20,6 +20,9 @@ final class FakeGPSD: Sendable {
         /// With `answersVersion`: lines written after the answer to this probe (1 = the first),
         /// as a receiver that falls silent and then reports again.
         var resume: (afterProbe: Int, lines: [String])? = nil
+        /// Lines written this many seconds after the connection is accepted (a receiver's later
+        /// reports, or other reports before gpsd hangs).
+        var timed: [(delay: Double, lines: [String])] = []
 
         /// Whole lines, each terminated by `\r\n` like gpsd's, split into chunks at `splits`
         /// (byte offsets into the concatenation).
@@ -87,6 +90,12 @@ final class FakeGPSD: Sendable {
             guard let step else { return }
             for chunk in step.chunks {
                 context.writeAndFlush(NIOAny(context.channel.allocator.buffer(bytes: chunk)), promise: nil)
+            }
+            let channel = context.channel
+            for (delay, lines) in step.timed {
+                channel.eventLoop.scheduleTask(in: .nanoseconds(Int64(delay * 1e9))) {
+                    channel.writeAndFlush(channel.allocator.buffer(string: lines.map { $0 + "\r\n" }.joined()), promise: nil)
+                }
             }
         }
 
