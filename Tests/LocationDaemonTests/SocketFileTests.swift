@@ -92,18 +92,29 @@ import Testing
         let user = try ReadOnlyDatabaseTests.daemonUser()
         let own = "make \(closed.path) searchable and writable by the daemon's user (chown daemon, chmod 0755)"
         let above = "let the daemon's user search \(closed.path) (chmod o+x, or g+x for a group it is in)"
+        // Symbolic links on the way, to the closed directory and to one inside it: the closed
+        // one is named, with the link (a bare "stat PATH: Permission denied", or the link
+        // blamed, before).
+        try FileManager.default.createDirectory(at: closed.appendingPathComponent("inner"), withIntermediateDirectories: false)
+        let link = dir.appendingPathComponent("link"), deepLink = dir.appendingPathComponent("deep")
+        try FileManager.default.createSymbolicLink(atPath: link.path, withDestinationPath: "closed")
+        try FileManager.default.createSymbolicLink(atPath: deepLink.path, withDestinationPath: "closed/inner")
+        func via(_ link: URL) -> String { " (on the way through the symbolic link \(link.path))" }
         let cases = [
-            (closed.appendingPathComponent("x.sock").path, "the directory \(closed.path)", own),
-            (closed.appendingPathComponent("sub/x.sock").path, "\(closed.path), a directory on the way to it,", above),
+            (closed.appendingPathComponent("x.sock").path, "the directory \(closed.path)", "", own),
+            (closed.path + "//x.sock", "the directory \(closed.path)", "", own),
+            (closed.appendingPathComponent("sub/x.sock").path, "\(closed.path), a directory on the way to it,", "", above),
+            (link.appendingPathComponent("x.sock").path, "the directory \(closed.path)", via(link), own),
+            (deepLink.appendingPathComponent("x.sock").path, "\(closed.path), a directory on the way to it,", via(deepLink), above),
         ]
-        for (path, place, fix) in cases {
+        for (path, place, through, fix) in cases {
             let daemon = try DaemonProcess(arguments: ["--gpsd", "127.0.0.1:1", "--socket", path], database: "none",
                                            launcher: ReadOnlyDatabaseTests.asDaemonUser)
             defer { daemon.stop() }
             let status = daemon.waitForExit()
             let log = daemon.stderrText()
             #expect(status == 1, "\(log.suffix(1000))")
-            #expect(log.contains("cannot create the socket \(path): \(place) cannot be entered by user daemon, uid \(user.uid) (no search permission); \(fix), or set [socket] path (--socket)"), "\(log.suffix(1000))")
+            #expect(log.contains("cannot create the socket \(path): \(place) cannot be entered by user daemon, uid \(user.uid) (no search permission)\(through); \(fix), or set [socket] path (--socket)"), "\(log.suffix(1000))")
         }
         // A relative path from a working directory it cannot enter: that directory is named (it
         // was the path's first component, which need not even exist).

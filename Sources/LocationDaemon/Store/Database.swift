@@ -122,7 +122,9 @@ public final class Database: @unchecked Sendable {
     /// The directory `file` is in: "/" for a file at the root, "." for a bare name.
     static func directory(of file: String) -> String {
         guard let slash = file.lastIndex(of: "/") else { return "." }
-        return slash == file.startIndex ? "/" : String(file[..<slash])
+        var dir = file[..<slash]
+        while dir.count > 1, dir.last == "/" { dir = dir.dropLast() }  // "a//x" is in "a"
+        return dir.isEmpty ? "/" : String(dir)
     }
 
     /// Why this process cannot reach a file in `dir`, a directory on the way to and including it
@@ -130,12 +132,23 @@ public final class Database: @unchecked Sendable {
     /// socket alike: `mode` is what `dir` itself should get (it must be writable too, for the file
     /// to be made in it), `elsewhere` the other way out (a path it can reach).
     static func unreachable(_ dir: String, mode: String, elsewhere: String) -> (reason: String, fix: String)? {
-        guard let blocked = unsearchable(dir) else { return nil }
+        guard var blocked = unsearchable(dir) else { return nil }
+        var own = blocked == dir
+        var through = ""
+        // A symbolic link on the way: what blocks is on the way to its target, named with it.
+        if let target = symbolicLink(blocked) {
+            let resolved = target.hasPrefix("/") ? target : directory(of: blocked) + "/" + target
+            if let inner = unsearchable(resolved) {
+                through = " (on the way through the symbolic link \(blocked))"
+                own = own && inner == resolved
+                blocked = inner
+            }
+        }
         let user = currentUser()
         let shown = blocked == "." ? workingDirectory() : blocked
-        let place = blocked == dir ? "the directory \(shown)" : "\(shown), a directory on the way to it,"
-        let reason = "\(place) cannot be entered by user \(user.name), uid \(user.uid) (no search permission)"
-        if blocked == dir {
+        let place = own ? "the directory \(shown)" : "\(shown), a directory on the way to it,"
+        let reason = "\(place) cannot be entered by user \(user.name), uid \(user.uid) (no search permission)\(through)"
+        if own {
             return (reason, "make \(shown) searchable and writable by the daemon's user (chown \(user.name), chmod \(mode)), or \(elsewhere)")
         }
         return (reason, "let the daemon's user search \(shown) (chmod o+x, or g+x for a group it is in), or \(elsewhere)")
@@ -155,9 +168,20 @@ public final class Database: @unchecked Sendable {
         return chain.reversed().first { candidate in
             // (The working directory is one, and looking "." up in it already needs the x bit.)
             var st = stat()
-            guard candidate == "." || (stat(candidate, &st) == 0 && st.st_mode & S_IFMT == S_IFDIR) else { return false }
+            if candidate != ".", stat(candidate, &st) == 0, st.st_mode & S_IFMT != S_IFDIR { return false }
+            // Failing for EACCES with its parents searchable, it is a symbolic link whose target
+            // passes through a directory this process may not enter: it is what blocks the way.
+            if candidate != ".", stat(candidate, &st) != 0, errno != EACCES { return false }
             return faccessat(AT_FDCWD, candidate, X_OK, AT_EACCESS) != 0 && errno == EACCES
         }
+    }
+
+    /// Where `path` points when it is a symbolic link; nil otherwise.
+    static func symbolicLink(_ path: String) -> String? {
+        var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX))
+        let n = buffer.withUnsafeMutableBytes { readlink(path, $0.baseAddress!.assumingMemoryBound(to: CChar.self), $0.count) }
+        guard n > 0 else { return nil }
+        return String(decoding: buffer[..<n], as: UTF8.self)
     }
 
     /// The working directory's path, for messages ("." when it cannot be had).
