@@ -26,7 +26,7 @@ RELEASE     := -c release --static-swift-stdlib --scratch-path .build-install
 # Where the binaries to install come from: that build unless told otherwise.
 BUILD_BIN   ?= $(shell $(SWIFT) build $(RELEASE) --show-bin-path 2>/dev/null)
 
-.PHONY: help deps build release test check-units check-install demo install install-files clean bench fuzz
+.PHONY: help deps build release test check-units check-install demo install install-files clean bench fuzz orderfile
 
 help:
 	@echo "make demo     install deps, build, run locationd on a demo log and watch it"
@@ -36,6 +36,7 @@ help:
 	@echo "              (PREFIX=$(PREFIX), DESTDIR=$(DESTDIR); see docs/systemd.md)"
 	@echo "make bench    benchmarks against gpsdecode, pynmea2, gpspipe (docs/benchmarks.md)"
 	@echo "make fuzz     libFuzzer runs of the NMEA and request decoders (FUZZ_SECONDS=$(FUZZ_SECONDS))"
+	@echo "make orderfile  re-record scripts/locationd.order after changing the daemon (needs valgrind)"
 
 deps:
 	@scripts/install-deps
@@ -113,6 +114,19 @@ bench:
 FUZZ_SECONDS ?= 60
 fuzz:
 	scripts/fuzz $(FUZZ_SECONDS)
+
+# The daemon's function order (docs/benchmarks.md, "Footprint", step 4): recorded from the
+# release build and its link map, then linked in. A list left stale by changes to the daemon
+# costs idle memory (0.3 MiB after one session's fixes), never correctness; re-record after
+# changing the daemon and commit the list with the change. Two recordings of the same code can
+# differ by a 64 KiB block (which functions a run happens to reach): measure with
+# Benchmarks/footprint.py before committing one.
+orderfile:
+	rm -f .build-install/locationd.map
+	$(SWIFT) build $(RELEASE) --product locationd -Xlinker -Map=.build-install/locationd.map
+	python3 Benchmarks/orderfile.py "$$($(SWIFT) build $(RELEASE) --show-bin-path)/locationd" .build-install/locationd.map
+	rm -f "$$($(SWIFT) build $(RELEASE) --show-bin-path)/locationd"
+	$(SWIFT) build $(RELEASE) --product locationd
 
 clean:
 	rm -rf .build .build-install .build-fuzz .build-bench

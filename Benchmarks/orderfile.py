@@ -12,7 +12,7 @@ functions a daemon runs are scattered over its 9 MiB of text — by module, then
 functions named in `--symbol-ordering-file` first, in that order, so they share blocks
 (docs/benchmarks.md, "Footprint"). The same code runs; only the layout changes. A name the
 binary no longer has is skipped, a function missing from the list is placed after the listed
-ones: a stale list costs memory, never correctness. Regenerate it when the daemon's code paths
+ones: a stale list costs memory, never correctness. Regenerate it (`make orderfile`) when the daemon's code paths
 change much.
 
 What runs is recorded with callgrind (every executed function) over three runs of the release
