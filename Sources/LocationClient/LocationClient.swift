@@ -138,7 +138,12 @@ public final class LocationClient: Sendable {
         var out: [UInt8] = []
         request.append(to: &out)
         if let id = request.id { try core.reserve(id) }
-        try core.write(out, name: Core.name(of: out, id: request.id))
+        do {
+            try core.write(out, name: Core.name(of: out, id: request.id))
+        } catch {
+            if let id = request.id { core.unreserve(id) }
+            throw error
+        }
     }
 
     /// Sends raw bytes (a newline is not added). For tools and tests of malformed input.
@@ -260,6 +265,9 @@ final class Core: Sendable {
         /// The ids of `send`'s requests whose reply has not come, with how many: the client's
         /// own numbering skips them, so that each reply reaches whoever asked.
         var sent: [RequestID: Int] = [:]
+        /// The ids of the client's own calls from the moment each is picked until its reply,
+        /// failure or timeout: `send` may not take one even before the call waits for it.
+        var own: Set<RequestID> = []
     }
 
     let fd: Int32
@@ -297,6 +305,7 @@ final class Core: Sendable {
         let pending: Pending? = state.withLock { s in
             guard let id else { defer { s.helloWaiter = nil }; return s.helloWaiter }
             guard let p = s.waiters.removeValue(forKey: id) else { return nil }
+            s.own.remove(id)
             if s.expired.count >= 1024, let any = s.expired.first { s.expired.remove(any) }
             s.expired.insert(id)
             return p
@@ -320,6 +329,7 @@ final class Core: Sendable {
     private func fail(_ id: RequestID, with error: any Error, expecting reply: Bool = false) {
         let pending = state.withLock { s in
             let p = s.waiters.removeValue(forKey: id)
+            s.own.remove(id)
             if reply, p != nil {
                 if s.expired.count >= 1024, let any = s.expired.first { s.expired.remove(any) }
                 s.expired.insert(id)
@@ -331,15 +341,30 @@ final class Core: Sendable {
     }
 
     /// Marks `id` as one of `send`'s, unless one of the client's own requests without a reply
-    /// has it.
+    /// has it. An id the daemon will not echo (a number that is not finite, sent as null; a
+    /// string longer than `maxIDBytes`, refused without it) is not marked: no reply would clear
+    /// it. Each mark is cleared by its reply (the daemon answers every request that has an id,
+    /// or closes the connection), or by `unreserve` when the request could not be written.
     func reserve(_ id: RequestID) throws {
+        switch id {
+        case .number(let n) where !n.isFinite: return
+        case .string(let text) where text.utf8.count > maxIDBytes: return
+        default: break
+        }
         let taken = state.withLock { s in
-            if s.waiters[id] != nil || s.expired.contains(id) { return true }
-            if s.sent.count >= 1024, s.sent[id] == nil, let any = s.sent.first { s.sent[any.key] = nil }
+            if s.waiters[id] != nil || s.own.contains(id) || s.expired.contains(id) { return true }
             s.sent[id, default: 0] += 1
             return false
         }
         if taken { throw LocationClientError.idInUse(id) }
+    }
+
+    /// Takes back a mark of `reserve` for a request that was not sent.
+    func unreserve(_ id: RequestID) {
+        state.withLock { s in
+            guard let n = s.sent[id] else { return }
+            s.sent[id] = n > 1 ? n - 1 : nil
+        }
     }
 
     /// Writes all of `bytes`. A write still blocked after the timeout (the daemon does not read)
@@ -375,6 +400,7 @@ final class Core: Sendable {
                 id = .number(Double(s.nextID))
                 s.nextID += 1
             } while s.sent[id] != nil
+            s.own.insert(id)  // in the same lock: a send() of this id from now on is idInUse
             return id
         }
         var out: [UInt8] = []
@@ -383,8 +409,8 @@ final class Core: Sendable {
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { waiter in
                 let refusal: (any Error)? = state.withLock { s in
-                    if s.closed { return LocationClientError.closed }
-                    if Task.isCancelled { return CancellationError() }
+                    if s.closed { s.own.remove(id); return LocationClientError.closed }
+                    if Task.isCancelled { s.own.remove(id); return CancellationError() }
                     s.waiters[id] = Pending(name: name, continuation: waiter, timer: timer(for: id))
                     return nil
                 }
@@ -479,7 +505,7 @@ final class Core: Sendable {
                 return .waiter(w)
             }
             guard let replyID else { return .stream }
-            if let w = s.waiters.removeValue(forKey: replyID) { return .waiter(w) }
+            if let w = s.waiters.removeValue(forKey: replyID) { s.own.remove(replyID); return .waiter(w) }
             if let n = s.sent[replyID] {
                 s.sent[replyID] = n > 1 ? n - 1 : nil
                 return .stream
@@ -505,6 +531,7 @@ final class Core: Sendable {
             if !s.fdClosed { _ = Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
             var all = Array(s.waiters.values)
             s.waiters.removeAll()
+            s.own.removeAll()
             if let h = s.helloWaiter { all.append(h); s.helloWaiter = nil }
             return all
         }

@@ -34,4 +34,33 @@ import Testing
         client.close()
         await #expect(throws: LocationClientError.closedBeforeReply(request: "status (id 1)")) { try await status.value }
     }
+
+    /// `send` in the moment between the client picking an id for its own call and waiting for
+    /// the reply (here: from the call's own request builder) is refused too: the id was only
+    /// marked once the call waited, so both requests went out with it and one took the other's
+    /// reply.
+    @Test func sendRefusesAnIDTheClientHasJustPicked() async throws {
+        let server = try FakeServer(.init())  // reads, never answers
+        defer { server.stop() }
+        let client = try await LocationClient.connect(path: server.path)
+        final class Outcome: @unchecked Sendable { var refused: RequestID?; var other: (any Error)?; var sent = false }
+        let outcome = Outcome()
+        let call = Task {
+            try await client.request { id in
+                do {
+                    try client.send(.status(id: id, offset: 0))
+                    outcome.sent = true
+                } catch LocationClientError.idInUse(let taken) {
+                    outcome.refused = taken
+                } catch {
+                    outcome.other = error
+                }
+                return .unsubscribe(id: id)
+            }
+        }
+        #expect(await server.waitForRequests(1))
+        client.close()
+        _ = try? await call.value
+        #expect(outcome.refused == .number(1) && !outcome.sent && outcome.other == nil)
+    }
 }
