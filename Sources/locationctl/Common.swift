@@ -140,3 +140,28 @@ func executablePath() -> String? {
     guard n > 0 else { return nil }
     return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }
+
+/// A region id as the human-readable output prints it: as it is, or quoted, with `\"`, `\\`,
+/// `\t`, `\n`, `\r` and `\u00XX` escapes, when it holds a control character (C0, DEL, C1,
+/// U+2028/U+2029) or starts with a quote. A tab or newline would break the columns and lines;
+/// an escape sequence would reach the terminal (the daemon accepts any id of 1…256 bytes
+/// without NUL).
+func printableID(_ id: String) -> String {
+    func isControl(_ v: UInt32) -> Bool { v < 0x20 || (0x7F...0x9F).contains(v) || v == 0x2028 || v == 0x2029 }
+    guard id.hasPrefix("\"") || id.unicodeScalars.contains(where: { isControl($0.value) }) else { return id }
+    var out = "\""
+    for scalar in id.unicodeScalars {
+        switch scalar {
+        case "\"": out += "\\\""
+        case "\\": out += "\\\\"
+        case "\t": out += "\\t"
+        case "\n": out += "\\n"
+        case "\r": out += "\\r"
+        case _ where isControl(scalar.value):
+            let hex = String(scalar.value, radix: 16)
+            out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+        default: out.unicodeScalars.append(scalar)
+        }
+    }
+    return out + "\""
+}

@@ -54,16 +54,6 @@ struct Regions: AsyncParsableCommand {
         }
     }
 
-    /// An id as `list` prints it: as it is, or JSON-quoted when it holds a control character
-    /// (a tab or newline would break the columns and lines; an escape sequence would reach the
-    /// terminal).
-    static func shown(_ id: String) -> String {
-        guard id.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else { return id }
-        var bytes: [UInt8] = []
-        JSONWriter.appendString(id, to: &bytes)
-        return String(decoding: bytes, as: UTF8.self)
-    }
-
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List regions with their states (one JSON line with --json).")
         @OptionGroup var socket: SocketFlag
@@ -74,7 +64,7 @@ struct Regions: AsyncParsableCommand {
             var out = StandardOutput()
             if json { out.line(ServerMessage.regions(id: nil, regions: records).line.trimmingSuffixNewline) } else {
                 for r in records {
-                    out.line("\(Regions.shown(r.region.id))  \(DecimalText.fixed(r.region.center.latitude, 6)),\(DecimalText.fixed(r.region.center.longitude, 6))  r=\(DecimalText.fixed(r.region.radius, 1)) m  \(r.state.rawValue)")
+                    out.line("\(printableID(r.region.id))  \(DecimalText.fixed(r.region.center.latitude, 6)),\(DecimalText.fixed(r.region.center.longitude, 6))  r=\(DecimalText.fixed(r.region.radius, 1)) m  \(r.state.rawValue)")
                 }
             }
             out.flush()

@@ -131,7 +131,7 @@ struct Watch: AsyncParsableCommand {
             return ISO8601.string(fix.time) + "  significant change  " + degrees(fix.coordinate.latitude, "N", "S")
                 + " " + degrees(fix.coordinate.longitude, "E", "W")
         case .region(let e):
-            return ISO8601.string(e.time) + "  region \(e.region) \(e.kind.rawValue)" + (e.inferred ? " (inferred)" : "")
+            return ISO8601.string(e.time) + "  region \(printableID(e.region)) \(e.kind.rawValue)" + (e.inferred ? " (inferred)" : "")
                 + "  " + degrees(e.coordinate.latitude, "N", "S") + " " + degrees(e.coordinate.longitude, "E", "W")
         case .queued(let seq, let event):
             return human(event).map { "#\(seq)  " + $0 }

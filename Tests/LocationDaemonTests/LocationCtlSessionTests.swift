@@ -175,22 +175,25 @@ import Testing
         #expect(stderr.contains("locationd closed the connection"), "\(stderr)")
     }
 
-    /// `regions list` prints an id with a control character JSON-quoted: a tab or newline broke
-    /// its columns and lines (the daemon accepts any id of 1…256 bytes without NUL).
+    /// `regions list` prints an id with a control character (C0, DEL, C1) or a leading quote
+    /// quoted, with escapes: a tab or newline broke its columns and lines, an escape reached the
+    /// terminal (the daemon accepts any id of 1…256 bytes without NUL).
     @Test func regionsListQuotesAnIDWithControlCharacters() async throws {
         let daemon = try await Self.daemon(rule: "authorization = \"always\"\naccuracy = \"precise\"\n")
         defer { daemon.stop() }
-        for id in ["plain", "tab\tnew\nline", "esc\u{1B}[31m"] {
+        for id in ["plain", "tab\tnew\nline", "esc\u{1B}[31m", "csi\u{9B}31m", "\"quoted\""] {
             let added = try LocationCtlReplayTests.run(["regions", "add", id, "--latitude", "52.5", "--longitude", "13.4",
                                                         "--radius", "50", "--socket", daemon.socketPath])
             #expect(added.status == 0, "\(added.err)")
         }
         let listed = try LocationCtlReplayTests.run(["regions", "list", "--socket", daemon.socketPath])
         let lines = listed.out.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
-        #expect(lines.count == 3, "\(listed.out)")
+        #expect(lines.count == 5, "\(listed.out)")
         #expect(lines.contains { $0.hasPrefix("plain  52.5,13.4  r=50 m") }, "\(listed.out)")
         #expect(lines.contains { $0.hasPrefix(#""tab\tnew\nline"  52.5,13.4"#) }, "\(listed.out)")
         #expect(lines.contains { $0.hasPrefix(#""esc\u001b[31m"  52.5,13.4"#) }, "\(listed.out)")
+        #expect(lines.contains { $0.hasPrefix(#""csi\u009b31m"  52.5,13.4"#) }, "\(listed.out)")
+        #expect(lines.contains { $0.hasPrefix(#""\"quoted\""  52.5,13.4"#) }, "\(listed.out)")
     }
 
     /// The daemon refusing a region change is not a usage error: exit 1 and its reason, no usage.
