@@ -168,6 +168,31 @@ struct GPSDSourceLogicTests {
         #expect(notable.contains("the receiver reports again (gpsd at 127.0.0.1:\(port))"), "\(notable)")
     }
 
+    /// gpsd reporting the device of the last receiver that reported deactivated (unplugged):
+    /// no fix at once, not after the silence rule's 20–30 s; another receiver still reporting
+    /// keeps the state, and the next report sets it again.
+    @Test func theLastReceiverGoneIsNoFixAtOnce() async throws {
+        let port = Int(try GPSDHarness.freePort())
+        func tpv(_ s: Int, _ device: String) -> String { Self.tpv(s).replacingOccurrences(of: "/dev/ttyACM0", with: device) }
+        func gone(_ device: String) -> String { #"{"class":"DEVICE","path":"\#(device)","driver":"u-blox","activated":0}"# }
+        var step = FakeGPSD.Step.lines([Self.version, tpv(1, "/dev/a"), tpv(2, "/dev/b")], close: false)
+        step.timed = [(0.1, [gone("/dev/a")]), (0.2, [gone("/dev/b")]), (0.3, [tpv(3, "/dev/a")])]
+        let gpsd = try FakeGPSD(port: port, steps: [step])
+        defer { gpsd.shutdown() }
+        let recorder = EventRecorder()
+        let log = CapturedLog()
+        let source = GPSDSource(configuration: .init(host: "127.0.0.1", port: String(port)),  // idle checks every 10 s: not in play
+                                sink: recorder.sink, logger: log.logger)
+        source.start()
+        #expect(await recorder.first(Self.fix(3)) != nil)
+        source.stop()
+        #expect(recorder.events == [.input(.source(.connected)), .input(Self.fix(1)), .input(Self.fix(2)), .input(.noFix(nil)),
+                                    .input(Self.fix(3)), .input(.source(.disconnected))], "\(recorder.events)")
+        let notable = log.entries.filter { $0.level >= .notice }.map(\.message)
+        #expect(notable.contains("gpsd at 127.0.0.1:\(port) reports its receiver /dev/b gone (unplugged, or closed by gpsd); taken as no fix until one reports again"), "\(notable)")
+        #expect(notable.contains("the receiver reports again (gpsd at 127.0.0.1:\(port))"), "\(notable)")
+    }
+
     /// A receiver set to report less often than two idle checks is judged by its own pace once
     /// two reports showed it: reports every 3.5 checks are not a silence each time (they were,
     /// with a warning and a no-fix between every two fixes). One report alone is not judged.

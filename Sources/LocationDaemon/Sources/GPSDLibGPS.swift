@@ -28,6 +28,10 @@ final class GPSDLineDecoder {
     private let data: UnsafeMutablePointer<gps_data_t>
     private var buffer: UnsafeMutablePointer<CChar>
     private var capacity: Int
+    /// The `device` of the last TPV, and whether the last TPV decoded named another one than
+    /// the TPV before it (compared in place: a String is made only on a change).
+    private(set) var tpvDevice = ""
+    private(set) var tpvDeviceChanged = false
 
     init() {
         data = .allocate(capacity: 1)
@@ -46,6 +50,7 @@ final class GPSDLineDecoder {
     func decode(_ line: UnsafeRawBufferPointer) -> GPSDMessage {
         if GPSDMessage.hasClass("TPV", line) {
             unpack(line)
+            noteTPVDevice()
             return .tpv(GPSDTPV(data.pointee.fix))
         }
         if GPSDMessage.hasClass("ERROR", line) {
@@ -65,6 +70,16 @@ final class GPSDLineDecoder {
 }
 
 extension GPSDLineDecoder {
+    /// Which receiver the TPV came from (libgps puts a report's `device` in `dev.path`).
+    private func noteTPVDevice() {
+        tpvDeviceChanged = withUnsafeBytes(of: data.pointee.dev.path) { raw in
+            let path = raw.prefix { $0 != 0 }
+            guard !path.elementsEqual(tpvDevice.utf8) else { return false }
+            tpvDevice = String(decoding: path, as: UTF8.self)
+            return true
+        }
+    }
+
     /// What `gps_unpack` does with a line that starts with `{` (copied into the reused buffer,
     /// NUL-terminated): decode its objects one after another until one fails or the line ends.
     /// (Its debug trace is left out: see CGPS/shim.h.)

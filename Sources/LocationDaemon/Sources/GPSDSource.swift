@@ -20,7 +20,7 @@ import Synchronization
 ///   which it sends at once): a gpsd that accepts and says nothing (stopped, hung) is not
 ///   reported connected, so subscribers do not see it come and go at every retry;
 ///   `.noFix(nil)` when the receiver has sent no report for two idle checks while gpsd answers
-///   (`checkReceiver`);
+///   (`checkReceiver`), or gpsd reports the last receiver that reported gone;
 ///   `.source(.disconnected)` when
 ///   the connection cannot be made or is lost, and on `stop()` or release if connected. Only
 ///   changes are reported: the first failed attempt reports `.disconnected`, later failed
@@ -148,6 +148,9 @@ public final class GPSDSource: Sendable {
         var quietChecks = 0
         var longestQuiet = 0
         var receiverSilent = false
+        /// The receivers (gpsd's device paths) that sent TPVs on the connection and that gpsd has
+        /// not reported deactivated since.
+        var tpvDevices: Set<String> = []
         var idleCheck: RepeatedTask?
         /// Whether the connection has sent a line (gpsd's VERSION banner comes at once).
         var heard = false
@@ -337,6 +340,7 @@ public final class GPSDSource: Sendable {
         s.quietChecks = 0
         s.longestQuiet = 0
         s.receiverSilent = false
+        s.tpvDevices = []
         let interval = TimeAmount.nanoseconds(Int64(configuration.idleProbe * 1e9))
         s.idleCheck = eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { [self] _ in
             let s = state.value
@@ -476,6 +480,7 @@ public final class GPSDSource: Sendable {
         switch s.decoder.decode(line) {
         case .tpv(let tpv):
             s.tpvs &+= 1
+            if s.decoder.tpvDeviceChanged || s.tpvDevices.isEmpty { s.tpvDevices.insert(s.decoder.tpvDevice) }
             if s.receiverSilent {
                 s.receiverSilent = false
                 logger.notice("the receiver reports again (gpsd at \(configuration.address))")
@@ -494,6 +499,14 @@ public final class GPSDSource: Sendable {
             if let input { sink(input) }
         case .deviceDeactivated(let path):
             count { $0.messages += 1; $0.devicesDeactivated += 1 }
+            // The last receiver that reported is gone (unplugged: gpsd saw its device close):
+            // no fix now, not after the silence rule's 20–30 s.
+            if s.tpvDevices.remove(path) != nil, s.tpvDevices.isEmpty, !s.receiverSilent {
+                s.receiverSilent = true
+                count { $0.receiverSilences += 1 }
+                logger.warning("gpsd at \(configuration.address) reports its receiver \(path) gone (unplugged, or closed by gpsd); taken as no fix until one reports again")
+                sink(.noFix(nil))
+            }
             onDeviceDeactivated?(path)
         case .error(let message):
             count { $0.messages += 1 }
