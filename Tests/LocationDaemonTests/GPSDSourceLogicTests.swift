@@ -193,6 +193,49 @@ struct GPSDSourceLogicTests {
         #expect(notable.contains("the receiver reports again (gpsd at 127.0.0.1:\(port))"), "\(notable)")
     }
 
+    /// A device that comes back after gpsd reported it gone is tracked again, even when it
+    /// was also the last to report: its path was left out of the set, so the other device's
+    /// going made a no-fix while it reported (and its own next unplug went unseen).
+    @Test func aReceiverThatComesBackIsTrackedAgain() async throws {
+        let port = Int(try GPSDHarness.freePort())
+        func tpv(_ s: Int, _ device: String) -> String { Self.tpv(s).replacingOccurrences(of: "/dev/ttyACM0", with: device) }
+        func gone(_ device: String) -> String { #"{"class":"DEVICE","path":"\#(device)","driver":"u-blox","activated":0}"# }
+        var step = FakeGPSD.Step.lines([Self.version, tpv(1, "/dev/a"), tpv(2, "/dev/b"), tpv(3, "/dev/a")], close: false)
+        step.timed = [(0.1, [gone("/dev/a")]), (0.2, [tpv(4, "/dev/a")]), (0.3, [gone("/dev/b")]), (0.4, [tpv(5, "/dev/a")]),
+                      (0.5, [gone("/dev/a")])]
+        let gpsd = try FakeGPSD(port: port, steps: [step])
+        defer { gpsd.shutdown() }
+        let recorder = EventRecorder()
+        let source = GPSDSource(configuration: .init(host: "127.0.0.1", port: String(port)), sink: recorder.sink)
+        source.start()
+        #expect(await recorder.first(.noFix(nil)) != nil)
+        source.stop()
+        #expect(recorder.events == [.input(.source(.connected)), .input(Self.fix(1)), .input(Self.fix(2)), .input(Self.fix(3)),
+                                    .input(Self.fix(4)), .input(Self.fix(5)), .input(.noFix(nil)), .input(.source(.disconnected))],
+                "\(recorder.events)")
+    }
+
+    /// After a silence, the receiver's pace is measured afresh: the silence's own gap, still
+    /// counted when it reported again at its usual pace, made each later wait three times the
+    /// one before (20 s, 1 min, 3 min, …).
+    @Test func aSilenceDoesNotLengthenTheNextWait() async throws {
+        let port = Int(try GPSDHarness.freePort())
+        var step = FakeGPSD.Step.lines([Self.version, Self.tpv(1), Self.tpv(2)], close: false, answersVersion: true)
+        step.resume = (afterProbe: 2, lines: [Self.tpv(40), Self.tpv(41)])
+        let gpsd = try FakeGPSD(port: port, steps: [step])
+        defer { gpsd.shutdown() }
+        let recorder = EventRecorder()
+        let log = CapturedLog()
+        let source = GPSDSource(configuration: .init(host: "127.0.0.1", port: String(port), initialBackoff: 0.001,
+                                                     maximumBackoff: 0.004, idleProbe: 0.3),
+                                sink: recorder.sink, logger: log.logger)
+        source.start()
+        #expect(await waitUntil { source.statistics.receiverSilences >= 2 })
+        source.stop()
+        let waits = log.entries.filter { $0.level == .warning }.map(\.message).filter { $0.contains("no receiver has sent a report") }
+        #expect(waits.count == 2 && waits.allSatisfy { $0.contains("for 0.6 s or more") }, "\(waits)")
+    }
+
     /// A receiver set to report less often than two idle checks is judged by its own pace once
     /// two reports showed it: reports every 3.5 checks are not a silence each time (they were,
     /// with a warning and a no-fix between every two fixes). One report alone is not judged.

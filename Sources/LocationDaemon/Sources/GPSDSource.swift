@@ -149,8 +149,10 @@ public final class GPSDSource: Sendable {
         var longestQuiet = 0
         var receiverSilent = false
         /// The receivers (gpsd's device paths) that sent TPVs on the connection and that gpsd has
-        /// not reported deactivated since.
+        /// not reported deactivated since, and whether the last TPV's device is among them (so
+        /// that a TPV is looked up in the set only when its device changed or came back).
         var tpvDevices: Set<String> = []
+        var lastDeviceTracked = false
         var idleCheck: RepeatedTask?
         /// Whether the connection has sent a line (gpsd's VERSION banner comes at once).
         var heard = false
@@ -341,6 +343,7 @@ public final class GPSDSource: Sendable {
         s.longestQuiet = 0
         s.receiverSilent = false
         s.tpvDevices = []
+        s.lastDeviceTracked = false
         let interval = TimeAmount.nanoseconds(Int64(configuration.idleProbe * 1e9))
         s.idleCheck = eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { [self] _ in
             let s = state.value
@@ -480,9 +483,13 @@ public final class GPSDSource: Sendable {
         switch s.decoder.decode(line) {
         case .tpv(let tpv):
             s.tpvs &+= 1
-            if s.decoder.tpvDeviceChanged || s.tpvDevices.isEmpty { s.tpvDevices.insert(s.decoder.tpvDevice) }
+            if s.decoder.tpvDeviceChanged || !s.lastDeviceTracked {
+                s.tpvDevices.insert(s.decoder.tpvDevice)
+                s.lastDeviceTracked = true
+            }
             if s.receiverSilent {
                 s.receiverSilent = false
+                s.quietChecks = 0  // the silence's own gap is no pace
                 logger.notice("the receiver reports again (gpsd at \(configuration.address))")
             } else {
                 s.longestQuiet = max(s.longestQuiet, s.quietChecks)  // its pace, silences aside
@@ -501,6 +508,7 @@ public final class GPSDSource: Sendable {
             count { $0.messages += 1; $0.devicesDeactivated += 1 }
             // The last receiver that reported is gone (unplugged: gpsd saw its device close):
             // no fix now, not after the silence rule's 20–30 s.
+            if path == s.decoder.tpvDevice { s.lastDeviceTracked = false }
             if s.tpvDevices.remove(path) != nil, s.tpvDevices.isEmpty, !s.receiverSilent {
                 s.receiverSilent = true
                 count { $0.receiverSilences += 1 }
