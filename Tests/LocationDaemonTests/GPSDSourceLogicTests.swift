@@ -28,6 +28,23 @@ struct GPSDSourceLogicTests {
     static let positionWithoutTime = #"{"class":"TPV","device":"/dev/ttyACM0","mode":2,"lat":1.0,"lon":1.0}"#
     static func noFix(_ s: Int) -> String { #"{"class":"TPV","device":"/dev/ttyACM0","mode":1,"time":"\#(iso(s))"}"# }
     static let endOfLog = #"{"class":"DEVICE","path":"tcp://x","driver":"NMEA0183","activated":0}"#
+    /// `tpv(s)` as sent by another receiver, and gpsd's report that a receiver's device is gone.
+    static func tpv(_ s: Int, device: String) -> String { tpv(s).replacingOccurrences(of: "/dev/ttyACM0", with: device) }
+    static func gone(_ device: String) -> String { #"{"class":"DEVICE","path":"\#(device)","driver":"u-blox","activated":0}"# }
+
+    /// A source against a scripted gpsd of one step, with what it reports and logs; idle checks
+    /// every `idleProbe` seconds (the default 10 s keeps them out of a test's way). The caller
+    /// stops the source and shuts the fake gpsd down.
+    static func scripted(_ step: FakeGPSD.Step, idleProbe: Double = 10) throws
+        -> (gpsd: FakeGPSD, source: GPSDSource, recorder: EventRecorder, log: CapturedLog, port: Int) {
+        let port = Int(try GPSDHarness.freePort())
+        let gpsd = try FakeGPSD(port: port, steps: [step])
+        let recorder = EventRecorder(), log = CapturedLog()
+        let source = GPSDSource(configuration: .init(host: "127.0.0.1", port: String(port), initialBackoff: 0.001,
+                                                     maximumBackoff: 0.004, idleProbe: idleProbe),
+                                sink: recorder.sink, logger: log.logger)
+        return (gpsd, source, recorder, log, port)
+    }
 
     static func source(port: Int, backoff: (Double, Double) = (0.001, 0.004), recorder: EventRecorder = EventRecorder(),
                        log: CapturedLog? = nil) -> GPSDSource {
@@ -147,16 +164,10 @@ struct GPSDSourceLogicTests {
     /// position, with a warning; its next report sets the state again, with a notice. The
     /// connection stays (gpsd answers its probes).
     @Test func aReceiverThatFallsSilentIsReportedAndItsReturnToo() async throws {
-        let port = Int(try GPSDHarness.freePort())
         var step = FakeGPSD.Step.lines([Self.version, Self.tpv(1), Self.tpv(2)], close: false, answersVersion: true)
         step.resume = (afterProbe: 2, lines: [Self.tpv(40)])
-        let gpsd = try FakeGPSD(port: port, steps: [step])
+        let (gpsd, source, recorder, log, port) = try Self.scripted(step, idleProbe: 0.3)
         defer { gpsd.shutdown() }
-        let recorder = EventRecorder()
-        let log = CapturedLog()
-        let source = GPSDSource(configuration: .init(host: "127.0.0.1", port: String(port), initialBackoff: 0.001,
-                                                     maximumBackoff: 0.004, idleProbe: 0.3),
-                                sink: recorder.sink, logger: log.logger)
         source.start()
         #expect(await recorder.first(Self.fix(40)) != nil)
         source.stop()
@@ -172,17 +183,10 @@ struct GPSDSourceLogicTests {
     /// no fix at once, not after the silence rule's 20–30 s; another receiver still reporting
     /// keeps the state, and the next report sets it again.
     @Test func theLastReceiverGoneIsNoFixAtOnce() async throws {
-        let port = Int(try GPSDHarness.freePort())
-        func tpv(_ s: Int, _ device: String) -> String { Self.tpv(s).replacingOccurrences(of: "/dev/ttyACM0", with: device) }
-        func gone(_ device: String) -> String { #"{"class":"DEVICE","path":"\#(device)","driver":"u-blox","activated":0}"# }
-        var step = FakeGPSD.Step.lines([Self.version, tpv(1, "/dev/a"), tpv(2, "/dev/b")], close: false)
-        step.timed = [(0.1, [gone("/dev/a")]), (0.2, [gone("/dev/b")]), (0.3, [tpv(3, "/dev/a")])]
-        let gpsd = try FakeGPSD(port: port, steps: [step])
+        var step = FakeGPSD.Step.lines([Self.version, Self.tpv(1, device: "/dev/a"), Self.tpv(2, device: "/dev/b")], close: false)
+        step.timed = [(0.1, [Self.gone("/dev/a")]), (0.2, [Self.gone("/dev/b")]), (0.3, [Self.tpv(3, device: "/dev/a")])]
+        let (gpsd, source, recorder, log, port) = try Self.scripted(step)
         defer { gpsd.shutdown() }
-        let recorder = EventRecorder()
-        let log = CapturedLog()
-        let source = GPSDSource(configuration: .init(host: "127.0.0.1", port: String(port)),  // idle checks every 10 s: not in play
-                                sink: recorder.sink, logger: log.logger)
         source.start()
         #expect(await recorder.first(Self.fix(3)) != nil)
         source.stop()
@@ -197,16 +201,12 @@ struct GPSDSourceLogicTests {
     /// was also the last to report: its path was left out of the set, so the other device's
     /// going made a no-fix while it reported (and its own next unplug went unseen).
     @Test func aReceiverThatComesBackIsTrackedAgain() async throws {
-        let port = Int(try GPSDHarness.freePort())
-        func tpv(_ s: Int, _ device: String) -> String { Self.tpv(s).replacingOccurrences(of: "/dev/ttyACM0", with: device) }
-        func gone(_ device: String) -> String { #"{"class":"DEVICE","path":"\#(device)","driver":"u-blox","activated":0}"# }
-        var step = FakeGPSD.Step.lines([Self.version, tpv(1, "/dev/a"), tpv(2, "/dev/b"), tpv(3, "/dev/a")], close: false)
-        step.timed = [(0.1, [gone("/dev/a")]), (0.2, [tpv(4, "/dev/a")]), (0.3, [gone("/dev/b")]), (0.4, [tpv(5, "/dev/a")]),
-                      (0.5, [gone("/dev/a")])]
-        let gpsd = try FakeGPSD(port: port, steps: [step])
+        var step = FakeGPSD.Step.lines([Self.version, Self.tpv(1, device: "/dev/a"), Self.tpv(2, device: "/dev/b"),
+                                        Self.tpv(3, device: "/dev/a")], close: false)
+        step.timed = [(0.1, [Self.gone("/dev/a")]), (0.2, [Self.tpv(4, device: "/dev/a")]), (0.3, [Self.gone("/dev/b")]),
+                      (0.4, [Self.tpv(5, device: "/dev/a")]), (0.5, [Self.gone("/dev/a")])]
+        let (gpsd, source, recorder, _, _) = try Self.scripted(step)
         defer { gpsd.shutdown() }
-        let recorder = EventRecorder()
-        let source = GPSDSource(configuration: .init(host: "127.0.0.1", port: String(port)), sink: recorder.sink)
         source.start()
         #expect(await recorder.first(.noFix(nil)) != nil)
         source.stop()
@@ -219,16 +219,10 @@ struct GPSDSourceLogicTests {
     /// counted when it reported again at its usual pace, made each later wait three times the
     /// one before (20 s, 1 min, 3 min, …).
     @Test func aSilenceDoesNotLengthenTheNextWait() async throws {
-        let port = Int(try GPSDHarness.freePort())
         var step = FakeGPSD.Step.lines([Self.version, Self.tpv(1), Self.tpv(2)], close: false, answersVersion: true)
         step.resume = (afterProbe: 2, lines: [Self.tpv(40), Self.tpv(41)])
-        let gpsd = try FakeGPSD(port: port, steps: [step])
+        let (gpsd, source, _, log, _) = try Self.scripted(step, idleProbe: 0.3)
         defer { gpsd.shutdown() }
-        let recorder = EventRecorder()
-        let log = CapturedLog()
-        let source = GPSDSource(configuration: .init(host: "127.0.0.1", port: String(port), initialBackoff: 0.001,
-                                                     maximumBackoff: 0.004, idleProbe: 0.3),
-                                sink: recorder.sink, logger: log.logger)
         source.start()
         #expect(await waitUntil { source.statistics.receiverSilences >= 2 })
         source.stop()
@@ -240,15 +234,10 @@ struct GPSDSourceLogicTests {
     /// two reports showed it: reports every 3.5 checks are not a silence each time (they were,
     /// with a warning and a no-fix between every two fixes). One report alone is not judged.
     @Test func aSlowReceiverIsJudgedByItsOwnPace() async throws {
-        let port = Int(try GPSDHarness.freePort())
         var step = FakeGPSD.Step.lines([Self.version, Self.tpv(1)], close: false, answersVersion: true)
         step.timed = [(0.35, [Self.tpv(2)]), (0.7, [Self.tpv(3)]), (1.05, [Self.tpv(4)]), (1.4, [Self.tpv(5)])]
-        let gpsd = try FakeGPSD(port: port, steps: [step])
+        let (gpsd, source, recorder, _, _) = try Self.scripted(step, idleProbe: 0.1)
         defer { gpsd.shutdown() }
-        let recorder = EventRecorder()
-        let source = GPSDSource(configuration: .init(host: "127.0.0.1", port: String(port), initialBackoff: 0.001,
-                                                     maximumBackoff: 0.004, idleProbe: 0.1),
-                                sink: recorder.sink)
         source.start()
         #expect(await recorder.first(Self.fix(5)) != nil)
         source.stop()
@@ -260,15 +249,10 @@ struct GPSDSourceLogicTests {
     /// call the receiver silent (gpsd has not answered yet); the next one drops gpsd as hung.
     /// It was reported as a silent receiver, with a warning that gpsd answers, then dropped.
     @Test func aHungGPSDIsNotASilentReceiver() async throws {
-        let port = Int(try GPSDHarness.freePort())
         var step = FakeGPSD.Step.lines([Self.version, Self.tpv(1), Self.tpv(2)], close: false)
         step.timed = [(0.3, [#"{"class":"SKY","device":"/dev/ttyACM0","satellites":[]}"#])]
-        let gpsd = try FakeGPSD(port: port, steps: [step])
+        let (gpsd, source, recorder, _, _) = try Self.scripted(step, idleProbe: 0.2)
         defer { gpsd.shutdown() }
-        let recorder = EventRecorder()
-        let source = GPSDSource(configuration: .init(host: "127.0.0.1", port: String(port), initialBackoff: 0.001,
-                                                     maximumBackoff: 0.004, idleProbe: 0.2),
-                                sink: recorder.sink)
         source.start()
         #expect(await waitUntil { source.statistics.connectionsLost >= 1 })
         source.stop()
