@@ -17,7 +17,8 @@ public enum LocationClientError: Error, Hashable, Sendable, CustomStringConverti
     /// The daemon's hello announces a protocol this client does not speak.
     case unsupportedProtocol(Int)
     /// `send` was given the id of one of the client's own requests whose reply has not come
-    /// (waiting, or timed out): the reply could not be told from its.
+    /// (picked, waiting, timed out, or cancelled after it went out): the reply could not be
+    /// told from its.
     case idInUse(RequestID)
 
     public var description: String {
@@ -352,7 +353,7 @@ final class Core: Sendable {
         default: break
         }
         let taken = state.withLock { s in
-            if s.waiters[id] != nil || s.own.contains(id) || s.expired.contains(id) { return true }
+            if s.own.contains(id) || s.expired.contains(id) { return true }  // (own holds every waiter's id)
             s.sent[id, default: 0] += 1
             return false
         }

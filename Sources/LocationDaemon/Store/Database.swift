@@ -167,11 +167,16 @@ public final class Database: @unchecked Sendable {
         // Each one's parents could be searched: EACCES is this one's missing x bit.
         return chain.reversed().first { candidate in
             // (The working directory is one, and looking "." up in it already needs the x bit.)
-            var st = stat()
-            if candidate != ".", stat(candidate, &st) == 0, st.st_mode & S_IFMT != S_IFDIR { return false }
-            // Failing for EACCES with its parents searchable, it is a symbolic link whose target
-            // passes through a directory this process may not enter: it is what blocks the way.
-            if candidate != ".", stat(candidate, &st) != 0, errno != EACCES { return false }
+            if candidate != "." {
+                var st = stat()
+                if stat(candidate, &st) == 0 {
+                    guard st.st_mode & S_IFMT == S_IFDIR else { return false }
+                } else if errno != EACCES {
+                    return false
+                }
+                // Failing for EACCES with its parents searchable, it is a symbolic link whose
+                // target passes through a directory this process may not enter: it blocks the way.
+            }
             return faccessat(AT_FDCWD, candidate, X_OK, AT_EACCESS) != 0 && errno == EACCES
         }
     }
