@@ -70,9 +70,10 @@ final class GPSDLineDecoder {
 }
 
 extension GPSDLineDecoder {
-    /// Which receiver the TPV came from (libgps puts a report's `device` in `dev.path`).
+    /// Which receiver the TPV came from (libgps puts a report's `device` in `dev.path`; read in
+    /// place, not copied, on every report).
     private func noteTPVDevice() {
-        tpvDeviceChanged = withUnsafeBytes(of: data.pointee.dev.path) { raw in
+        tpvDeviceChanged = withUnsafeBytes(of: &data.pointee.dev.path) { raw in
             let path = raw.prefix { $0 != 0 }
             guard !path.elementsEqual(tpvDevice.utf8) else { return false }
             tpvDevice = String(decoding: path, as: UTF8.self)
