@@ -6,7 +6,7 @@ import Glibc
 #endif
 
 /// The GeoJSON convention for regions (docs/regions.md): a FeatureCollection of Point features,
-/// `properties.id` (string or number), `properties.radius` (metres), optional `dwell`
+/// `properties.id` (string or number; else the feature's `id`), `properties.radius` (metres), optional `dwell`
 /// (seconds), `notifyOnEntry`/`notifyOnExit`/`notifyInitialState` (booleans) and `metadata`.
 enum RegionsGeoJSON {
     static func read(path: String) throws -> [Region] {
@@ -29,10 +29,11 @@ enum RegionsGeoJSON {
             let (lon, lat) = try point(f["geometry"], at: at)
             guard case .object(var p)? = f["properties"] else { throw RuntimeError("\(at): no properties") }
             let id: String
-            switch p["id"] ?? f["id"] {
+            // The feature's own `id` (RFC 7946) when the properties have none or a null one.
+            switch p["id"].flatMap({ $0 == .null ? nil : $0 }) ?? f["id"] {
             case .string(let s)?: id = s
             case .number(let n)?: id = JSONWriter.numberText(n)
-            default: throw RuntimeError("\(at): properties.id must be a string or a number")
+            default: throw RuntimeError("\(at): properties.id (or the feature's id) must be a string or a number")
             }
             // Before anything is sent: in another request than the first, the daemon refused it
             // after the requests before had been registered.

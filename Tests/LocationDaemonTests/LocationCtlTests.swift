@@ -241,4 +241,30 @@ import Testing
         #expect(bad.status == 1, "\(bad.err)")
         #expect(bad.err.contains("/nonexistent.geojson: cannot open GeoJSON file: No such file or directory"), "\(bad.err)")
     }
+
+    /// RFC 7946 gives a Feature an `id` of its own: it names the region when `properties.id` is
+    /// absent or null (a null used to be an error, "must be a string or a number").
+    @Test func theFeaturesOwnIDNamesTheRegionWhenPropertiesHaveNone() throws {
+        let log = DaemonEndToEndTests.walk(count: 30, startSecond: 0)
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ctl-featureid-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try Data(log.bytes).write(to: dir.appendingPathComponent("walk.nmea"))
+        let c = log.fixes[0].coordinate
+        let point = #"{"type":"Point","coordinates":[\#(c.longitude),\#(c.latitude)]}"#
+        let features = [
+            #"{"type":"Feature","id":"gate","geometry":\#(point),"properties":{"radius":100,"notifyInitialState":true}}"#,
+            #"{"type":"Feature","id":7,"geometry":\#(point),"properties":{"id":null,"radius":100,"notifyInitialState":true}}"#,
+            #"{"type":"Feature","id":"ignored","geometry":\#(point),"properties":{"id":"own","radius":100,"notifyInitialState":true}}"#,
+        ]
+        try Data((#"{"type":"FeatureCollection","features":["# + features.joined(separator: ",") + "]}").utf8)
+            .write(to: dir.appendingPathComponent("regions.geojson"))
+        let run = try LocationCtlReplayTests.run(["replay", dir.appendingPathComponent("walk.nmea").path,
+                                                  "--regions", dir.appendingPathComponent("regions.geojson").path])
+        #expect(run.status == 0, "\(run.err)")
+        let ids = try run.out.split(separator: "\n").compactMap { line -> String? in
+            if case .region(let e) = try ServerMessage.decode(String(line)) { e.region } else { nil }
+        }
+        #expect(Set(ids) == ["gate", "7", "own"], "\(run.out)")
+    }
 }
