@@ -84,7 +84,7 @@ struct Regions: AsyncParsableCommand {
     struct Export: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Print the regions as GeoJSON (opens in any GeoJSON viewer).")
         @OptionGroup var socket: SocketFlag
-        @Option(help: "Write to this file instead of standard output.") var output: String?
+        @Option(name: .shortAndLong, help: "Write to this file instead of standard output.") var output: String?
 
         func run() async throws {
             let records = try await Regions.all(socket.path)

@@ -273,6 +273,43 @@ import Testing
         #expect(listed.status == 0 && listed.out == "", "\(listed.out)\(listed.err)")
     }
 
+    /// `regions export` writes what `regions import` reads: every property survives the round
+    /// trip (metadata, dwell, notify flags, a number id as its text), standard output and `-o`
+    /// give the same file, and a feature's `state` is the daemon's, dropped on import.
+    @Test func exportedRegionsImportAsTheSameRegions() async throws {
+        let daemon = try await Self.daemon(rule: "authorization = \"always\"\naccuracy = \"precise\"\n")
+        defer { daemon.stop() }
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ctl-export-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let features = [
+            #"{"type":"Feature","geometry":{"type":"Point","coordinates":[13.4,52.5]},"properties":{"id":"home","radius":50,"dwell":120,"metadata":{"floor":3,"name":"Flat"}}}"#,
+            #"{"type":"Feature","geometry":{"type":"Point","coordinates":[-0.1234567891,51.5]},"properties":{"id":1.5,"radius":10000,"notifyOnEntry":false}}"#,
+            #"{"type":"Feature","geometry":{"type":"Point","coordinates":[179.9,-45]},"properties":{"id":"a \"quoted\" id","radius":10,"notifyOnExit":false,"notifyInitialState":true}}"#,
+        ]
+        let original = dir.appendingPathComponent("original.geojson")
+        try Data((#"{"type":"FeatureCollection","features":["# + features.joined(separator: ",") + "]}").utf8).write(to: original)
+        let imported = try LocationCtlReplayTests.run(["regions", "import", original.path, "--socket", daemon.socketPath])
+        #expect(imported.status == 0 && imported.out == "added 3; 3 registered\n", "\(imported.out)\(imported.err)")
+
+        let printed = try LocationCtlReplayTests.run(["regions", "export", "--socket", daemon.socketPath])
+        let file = dir.appendingPathComponent("exported.geojson")
+        let written = try LocationCtlReplayTests.run(["regions", "export", "-o", file.path, "--socket", daemon.socketPath])
+        #expect(printed.status == 0 && written.status == 0 && written.out == "", "\(printed.err)\(written.err)")
+        #expect(try String(contentsOf: file, encoding: .utf8) == printed.out)
+        let exported = try JSONSerialization.jsonObject(with: Data(printed.out.utf8)) as? [String: Any]
+        let properties = (exported?["features"] as? [[String: Any]])?.compactMap { $0["properties"] as? [String: Any] } ?? []
+        #expect(Set(properties.compactMap { $0["id"] as? String }) == ["home", "1.5", "a \"quoted\" id"], "\(printed.out)")
+        #expect(properties.allSatisfy { $0["state"] != nil }, "\(printed.out)")
+
+        let removed = try LocationCtlReplayTests.run(["regions", "remove", "--all", "--socket", daemon.socketPath])
+        #expect(removed.status == 0, "\(removed.err)")
+        let again = try LocationCtlReplayTests.run(["regions", "import", file.path, "--socket", daemon.socketPath])
+        #expect(again.status == 0 && again.out == "added 3; 3 registered\n", "\(again.out)\(again.err)")
+        let reexported = try LocationCtlReplayTests.run(["regions", "export", "--socket", daemon.socketPath])
+        #expect(reexported.status == 0 && reexported.out == printed.out, "\(printed.out)\n---\n\(reexported.out)")
+    }
+
     /// No daemon at the socket is not a usage error: exit 1 with the socket and what to do.
     @Test func noDaemonExitsOneNamingTheSocket() throws {
         for command in [["status"], ["watch"], ["regions", "list"]] {
