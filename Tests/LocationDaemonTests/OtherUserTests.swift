@@ -91,6 +91,71 @@ struct OtherUserTests {
         #expect(reply.contains(#""rule":"first""#), "\(reply)")
     }
 
+    /// A rule denying a supplementary group holds for a peer that is gone by the time the daemon
+    /// identifies it: a process of that group connects, hands the socket to a child and exits.
+    /// Its groups used to be read from /proc/PID/status after the accept, so a pid already gone
+    /// had none, and the next rule (here the default) granted a session.
+    @Test func aGroupRuleHoldsForAPeerThatExitedBeforeItWasIdentified() async throws {
+        let daemon = try await Self.daemon(config: """
+            [policy.kids]
+            group = 60
+            authorization = "denied"
+
+            [policy.default]
+            authorization = "when-in-use"
+            accuracy = "approximate"
+
+            """)
+        defer { daemon.stop() }
+        #expect(try Self.sessionAsNobody(socket: daemon.socketPath, groups: "60").contains("policy rule 'kids'"))
+
+        // Stopped, the daemon stands for a busy one: it accepts only after the connecting
+        // process has exited and been reaped.
+        let pid = try #require(daemon.pid)
+        kill(pid, SIGSTOP)
+        defer { kill(pid, SIGCONT) }
+        func state() throws -> String {
+            let stat = try String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)
+            return String(stat[stat.range(of: ") ", options: .backwards)!.upperBound...].prefix(1))
+        }
+        while try state() != "T" { await Task.yield() }
+        let script = """
+            import os,socket,sys
+            s=socket.socket(socket.AF_UNIX); s.settimeout(10); s.connect(sys.argv[1])
+            if os.fork()!=0: os._exit(0)
+            sys.stdin.readline(); f=s.makefile('rwb'); f.readline()
+            f.write(b'{"type":"session.start","id":1,"authorization":"always"}\\n'); f.flush()
+            print(f.readline().decode().strip(), flush=True)
+            """
+        // posix_spawn and waitpid: Foundation's Process takes the client for running as long as
+        // the child it forked holds the descriptor Process watches.
+        var input: [CInt] = [0, 0], output: [CInt] = [0, 0]
+        #expect(pipe(&input) == 0 && pipe(&output) == 0)
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, input[0], 0)
+        posix_spawn_file_actions_adddup2(&actions, output[1], 1)
+        for fd in input + output { posix_spawn_file_actions_addclose(&actions, fd) }
+        let arguments = ["/usr/bin/setpriv", "--reuid=nobody", "--regid=nogroup", "--groups=60", "/usr/bin/python3", "-c", script,
+                         daemon.socketPath]
+        let argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var client: pid_t = 0
+        #expect(posix_spawn(&client, argv[0]!, &actions, nil, argv, environ) == 0)
+        close(input[0])
+        close(output[1])
+        var status: Int32 = 0
+        #expect(waitpid(client, &status, 0) == client && status == 0)  // the process that connected is gone
+        kill(pid, SIGCONT)
+        #expect(write(input[1], "go\n", 3) == 3)
+        close(input[1])
+        let result = FileHandle(fileDescriptor: output[0], closeOnDealloc: true)
+        let reply = String(decoding: result.readDataToEndOfFile(), as: UTF8.self)
+        #expect(reply.contains(#""code":"notAuthorized""#) && reply.contains("policy rule 'kids'"), "\(reply)")
+    }
+
+
     /// nobody's status lists only its own connection; root's, at the same time, lists nobody's
     /// connection too, with its rule and grant (docs/privacy.md, "Status").
     @Test func statusShowsOtherProgramsOnlyToRoot() async throws {

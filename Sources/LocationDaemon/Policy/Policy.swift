@@ -1,8 +1,8 @@
 import Glibc
 import LocationCore
 
-/// Who is at the other end of a connection: `SO_PEERCRED` (pid, uid, gid) at connect, the
-/// supplementary groups and executable of that pid (`/proc/PID/status`, `/proc/PID/exe`).
+/// Who is at the other end of a connection: `SO_PEERCRED` (pid, uid, gid) and `SO_PEERGROUPS`
+/// (supplementary groups) at connect, the executable of that pid (`/proc/PID/exe`).
 /// Persistent state (regions, the background queue) is keyed by `program`: uid + executable.
 public struct PeerIdentity: Hashable, Sendable, CustomStringConvertible {
     public var pid: Int32
@@ -19,10 +19,13 @@ public struct PeerIdentity: Hashable, Sendable, CustomStringConvertible {
         self.executable = executable
     }
 
-    /// Reads what the kernel tells about `peer` now (at connect time).
+    /// Reads what the kernel tells about `peer` now (at connect time): its groups as the socket
+    /// recorded them, or when it did not, from /proc (`PeerCredentials.groups`).
     public static func resolve(_ peer: PeerCredentials) -> PeerIdentity {
         var groups: Set<UInt32> = [peer.gid]
-        if let status = try? DaemonOptions.readFile("/proc/\(peer.pid)/status") {
+        if let recorded = peer.groups {
+            groups.formUnion(recorded)
+        } else if let status = try? DaemonOptions.readFile("/proc/\(peer.pid)/status") {
             groups.formUnion(supplementaryGroups(status: status))
         }
         return PeerIdentity(pid: peer.pid, uid: peer.uid, gid: peer.gid, groups: groups.sorted(),
