@@ -470,6 +470,29 @@ import Testing
         #expect(next.first == .status(.fix, time: t0.adding(seconds: 2400)) && next.count == 2, "\(next)")
     }
 
+    /// A receiver that has reported only untimed no-fix epochs since the daemon started (a cold
+    /// receiver indoors: gpsd's mode 1 may carry no time): its first fix is no "very first
+    /// report" to show at once. That was the second the device came out, sent to approximate
+    /// programs as it happened; now the first untimed report shows `noFix`, the first timed one
+    /// starts the epochs, and the fix is shown at the next epoch's start.
+    @Test func aFirstFixAfterUntimedNoFixReportsWaitsForTheNextEpoch() {
+        for live in [true, false] {
+            var engine = Self.withTwoSubscribers()
+            engine.privacy.publishesAtReports = !live
+            let atStart = engine.handle(.noFix(nil)).filter { $0.subscriber == SubscriberID(2) }.map(\.event)
+            #expect(atStart == [.status(.noFix, time: nil)], "live \(live)")
+            for _ in 1..<300 { _ = engine.handle(.noFix(nil)) }
+            var atFirstFix: [Event] = []
+            for i in 0..<100 {
+                atFirstFix += engine.handle(.fix(fix(at: 2237 + Double(i), Self.truth))).filter { $0.subscriber == SubscriberID(2) }.map(\.event)
+            }
+            #expect(atFirstFix.isEmpty, "live \(live): sent at the first fix: \(atFirstFix)")
+            let next = live ? Self.ticks(&engine, from: 2400, to: 2400)
+                : engine.handle(.fix(fix(at: 2400, Self.truth))).filter { $0.subscriber == SubscriberID(2) }.map(\.event)
+            #expect(next.first == .status(.fix, time: t0.adding(seconds: 2400)) && next.count == 3, "live \(live): \(next)")
+        }
+    }
+
     /// A receiver silent for half an hour: its last state is published at the ticks, and the
     /// first fix after the silence sends nothing.
     @Test func aSilentGapSendsNothingAtTheRegainedFix() {

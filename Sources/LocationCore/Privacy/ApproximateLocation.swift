@@ -208,8 +208,8 @@ public struct ApproximateLocation: Sendable {
     public mutating func offer(_ fix: Fix) -> Bool {
         // What is published at an epoch's first input is the state from before that input: a
         // change is never shown at the fix that made it.
-        let first = publishedAt == nil
-        if publishesAtReports || first { publish(at: fix.time) }
+        let first = !reported
+        if publishesAtReports || first { publish(at: fix.time) } else if publishedAt == nil { startEpochs(at: fix.time) }
         if restored, let current = cell {
             restored = false
             // Carried away while the daemon was down: this fix sets the cell, as a first fix.
@@ -231,8 +231,10 @@ public struct ApproximateLocation: Sendable {
     /// The receiver reported an epoch without a position (at `time`, when it said): the
     /// state approximate programs are shown follows at the next epoch, as a cell change does.
     public mutating func offerNoFix(at time: Timestamp?) {
-        let first = publishedAt == nil && time != nil
-        if let time, publishesAtReports || first { publish(at: time) }
+        let first = !reported
+        if let time {
+            if publishesAtReports || first { publish(at: time) } else if publishedAt == nil { startEpochs(at: time) }
+        }
         receiver = .noFix
         if first { showFirst() }
     }
@@ -274,9 +276,20 @@ public struct ApproximateLocation: Sendable {
     /// show, and no change to time. (Only the first: after the source was lost, what is shown
     /// waits for a publication.)
     private mutating func showFirst() {
+        reported = true
         published = cell
         publishedReceiver = receiver
         publications &+= 1
+    }
+
+    /// Whether the first report has been shown (`showFirst`).
+    private var reported = false
+
+    /// The first report with a time, after untimed ones (a cold receiver's no-fix epochs): the
+    /// epochs start from its time, publishing nothing. Shown at once, as a first report, its fix
+    /// told approximate programs the second the device first had one (came outdoors).
+    private mutating func startEpochs(at t: Timestamp) {
+        publishedAt = Self.epochStart(t)
     }
 
     /// The start of the publication epoch after the one `t` falls in (when the shell's next
