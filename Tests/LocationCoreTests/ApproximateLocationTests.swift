@@ -493,6 +493,24 @@ import Testing
         }
     }
 
+    /// A visit released before anything is published (the daemon stopping within the first
+    /// epoch after a cold start, whose first report had no time) carries the current cell, moved
+    /// with hysteresis, not the cell of the visit's own coordinate: parked 100 m past a boundary
+    /// the device keeps the cell it came from, and the visit's own cell would tell the side.
+    @Test func aVisitReleasedBeforeAnyPublicationCarriesTheHysteresisCell() {
+        let base = Self.grid.cell(of: Coordinate(latitude: 52.52, longitude: 13.40)).cell
+        let boundary = Self.offset(Self.grid.centre(of: base), north: -1000, east: 0)
+        let parked = Self.offset(boundary, north: -100, east: 0)
+        var a = ApproximateLocation(grid: Self.grid)
+        a.publishesAtReports = false
+        a.offerNoFix(at: nil)  // the first report, shown at once: no fix, no cell
+        a.offer(fix(at: 0, Self.offset(boundary, north: 300, east: 0), accuracy: 8))
+        a.offer(fix(at: 60, parked, accuracy: 8))
+        #expect(a.published == nil && a.cell == base && Self.grid.cell(of: parked).cell != base)
+        let visit = Visit(kind: .arrival, arrival: t0.adding(seconds: 60), departure: nil, coordinate: parked, horizontalAccuracy: 10)
+        #expect(a.approximate(visit).coordinate == Self.grid.centre(of: base))
+    }
+
     /// A receiver silent for half an hour: its last state is published at the ticks, and the
     /// first fix after the silence sends nothing.
     @Test func aSilentGapSendsNothingAtTheRegainedFix() {

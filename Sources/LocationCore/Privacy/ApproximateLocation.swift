@@ -316,12 +316,13 @@ public struct ApproximateLocation: Sendable {
     }
 
     /// A visit as an approximate program receives it, at a publication: the published cell's
-    /// centre (the current cell's, or that of the visit's centre, before one is published), so
-    /// a stay next to a boundary does not reveal the side the hysteresis hides, and the visit
-    /// shows no cell the location events do not; times rounded down to 15 minutes. (A
-    /// departure repeats its arrival's cell: `SubscriptionExtras`.)
+    /// centre (before one is published, the current cell's, which the hysteresis moved: also
+    /// when the epochs have begun without one, as after untimed first reports; the visit's own
+    /// cell only if there is no cell at all), so a stay next to a boundary does not reveal the
+    /// side the hysteresis hides, and the visit shows no cell the location events do not; times
+    /// rounded down to 15 minutes. (A departure repeats its arrival's cell: `SubscriptionExtras`.)
     public func approximate(_ v: Visit) -> Visit {
-        let shown = published ?? (publishedAt == nil ? cell : nil) ?? grid.cell(of: v.coordinate).cell
+        let shown = published ?? cell ?? grid.cell(of: v.coordinate).cell
         return Visit(kind: v.kind, arrival: Self.coarse(v.arrival), departure: v.departure.map(Self.coarse),
                      coordinate: grid.centre(of: shown), horizontalAccuracy: grid.reportedAccuracy(of: shown))
     }
