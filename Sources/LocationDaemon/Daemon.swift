@@ -253,6 +253,12 @@ final class DaemonService: Sendable {
         await hub.processed()
         await server.close()
         try? await hub.eventLoop.submit { hub.releaseHeldVisits() }.get()
+        // The WAL into the file: after a stop the database file alone holds everything.
+        if let database = hub.regionStore?.database {
+            do { try await hub.eventLoop.submit { try database.checkpoint() }.get() } catch {
+                logger.warning("cannot copy the write-ahead log into the database at stop: \(error); nothing is lost (the next start reads it), but a copy of the database needs its -wal too")
+            }
+        }
         await supervisor.stop()
         deadline.met()
         logger.info("stopped")

@@ -170,6 +170,35 @@ import Testing
         #expect(daemon.stderrText.contains("error locationd: cannot store region registrations"), "\(daemon.stderrText.suffix(1000))")
     }
 
+    /// A graceful stop (SIGTERM: systemctl stop) leaves the database file whole on its own: the
+    /// WAL is checkpointed into it. Every commit stayed in the -wal, the file itself holding only
+    /// the empty schema, so the .db copied alone after a stop (a backup, a move to another
+    /// machine) had no region, and a -wal removed as a leftover took every acknowledged
+    /// registration with it.
+    @Test func aGracefulStopLeavesEverythingInTheDatabaseFile() async throws {
+        let dir = try SpawnedDaemon.makeDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let daemon = try SpawnedDaemon(arguments: ["--socket", dir.appendingPathComponent("locationd.sock").path,
+                                                   "--gpsd", "127.0.0.1:1"], environment: [:], directory: dir)
+        defer { daemon.stop() }
+        try await DescriptorLimitTests.connect(daemon).close()
+        var client = try RawClient(path: daemon.socketPath)
+        client.send(#"{"type":"session.start","id":1,"authorization":"always"}"# + "\n")
+        #expect(client.waitFor(#""type":"session""#) != nil)
+        client.send(#"{"type":"regions.add","id":2,"regions":[{"id":"home","latitude":52.5,"longitude":13.4,"radius":100}]}"# + "\n")
+        #expect(client.waitFor(#""type":"regions.changed""#) != nil)
+        client.close()
+        daemon.signal(SIGTERM)
+        #expect(daemon.waitForExit() == 0, "\(daemon.stderrText.suffix(1000))")
+
+        let database = dir.appendingPathComponent("locationd.db").path
+        let wal = (try? FileManager.default.attributesOfItem(atPath: database + "-wal")[.size] as? Int) ?? 0
+        #expect(wal == 0, "\(wal) bytes left in the -wal")
+        let copy = dir.appendingPathComponent("copy.db").path
+        try FileManager.default.copyItem(atPath: database, toPath: copy)
+        #expect(try RegionStore(path: copy).load().flatMap { $0.records.map(\.region.id) } == ["home"])
+    }
+
     /// A region id with U+0000 (valid JSON: `"a\u0000b"`) was acknowledged and stored cut at
     /// the NUL, as "a": a later region "a" then failed with a UNIQUE constraint, and an id cut to
     /// nothing failed the program's next start. Such an id is refused as invalid.

@@ -300,6 +300,16 @@ public final class Database: @unchecked Sendable {
         throw StoreError(description: "\(path) was deleted or replaced while locationd ran; nothing is written to the deleted file, which the next start would not see: restart locationd (systemctl restart locationd) to open \(path) again (the regions and queued events in the deleted file are lost then, unless it is copied back first from the daemon's open descriptor: ls -l /proc/\(getpid())/fd)")
     }
 
+    /// Writes the WAL's commits into the database file and empties the WAL (at a graceful stop),
+    /// so the file alone holds everything: a copy of it made after `systemctl stop`, or a -wal
+    /// removed as a leftover, loses nothing. Nothing to do in memory.
+    func checkpoint() throws {
+        guard path != ":memory:" else { return }
+        guard sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_TRUNCATE, nil, nil) == SQLITE_OK else {
+            throw StoreError(description: "\(path): \(lastError)")
+        }
+    }
+
     /// A failed write is reported on stderr (the daemon keeps going from memory).
     func report(_ what: String, _ error: any Error) {
         let line = "locationd: \(what) \(path): \(error)\n"
