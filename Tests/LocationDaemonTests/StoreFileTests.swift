@@ -199,6 +199,34 @@ import Testing
         #expect(try RegionStore(path: copy).load().flatMap { $0.records.map(\.region.id) } == ["home"])
     }
 
+    /// A write the store refuses outside a request (here the program's identity, recorded when
+    /// an `always` session starts) goes to the log as an error with its `error` field: it was
+    /// written raw to stderr, which under systemd is the journal's stream — priority 6 (info),
+    /// no LOCATIOND_ERROR, so `journalctl -p err` never showed it.
+    @Test func aFailedWriteOutsideARequestIsLoggedAsAnError() async throws {
+        let dir = try SpawnedDaemon.makeDirectory()
+        let journal = try DatagramSocket(path: dir.appendingPathComponent("journal.sock").path)
+        let daemon = try SpawnedDaemon(arguments: ["--socket", dir.appendingPathComponent("locationd.sock").path,
+                                                   "--gpsd", "127.0.0.1:1"],
+                                       environment: ["LOCATIOND_JOURNAL_SOCKET": journal.path], directory: dir)
+        defer { daemon.stop() }
+        try await DescriptorLimitTests.connect(daemon).close()
+        let database = dir.appendingPathComponent("locationd.db").path
+        for file in [database, database + "-wal", database + "-shm"] { #expect(unlink(file) == 0, "\(file)") }
+        var client = try RawClient(path: daemon.socketPath)
+        defer { client.close() }
+        client.send(#"{"type":"session.start","id":1,"authorization":"always"}"# + "\n")
+        #expect(client.waitFor(#""type":"session""#) != nil)
+        var entry: [String: String]?
+        while entry == nil, let datagram = journal.receive(timeout: 10) {
+            let fields = try JournalTests.parse(datagram)
+            if fields["MESSAGE"]?.contains("program identity") == true { entry = fields }
+        }
+        #expect(entry?["PRIORITY"] == "3", "\(entry ?? [:]); stderr: \(daemon.stderrText)")
+        #expect(entry?["LOCATIOND_ERROR"]?.contains("\(database) was deleted or replaced") == true, "\(entry ?? [:])")
+        #expect(daemon.stderrText.isEmpty, "\(daemon.stderrText)")
+    }
+
     /// A region id with U+0000 (valid JSON: `"a\u0000b"`) was acknowledged and stored cut at
     /// the NUL, as "a": a later region "a" then failed with a UNIQUE constraint, and an id cut to
     /// nothing failed the program's next start. Such an id is refused as invalid.

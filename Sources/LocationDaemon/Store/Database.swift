@@ -1,5 +1,6 @@
 import CSQLite
 import Glibc
+import Logging
 
 public struct StoreError: Error, Hashable, CustomStringConvertible, Sendable {
     public var description: String
@@ -310,9 +311,9 @@ public final class Database: @unchecked Sendable {
         }
     }
 
-    /// A failed write is reported on stderr (the daemon keeps going from memory).
+    /// A failed write or read outside a request is logged as an error (the daemon keeps going
+    /// from memory): through the daemon's log, so the journal gets its priority and error field.
     func report(_ what: String, _ error: any Error) {
-        let line = "locationd: \(what) \(path): \(error)\n"
-        _ = line.withCString { write(STDERR_FILENO, $0, strlen($0)) }
+        Logger(label: "locationd").error("database: \(what) failed", metadata: ["database": "\(path)", "error": "\(error)"])
     }
 }
