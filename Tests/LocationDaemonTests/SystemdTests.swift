@@ -187,6 +187,27 @@ import Glibc
         #expect(!daemon.stderrText.contains(daemon.socketPath), "\(daemon.stderrText)")
     }
 
+    /// A config file refused at start (exit 78) is reported before logging is set up, on
+    /// stderr: when stderr is the journal's stream (JOURNAL_STREAM names it) the line carries the
+    /// `<3>` prefix journald reads as its priority (sd-daemon(3)). It had none, so the journal
+    /// stored why the daemon would not start at priority 6 (info), hidden from `journalctl -p err`.
+    @Test func aConfigErrorAtStartIsAnErrorInTheJournal() throws {
+        let dir = try SpawnedDaemon.makeDirectory()
+        let config = dir.appendingPathComponent("locationd.toml").path
+        try "[gpsd]\nhots = \"x\"\n".write(toFile: config, atomically: true, encoding: .utf8)
+        // The file the daemon's stderr goes to (truncated, not replaced, at spawn): its device and inode.
+        let stderrPath = dir.appendingPathComponent("stderr.log").path
+        #expect(FileManager.default.createFile(atPath: stderrPath, contents: nil))
+        var st = stat()
+        #expect(stat(stderrPath, &st) == 0)
+        let daemon = try SpawnedDaemon(
+            arguments: ["--config", config, "--socket", dir.appendingPathComponent("locationd.sock").path, "--gpsd", "127.0.0.1:1"],
+            environment: ["JOURNAL_STREAM": "\(st.st_dev):\(st.st_ino)"], directory: dir)
+        defer { daemon.stop() }
+        #expect(daemon.waitForExit() == 78)
+        #expect(daemon.stderrText == "<3>locationd: \(config):2: unknown key 'gpsd.hots'; expected one of host, port, device\n")
+    }
+
     @Test func daemonLogsToTheJournalSocket() throws {
         let dir = try SpawnedDaemon.makeDirectory()
         let journal = try DatagramSocket(path: dir.appendingPathComponent("journal.sock").path)
