@@ -187,6 +187,18 @@ import Glibc
         #expect(!daemon.stderrText.contains(daemon.socketPath), "\(daemon.stderrText)")
     }
 
+    /// A refused config file (exit 78) or command line (64) does not fix itself, so the unit does
+    /// not restart the daemon for them. `Restart=on-failure` alone did, every `RestartSec=2s` for
+    /// good: the start limit (5 starts per 10 s, a window that begins again once it has passed)
+    /// is never reached 2 s apart, and the journal filled with the same error.
+    @Test func theUnitDoesNotRestartAfterAConfigOrUsageError() throws {
+        let unit = try String(contentsOf: ConfigTests.repo.appendingPathComponent("systemd/locationd.service"), encoding: .utf8)
+        let prevented = unit.split(separator: "\n").filter { $0.hasPrefix("RestartPreventExitStatus=") }
+            .flatMap { $0.dropFirst("RestartPreventExitStatus=".count).split(separator: " ").map(String.init) }
+        #expect(unit.contains("\nRestart=on-failure\n"))
+        #expect(Set(prevented).isSuperset(of: ["64", "78"]), "\(prevented)")
+    }
+
     /// A config file refused at start (exit 78) is reported before logging is set up, on
     /// stderr: when stderr is the journal's stream (JOURNAL_STREAM names it) the line carries the
     /// `<3>` prefix journald reads as its priority (sd-daemon(3)). It had none, so the journal
