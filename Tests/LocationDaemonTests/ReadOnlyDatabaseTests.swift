@@ -191,6 +191,29 @@ struct ReadOnlyDatabaseTests {
             """)
     }
 
+    /// The fix a read-only filesystem gets, for the database's directory `dir`: under the unit
+    /// that is ProtectSystem=strict's doing for any directory but the state directory.
+    static func readOnlyFix(_ dir: String) -> String {
+        #"remount the filesystem read-write (under systemd, the unit's ProtectSystem=strict makes all but /var/lib/locationd read-only: create "# +
+        #"\#(dir) for the daemon's user and add it with ReadWritePaths=\#(dir) in a drop-in, systemctl edit locationd), "# +
+        #"or set [store] database to a file on a writable filesystem ("none" keeps everything in memory)"#
+    }
+
+    /// `[store] database` in a directory that does not exist, on a read-only filesystem: what the
+    /// shipped unit's ProtectSystem=strict makes of any path outside /var/lib/locationd. The fix
+    /// said to create the directory (mkdir -p …, "under systemd StateDirectory= does this"),
+    /// after which the daemon still could not write there; it names ReadWritePaths= now.
+    @Test(.enabled("cannot make read-only bind mounts here (unshare -m)") { try ReadOnlyDatabaseTests.canMountReadOnly() })
+    func aDatabaseDirectoryOnAReadOnlyFilesystemNamesReadWritePaths() async throws {
+        let state = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: state) }
+        let target = state.appendingPathComponent("srv").path
+        try await Self.expectRefusal(database: target + "/locationd.db", launcher: Self.readOnlyMount(of: state.path), message: """
+            \(target): cannot create the database directory (the directory \(state.path) is on a filesystem mounted read-only); \
+            \(Self.readOnlyFix(target))
+            """)
+    }
+
     /// Whether this process may make read-only bind mounts in a mount namespace of its own.
     static func canMountReadOnly() throws -> Bool {
         let dir = try temporaryDirectory()
@@ -218,7 +241,7 @@ struct ReadOnlyDatabaseTests {
         defer { try? FileManager.default.removeItem(at: state) }
         let database = state.appendingPathComponent("locationd.db").path
         try Self.makeDatabase(at: database)
-        let fix = #"remount the filesystem read-write, or set [store] database to a file on a writable filesystem ("none" keeps everything in memory)"#
+        let fix = Self.readOnlyFix(state.path)
         // The file alone read-only: its lock file and -wal could be created.
         try await Self.expectRefusal(database: database, launcher: Self.readOnlyMount(of: database), message: """
             \(database): opened read-only (the file is on a filesystem mounted read-only); \(fix)

@@ -85,6 +85,13 @@ public final class Database: @unchecked Sendable {
 
     static let memoryFix = "or set [store] database = \"none\" to keep everything in memory"
 
+    /// The fix for a database directory `dir` on a read-only filesystem. Under the shipped unit
+    /// that is ProtectSystem=strict's doing for every directory but the state directory: making
+    /// it (mkdir) does not help, allowing it does.
+    static func readOnlyFix(_ dir: String) -> String {
+        "remount the filesystem read-write (under systemd, the unit's ProtectSystem=strict makes all but /var/lib/locationd read-only: create \(dir) for the daemon's user and add it with ReadWritePaths=\(dir) in a drop-in, systemctl edit locationd), or set [store] database to a file on a writable filesystem (\"none\" keeps everything in memory)"
+    }
+
     /// Why this process cannot write `file` (`readable`: read and write it), or, when it does
     /// not exist, create it in its directory, with the fix; nil when it can. For the messages
     /// that stop the start. Asked with access(2), not by opening it: closing a descriptor of a
@@ -108,8 +115,7 @@ public final class Database: @unchecked Sendable {
         }
         switch code {
         case EROFS:
-            return ("\(what) is on a filesystem mounted read-only",
-                    "remount the filesystem read-write, or set [store] database to a file on a writable filesystem (\"none\" keeps everything in memory)")
+            return ("\(what) is on a filesystem mounted read-only", readOnlyFix(target == "it" ? dir : target))
         case EACCES:
             let user = currentUser()
             let needed = readable && target == "it" ? "readable and writable" : "writable"
@@ -229,6 +235,9 @@ public final class Database: @unchecked Sendable {
         if parent != dir, parent != "." { try makeDirectories(parent, for: target) }
         guard mkdir(dir, 0o750) != 0, errno != EEXIST else { return }
         let code = errno
+        if code == EROFS {
+            throw StoreError(description: "\(dir): cannot create the database directory (the directory \(parent) is on a filesystem mounted read-only); \(readOnlyFix(target))")
+        }
         let user = currentUser()
         let why = code == EACCES
             ? "the directory \(parent) is not writable by user \(user.name), uid \(user.uid)"
