@@ -181,10 +181,16 @@ import Testing
 
     /// Runs locationd to its exit; one still running after `timeout` seconds (a daemon that
     /// started instead of refusing its options) is terminated, a failure guard.
-    static func run(_ arguments: [String], timeout: Double = 60) throws -> (status: Int32, out: String, err: String) {
+    /// `launcher`: a command it runs under (setpriv, to run it as another user).
+    static func run(_ arguments: [String], launcher: [String] = [], timeout: Double = 60) throws -> (status: Int32, out: String, err: String) {
         let p = Process()
-        p.executableURL = DaemonProcess.executable
-        p.arguments = arguments
+        if let command = launcher.first {
+            p.executableURL = URL(fileURLWithPath: command)
+            p.arguments = launcher.dropFirst() + [DaemonProcess.executable.path] + arguments
+        } else {
+            p.executableURL = DaemonProcess.executable
+            p.arguments = arguments
+        }
         let out = Pipe(), err = Pipe()
         p.standardOutput = out
         p.standardError = err
@@ -212,6 +218,33 @@ import Testing
         let failed = try Self.run(["--check-config", bad.path])
         #expect(failed.status == 78)
         #expect(failed.err == "locationd: \(bad.path):2: unknown key 'gpsd.hots'; expected one of host, port, device\n")
+    }
+
+    /// A config file the daemon's user may not read (made 0600 root's to hide the policy, say)
+    /// names that user and the fix, as the store's errors do; it was a bare "Permission denied",
+    /// at start and in a refused reload's record alike. A directory on the way the user may not
+    /// enter is named as such.
+    @Test(.enabled("user 'daemon' cannot run the built locationd (a parent folder is not searchable by others)") {
+        try OtherUserTests.daemonUserCanRunLocationd()
+    })
+    func aConfigFileTheDaemonsUserCannotReadNamesTheUserAndTheFix() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("locationd-unreadable-\(UUID().uuidString.prefix(6))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        chmod(dir.path, 0o755)
+        let config = dir.appendingPathComponent("locationd.toml").path
+        try FileManager.default.copyItem(atPath: Self.shipped.path, toPath: config)
+        chmod(config, 0o600)
+        let user = try #require(getpwnam("daemon")).pointee.pw_uid
+        let asDaemon = ["/usr/bin/setpriv", "--reuid=daemon", "--regid=daemon", "--clear-groups"]
+        let file = try Self.run(["--check-config", config], launcher: asDaemon)
+        #expect(file.status == 78)
+        #expect(file.err == "locationd: \(config): cannot be read by user daemon, uid \(user) (permission denied); make it readable by the daemon's user (chmod 0644, as installed)\n", "\(file.err)")
+        chmod(config, 0o644)
+        chmod(dir.path, 0o700)
+        let directory = try Self.run(["--check-config", config], launcher: asDaemon)
+        #expect(directory.status == 78)
+        #expect(directory.err == "locationd: \(config): cannot be read: the directory \(dir.path) cannot be entered by user daemon, uid \(user) (no search permission); let the daemon's user search it (chmod o+x, or g+x for a group it is in)\n", "\(directory.err)")
     }
 
     /// A replay log that cannot be opened is refused at start and by --check-config, naming

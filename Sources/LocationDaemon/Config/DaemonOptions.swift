@@ -350,7 +350,7 @@ public struct DaemonOptions: Sendable, Equatable {
     /// error naming their line, not replaced (a Latin-1 executable path would otherwise be
     /// accepted and never match anything).
     public static func readTextFile(_ path: String) throws(ConfigError) -> String? {
-        guard let bytes = try readBytes(path) else { return nil }
+        guard let bytes = try readBytes(path, unreadableFix: "make it readable by the daemon's user (chmod 0644, as installed)") else { return nil }
         if let text = String(validating: bytes, as: UTF8.self) { return text }
         var iterator = bytes.makeIterator()
         var decoder = UTF8()
@@ -361,12 +361,23 @@ public struct DaemonOptions: Sendable, Equatable {
         throw ConfigError(file: path, line: line, message: "not UTF-8 text; save the file as UTF-8")
     }
 
-    /// The file's bytes (at most 1 MiB), nil when it does not exist.
-    static func readBytes(_ path: String) throws(ConfigError) -> [UInt8]? {
+    /// The file's bytes (at most 1 MiB), nil when it does not exist. With `unreadableFix`, a file
+    /// this process may not read is explained: its user, and the directory on the way it may not
+    /// enter or else `unreadableFix`.
+    static func readBytes(_ path: String, unreadableFix: String? = nil) throws(ConfigError) -> [UInt8]? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else {
-            if errno == ENOENT { return nil }
-            throw ConfigError(file: path, line: 0, message: String(cString: strerror(errno)))
+            let code = errno
+            if code == ENOENT { return nil }
+            guard code == EACCES, let unreadableFix else {
+                throw ConfigError(file: path, line: 0, message: String(cString: strerror(code)))
+            }
+            let user = Database.currentUser()
+            if let blocked = Database.unsearchable(Database.directory(of: path)) {
+                let shown = blocked == "." ? Database.workingDirectory() : blocked
+                throw ConfigError(file: path, line: 0, message: "cannot be read: the directory \(shown) cannot be entered by user \(user.name), uid \(user.uid) (no search permission); let the daemon's user search it (chmod o+x, or g+x for a group it is in)")
+            }
+            throw ConfigError(file: path, line: 0, message: "cannot be read by user \(user.name), uid \(user.uid) (permission denied); \(unreadableFix)")
         }
         defer { close(fd) }
         var bytes: [UInt8] = []
