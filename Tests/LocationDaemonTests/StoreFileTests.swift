@@ -140,6 +140,31 @@ import Testing
         try handle.write(contentsOf: Data(repeating: 0xA5, count: Int(size) - 4096))
         try handle.close()
         #expect(throws: StoreError.self) { try RegionStore(path: path).load() }
+        // The error that stops the start names the fix.
+        do { _ = try RegionStore(path: path).load() } catch {
+            #expect("\(error)".hasSuffix("database disk image is malformed; \(Self.damagedFix(path))"), "\(error)")
+        }
+    }
+
+    static func damagedFix(_ path: String) -> String {
+        "the file is damaged or not a SQLite database: stop locationd and put back a copy of it, or move it away " +
+            "to start with an empty one (its regions and queued events are lost; sqlite3 \(path) .recover may save some), " +
+            #"or set [store] database to another file ("none" keeps everything in memory)"#
+    }
+
+    /// A file that is not a database at all (`[store] database` pointing at the wrong file, or
+    /// one overwritten): the start's error named only SQLite's "file is not a database".
+    @Test func aFileThatIsNotADatabaseNamesTheFix() throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("locationd.db").path
+        #expect(FileManager.default.createFile(atPath: path, contents: Data(repeating: 0x5A, count: 5000)))
+        do {
+            _ = try Database(path: path)
+            Issue.record("opened")
+        } catch {
+            #expect("\(error)" == "\(path): file is not a database; \(Self.damagedFix(path))")
+        }
     }
 
     /// The database file deleted while the daemon runs (with its -wal and -shm): SQLite went on

@@ -250,19 +250,28 @@ public final class Database: @unchecked Sendable {
         guard sqlite3_exec(handle, sql, nil, nil, &error) == SQLITE_OK else {
             let message = error.map { String(cString: $0) } ?? "?"
             sqlite3_free(error)
-            throw StoreError(description: "\(path): \(message)")
+            throw failure(message)
         }
     }
 
     func prepare(_ sql: String) throws -> OpaquePointer {
         var stmt: OpaquePointer?
-        guard sqlite3_prepare_v2(handle, sql, -1, &stmt, nil) == SQLITE_OK, let stmt else {
-            throw StoreError(description: "\(path): \(lastError)")
-        }
+        guard sqlite3_prepare_v2(handle, sql, -1, &stmt, nil) == SQLITE_OK, let stmt else { throw failure() }
         return stmt
     }
 
     var lastError: String { String(cString: sqlite3_errmsg(handle)) }
+
+    /// SQLite's last error as a StoreError naming the file; a damaged file, or one that is not a
+    /// database, gets the fix too (it stops the start).
+    func failure(_ message: String? = nil) -> StoreError {
+        var text = "\(path): \(message ?? lastError)"
+        let code = sqlite3_errcode(handle)
+        if code == SQLITE_CORRUPT || code == SQLITE_NOTADB {
+            text += "; the file is damaged or not a SQLite database: stop locationd and put back a copy of it, or move it away to start with an empty one (its regions and queued events are lost; sqlite3 \(path) .recover may save some), or set [store] database to another file (\"none\" keeps everything in memory)"
+        }
+        return StoreError(description: text)
+    }
 
     /// Rows inserted, updated or deleted through this connection since it opened.
     var totalChanges: Int { Int(sqlite3_total_changes(handle)) }
@@ -273,7 +282,7 @@ public final class Database: @unchecked Sendable {
         switch sqlite3_step(stmt) {
         case SQLITE_ROW: return true
         case SQLITE_DONE: return false
-        default: throw StoreError(description: "\(path): \(lastError)")
+        default: throw failure()
         }
     }
 
@@ -281,7 +290,7 @@ public final class Database: @unchecked Sendable {
     /// like one).
     func run(_ stmt: OpaquePointer) throws {
         if depth == 0 { try checkNotMoved() }
-        guard sqlite3_step(stmt) == SQLITE_DONE else { throw StoreError(description: "\(path): \(lastError)") }
+        guard sqlite3_step(stmt) == SQLITE_DONE else { throw failure() }
     }
 
     /// Runs `body` in a transaction, all or nothing; nested calls join the outer one, so a
