@@ -214,6 +214,23 @@ struct ReadOnlyDatabaseTests {
             """)
     }
 
+    /// A full filesystem at start: the error gave SQLite's "database or disk is full" alone;
+    /// it names the filesystem to free and the way out. (A 48 KiB tmpfs, filled, in a mount
+    /// namespace of the daemon's own.)
+    @Test(.enabled("cannot make read-only bind mounts here (unshare -m)") { try ReadOnlyDatabaseTests.canMountReadOnly() })
+    func aFullFilesystemAtStartNamesTheFix() async throws {
+        let state = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: state) }
+        let database = state.appendingPathComponent("locationd.db").path
+        let full = ["/usr/bin/unshare", "-m", "/bin/sh", "-c",
+                    #"mount -t tmpfs -o size=48k tmpfs "$1" && ! dd if=/dev/zero of="$1/fill" bs=1k count=100 2>/dev/null && shift && exec "$@""#,
+                    "sh", state.path]
+        try await Self.expectRefusal(database: database, launcher: full, message: """
+            \(database): database or disk is full; the filesystem of \(state.path) is full: free space on it (df \(state.path)), \
+            or set [store] database to a file on another filesystem ("none" keeps everything in memory)
+            """)
+    }
+
     /// Whether this process may make read-only bind mounts in a mount namespace of its own.
     static func canMountReadOnly() throws -> Bool {
         let dir = try temporaryDirectory()

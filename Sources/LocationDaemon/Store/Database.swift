@@ -262,13 +262,16 @@ public final class Database: @unchecked Sendable {
 
     var lastError: String { String(cString: sqlite3_errmsg(handle)) }
 
-    /// SQLite's last error as a StoreError naming the file; a damaged file, or one that is not a
-    /// database, gets the fix too (it stops the start).
+    /// SQLite's last error as a StoreError naming the file; a damaged file, one that is not a
+    /// database, and a full filesystem get the fix too (they stop the start).
     func failure(_ message: String? = nil) -> StoreError {
         var text = "\(path): \(message ?? lastError)"
         let code = sqlite3_errcode(handle)
         if code == SQLITE_CORRUPT || code == SQLITE_NOTADB {
             text += "; the file is damaged or not a SQLite database: stop locationd and put back a copy of it, or move it away to start with an empty one (its regions and queued events are lost; sqlite3 \(path) .recover may save some), or set [store] database to another file (\"none\" keeps everything in memory)"
+        } else if code == SQLITE_FULL {
+            let dir = Self.directory(of: path)
+            text += "; the filesystem of \(dir) is full: free space on it (df \(dir)), or set [store] database to a file on another filesystem (\"none\" keeps everything in memory)"
         }
         return StoreError(description: text)
     }
