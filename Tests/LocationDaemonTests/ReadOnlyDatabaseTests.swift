@@ -89,6 +89,24 @@ struct ReadOnlyDatabaseTests {
         }
     }
 
+    /// A privacy-secret the daemon's user may not read (restored from a backup as root, 0600):
+    /// the start's error names the user and the fix; it was a bare "PATH: Permission denied".
+    @Test(.enabled("user 'daemon' cannot run the built locationd (a parent folder is not searchable by others)") {
+        try OtherUserTests.daemonUserCanRunLocationd()
+    })
+    func aPrivacySecretTheDaemonsUserCannotReadNamesTheFix() async throws {
+        let user = try Self.daemonUser()
+        let (dir, database) = try Self.databaseInUsersDirectory(user)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        chown(database, user.uid, user.gid)
+        let secret = dir.appendingPathComponent("privacy-secret").path
+        #expect(FileManager.default.createFile(atPath: secret, contents: Data("0123456789abcdef\n".utf8), attributes: [.posixPermissions: 0o600]))
+        try await Self.expectRefusal(database: database, launcher: Self.asDaemonUser, message: """
+            \(secret): cannot be read by user daemon, uid \(user.uid) (permission denied); make it the daemon's user's \
+            (chown daemon \(secret), mode 0600)
+            """)
+    }
+
     /// A -wal left by a run as root (killed, so it stayed): readable, SQLite opens it read-only
     /// and only a write finds out; not even readable, SQLite cannot open the database at all.
     @Test(.enabled("user 'daemon' cannot run the built locationd (a parent folder is not searchable by others)") {

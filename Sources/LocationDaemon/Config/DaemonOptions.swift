@@ -342,8 +342,9 @@ public struct DaemonOptions: Sendable, Equatable {
         return nil
     }
 
-    public static func readFile(_ path: String) throws(ConfigError) -> String? {
-        try readBytes(path).map { String(decoding: $0, as: UTF8.self) }
+    /// `unreadableFix`: as `readBytes`'s.
+    public static func readFile(_ path: String, unreadableFix: String? = nil) throws(ConfigError) -> String? {
+        try readBytes(path, unreadableFix: unreadableFix).map { String(decoding: $0, as: UTF8.self) }
     }
 
     /// `readFile` for text a person wrote (the config file): bytes that are not UTF-8 are an
