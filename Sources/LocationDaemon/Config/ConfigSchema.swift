@@ -112,6 +112,10 @@ public enum ConfigSchema {
         let tableNames = tables
         options.policy = try Policy.parse(document, file: file)
         for header in document.tables where !tableNames.contains(header.name) && !header.name.hasPrefix("policy.") {
+            if header.name == "policy" {
+                throw ConfigError(file: file, line: header.line,
+                                  message: "[policy] needs a rule name: [policy.NAME] (e.g. [policy.navit]), or [policy.default] for everyone no rule matches")
+            }
             throw ConfigError(file: file, line: header.line,
                               message: "unknown table [\(header.name)]; expected one of \(tableNames.joined(separator: ", "))")
         }
