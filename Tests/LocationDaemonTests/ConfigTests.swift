@@ -61,7 +61,20 @@ import Testing
             ("[gpsd]\nhost = \"\"\"x\"\"\"\n", "locationd.toml:2: multi-line strings are not supported"),
             ("[[gpsd]]\n", "locationd.toml:1: arrays of tables ([[…]]) are not supported"),
             ("= 1\n", "locationd.toml:1: expected a key, found '='"),
+            // gpsd.host with a port or brackets (the --gpsd forms): resolved as a name, it never
+            // connected, and nothing said so before a client needed fixes
+            ("[gpsd]\nhost = \"localhost:2947\"\n",
+             "locationd.toml:2: 'gpsd.host' is \"localhost:2947\"; give the host alone, without brackets or a port: host = \"localhost\" (and port = 2947)"),
+            ("[gpsd]\nhost = \"[::1]:3000\"\n",
+             "locationd.toml:2: 'gpsd.host' is \"[::1]:3000\"; give the host alone, without brackets or a port: host = \"::1\" (and port = 3000)"),
+            ("[gpsd]\nhost = \"[::1]\"\n",
+             "locationd.toml:2: 'gpsd.host' is \"[::1]\"; give the host alone, without brackets or a port: host = \"::1\""),
+            ("[gpsd]\nhost = \"gps:x\"\n",
+             "locationd.toml:2: 'gpsd.host' is \"gps:x\"; expected a host name, an IPv4 or an IPv6 address (the port goes in 'gpsd.port')"),
         ]
+        for host in ["::1", "fe80::1%eth0", "gps.local", "192.0.2.1"] {
+            #expect(Self.error("[gpsd]\nhost = \"\(host)\"\n") == nil, "\(host)")
+        }
         for (text, message) in cases {
             #expect(Self.error(text) == message, "\(text.debugDescription)")
         }

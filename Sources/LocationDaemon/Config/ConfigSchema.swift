@@ -14,7 +14,8 @@ public struct ConfigKey: Sendable {
 
 extension ConfigKey {
     static func string(_ table: String, _ key: String, live: Bool = false, _ kp: WritableKeyPath<DaemonOptions, String> & Sendable,
-                       oneOf allowed: [String]? = nil, nonEmpty: Bool = false, maxBytes: Int? = nil, why: String = "") -> ConfigKey {
+                       oneOf allowed: [String]? = nil, nonEmpty: Bool = false, maxBytes: Int? = nil, why: String = "",
+                       check: (@Sendable (String) -> String?)? = nil) -> ConfigKey {
         ConfigKey(table: table, key: key, live: live, set: { options, value in
             guard case .string(let s) = value else { return "'\(table).\(key)' must be a string, not \(value.typeName)" }
             if let allowed, !allowed.contains(s) {
@@ -24,6 +25,7 @@ extension ConfigKey {
             if let maxBytes, s.utf8.count > maxBytes {
                 return "'\(table).\(key)' is \(s.utf8.count) bytes long; at most \(maxBytes)\(why)"
             }
+            if let problem = check?(s) { return "'\(table).\(key)' is \(TOMLValue.string(s)); \(problem)" }
             options[keyPath: kp] = s
             return nil
         }, get: { .string($0[keyPath: kp]) })
@@ -82,7 +84,7 @@ public enum ConfigSchema {
         .integer("socket", "flood_burst", \.floodBurst, range: 1...1_000_000),
         .number("socket", "flood_rate", \.floodRate, range: 0.001...1_000_000, unit: " requests/s"),
         .number("socket", "unwritable_timeout", \.unwritableTimeout, range: 0.1...86_400, unit: " s"),
-        .string("gpsd", "host", \.gpsdHost, nonEmpty: true),
+        .string("gpsd", "host", \.gpsdHost, nonEmpty: true, check: DaemonOptions.hostProblem),
         .integer("gpsd", "port", \.gpsdPort, range: 1...65535),
         .string("gpsd", "device", \.gpsdDevice, maxBytes: 127,
                 why: " (gpsd's device paths hold 128 bytes with the terminating NUL)"),

@@ -316,6 +316,21 @@ public struct DaemonOptions: Sendable, Equatable {
         return host.isEmpty ? nil : (String(host), String(port))
     }
 
+    /// Why `host` is not a `gpsd.host` (a name or an address alone), with what to write; nil
+    /// when it is one. The `--gpsd` forms with a port or brackets were taken as a host name,
+    /// which never resolved.
+    @Sendable static func hostProblem(_ host: String) -> String? {
+        guard let (name, port) = hostAndPort(host) else {
+            return "expected a host name, an IPv4 or an IPv6 address (the port goes in 'gpsd.port')"
+        }
+        guard name != host else { return nil }
+        guard Int(port) != nil, hostAndPort(name)?.host == name else {
+            return "expected a host name, an IPv4 or an IPv6 address (the port goes in 'gpsd.port')"
+        }
+        return "give the host alone, without brackets or a port: host = \(TOMLValue.string(name))"
+            + (host.hasSuffix(":" + port) ? " (and port = \(port))" : "")
+    }
+
     /// Why the NMEA log at `path` cannot be replayed, nil when it opens for reading ("-" is
     /// standard input). Opened without waiting (a FIFO's writer may come later) and closed again.
     public static func replayProblem(_ path: String) -> String? {
