@@ -152,6 +152,43 @@ import Testing
             #"or set [store] database to another file ("none" keeps everything in memory)"#
     }
 
+    /// `[store] database` (`--database`) naming a directory, its own state directory say: the
+    /// start said only "unable to open database file", and first took the group's and others'
+    /// permissions off that directory (run as root with `--database /home`, every user's home
+    /// became unreachable) and made a `.lock` in it for a trailing '/'. It is refused before
+    /// anything is touched, naming the fix.
+    @Test func aDirectoryAsTheDatabaseIsRefusedUntouched() throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        chmod(dir.path, 0o755)
+        let message = "\(dir.path) is a directory; [store] database (--database) names the database file, e.g. \(dir.path)/locationd.db"
+        for path in [dir.path, dir.path + "/"] {
+            #expect(throws: StoreError(description: message)) { try DatabaseLock(database: path) }
+            #expect(throws: StoreError(description: message)) { try Database(path: path) }
+        }
+        #expect(try Self.mode(dir.path) == 0o755)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).isEmpty)
+        #expect(!FileManager.default.fileExists(atPath: dir.path + ".lock"))
+    }
+
+    /// `--database /dev/null`, meant as "no database": run as root, the start took the group's
+    /// and others' permissions off the device (0666 → 0600, so every other user's programs
+    /// lost /dev/null), left a `-journal` beside it, and failed with "disk I/O error". Anything
+    /// that is not a regular file is refused before it is touched, naming "none". (A copy of
+    /// /dev/null, major 1 minor 3, made with mknod in a temporary folder.)
+    @Test func aDeviceAsTheDatabaseIsRefusedUntouched() throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let null = dir.appendingPathComponent("null").path
+        try #require(mknod(null, S_IFCHR | 0o666, dev_t(1 << 8 | 3)) == 0, "mknod: \(errno)")
+        chmod(null, 0o666)
+        let message = "\(null) is not a regular file (a device); [store] database (--database) names the database file, or set [store] database = \"none\" to keep everything in memory"
+        #expect(throws: StoreError(description: message)) { try DatabaseLock(database: null) }
+        #expect(throws: StoreError(description: message)) { try Database(path: null) }
+        #expect(try Self.mode(null) == 0o666)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path) == ["null"])
+    }
+
     /// A file that is not a database at all (`[store] database` pointing at the wrong file, or
     /// one overwritten): the start's error named only SQLite's "file is not a database".
     @Test func aFileThatIsNotADatabaseNamesTheFix() throws {

@@ -221,7 +221,22 @@ public final class Database: @unchecked Sendable {
     /// it, 0750 (as the socket's parents are created). One that exists but cannot be reached (a
     /// directory on the way the daemon's user cannot enter) is left to the open, whose failure
     /// `unwritable` explains.
+    /// A path that names a directory (it is one, or ends in '/'), or anything else that is not a
+    /// regular file (`/dev/null`), is refused first, before anything is created beside it or
+    /// its mode changed (as root, the start took 0666 /dev/null to 0600).
     static func makeDirectory(for path: String) throws {
+        var st = stat()
+        let exists = stat(path, &st) == 0
+        let type = st.st_mode & S_IFMT
+        if (exists && type == S_IFDIR) || path.hasSuffix("/") {
+            var dir = Substring(path)
+            while dir.count > 1, dir.hasSuffix("/") { dir = dir.dropLast() }
+            throw StoreError(description: "\(dir) \(exists ? "is a directory" : "names a directory (it ends in '/')"); [store] database (--database) names the database file, e.g. \(dir == "/" ? "" : dir)/locationd.db")
+        }
+        if exists && type != S_IFREG {
+            let kind = type == S_IFCHR || type == S_IFBLK ? "a device" : type == S_IFIFO ? "a FIFO" : type == S_IFSOCK ? "a socket" : "not a file"
+            throw StoreError(description: "\(path) is not a regular file (\(kind)); [store] database (--database) names the database file, \(memoryFix)")
+        }
         guard let slash = path.lastIndex(of: "/"), slash != path.startIndex else { return }
         let dir = String(path[..<slash])
         try makeDirectories(dir, for: dir)
