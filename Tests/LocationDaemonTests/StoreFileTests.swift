@@ -195,13 +195,18 @@ import Testing
         let dir = try Self.directory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let path = dir.appendingPathComponent("locationd.db").path
-        #expect(FileManager.default.createFile(atPath: path, contents: Data(repeating: 0x5A, count: 5000)))
+        #expect(FileManager.default.createFile(atPath: path, contents: Data(repeating: 0x5A, count: 5000),
+                                               attributes: [.posixPermissions: 0o644]))
         do {
             _ = try Database(path: path)
             Issue.record("opened")
         } catch {
             #expect("\(error)" == "\(path): file is not a database; \(Self.damagedFix(path))")
         }
+        // Named by mistake (another file of the admin's), it keeps its mode: it lost the group's
+        // and others' bits before SQLite found it was no database.
+        #expect(try Self.mode(path) == 0o644)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path) == ["locationd.db"])
     }
 
     /// The database file deleted while the daemon runs (with its -wal and -shm): SQLite went on

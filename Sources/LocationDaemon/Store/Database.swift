@@ -27,7 +27,15 @@ public final class Database: @unchecked Sendable {
             // SQLite creates the -wal and -shm files with the database's mode; ones left by an
             // earlier run (a kill, a power cut) are reused as they are.
             let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-            if fd >= 0 { close(fd) }
+            if fd >= 0 {
+                // Another file named by mistake keeps its mode: the start fails before the chmod.
+                var header = [UInt8](repeating: 0, count: 16)
+                let n = pread(fd, &header, header.count, 0)
+                close(fd)
+                if n > 0 && header[..<n] != Array("SQLite format 3\0".utf8)[..<n] || (n > 0 && n < 16) {
+                    throw StoreError(description: "\(path): file is not a database; \(Self.damagedFix(path))")
+                }
+            }
             for file in [path, path + "-wal", path + "-shm"] {
                 var st = stat()
                 // Not the group's either: the daemon's group is its socket users' too.
@@ -277,13 +285,17 @@ public final class Database: @unchecked Sendable {
 
     var lastError: String { String(cString: sqlite3_errmsg(handle)) }
 
+    static func damagedFix(_ path: String) -> String {
+        "the file is damaged or not a SQLite database: stop locationd and put back a copy of it, or move it away to start with an empty one (its regions and queued events are lost; sqlite3 \(path) .recover may save some), or set [store] database to another file (\"none\" keeps everything in memory)"
+    }
+
     /// SQLite's last error as a StoreError naming the file; a damaged file, one that is not a
     /// database, and a full filesystem get the fix too (they stop the start).
     func failure(_ message: String? = nil) -> StoreError {
         var text = "\(path): \(message ?? lastError)"
         let code = sqlite3_errcode(handle)
         if code == SQLITE_CORRUPT || code == SQLITE_NOTADB {
-            text += "; the file is damaged or not a SQLite database: stop locationd and put back a copy of it, or move it away to start with an empty one (its regions and queued events are lost; sqlite3 \(path) .recover may save some), or set [store] database to another file (\"none\" keeps everything in memory)"
+            text += "; " + Self.damagedFix(path)
         } else if code == SQLITE_FULL {
             let dir = Self.directory(of: path)
             text += "; the filesystem of \(dir) is full: free space on it (df \(dir)), or set [store] database to a file on another filesystem (\"none\" keeps everything in memory)"
