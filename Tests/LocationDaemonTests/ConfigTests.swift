@@ -61,6 +61,9 @@ import Testing
             ("[gpsd]\nhost = \"\"\"x\"\"\"\n", "locationd.toml:2: multi-line strings are not supported"),
             ("[[gpsd]]\n", "locationd.toml:1: arrays of tables ([[…]]) are not supported"),
             ("= 1\n", "locationd.toml:1: expected a key, found '='"),
+            // A byte-order mark (Notepad's "UTF-8"): TOML has none; it said "found 'ï'"
+            ("\u{FEFF}[gpsd]\nport = 1\n",
+             "locationd.toml:1: the file starts with a byte-order mark (U+FEFF), which TOML does not allow; save it as UTF-8 without one"),
             // gpsd.host with a port or brackets (the --gpsd forms): resolved as a name, it never
             // connected, and nothing said so before a client needed fixes
             ("[gpsd]\nhost = \"localhost:2947\"\n",

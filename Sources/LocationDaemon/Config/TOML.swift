@@ -96,6 +96,9 @@ public struct TOMLDocument: Equatable, Sendable {
         var table = ""
         var seen: [String: Int] = [:]  // "table.key" or "[table]" → line
         var lineNumber = 0
+        if text.utf8.starts(with: [0xEF, 0xBB, 0xBF]) {
+            throw ConfigError(file: file, line: 1, message: "the file starts with a byte-order mark (U+FEFF), which TOML does not allow; save it as UTF-8 without one")
+        }
         // Split bytes, not Characters: a String sees "\r\n" as one Character.
         for rawLine in Array(text.utf8).split(separator: 10, omittingEmptySubsequences: false) {
             lineNumber += 1
