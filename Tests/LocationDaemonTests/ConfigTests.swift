@@ -83,6 +83,16 @@ import Testing
         }
     }
 
+    /// SQLite's own name for a memory database, `:memory:`, is memory only like "none": it kept
+    /// the store in memory but still took a lock file `:memory:.lock` and a `privacy-secret` in
+    /// the working directory (under systemd, `/`: the start failed on the read-only root).
+    @Test func sqliteMemoryNameKeepsNothingOnDisk() throws {
+        for value in ["none", "", ":memory:"] {
+            #expect(try Self.load("[store]\ndatabase = \"\(value)\"\n").databasePath == nil, "\(value)")
+        }
+        #expect(try Self.load("[store]\ndatabase = \"/var/lib/x.db\"\n").databasePath == "/var/lib/x.db")
+    }
+
     @Test func valuesAndComments() throws {
         let o = try Self.load("""
             # comment

@@ -71,8 +71,9 @@ public struct DaemonOptions: Sendable, Equatable {
         RegionMonitor.Limits(maxActive: regionsMaxActive == 0 ? nil : regionsMaxActive, maxRegistered: regionsMaxRegistered)
     }
 
-    /// The store's file, or nil to keep registrations in memory only.
-    public var databasePath: String? { database.isEmpty || database == "none" ? nil : database }
+    /// The store's file, or nil to keep registrations in memory only ("", "none", or SQLite's
+    /// own ":memory:", which took a lock file and a privacy-secret in the working directory).
+    public var databasePath: String? { database.isEmpty || database == "none" || database == ":memory:" ? nil : database }
 
     public var source: Source {
         replayFile.isEmpty ? .gpsd(host: gpsdHost, port: String(gpsdPort))
