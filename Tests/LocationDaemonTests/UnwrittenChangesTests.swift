@@ -109,6 +109,35 @@ import Testing
         #expect(stored.first { $0.program == program }?.records.map(\.state) == [.outside])
     }
 
+    /// A graceful stop (`systemctl stop`, a restart for an upgrade) soon after a fix's write
+    /// failed — a backup held the lock a moment — writes what was held, due or not. It waited for
+    /// a retry that never came (the next fix with changes, or one at most every 10 s) and was
+    /// gone with the process, with no line saying so: the away program's entry was never queued
+    /// and the region's stored state stayed `outside`.
+    @Test func aGracefulStopWritesWhatWasHeld() async throws {
+        let dir = try Away.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("locationd.db").path
+        let program = Away.tracker.program
+        try await Away.withHub(path: path) { hub in
+            try await hub.eventLoop.submit {
+                hub.policy = Away.policy(.always, .precise)
+                hub.programSeen(Away.tracker, rule: hub.policy.rule(for: Away.tracker))
+                _ = try hub.addRegions([Region(id: "home", center: Away.home, radius: 100)], for: program)
+            }.get()
+            try await Away.feed(hub, seconds: 0..<1, metresNorth: 1000)  // outside (the initial state, no event)
+            let holder = try Database(path: path)
+            try holder.exec("BEGIN IMMEDIATE")
+            try await Away.feed(hub, seconds: 5..<8, metresNorth: 0)  // enters home; cannot be written
+            try holder.exec("COMMIT")
+            let queue = try #require(hub.queue)
+            // The stop's last step on the hub (DaemonService.run).
+            #expect(try await hub.eventLoop.submit { hub.releaseHeldVisits(); return queue.count(of: program) }.get() == 1)
+        }
+        let stored = try RegionStore(database: Database(path: path)).load()
+        #expect(stored.first { $0.program == program }?.records.map(\.state) == [.inside])
+    }
+
     /// A removal the store refuses (its write lock held elsewhere) is undone in memory with
     /// the regions where they were: registrations append rows only, so re-appended in memory
     /// the removed ones would come back in another order after a restart.

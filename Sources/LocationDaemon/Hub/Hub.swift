@@ -593,12 +593,19 @@ public final class Hub: Sendable {
     }
 
     /// The daemon stops (after its connections closed, handing theirs over): the approximate
-    /// visits held for the next publication are queued now, so a restart does not lose them.
+    /// visits held for the next publication are queued now, so a restart does not lose them,
+    /// and what earlier fixes could not write gets its last attempt, due or not (no retry comes
+    /// after the stop); what still fails is logged as lost.
     public func releaseHeldVisits() {
         let s = box.value
         s.deliveries.removeAll(keepingCapacity: true)
         s.engine.releaseHeldVisits()
         if s.engine.hasProgramEvents { persist(s) }
+        if !s.unwritten.isEmpty { commit(s, states: [], events: []) }
+        if !s.unwritten.isEmpty {
+            logger.error("store: stopping with region states and background events that could not be written; they are lost",
+                         metadata: ["events": "\(s.unwritten.events.count)", "programs with states": "\(s.unwritten.states.count)"])
+        }
     }
 
     /// Background monitors remembered in the store (daemon start, before any fix).
