@@ -69,4 +69,30 @@ import Testing
         program.close()
         await h.stop()
     }
+
+    /// A background monitor whose save failed (another process held the database's write lock
+    /// past the busy timeout) was remembered as saved all the same: the same subscription again
+    /// wrote nothing, so after a restart the program was not monitored. A failed save is not
+    /// remembered; the next subscription or hand-over writes it.
+    @Test func aMonitorWhoseSaveFailedIsSavedByTheNextSubscribe() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("bg-failed-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("q.db").path
+        let queue = try EventQueue(database: Database(path: path), limit: 100)
+        let h = try await ServerHarness.start(queue: queue)
+        defer { h.stopIfRunning() }
+        let program = try await LocationClient.connect(path: h.path)
+        try await program.startSession(.always)
+        let holder = try Database(path: path)
+        try holder.exec("BEGIN IMMEDIATE")
+        _ = try await program.subscribe(SubscriptionOptions(events: [.visits]))
+        try await h.hub.eventLoop.submit {}.get()  // the save, after the reply, has been tried
+        try holder.exec("COMMIT")
+        #expect(try await h.hub.eventLoop.submit { try queue.loadBackground().count }.get() == 0, "the lock was held")
+        _ = try await program.subscribe(SubscriptionOptions(events: [.visits]))
+        #expect(try await h.hub.eventLoop.submit { try queue.loadBackground().count }.get() == 1)
+        program.close()
+        await h.stop()
+    }
 }

@@ -588,8 +588,9 @@ public final class Hub: Sendable {
         // A subscription that changes nothing (a program re-subscribing, a flood of them) costs
         // no write: each is a synced transaction on the loop.
         guard s.rememberedBackground[program] != options else { return }
-        s.rememberedBackground[program] = options
-        if let options { queue.saveBackground(program, options: options) } else { queue.removeBackground(program) }
+        // Remembered only once written: a failed write is tried again at the next change.
+        let written = if let options { queue.saveBackground(program, options: options) } else { queue.removeBackground(program) }
+        if written { s.rememberedBackground[program] = options }
     }
 
     /// The daemon stops (after its connections closed, handing theirs over): the approximate

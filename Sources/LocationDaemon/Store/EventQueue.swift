@@ -251,7 +251,9 @@ public final class EventQueue: @unchecked Sendable {
 
     /// `program` monitors visits/significant changes in the background with these options
     /// (kept as the subscribe request line that asked for them, and the session's accuracy).
-    func saveBackground(_ program: ProgramID, options: SubscriptionOptions) {
+    /// False when it could not be written (reported).
+    @discardableResult
+    func saveBackground(_ program: ProgramID, options: SubscriptionOptions) -> Bool {
         do {
             let upsert = try database.prepare("""
                 INSERT INTO background (program, accuracy, request) VALUES (?, ?, ?)
@@ -262,19 +264,25 @@ public final class EventQueue: @unchecked Sendable {
             locationd_sqlite3_bind_text(upsert, 2, options.accuracy.rawValue)
             locationd_sqlite3_bind_text(upsert, 3, Request.subscribe(id: nil, options: options).line)
             try database.run(upsert)
+            return true
         } catch {
             database.report("queue", error)
+            return false
         }
     }
 
-    func removeBackground(_ program: ProgramID) {
+    /// False when it could not be written (reported).
+    @discardableResult
+    func removeBackground(_ program: ProgramID) -> Bool {
         do {
             let delete = try database.prepare("DELETE FROM background WHERE program = ?")
             defer { sqlite3_finalize(delete) }
             locationd_sqlite3_bind_text(delete, 1, program.rawValue)
             try database.run(delete)
+            return true
         } catch {
             database.report("queue", error)
+            return false
         }
     }
 
