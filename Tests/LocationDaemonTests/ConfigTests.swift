@@ -61,6 +61,11 @@ import Testing
             ("[gpsd]\nhost = \"\"\"x\"\"\"\n", "locationd.toml:2: multi-line strings are not supported"),
             ("[[gpsd]]\n", "locationd.toml:1: arrays of tables ([[…]]) are not supported"),
             ("= 1\n", "locationd.toml:1: expected a key, found '='"),
+            // A non-ASCII letter in a bare key: it said "expected '=' after key 'p'", or showed the
+            // character's first byte as Latin-1 ("found 'Ã'")
+            ("[gpsd]\npört = 1\n", "locationd.toml:2: 'ö' cannot be in a key; use letters A–Z and a–z, digits, '_' and '-'"),
+            ("[policy.straße]\n", "locationd.toml:1: 'ß' cannot be in a policy rule name; use letters A–Z and a–z, digits, '_' and '-'"),
+            ("é = 1\n", "locationd.toml:1: 'é' cannot be in a key; use letters A–Z and a–z, digits, '_' and '-'"),
             // A byte-order mark (Notepad's "UTF-8"): TOML has none; it said "found 'ï'"
             ("\u{FEFF}[gpsd]\nport = 1\n",
              "locationd.toml:1: the file starts with a byte-order mark (U+FEFF), which TOML does not allow; save it as UTF-8 without one"),
