@@ -28,6 +28,23 @@ import Testing
         try EventQueue(database: Database(path: path), limit: limit)
     }
 
+    /// A queue head that cannot be (acknowledged or lost beyond the last sequence number given
+    /// out, or a negative number: a damaged file, a hand edit) stops the start with a message
+    /// naming the file, the program and the fix; the count's arithmetic trapped and the daemon
+    /// died with a backtrace (SIGILL), again at every restart.
+    @Test func anInconsistentQueueHeadIsAnErrorNotACrash() throws {
+        defer { cleanUp() }
+        _ = try queue()
+        for (last, acked, lost) in [(3, 7, 0), (3, 0, 9), (-1, 0, 0)] {
+            let database = try Database(path: path)
+            try database.exec("DELETE FROM queue_heads")
+            try database.exec("INSERT INTO queue_heads VALUES ('\(program.rawValue)', \(last), \(acked), \(lost))")
+            #expect(throws: StoreError(description: "\(path): the queue head of \(program.rawValue) is impossible (last \(last), acknowledged \(acked), lost through \(lost)); \(Database.damagedFix(path))")) {
+                try queue()
+            }
+        }
+    }
+
     /// Another process holding the file's write lock (the sqlite3 shell, a backup) makes a write
     /// wait for it a moment instead of failing at once.
     @Test func aWriteWaitsForAnotherHoldersLockBeforeFailing() throws {

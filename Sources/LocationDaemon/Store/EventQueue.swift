@@ -58,8 +58,13 @@ public final class EventQueue: @unchecked Sendable {
         defer { sqlite3_finalize(stmt) }
         while try database.step(stmt) {
             let program = ProgramID(String(cString: sqlite3_column_text(stmt, 0)))
-            loaded[program] = Head(last: UInt64(sqlite3_column_int64(stmt, 1)), acked: UInt64(sqlite3_column_int64(stmt, 2)),
-                                   lostThrough: UInt64(sqlite3_column_int64(stmt, 3)))
+            let (last, acked, lost) = (sqlite3_column_int64(stmt, 1), sqlite3_column_int64(stmt, 2), sqlite3_column_int64(stmt, 3))
+            // A head that cannot be (a damaged file, a hand edit) is an error, not a trap in
+            // the count's arithmetic at every start.
+            guard min(last, acked, lost) >= 0, acked <= last, lost <= last else {
+                throw StoreError(description: "\(database.path): the queue head of \(program.rawValue) is impossible (last \(last), acknowledged \(acked), lost through \(lost)); \(Database.damagedFix(database.path))")
+            }
+            loaded[program] = Head(last: UInt64(last), acked: UInt64(acked), lostThrough: UInt64(lost))
         }
         heads = loaded
     }
