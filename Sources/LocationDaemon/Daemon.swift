@@ -18,6 +18,23 @@ public enum Daemon {
     public static let version = "0.1.0"
 
     public static func run(_ options: DaemonOptions, logControl: LogControl = LogControl(), logger: Logger) async throws {
+        // The signals are caught first, before the database is opened and restored (seconds with
+        // many regions). A SIGHUP sent before was lost: no thread takes it (the concurrency
+        // threads block it), and setting it to ignored, as `ProcessSignals` does, discards one
+        // pending, so a reload asked for then (a changed policy) silently did not happen. What
+        // comes meanwhile now waits in `wakes`: a reload or a graceful stop once the service runs.
+        let (wakes, wake) = AsyncStream<DaemonService.Wake>.makeStream()
+        let stall = DaemonService.testStallSignal()
+        let signals = ProcessSignals([SIGTERM, SIGINT, SIGHUP] + (stall.map { [$0] } ?? [])) { number in
+            if number == SIGHUP {
+                wake.yield(.reload)
+            } else if number == stall {
+                wake.yield(.stall)
+            } else {
+                wake.yield(.stop)
+            }
+        }
+        defer { signals.cancel() }
         raiseDescriptorLimit(logger: logger)
         if !ProgramIdentity.canIdentifyOtherUsers() { logger.warning("\(ProgramIdentity.cannotIdentifyWarning)") }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
@@ -51,20 +68,6 @@ public enum Daemon {
         try await restoreBackground(from: queue, into: hub, logger: logger)
         // The policy may have changed while the daemon was down.
         try await loop.submit { hub.enforcePolicy() }.get()
-        // The signals are caught before the socket is bound: a SIGTERM sent as soon as the
-        // socket exists must shut down gracefully.
-        let (wakes, wake) = AsyncStream<DaemonService.Wake>.makeStream()
-        let stall = DaemonService.testStallSignal()
-        let signals = ProcessSignals([SIGTERM, SIGINT, SIGHUP] + (stall.map { [$0] } ?? [])) { number in
-            if number == SIGHUP {
-                wake.yield(.reload)
-            } else if number == stall {
-                wake.yield(.stall)
-            } else {
-                wake.yield(.stop)
-            }
-        }
-        defer { signals.cancel() }
         let service = DaemonService(options: options, hub: hub, logControl: logControl, logger: logger)
         try await service.run(wakes: wakes, wake: wake)
     }

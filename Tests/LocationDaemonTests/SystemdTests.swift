@@ -187,6 +187,41 @@ import Glibc
         #expect(!daemon.stderrText.contains(daemon.socketPath), "\(daemon.stderrText)")
     }
 
+    /// A SIGHUP while the daemon is still starting (opening and restoring its database, seconds
+    /// with many regions) is a reload once it runs. It was lost: pending, taken by no thread,
+    /// and discarded when the handler's set-up made it ignored. The start is held at a known
+    /// point by a FIFO as the privacy secret: the daemon reads it after opening the database,
+    /// and waits there for the test to write it.
+    @Test func aSIGHUPWhileStartingIsAReloadOnceRunning() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("locationd-test-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let secret = dir.appendingPathComponent("privacy-secret").path
+        #expect(mkfifo(secret, 0o600) == 0)
+        let daemon = try DaemonProcess(arguments: ["--gpsd", "127.0.0.1:1"], directory: dir)
+        defer { daemon.stop() }
+        // The write end opens once the daemon has opened the read end (ENXIO until then).
+        var fd: Int32 = -1
+        let deadline = Date().addingTimeInterval(10)
+        while fd < 0 && daemon.isRunning && Date() < deadline {
+            fd = open(secret, O_WRONLY | O_NONBLOCK | O_CLOEXEC)
+            if fd < 0 { try await Task.sleep(for: .milliseconds(5)) }  // polling for startup, not synchronisation
+        }
+        try #require(fd >= 0, "the daemon never opened its privacy secret: \(daemon.stderrText())")
+        daemon.signal(SIGHUP)  // blocked reading the secret: the start has not finished
+        let text = Array("00000000000000ab\n".utf8)
+        #expect(write(fd, text, text.count) == text.count)
+        close(fd)
+        let client = try await daemon.connect()
+        client.close()
+        var log = daemon.stderrText()
+        while !log.contains("reloaded") && daemon.isRunning && Date() < deadline {
+            try await Task.sleep(for: .milliseconds(20))  // polling for the log line, not synchronisation
+            log = daemon.stderrText()
+        }
+        #expect(daemon.isRunning)
+        #expect(log.contains("reloaded"), "\(log)")
+    }
+
     /// A refused config file (exit 78) or command line (64) does not fix itself, so the unit does
     /// not restart the daemon for them. `Restart=on-failure` alone did, every `RestartSec=2s` for
     /// good: the start limit (5 starts per 10 s, a window that begins again once it has passed)
