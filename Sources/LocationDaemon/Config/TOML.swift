@@ -289,6 +289,9 @@ private struct LineParser {
                       let v = UInt32(String(decoding: bytes[index..<index + n], as: UTF8.self), radix: 16),
                       let scalar = Unicode.Scalar(v)
                 else { throw error("invalid \\\(String(UnicodeScalar(e))) escape in string") }
+                // TOML allows it, but every string here becomes a path, a user or a name for a C
+                // call, which ends at it: "root\u0000x" matched the user root.
+                guard v != 0 else { throw error("\\u0000 (NUL) in a string: no path, user or name locationd reads can hold it; remove it") }
                 index += n
                 scalars.append(scalar)
             default:
