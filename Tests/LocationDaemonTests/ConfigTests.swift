@@ -292,6 +292,12 @@ import Testing
         let missing = dir.appendingPathComponent("nosuch.nmea").path
         #expect(DaemonOptions.replayProblem(missing) == "no such file")
         #expect(DaemonOptions.replayProblem(dir.path) == "it is a directory")
+        // Under the unit, a log in a home directory or /tmp is hidden from the daemon: said so.
+        #expect(DaemonOptions.hiddenByTheUnit("/home/ann/drive.nmea") == "the unit's ProtectHome=yes hides /home from locationd; copy the log to /var/lib/locationd (the unit's state directory) and name that")
+        #expect(DaemonOptions.hiddenByTheUnit("/tmp/x.nmea")?.hasPrefix("the unit's PrivateTmp=yes gives locationd a /tmp of its own; ") == true)
+        for visible in ["/homework/x.nmea", "/var/lib/locationd/x.nmea", "relative/x.nmea", "/srv/tmp/x"] {
+            #expect(DaemonOptions.hiddenByTheUnit(visible) == nil, "\(visible)")
+        }
         #expect(DaemonOptions.replayProblem("nosuch-\(UUID().uuidString).nmea")?.hasPrefix("no such file (a relative path is taken from the working directory, /") == true)
         for readable in ["-", "/dev/null", Self.shipped.path] { #expect(DaemonOptions.replayProblem(readable) == nil, "\(readable)") }
         let fifo = dir.appendingPathComponent("fifo").path

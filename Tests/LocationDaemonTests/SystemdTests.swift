@@ -222,6 +222,22 @@ import Glibc
         #expect(log.contains("reloaded"), "\(log)")
     }
 
+    /// Under systemd (INVOCATION_ID set), a replay log in a home directory or /tmp, which the
+    /// unit's ProtectHome=/PrivateTmp= hide from the daemon, is not just "no such file": the
+    /// message says why and what to do. Run by hand, the plain reason.
+    @Test func aReplayLogTheUnitHidesSaysWhy() throws {
+        let log = "/home/nobody-\(UUID().uuidString.prefix(8))/drive.nmea"
+        let hint = "no such file, as the daemon sees it: the unit's ProtectHome=yes hides /home from locationd; copy the log to /var/lib/locationd (the unit's state directory) and name that"
+        for (environment, expected) in [(["INVOCATION_ID": "0123456789abcdef0123456789abcdef"], hint), ([:], "no such file; give the path")] {
+            let dir = try SpawnedDaemon.makeDirectory()
+            let daemon = try SpawnedDaemon(arguments: ["--replay", log, "--socket", dir.appendingPathComponent("s").path],
+                                           environment: environment, directory: dir)
+            defer { daemon.stop() }
+            #expect(daemon.waitForExit() == 64)
+            #expect(daemon.stderrText.contains("--replay '\(log)': cannot open it for reading: \(expected)"), "\(daemon.stderrText)")
+        }
+    }
+
     /// A refused config file (exit 78) or command line (64) does not fix itself, so the unit does
     /// not restart the daemon for them. `Restart=on-failure` alone did, every `RestartSec=2s` for
     /// good: the start limit (5 starts per 10 s, a window that begins again once it has passed)
