@@ -1,3 +1,4 @@
+import CSQLite
 import Foundation
 import LocationClient
 import LocationCore
@@ -32,6 +33,31 @@ import Testing
         let database = try Database(path: a + "/b/c/x.db")
         #expect(try Self.mode(a) == 0o750 && Self.mode(b) == 0o750 && Self.mode(b + "/c") == 0o750)
         withExtendedLifetime((lock, database)) {}
+    }
+
+    /// The tables' version is stamped in the file (`PRAGMA user_version`), and a file stamped by
+    /// a newer daemon (a downgrade) is refused with the fix, untouched: it was opened and read as
+    /// this daemon's own, whatever its tables had become.
+    @Test func aDatabaseFromANewerDaemonIsRefusedUntouched() throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("x.db").path
+        func version(_ database: Database) throws -> Int64 {
+            let stmt = try database.prepare("PRAGMA user_version")
+            defer { sqlite3_finalize(stmt) }
+            return try database.step(stmt) ? sqlite3_column_int64(stmt, 0) : -1
+        }
+        do {
+            let database = try Database(path: path)
+            #expect(try version(database) == 1)
+            _ = try RegionStore(database: database)
+            try database.exec("PRAGMA user_version = 2")
+        }
+        let size = try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int
+        #expect(throws: StoreError(description: "\(path) was written by a newer locationd (its tables are version \(2); this one reads version 1 only): run the newer locationd again, or set [store] database to another file (\"none\" keeps everything in memory); the file is left as it is")) {
+            _ = try Database(path: path)
+        }
+        #expect(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int == size)
     }
 
     /// It says where programs' regions are and where the device was: only its owner reads it,

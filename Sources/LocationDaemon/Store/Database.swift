@@ -74,6 +74,26 @@ public final class Database: @unchecked Sendable {
                 try exec("ROLLBACK")
             }
         }
+        try checkSchemaVersion()
+    }
+
+    /// The version of the tables this daemon reads and writes, stamped in the file
+    /// (`PRAGMA user_version`). 0 is a new file or one from before versions were stamped (the
+    /// same tables); it is stamped at open.
+    static let schemaVersion: Int64 = 1
+
+    /// A file a newer daemon wrote (after a downgrade) is refused, left as it is: read as this
+    /// daemon's own, its tables would be misread or changed under the newer one's feet.
+    private func checkSchemaVersion() throws {
+        let stmt = try prepare("PRAGMA user_version")
+        let version = try step(stmt) ? sqlite3_column_int64(stmt, 0) : 0
+        sqlite3_finalize(stmt)
+        if version > Self.schemaVersion {
+            throw StoreError(description: "\(path) was written by a newer locationd (its tables are version \(version); this one reads version \(Self.schemaVersion) only): run the newer locationd again, or set [store] database to another file (\"none\" keeps everything in memory); the file is left as it is")
+        }
+        guard version < Self.schemaVersion else { return }
+        // Another process holding the write lock (busy): stamped at a later start.
+        do { try exec("PRAGMA user_version = \(Self.schemaVersion)") } catch where sqlite3_errcode(handle) == SQLITE_BUSY {}
     }
 
     /// Runs `body`; a failure caused by the database's `-wal` or `-shm` that this process cannot
