@@ -282,6 +282,31 @@ import Testing
         #expect(directory.err == "locationd: \(config): cannot be read: the directory \(dir.path) cannot be entered by user daemon, uid \(user) (no search permission); let the daemon's user search it (chmod o+x, or g+x for a group it is in)\n", "\(directory.err)")
     }
 
+    /// The config file a symbolic link (into a checkout of the admin's, say) whose target is
+    /// readable (0644) in a directory the daemon's user may not enter: that directory is named,
+    /// through the link. It said "make it readable by the daemon's user (chmod 0644)", which the
+    /// file already was, and which changed nothing.
+    @Test(.enabled("user 'daemon' cannot run the built locationd (a parent folder is not searchable by others)") {
+        try OtherUserTests.daemonUserCanRunLocationd()
+    })
+    func aConfigFileLinkedIntoADirectoryTheDaemonsUserCannotEnterNamesThatDirectory() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("locationd-linked-\(UUID().uuidString.prefix(6))")
+        let hidden = dir.appendingPathComponent("private")
+        try FileManager.default.createDirectory(at: hidden, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        chmod(dir.path, 0o755)
+        chmod(hidden.path, 0o700)
+        let target = hidden.appendingPathComponent("locationd.toml").path
+        try FileManager.default.copyItem(atPath: Self.shipped.path, toPath: target)
+        chmod(target, 0o644)
+        let config = dir.appendingPathComponent("locationd.toml").path
+        #expect(symlink("private/locationd.toml", config) == 0)
+        let user = try #require(getpwnam("daemon")).pointee.pw_uid
+        let result = try Self.run(["--check-config", config], launcher: ["/usr/bin/setpriv", "--reuid=daemon", "--regid=daemon", "--clear-groups"])
+        #expect(result.status == 78)
+        #expect(result.err == "locationd: \(config): cannot be read: the directory \(hidden.path) (on the way through the symbolic link \(config)) cannot be entered by user daemon, uid \(user) (no search permission); let the daemon's user search it (chmod o+x, or g+x for a group it is in)\n", "\(result.err)")
+    }
+
     /// A replay log that cannot be opened is refused at start and by --check-config, naming
     /// the file, the reason and the fix (it failed only when the first subscriber started the
     /// replay); from --replay a usage error (64), from the file a config error at its line (78).

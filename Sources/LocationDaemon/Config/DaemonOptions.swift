@@ -409,9 +409,19 @@ public struct DaemonOptions: Sendable, Equatable {
                 throw ConfigError(file: path, line: 0, message: String(cString: strerror(code)))
             }
             let user = Database.currentUser()
-            if let blocked = Database.unsearchable(Database.directory(of: path)) {
+            func blocked(_ dir: String, through: String) -> ConfigError? {
+                guard let blocked = Database.unsearchable(dir) else { return nil }
                 let shown = blocked == "." ? Database.workingDirectory() : blocked
-                throw ConfigError(file: path, line: 0, message: "cannot be read: the directory \(shown) cannot be entered by user \(user.name), uid \(user.uid) (no search permission); let the daemon's user search it (chmod o+x, or g+x for a group it is in)")
+                return ConfigError(file: path, line: 0, message: "cannot be read: the directory \(shown)\(through) cannot be entered by user \(user.name), uid \(user.uid) (no search permission); let the daemon's user search it (chmod o+x, or g+x for a group it is in)")
+            }
+            if let error = blocked(Database.directory(of: path), through: "") { throw error }
+            // The file a symbolic link: the directories on the way to its target count too (a
+            // chmod of the file, which is readable, would not help).
+            var file = path
+            for _ in 0..<8 {
+                guard let target = Database.symbolicLink(file) else { break }
+                file = target.hasPrefix("/") ? target : Database.directory(of: file) + "/" + target
+                if let error = blocked(Database.directory(of: file), through: " (on the way through the symbolic link \(path))") { throw error }
             }
             throw ConfigError(file: path, line: 0, message: "cannot be read by user \(user.name), uid \(user.uid) (permission denied); \(unreadableFix)")
         }
