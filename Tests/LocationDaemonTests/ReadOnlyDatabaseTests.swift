@@ -89,6 +89,28 @@ struct ReadOnlyDatabaseTests {
         }
     }
 
+    /// Another file of the daemon's user named by mistake, one it may read but not write
+    /// (0444): refused as no database with its mode kept. The header was only checked when the
+    /// file opened for writing, so this one lost its group's and others' bits (0444 → 0400) and
+    /// the start said to make it writable (chmod 0600), after which it was still no database.
+    @Test(.enabled("user 'daemon' cannot run the built locationd (a parent folder is not searchable by others)") {
+        try OtherUserTests.daemonUserCanRunLocationd()
+    })
+    func aReadOnlyFileThatIsNotADatabaseKeepsItsMode() async throws {
+        let user = try Self.daemonUser()
+        let dir = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        chown(dir.path, user.uid, user.gid)
+        let notes = dir.appendingPathComponent("notes.txt").path
+        #expect(FileManager.default.createFile(atPath: notes, contents: Data("not a database\n".utf8)))
+        chown(notes, user.uid, user.gid)
+        chmod(notes, 0o444)
+        try await Self.expectRefusal(database: notes, launcher: Self.asDaemonUser,
+                                     message: "\(notes): file is not a database; \(Database.damagedFix(notes))")
+        var st = stat()
+        #expect(stat(notes, &st) == 0 && st.st_mode & 0o777 == 0o444, "mode \(String(st.st_mode & 0o777, radix: 8))")
+    }
+
     /// A privacy-secret the daemon's user may not read (restored from a backup as root, 0600):
     /// the start's error names the user and the fix; it was a bare "PATH: Permission denied".
     @Test(.enabled("user 'daemon' cannot run the built locationd (a parent folder is not searchable by others)") {

@@ -26,7 +26,9 @@ public final class Database: @unchecked Sendable {
             try Self.makeDirectory(for: path)
             // SQLite creates the -wal and -shm files with the database's mode; ones left by an
             // earlier run (a kill, a power cut) are reused as they are.
-            let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+            var fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+            // One this process may only read is checked too: its mode is changed next.
+            if fd < 0 { fd = open(path, O_RDONLY | O_CLOEXEC) }
             if fd >= 0 {
                 // Another file named by mistake keeps its mode: the start fails before the chmod.
                 var header = [UInt8](repeating: 0, count: 16)
