@@ -320,6 +320,35 @@ import Testing
         #expect(daemon.stderrText.isEmpty, "\(daemon.stderrText)")
     }
 
+    /// A background monitor that cannot be written is logged naming it and its program: the
+    /// entry said `database: queue failed`, which names neither what was not saved (the
+    /// monitor, which a restart then lacks) nor whose (docs/systemd.md, "Journal").
+    @Test func aFailedBackgroundMonitorWriteIsLoggedNamingIt() async throws {
+        let dir = try SpawnedDaemon.makeDirectory()
+        let journal = try DatagramSocket(path: dir.appendingPathComponent("journal.sock").path)
+        let daemon = try SpawnedDaemon(arguments: ["--socket", dir.appendingPathComponent("locationd.sock").path,
+                                                   "--gpsd", "127.0.0.1:1"],
+                                       environment: ["LOCATIOND_JOURNAL_SOCKET": journal.path], directory: dir)
+        defer { daemon.stop() }
+        try await DescriptorLimitTests.connect(daemon).close()
+        let database = dir.appendingPathComponent("locationd.db").path
+        for file in [database, database + "-wal", database + "-shm"] { #expect(unlink(file) == 0, "\(file)") }
+        var client = try RawClient(path: daemon.socketPath)
+        defer { client.close() }
+        client.send(#"{"type":"session.start","id":1,"authorization":"always"}"# + "\n")
+        #expect(client.waitFor(#""type":"session""#) != nil)
+        client.send(#"{"type":"subscribe","id":2,"events":["visits"]}"# + "\n")
+        #expect(client.waitFor(#""type":"subscribed""#) != nil)
+        var messages: [String] = []
+        while !messages.contains(where: { $0.contains("background monitor") }), let datagram = journal.receive(timeout: 10) {
+            let fields = try JournalTests.parse(datagram)
+            if fields["PRIORITY"] == "3", let message = fields["MESSAGE"] { messages.append(message) }
+        }
+        let uid = getuid()
+        #expect(messages.contains { $0.hasPrefix("database: writing the background monitor of uid=\(uid) exe=") && $0.contains(" failed database=\(database)") },
+                "\(messages)")
+    }
+
     /// A region id with U+0000 (valid JSON: `"a\u0000b"`) was acknowledged and stored cut at
     /// the NUL, as "a": a later region "a" then failed with a UNIQUE constraint, and an id cut to
     /// nothing failed the program's next start. Such an id is refused as invalid.

@@ -209,7 +209,7 @@ public final class EventQueue: @unchecked Sendable {
             // Fewer than asked: nothing is left up to `through`.
             return rows < limit ? nil : after
         } catch {
-            database.report("queue", error)
+            database.report("reading the backlog of \(program.rawValue)", error)
             return nil
         }
     }
@@ -271,7 +271,7 @@ public final class EventQueue: @unchecked Sendable {
             try database.run(upsert)
             return true
         } catch {
-            database.report("queue", error)
+            database.report("writing the background monitor of \(program.rawValue)", error)
             return false
         }
     }
@@ -286,7 +286,7 @@ public final class EventQueue: @unchecked Sendable {
             try database.run(delete)
             return true
         } catch {
-            database.report("queue", error)
+            database.report("removing the background monitor of \(program.rawValue)", error)
             return false
         }
     }
@@ -301,7 +301,7 @@ public final class EventQueue: @unchecked Sendable {
             let accuracy = Accuracy(rawValue: String(cString: sqlite3_column_text(stmt, 1)))
             let line = String(cString: sqlite3_column_text(stmt, 2))
             guard let accuracy, case .subscribe(_, var options)? = try? Request.decode(line.hasSuffix("\n") ? String(line.dropLast()) : line) else {
-                database.report("queue", StoreError(description: "background monitor of \(program) is unreadable; skipped"))
+                database.report("reading the background monitors", StoreError(description: "background monitor of \(program) is unreadable; skipped"))
                 continue
             }
             options.accuracy = accuracy
