@@ -10,7 +10,7 @@ struct Policy: ParsableCommand {
 
     struct Check: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Check a config file's [policy.NAME] rules (and the rest of it) with locationd's parser; exit 0 when valid, 78 otherwise.")
+            abstract: "Check a config file's [policy.NAME] rules (and the rest of it) with locationd's parser; exit 0 when valid, 78 otherwise (75: a user or group could not be looked up for now).")
 
         @Argument(help: "The config file (e.g. /etc/locationd/locationd.toml).") var file: String
 

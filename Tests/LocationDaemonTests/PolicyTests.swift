@@ -20,6 +20,34 @@ import Testing
         #expect(PeerIdentity.supplementaryGroups(status: own).count == count)
     }
 
+    /// A user database that does not answer (LDAP or sssd down at boot) is no unknown user: the
+    /// start exits 75, which the unit restarts, where an unknown name is 78, which it does not.
+    /// `getpwnam`, used before, said nil for both, so the service stayed down for good.
+    @Test func aUserDatabaseThatDoesNotAnswerIsATemporaryFailure() throws {
+        let document = try TOMLDocument.parse("[policy.fleet]\nuser = \"fleet\"\nauthorization = \"always\"\n", file: "locationd.toml")
+        let down: (String) throws(Policy.LookupFailure) -> UInt32? = { _ throws(Policy.LookupFailure) in throw Policy.LookupFailure(reason: "Connection refused") }
+        do {
+            _ = try Policy.parse(document, file: "locationd.toml", users: down)
+            Issue.record("accepted with the user database down")
+        } catch {
+            #expect(error.temporary)
+            #expect(error.description == "locationd.toml:2: cannot look up user 'fleet': the user database did not answer (Connection refused); check its service (LDAP, sssd), or give the user as a number")
+            #expect(DaemonOptions.Failure.config(error).exitCode == 75)
+        }
+        do {
+            _ = try Policy.parse(document, file: "locationd.toml", users: { _ in nil })
+            Issue.record("accepted an unknown user")
+        } catch {
+            #expect(!error.temporary && DaemonOptions.Failure.config(error).exitCode == 78, "\(error)")
+        }
+        // The real lookups: a name the database does not know is nil, not a failure.
+        #expect(try Policy.lookUpUser("root") == 0 && Policy.lookUpGroup("root") == 0)
+        #expect(try Policy.lookUpUser("no-such-user-xyz") == nil && Policy.lookUpGroup("no-such-group-xyz") == nil)
+        // The unit restarts a start that exited 75.
+        let unit = try String(contentsOf: ConfigTests.repo.appendingPathComponent("systemd/locationd.service"), encoding: .utf8)
+        #expect(!unit.split(separator: "\n").contains { $0.hasPrefix("RestartPreventExitStatus=") && $0.contains("75") })
+    }
+
     /// A program upgraded while it runs keeps its identity; the capability check reads CapEff.
     @Test func executableLinksAndTheCapabilityCheck() {
         #expect(ProgramIdentity.path(ofLink: "/usr/bin/tracker (deleted)") == "/usr/bin/tracker")

@@ -129,14 +129,16 @@ public struct DaemonOptions: Sendable, Equatable {
           NOTIFY_SOCKET, WATCHDOG_USEC, WATCHDOG_PID, LISTEN_FDS, LISTEN_PID, JOURNAL_STREAM,
           RUNTIME_DIRECTORY (where the reload record goes; default: the socket's directory)
 
-        EXIT STATUS: 0 stopped, 1 failed, 64 bad flags, 78 bad config file.
+        EXIT STATUS: 0 stopped, 1 failed, 64 bad flags, 78 bad config file, 75 a policy
+        user or group the user database could not look up for now (the unit restarts it).
         """
 
     /// Why the options could not be made.
     public enum Failure: Error, Equatable, CustomStringConvertible {
         /// A bad command line (exit 64, EX_USAGE).
         case usage(String)
-        /// A bad config file (exit 78, EX_CONFIG).
+        /// A bad config file (exit 78, EX_CONFIG), or one naming what could not be looked up
+        /// for now (exit 75, EX_TEMPFAIL: `ConfigError.temporary`).
         case config(ConfigError)
 
         public var description: String {
@@ -148,7 +150,7 @@ public struct DaemonOptions: Sendable, Equatable {
         public var exitCode: Int32 {
             switch self {
             case .usage: 64
-            case .config: 78
+            case .config(let e): e.temporary ? 75 : 78
             }
         }
     }

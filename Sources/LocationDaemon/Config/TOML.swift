@@ -61,6 +61,10 @@ public struct ConfigError: Error, Equatable, Sendable, CustomStringConvertible {
     /// 1-based; 0 when the problem is the file as a whole (e.g. it cannot be read).
     public var line: Int
     public var message: String
+    /// The file may be right and something it names not answering for now (the user database
+    /// looking up a policy's user): the start exits 75 (EX_TEMPFAIL), which the unit restarts,
+    /// not 78, which it does not.
+    public var temporary = false
 
     public init(file: String, line: Int, message: String) {
         self.file = file; self.line = line; self.message = message

@@ -166,7 +166,8 @@ public struct Policy: Hashable, Sendable {
 
     /// Builds the policy from the `[policy.NAME]` tables of a document (others are ignored).
     public static func parse(_ document: TOMLDocument, file: String,
-                             users: (String) -> UInt32? = lookUpUser, groups: (String) -> UInt32? = lookUpGroup) throws(ConfigError) -> Policy {
+                             users: (String) throws(LookupFailure) -> UInt32? = lookUpUser,
+                             groups: (String) throws(LookupFailure) -> UInt32? = lookUpGroup) throws(ConfigError) -> Policy {
         var policy = Policy()
         var byName: [String: PolicyRule] = [:]
         var order: [String] = []
@@ -185,13 +186,19 @@ public struct Policy: Hashable, Sendable {
                 guard case .string(let s) = entry.value else { throw fail(entry.line, "\(key) must be a string, not \(entry.value.typeName)") }
                 return s
             }
-            func id(_ kind: String, _ lookUp: (String) -> UInt32?) throws(ConfigError) -> UInt32 {
+            func id(_ kind: String, _ lookUp: (String) throws(LookupFailure) -> UInt32?) throws(ConfigError) -> UInt32 {
                 switch entry.value {
                 case .integer(let i):
                     guard let n = UInt32(exactly: i) else { throw fail(entry.line, "\(key) is \(i); expected a \(kind) id 0…4294967295") }
                     return n
                 case .string(let s):
-                    guard let n = lookUp(s) else { throw fail(entry.line, "unknown \(kind) '\(s)'") }
+                    let found: UInt32?
+                    do { found = try lookUp(s) } catch {
+                        var e = fail(entry.line, "cannot look up \(kind) '\(s)': the user database did not answer (\(error.reason)); check its service (LDAP, sssd), or give the \(kind) as a number")
+                        e.temporary = true
+                        throw e
+                    }
+                    guard let n = found else { throw fail(entry.line, "unknown \(kind) '\(s)'") }
                     return n
                 default:
                     throw fail(entry.line, "\(key) must be a \(kind) name or number, not \(entry.value.typeName)")
@@ -265,14 +272,51 @@ public struct Policy: Hashable, Sendable {
         return policy
     }
 
-    public static func lookUpUser(_ name: String) -> UInt32? {
-        if let n = UInt32(name) { return n }
-        return getpwnam(name).map { $0.pointee.pw_uid }
+    /// The user database did not answer (LDAP or sssd unreachable, a lookup that failed): not
+    /// the same as a name it does not know, which is final.
+    public struct LookupFailure: Error, Equatable {
+        public var reason: String
+        public init(reason: String) { self.reason = reason }
     }
 
-    public static func lookUpGroup(_ name: String) -> UInt32? {
+    /// A user's uid, nil when the user database has no such user. `getpwnam_r`, not `getpwnam`:
+    /// the latter says nil for a failed lookup too, which made a directory service down at boot
+    /// an unknown user, a config error systemd does not restart.
+    public static func lookUpUser(_ name: String) throws(LookupFailure) -> UInt32? {
         if let n = UInt32(name) { return n }
-        return getgrnam(name).map { $0.pointee.gr_gid }
+        var entry = passwd()
+        return try lookUp { buffer, size, result in
+            var found: UnsafeMutablePointer<passwd>?
+            let code = getpwnam_r(name, &entry, buffer, size, &found)
+            result = found?.pointee.pw_uid
+            return code
+        }
+    }
+
+    public static func lookUpGroup(_ name: String) throws(LookupFailure) -> UInt32? {
+        if let n = UInt32(name) { return n }
+        var entry = group()
+        return try lookUp { buffer, size, result in
+            var found: UnsafeMutablePointer<group>?
+            let code = getgrnam_r(name, &entry, buffer, size, &found)
+            result = found?.pointee.gr_gid
+            return code
+        }
+    }
+
+    /// Runs a `get…nam_r` call with a buffer that grows while it is too small. "Not found" is
+    /// nil: a 0 result, or one of the codes getpwnam_r(3) lists as meaning it (ENOENT, ESRCH,
+    /// EBADF, EPERM); another code is a failed lookup.
+    private static func lookUp(_ call: (UnsafeMutablePointer<CChar>, Int, inout UInt32?) -> Int32) throws(LookupFailure) -> UInt32? {
+        var size = 4096
+        while true {
+            var result: UInt32?
+            let code = withUnsafeTemporaryAllocation(of: CChar.self, capacity: size) { call($0.baseAddress!, size, &result) }
+            if code == ERANGE && size < 1 << 20 { size *= 4; continue }
+            if let result { return result }
+            if [0, ENOENT, ESRCH, EBADF, EPERM].contains(code) { return nil }
+            throw LookupFailure(reason: String(cString: strerror(code)))
+        }
     }
 }
 
