@@ -80,6 +80,8 @@ import Testing
              "locationd.toml:2: 'gpsd.host' is \"[::1]\"; give the host alone, without brackets or a port: host = \"::1\""),
             ("[gpsd]\nhost = \"gps:x\"\n",
              "locationd.toml:2: 'gpsd.host' is \"gps:x\"; expected a host name, an IPv4 or an IPv6 address (the port goes in 'gpsd.port')"),
+            ("[gpsd]\nhost = \"gps:70000\"\n",
+             "locationd.toml:2: 'gpsd.host' is \"gps:70000\"; expected a host name, an IPv4 or an IPv6 address (the port goes in 'gpsd.port')"),
         ]
         for host in ["::1", "fe80::1%eth0", "gps.local", "192.0.2.1"] {
             #expect(Self.error("[gpsd]\nhost = \"\(host)\"\n") == nil, "\(host)")

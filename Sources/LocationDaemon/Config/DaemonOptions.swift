@@ -327,7 +327,8 @@ public struct DaemonOptions: Sendable, Equatable {
             return "expected a host name, an IPv4 or an IPv6 address (the port goes in 'gpsd.port')"
         }
         guard name != host else { return nil }
-        guard Int(port) != nil, hostAndPort(name)?.host == name else {
+        // A port gpsd.port would refuse is not suggested for it.
+        guard let number = Int(port), (1...65535).contains(number), hostAndPort(name)?.host == name else {
             return "expected a host name, an IPv4 or an IPv6 address (the port goes in 'gpsd.port')"
         }
         return "give the host alone, without brackets or a port: host = \(TOMLValue.string(name))"
