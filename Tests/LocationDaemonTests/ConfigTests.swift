@@ -320,8 +320,8 @@ import Testing
         #expect(DaemonOptions.replayProblem(missing) == "no such file")
         #expect(DaemonOptions.replayProblem(dir.path) == "it is a directory")
         // Under the unit, a log in a home directory or /tmp is hidden from the daemon: said so.
-        #expect(DaemonOptions.hiddenByTheUnit("/home/ann/drive.nmea") == "the unit's ProtectHome=yes hides /home from locationd; copy the log to /var/lib/locationd (the unit's state directory) and name that")
-        #expect(DaemonOptions.hiddenByTheUnit("/tmp/x.nmea")?.hasPrefix("the unit's PrivateTmp=yes gives locationd a /tmp of its own; ") == true)
+        #expect(DaemonOptions.hiddenByTheUnit("/home/ann/drive.nmea") == "the unit's ProtectHome=yes hides /home from locationd")
+        #expect(DaemonOptions.hiddenByTheUnit("/var/tmp/x.nmea") == "the unit's PrivateTmp=yes gives locationd a /var/tmp of its own")
         for visible in ["/homework/x.nmea", "/var/lib/locationd/x.nmea", "relative/x.nmea", "/srv/tmp/x"] {
             #expect(DaemonOptions.hiddenByTheUnit(visible) == nil, "\(visible)")
         }

@@ -89,6 +89,28 @@ struct ReadOnlyDatabaseTests {
         }
     }
 
+    /// Under systemd (INVOCATION_ID set), a database in /tmp, /var/tmp or a home directory, which
+    /// the unit's PrivateTmp=/ProtectHome= hide from the daemon, is said to be hidden, with the
+    /// fix: it read "chmod o+x /home" or "chown", which cannot help. Both ways a start finds it:
+    /// the database's directory cannot be made, or the lock file beside it cannot be opened.
+    @Test(.enabled("user 'daemon' cannot run the built locationd (a parent folder is not searchable by others)") {
+        try OtherUserTests.daemonUserCanRunLocationd()
+    })
+    func aDatabaseTheUnitHidesSaysWhy() async throws {
+        let dir = "/tmp/locationd-hidden-\(UUID().uuidString.prefix(8))"
+        #expect(mkdir(dir, 0o755) == 0 && mkdir(dir + "/closed", 0o700) == 0)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let fix = "the unit's PrivateTmp=yes gives locationd a /tmp of its own); set [store] database to a file under /var/lib/locationd (the unit's state directory), \(Self.memoryFix)"
+        let underSystemd = ["/usr/bin/env", "INVOCATION_ID=0123456789abcdef0123456789abcdef"] + Self.asDaemonUser
+        try await Self.expectRefusal(database: dir + "/sub/locationd.db", launcher: underSystemd,
+                                     message: "\(dir)/sub: cannot create the database directory (\(fix)")
+        try await Self.expectRefusal(database: dir + "/closed/locationd.db", launcher: underSystemd,
+                                     message: "\(dir)/closed/locationd.db.lock: cannot open the database's lock file (\(fix)")
+        // Run by hand, the file modes are the reason.
+        try await Self.expectRefusal(database: dir + "/sub/locationd.db", launcher: Self.asDaemonUser,
+                                     message: "(the directory \(dir) is not writable by user daemon")
+    }
+
     /// Another file of the daemon's user named by mistake, one it may read but not write
     /// (0444): refused as no database with its mode kept. The header was only checked when the
     /// file opened for writing, so this one lost its group's and others' bits (0444 → 0400) and

@@ -342,9 +342,8 @@ public struct DaemonOptions: Sendable, Equatable {
         let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard fd >= 0 else {
             let code = errno
-            // systemd sets INVOCATION_ID for every service it runs.
-            if code == ENOENT || code == EACCES, getenv("INVOCATION_ID") != nil, let hidden = hiddenByTheUnit(path) {
-                return "\(code == ENOENT ? "no such file" : "permission denied"), as the daemon sees it: \(hidden)"
+            if code == ENOENT || code == EACCES, runsUnderSystemd, let hidden = hiddenByTheUnit(path) {
+                return "\(code == ENOENT ? "no such file" : "permission denied"), as the daemon sees it: \(hidden); copy the log to /var/lib/locationd (the unit's state directory) and name that"
             }
             switch code {
             case ENOENT:
@@ -365,17 +364,20 @@ public struct DaemonOptions: Sendable, Equatable {
         return nil
     }
 
+    /// Whether systemd runs this process as a service (it sets INVOCATION_ID for every one).
+    static var runsUnderSystemd: Bool { getenv("INVOCATION_ID") != nil }
+
     /// Why a file at `path` may exist and yet not for the daemon under the shipped unit, whose
     /// ProtectHome=yes empties /home, /root and /run/user for it and PrivateTmp=yes gives it a /tmp
     /// and /var/tmp of its own; nil for other paths. (A log in a home directory "did not exist".)
+    /// Asked only after an access failed: a drop-in may have lifted the protection.
     static func hiddenByTheUnit(_ path: String) -> String? {
         func under(_ dir: String) -> Bool { path == dir || path.hasPrefix(dir + "/") }
-        let fix = "copy the log to /var/lib/locationd (the unit's state directory) and name that"
         if let dir = ["/home", "/root", "/run/user"].first(where: under) {
-            return "the unit's ProtectHome=yes hides \(dir) from locationd; \(fix)"
+            return "the unit's ProtectHome=yes hides \(dir) from locationd"
         }
         if let dir = ["/tmp", "/var/tmp"].first(where: under) {
-            return "the unit's PrivateTmp=yes gives locationd a \(dir) of its own; \(fix)"
+            return "the unit's PrivateTmp=yes gives locationd a \(dir) of its own"
         }
         return nil
     }

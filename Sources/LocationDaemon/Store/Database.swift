@@ -129,6 +129,7 @@ public final class Database: @unchecked Sendable {
     static func unwritable(_ file: String, readable: Bool = false) -> (reason: String, fix: String)? {
         guard faccessat(AT_FDCWD, file, readable ? R_OK | W_OK : W_OK, AT_EACCESS) != 0 else { return nil }
         var code = errno
+        if code == EACCES, let hidden = hiddenByTheUnit(file) { return hidden }
         let dir = directory(of: file)
         // A directory on the way that cannot be entered: the file is out of reach, whether it
         // exists or not.
@@ -154,6 +155,13 @@ public final class Database: @unchecked Sendable {
         default:
             return ("\(what) cannot be written: \(String(cString: strerror(code)))", "make \(target) writable by the daemon's user, \(memoryFix)")
         }
+    }
+
+    /// Under systemd, a store file where the shipped unit hides it from the daemon (a home
+    /// directory, /tmp): the reason and the fix, which a file mode cannot be ("chmod o+x /home").
+    static func hiddenByTheUnit(_ file: String) -> (reason: String, fix: String)? {
+        guard DaemonOptions.runsUnderSystemd, let hidden = DaemonOptions.hiddenByTheUnit(file) else { return nil }
+        return (hidden, "set [store] database to a file under /var/lib/locationd (the unit's state directory), \(memoryFix)")
     }
 
     /// The directory `file` is in: "/" for a file at the root, "." for a bare name.
@@ -282,6 +290,9 @@ public final class Database: @unchecked Sendable {
         let code = errno
         if code == EROFS {
             throw StoreError(description: "\(dir): cannot create the database directory (the directory \(parent) is on a filesystem mounted read-only); \(readOnlyFix(target))")
+        }
+        if code == EACCES, let hidden = hiddenByTheUnit(dir) {
+            throw StoreError(description: "\(dir): cannot create the database directory (\(hidden.reason)); \(hidden.fix)")
         }
         let user = currentUser()
         let why = code == EACCES
