@@ -48,6 +48,27 @@ import Testing
         #expect(!unit.split(separator: "\n").contains { $0.hasPrefix("RestartPreventExitStatus=") && $0.contains("75") })
     }
 
+    /// glibc's getpwnam_r/getgrnam_r say "not found" with 0 and no entry, and return an error
+    /// code only when a service did not answer: ENOENT is nss-pam-ldapd's when nslcd is not
+    /// running, so it is a failed lookup (75), not an unknown user (78, for good). A buffer too
+    /// small (ERANGE) grows past 1 MiB: a large group's members need it.
+    @Test func getpwnamRCodesAndBufferGrowth() throws {
+        for code in [ENOENT, ESRCH, EBADF, EPERM, EIO] {
+            #expect(throws: Policy.LookupFailure(reason: String(cString: strerror(code)))) {
+                try Policy.lookUp { _, _, _ in code }
+            }
+        }
+        #expect(try Policy.lookUp { _, _, _ in 0 } == nil)
+        var sizes: [Int] = []
+        let found = try Policy.lookUp { _, size, result in
+            sizes.append(size)
+            guard size >= 4 << 20 else { return ERANGE }
+            result = 7
+            return 0
+        }
+        #expect(found == 7 && sizes.last == 4 << 20, "\(sizes)")
+    }
+
     /// A program upgraded while it runs keeps its identity; the capability check reads CapEff.
     @Test func executableLinksAndTheCapabilityCheck() {
         #expect(ProgramIdentity.path(ofLink: "/usr/bin/tracker (deleted)") == "/usr/bin/tracker")

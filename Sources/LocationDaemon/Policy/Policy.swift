@@ -305,16 +305,21 @@ public struct Policy: Hashable, Sendable {
     }
 
     /// Runs a `get…nam_r` call with a buffer that grows while it is too small. "Not found" is
-    /// nil: a 0 result, or one of the codes getpwnam_r(3) lists as meaning it (ENOENT, ESRCH,
-    /// EBADF, EPERM); another code is a failed lookup.
-    private static func lookUp(_ call: (UnsafeMutablePointer<CChar>, Int, inout UInt32?) -> Int32) throws(LookupFailure) -> UInt32? {
+    /// nil: glibc's 0 result without an entry. Every other code is a failed lookup, ENOENT too:
+    /// getpwnam_r(3) lists ENOENT, ESRCH, EBADF and EPERM as "not found" on other systems, but
+    /// glibc returns 0 for that, and an error code only when a service did not answer — with the
+    /// code the service set, ENOENT for nss-pam-ldapd whose nslcd is not running (taken for an
+    /// unknown user, that was 78 for good). The buffer grows without the 1 MiB cap it had (a
+    /// group of many members needs more; glibc's own getgrnam grows as far as it must): only a
+    /// buffer beyond 256 MiB gives up.
+    static func lookUp(_ call: (UnsafeMutablePointer<CChar>, Int, inout UInt32?) -> Int32) throws(LookupFailure) -> UInt32? {
         var size = 4096
         while true {
             var result: UInt32?
             let code = withUnsafeTemporaryAllocation(of: CChar.self, capacity: size) { call($0.baseAddress!, size, &result) }
-            if code == ERANGE && size < 1 << 20 { size *= 4; continue }
+            if code == ERANGE && size < 1 << 28 { size *= 4; continue }
             if let result { return result }
-            if [0, ENOENT, ESRCH, EBADF, EPERM].contains(code) { return nil }
+            if code == 0 { return nil }
             throw LookupFailure(reason: String(cString: strerror(code)))
         }
     }
