@@ -238,6 +238,29 @@ import Glibc
         }
     }
 
+    /// A replay log named through a symbolic link (or a linked directory) into a home directory
+    /// is hidden the same way under the unit: the message names where it leads and why, not
+    /// just "no such file" for a path outside /home.
+    @Test func aReplayLogLinkedIntoAHiddenDirectorySaysWhy() throws {
+        let target = "/home/nobody-\(UUID().uuidString.prefix(8))/drive.nmea"
+        // The links outside /tmp, which the unit hides itself (that is said first).
+        let links = "/dev/shm/ld-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: links, withIntermediateDirectories: false)
+        defer { try? FileManager.default.removeItem(atPath: links) }
+        let link = links + "/drive.nmea"
+        let linkedDirectory = links + "/logs"
+        #expect(symlink(target, link) == 0)
+        #expect(symlink((target as NSString).deletingLastPathComponent, linkedDirectory) == 0)
+        for log in [link, linkedDirectory + "/drive.nmea"] {
+            let dir = try SpawnedDaemon.makeDirectory()
+            let daemon = try SpawnedDaemon(arguments: ["--replay", log, "--socket", dir.appendingPathComponent("s").path],
+                                           environment: ["INVOCATION_ID": "0123456789abcdef0123456789abcdef"], directory: dir)
+            defer { daemon.stop() }
+            #expect(daemon.waitForExit() == 64)
+            #expect(daemon.stderrText.contains("--replay '\(log)': cannot open it for reading: no such file, as the daemon sees it: it leads to \(target), and the unit's ProtectHome=yes hides /home from locationd; copy the log to /var/lib/locationd (the unit's state directory) and name that"), "\(daemon.stderrText)")
+        }
+    }
+
     /// A refused config file (exit 78) or command line (64) does not fix itself, so the unit does
     /// not restart the daemon for them. `Restart=on-failure` alone did, every `RestartSec=2s` for
     /// good: the start limit (5 starts per 10 s, a window that begins again once it has passed)

@@ -342,8 +342,13 @@ public struct DaemonOptions: Sendable, Equatable {
         let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard fd >= 0 else {
             let code = errno
-            if code == ENOENT || code == EACCES, runsUnderSystemd, let hidden = hiddenByTheUnit(path) {
-                return "\(code == ENOENT ? "no such file" : "permission denied"), as the daemon sees it: \(hidden); copy the log to /var/lib/locationd (the unit's state directory) and name that"
+            // A link (or a directory on the way that is one) into a hidden directory too: the
+            // path alone named none ("/var/lib/locationd/drive.nmea" linked to a home directory).
+            if code == ENOENT || code == EACCES, runsUnderSystemd {
+                let target = throughLinks(path)
+                if let hidden = hiddenByTheUnit(path) ?? hiddenByTheUnit(target).map({ "it leads to \(target), and \($0)" }) {
+                    return "\(code == ENOENT ? "no such file" : "permission denied"), as the daemon sees it: \(hidden); copy the log to /var/lib/locationd (the unit's state directory) and name that"
+                }
             }
             switch code {
             case ENOENT:
@@ -380,6 +385,36 @@ public struct DaemonOptions: Sendable, Equatable {
             return "the unit's PrivateTmp=yes gives locationd a \(dir) of its own"
         }
         return nil
+    }
+
+    /// `path` made absolute (from the working directory) with its symbolic links followed as
+    /// far as they can be read; the part from the first name that cannot be looked up on is
+    /// kept as written. Where a link leads when what it leads to is out of sight.
+    static func throughLinks(_ path: String) -> String {
+        var pending = path.split(separator: "/").map(String.init)
+        var resolved: [String] = []
+        if !path.hasPrefix("/") {
+            var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+            if let cwd = getcwd(&buffer, buffer.count) { resolved = String(cString: cwd).split(separator: "/").map(String.init) }
+        }
+        var links = 0
+        while !pending.isEmpty {
+            let name = pending.removeFirst()
+            if name == "." { continue }
+            if name == ".." { _ = resolved.popLast(); continue }
+            let candidate = "/" + (resolved + [name]).joined(separator: "/")
+            var st = stat()
+            guard lstat(candidate, &st) == 0 else { resolved += [name] + pending; break }
+            guard st.st_mode & S_IFMT == S_IFLNK, links < 40 else { resolved.append(name); continue }
+            links += 1
+            var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
+            let n = buffer.withUnsafeMutableBufferPointer { readlink(candidate, $0.baseAddress!, $0.count - 1) }
+            guard n > 0 else { resolved.append(name); continue }
+            let target = String(decoding: buffer[..<n], as: UTF8.self)
+            if target.hasPrefix("/") { resolved = [] }
+            pending = target.split(separator: "/").map(String.init) + pending
+        }
+        return "/" + resolved.joined(separator: "/")
     }
 
     /// `unreadableFix`: as `readBytes`'s.
