@@ -60,6 +60,24 @@ import Testing
         #expect(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int == size)
     }
 
+    /// "Left as it is" holds for a newer file in another journal mode too: the stamp is read
+    /// before the journal is switched to WAL, which rewrote the file's header (and made a -wal)
+    /// before the refusal.
+    @Test func aNewerDatabaseInAnotherJournalModeIsNotSwitchedToWAL() throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("x.db").path
+        var handle: OpaquePointer?
+        try #require(sqlite3_open(path, &handle) == SQLITE_OK)
+        #expect(sqlite3_exec(handle, "PRAGMA journal_mode=DELETE; CREATE TABLE t (x); PRAGMA user_version = 2", nil, nil, nil) == SQLITE_OK)
+        sqlite3_close(handle)
+        let before = try Data(contentsOf: URL(fileURLWithPath: path))
+        #expect(before[18] == 1 && before[19] == 1)  // a rollback journal, not WAL (2)
+        #expect(throws: StoreError.self) { _ = try Database(path: path) }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before)
+        #expect(!FileManager.default.fileExists(atPath: path + "-wal"))
+    }
+
     /// It says where programs' regions are and where the device was: only its owner reads it,
     /// and its WAL, whatever the umask; an existing file the group or others could read loses
     /// that (the daemon's group is its socket users' too).

@@ -61,7 +61,17 @@ public final class Database: @unchecked Sendable {
         // refuse a registration or delay a fix's background events. Short: the loop waits too.
         // Set first: switching to WAL needs the lock too.
         sqlite3_busy_timeout(handle, 250)
-        // The first read opens (or creates, beside the file) the -wal and -shm files.
+        // Before anything below writes to it (switching its journal to WAL would rewrite the
+        // header of a file a newer daemon left in another mode): a newer file is left as it is.
+        // Read as the switch below is: a -wal or -shm the daemon cannot write or create fails
+        // this first read, and is named so.
+        var version: Int64 = 0
+        try writable { version = try schemaVersionInFile() }
+        if version > Self.schemaVersion {
+            throw StoreError(description: "\(path) was written by a newer locationd (its tables are version \(version); this one reads version \(Self.schemaVersion) only): run the newer locationd again, or set [store] database to another file (\"none\" keeps everything in memory); the file is left as it is")
+        }
+        // Opens (or creates, beside the file) the -wal and -shm files; the read above did for a
+        // file already in WAL mode.
         try writable { try exec("PRAGMA journal_mode=WAL") }
         // Every commit reaches the disk before the reply that acknowledges it: an `ack`ed or
         // queued sequence number is never given out again, even after a power cut. Writes are
@@ -76,7 +86,10 @@ public final class Database: @unchecked Sendable {
                 try exec("ROLLBACK")
             }
         }
-        try checkSchemaVersion()
+        // Another process holding the write lock (busy): stamped at a later start.
+        if version < Self.schemaVersion {
+            do { try exec("PRAGMA user_version = \(Self.schemaVersion)") } catch where sqlite3_errcode(handle) == SQLITE_BUSY {}
+        }
     }
 
     /// The version of the tables this daemon reads and writes, stamped in the file
@@ -84,18 +97,13 @@ public final class Database: @unchecked Sendable {
     /// same tables); it is stamped at open.
     static let schemaVersion: Int64 = 1
 
-    /// A file a newer daemon wrote (after a downgrade) is refused, left as it is: read as this
-    /// daemon's own, its tables would be misread or changed under the newer one's feet.
-    private func checkSchemaVersion() throws {
+    /// The file's stamp (`PRAGMA user_version`). A file a newer daemon wrote (after a downgrade)
+    /// is refused, left as it is: read as this daemon's own, its tables would be misread or
+    /// changed under the newer one's feet.
+    private func schemaVersionInFile() throws -> Int64 {
         let stmt = try prepare("PRAGMA user_version")
-        let version = try step(stmt) ? sqlite3_column_int64(stmt, 0) : 0
-        sqlite3_finalize(stmt)
-        if version > Self.schemaVersion {
-            throw StoreError(description: "\(path) was written by a newer locationd (its tables are version \(version); this one reads version \(Self.schemaVersion) only): run the newer locationd again, or set [store] database to another file (\"none\" keeps everything in memory); the file is left as it is")
-        }
-        guard version < Self.schemaVersion else { return }
-        // Another process holding the write lock (busy): stamped at a later start.
-        do { try exec("PRAGMA user_version = \(Self.schemaVersion)") } catch where sqlite3_errcode(handle) == SQLITE_BUSY {}
+        defer { sqlite3_finalize(stmt) }
+        return try step(stmt) ? sqlite3_column_int64(stmt, 0) : 0
     }
 
     /// Runs `body`; a failure caused by the database's `-wal` or `-shm` that this process cannot
