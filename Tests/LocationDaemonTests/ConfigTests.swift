@@ -320,11 +320,16 @@ import Testing
         #expect(DaemonOptions.replayProblem(missing) == "no such file")
         #expect(DaemonOptions.replayProblem(dir.path) == "it is a directory")
         // Under the unit, a log in a home directory or /tmp is hidden from the daemon: said so.
-        #expect(DaemonOptions.hiddenByTheUnit("/home/ann/drive.nmea") == "the unit's ProtectHome=yes hides /home from locationd")
-        #expect(DaemonOptions.hiddenByTheUnit("/var/tmp/x.nmea") == "the unit's PrivateTmp=yes gives locationd a /var/tmp of its own")
+        let hides: (String) -> Bool = { _ in true }
+        #expect(DaemonOptions.hiddenByTheUnit("/home/ann/drive.nmea", unitHides: hides) == "the unit's ProtectHome=yes hides /home from locationd")
+        #expect(DaemonOptions.hiddenByTheUnit("/tmp/x.nmea", unitHides: hides) == "the unit's PrivateTmp=yes gives locationd a /tmp of its own")
         for visible in ["/homework/x.nmea", "/var/lib/locationd/x.nmea", "relative/x.nmea", "/srv/tmp/x"] {
-            #expect(DaemonOptions.hiddenByTheUnit(visible) == nil, "\(visible)")
+            #expect(DaemonOptions.hiddenByTheUnit(visible, unitHides: hides) == nil, "\(visible)")
         }
+        // A unit that does not hide them (or a shell that inherited INVOCATION_ID): no hint.
+        #expect(DaemonOptions.hiddenByTheUnit("/home/ann/drive.nmea", unitHides: { _ in false }) == nil)
+        // Here (no ProtectHome=, no PrivateTmp=) nothing is hidden, whatever INVOCATION_ID says.
+        for dir in ["/home", "/root", "/tmp", "/var/tmp"] { #expect(!DaemonOptions.unitHides(dir), "\(dir)") }
         #expect(DaemonOptions.replayProblem("nosuch-\(UUID().uuidString).nmea")?.hasPrefix("no such file (a relative path is taken from the working directory, /") == true)
         for readable in ["-", "/dev/null", Self.shipped.path] { #expect(DaemonOptions.replayProblem(readable) == nil, "\(readable)") }
         let fifo = dir.appendingPathComponent("fifo").path

@@ -89,26 +89,29 @@ struct ReadOnlyDatabaseTests {
         }
     }
 
-    /// Under systemd (INVOCATION_ID set), a database in /tmp, /var/tmp or a home directory, which
-    /// the unit's PrivateTmp=/ProtectHome= hide from the daemon, is said to be hidden, with the
-    /// fix: it read "chmod o+x /home" or "chown", which cannot help. Both ways a start finds it:
-    /// the database's directory cannot be made, or the lock file beside it cannot be opened.
-    @Test(.enabled("user 'daemon' cannot run the built locationd (a parent folder is not searchable by others)") {
-        try OtherUserTests.daemonUserCanRunLocationd()
+    /// Under systemd, a database in a home directory, which the unit's ProtectHome=yes hides
+    /// from the daemon, is said to be hidden, with the fix: it read "chmod o+x /home", which
+    /// cannot help. Only when the directory is hidden indeed (INVOCATION_ID alone is no sign):
+    /// ProtectHome=yes is played by a mode-0000 tmpfs on /home in a mount namespace of the
+    /// daemon's own, the daemon running as the user `daemon`.
+    @Test(.enabled("needs unshare, and user 'daemon' able to run the built locationd") {
+        try access("/usr/bin/unshare", X_OK) == 0 && OtherUserTests.daemonUserCanRunLocationd()
     })
-    func aDatabaseTheUnitHidesSaysWhy() async throws {
-        let dir = "/tmp/locationd-hidden-\(UUID().uuidString.prefix(8))"
-        #expect(mkdir(dir, 0o755) == 0 && mkdir(dir + "/closed", 0o700) == 0)
-        defer { try? FileManager.default.removeItem(atPath: dir) }
-        let fix = "the unit's PrivateTmp=yes gives locationd a /tmp of its own); set [store] database to a file under /var/lib/locationd (the unit's state directory), \(Self.memoryFix)"
-        let underSystemd = ["/usr/bin/env", "INVOCATION_ID=0123456789abcdef0123456789abcdef"] + Self.asDaemonUser
-        try await Self.expectRefusal(database: dir + "/sub/locationd.db", launcher: underSystemd,
-                                     message: "\(dir)/sub: cannot create the database directory (\(fix)")
-        try await Self.expectRefusal(database: dir + "/closed/locationd.db", launcher: underSystemd,
-                                     message: "\(dir)/closed/locationd.db.lock: cannot open the database's lock file (\(fix)")
-        // Run by hand, the file modes are the reason.
-        try await Self.expectRefusal(database: dir + "/sub/locationd.db", launcher: Self.asDaemonUser,
-                                     message: "(the directory \(dir) is not writable by user daemon")
+    func aDatabaseTheUnitHidesSaysWhy() throws {
+        let database = "/home/nobody-\(UUID().uuidString.prefix(8))/locationd.db"
+        let invocation = ["INVOCATION_ID": "0123456789abcdef0123456789abcdef"]
+        let asDaemon = "exec \(Self.asDaemonUser.joined(separator: " ")) \"$0\" \"$@\"; "
+        let protectHome = "mount -t tmpfs -o mode=000 tmpfs /home || exit 98; "
+        let hint = "\(database).lock: cannot open the database's lock file (the unit's ProtectHome=yes hides /home from locationd); set [store] database to a file under /var/lib/locationd (the unit's state directory), \(Self.memoryFix)"
+        for (prelude, expected) in [(protectHome + asDaemon, hint),
+                                    (asDaemon, "cannot create the database directory (the directory /home is not writable by user daemon")] {
+            let dir = try SpawnedDaemon.makeDirectory()
+            let daemon = try SpawnedDaemon(arguments: ["--gpsd", "127.0.0.1:1", "--database", database, "--socket", dir.appendingPathComponent("s").path],
+                                           environment: invocation, directory: dir, wrapper: ["/usr/bin/unshare", "-m"], prelude: prelude)
+            defer { daemon.stop() }
+            #expect(daemon.waitForExit() == 1, "\(daemon.stderrText)")
+            #expect(daemon.stderrText.contains(expected), "\(prelude): \(daemon.stderrText)")
+        }
     }
 
     /// Another file of the daemon's user named by mistake, one it may read but not write

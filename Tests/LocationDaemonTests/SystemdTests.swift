@@ -224,24 +224,30 @@ import Glibc
 
     /// Under systemd (INVOCATION_ID set), a replay log in a home directory or /tmp, which the
     /// unit's ProtectHome=/PrivateTmp= hide from the daemon, is not just "no such file": the
-    /// message says why and what to do. Run by hand, the plain reason.
-    @Test func aReplayLogTheUnitHidesSaysWhy() throws {
+    /// message says why and what to do. INVOCATION_ID alone is no sign (a shell inherits it from
+    /// a terminal run as a service; another unit may not hide /home): with /home visible, the
+    /// plain reason, as when run by hand. ProtectHome=yes is played by a mode-0000 tmpfs on
+    /// /home in a mount namespace of the daemon's own (root only).
+    @Test(.enabled(if: getuid() == 0 && access("/usr/bin/unshare", X_OK) == 0)) func aReplayLogTheUnitHidesSaysWhy() throws {
         let log = "/home/nobody-\(UUID().uuidString.prefix(8))/drive.nmea"
         let hint = "no such file, as the daemon sees it: the unit's ProtectHome=yes hides /home from locationd; copy the log to /var/lib/locationd (the unit's state directory) and name that"
-        for (environment, expected) in [(["INVOCATION_ID": "0123456789abcdef0123456789abcdef"], hint), ([:], "no such file; give the path")] {
+        let invocation = ["INVOCATION_ID": "0123456789abcdef0123456789abcdef"]
+        let protectHome = "mount -t tmpfs -o mode=000 tmpfs /home || exit 98; "
+        for (environment, prelude, expected) in [(invocation, protectHome, hint), (invocation, "", "no such file; give the path"),
+                                                 ([:], protectHome, "no such file; give the path"), ([:], "", "no such file; give the path")] {
             let dir = try SpawnedDaemon.makeDirectory()
             let daemon = try SpawnedDaemon(arguments: ["--replay", log, "--socket", dir.appendingPathComponent("s").path],
-                                           environment: environment, directory: dir)
+                                           environment: environment, directory: dir, wrapper: ["/usr/bin/unshare", "-m"], prelude: prelude)
             defer { daemon.stop() }
-            #expect(daemon.waitForExit() == 64)
-            #expect(daemon.stderrText.contains("--replay '\(log)': cannot open it for reading: \(expected)"), "\(daemon.stderrText)")
+            #expect(daemon.waitForExit() == 64, "\(daemon.stderrText)")
+            #expect(daemon.stderrText.contains("--replay '\(log)': cannot open it for reading: \(expected)"), "\(prelude) \(environment): \(daemon.stderrText)")
         }
     }
 
     /// A replay log named through a symbolic link (or a linked directory) into a home directory
     /// is hidden the same way under the unit: the message names where it leads and why, not
     /// just "no such file" for a path outside /home.
-    @Test func aReplayLogLinkedIntoAHiddenDirectorySaysWhy() throws {
+    @Test(.enabled(if: getuid() == 0 && access("/usr/bin/unshare", X_OK) == 0)) func aReplayLogLinkedIntoAHiddenDirectorySaysWhy() throws {
         let target = "/home/nobody-\(UUID().uuidString.prefix(8))/drive.nmea"
         // The links outside /tmp, which the unit hides itself (that is said first).
         let links = "/dev/shm/ld-\(UUID().uuidString.prefix(8))"
@@ -254,7 +260,8 @@ import Glibc
         for log in [link, linkedDirectory + "/drive.nmea"] {
             let dir = try SpawnedDaemon.makeDirectory()
             let daemon = try SpawnedDaemon(arguments: ["--replay", log, "--socket", dir.appendingPathComponent("s").path],
-                                           environment: ["INVOCATION_ID": "0123456789abcdef0123456789abcdef"], directory: dir)
+                                           environment: ["INVOCATION_ID": "0123456789abcdef0123456789abcdef"], directory: dir,
+                                           wrapper: ["/usr/bin/unshare", "-m"], prelude: "mount -t tmpfs -o mode=000 tmpfs /home || exit 98; ")
             defer { daemon.stop() }
             #expect(daemon.waitForExit() == 64)
             #expect(daemon.stderrText.contains("--replay '\(log)': cannot open it for reading: no such file, as the daemon sees it: it leads to \(target), and the unit's ProtectHome=yes hides /home from locationd; copy the log to /var/lib/locationd (the unit's state directory) and name that"), "\(daemon.stderrText)")

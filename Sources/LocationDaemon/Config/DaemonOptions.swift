@@ -337,16 +337,20 @@ public struct DaemonOptions: Sendable, Equatable {
 
     /// Why the NMEA log at `path` cannot be replayed, nil when it opens for reading ("-" is
     /// standard input). Opened without waiting (a FIFO's writer may come later) and closed again.
-    public static func replayProblem(_ path: String) -> String? {
+    public static func replayProblem(_ path: String) -> String? { replayProblem(path, unitHides: unitHides) }
+
+    /// `unitHides`: whether the unit running the daemon hides a directory (`unitHides(_:)`).
+    static func replayProblem(_ path: String, unitHides: (String) -> Bool) -> String? {
         guard path != "-" else { return nil }
         let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard fd >= 0 else {
             let code = errno
             // A link (or a directory on the way that is one) into a hidden directory too: the
             // path alone named none ("/var/lib/locationd/drive.nmea" linked to a home directory).
-            if code == ENOENT || code == EACCES, runsUnderSystemd {
+            if code == ENOENT || code == EACCES {
                 let target = throughLinks(path)
-                if let hidden = hiddenByTheUnit(path) ?? hiddenByTheUnit(target).map({ "it leads to \(target), and \($0)" }) {
+                if let hidden = hiddenByTheUnit(path, unitHides: unitHides)
+                    ?? hiddenByTheUnit(target, unitHides: unitHides).map({ "it leads to \(target), and \($0)" }) {
                     return "\(code == ENOENT ? "no such file" : "permission denied"), as the daemon sees it: \(hidden); copy the log to /var/lib/locationd (the unit's state directory) and name that"
                 }
             }
@@ -369,22 +373,50 @@ public struct DaemonOptions: Sendable, Equatable {
         return nil
     }
 
-    /// Whether systemd runs this process as a service (it sets INVOCATION_ID for every one).
-    static var runsUnderSystemd: Bool { getenv("INVOCATION_ID") != nil }
-
     /// Why a file at `path` may exist and yet not for the daemon under the shipped unit, whose
     /// ProtectHome=yes empties /home, /root and /run/user for it and PrivateTmp=yes gives it a /tmp
     /// and /var/tmp of its own; nil for other paths. (A log in a home directory "did not exist".)
-    /// Asked only after an access failed: a drop-in may have lifted the protection.
-    static func hiddenByTheUnit(_ path: String) -> String? {
+    /// The reason only: the caller adds its fix. `unitHides(dir)` says whether the unit really does: INVOCATION_ID alone is no sign (every
+    /// process a service starts inherits it, a shell in a terminal that runs as one too, and
+    /// another unit may not hide them), so the hint named ProtectHome= for a file a user's
+    /// shell simply lacked.
+    static func hiddenByTheUnit(_ path: String, unitHides: (String) -> Bool) -> String? {
         func under(_ dir: String) -> Bool { path == dir || path.hasPrefix(dir + "/") }
-        if let dir = ["/home", "/root", "/run/user"].first(where: under) {
+        if let dir = ["/home", "/root", "/run/user"].first(where: under), unitHides(dir) {
             return "the unit's ProtectHome=yes hides \(dir) from locationd"
         }
-        if let dir = ["/tmp", "/var/tmp"].first(where: under) {
+        if let dir = ["/tmp", "/var/tmp"].first(where: under), unitHides(dir) {
             return "the unit's PrivateTmp=yes gives locationd a \(dir) of its own"
         }
         return nil
+    }
+
+    /// Whether the service running this process hides `dir` from it: under systemd
+    /// (INVOCATION_ID, set for every service), ProtectHome=yes lays an inaccessible directory
+    /// (mode 0000) over /home, /root and /run/user, and PrivateTmp=yes mounts the unit's own
+    /// /tmp/systemd-private-… directory on /tmp and /var/tmp (/proc/self/mountinfo's root field).
+    static func unitHides(_ dir: String) -> Bool {
+        guard getenv("INVOCATION_ID") != nil else { return false }
+        guard dir == "/tmp" || dir == "/var/tmp" else {
+            var st = stat()
+            return stat(dir, &st) == 0 && st.st_mode & 0o7777 == 0
+        }
+        let fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            guard n > 0 else { break }
+            bytes += chunk[..<n]
+        }
+        // ID PARENT MAJOR:MINOR ROOT MOUNT-POINT …
+        return bytes.split(separator: UInt8(ascii: "\n")).contains { line in
+            let fields = line.split(separator: UInt8(ascii: " "))
+            return fields.count > 4 && fields[4].elementsEqual(dir.utf8)
+                && String(decoding: fields[3], as: UTF8.self).contains("/systemd-private-")
+        }
     }
 
     /// `path` made absolute (from the working directory) with its symbolic links followed as

@@ -168,7 +168,7 @@ public final class Database: @unchecked Sendable {
     /// Under systemd, a store file where the shipped unit hides it from the daemon (a home
     /// directory, /tmp): the reason and the fix, which a file mode cannot be ("chmod o+x /home").
     static func hiddenByTheUnit(_ file: String) -> (reason: String, fix: String)? {
-        guard DaemonOptions.runsUnderSystemd, let hidden = DaemonOptions.hiddenByTheUnit(file) else { return nil }
+        guard let hidden = DaemonOptions.hiddenByTheUnit(file, unitHides: DaemonOptions.unitHides) else { return nil }
         return (hidden, "set [store] database to a file under /var/lib/locationd (the unit's state directory), \(memoryFix)")
     }
 
@@ -298,9 +298,6 @@ public final class Database: @unchecked Sendable {
         let code = errno
         if code == EROFS {
             throw StoreError(description: "\(dir): cannot create the database directory (the directory \(parent) is on a filesystem mounted read-only); \(readOnlyFix(target))")
-        }
-        if code == EACCES, let hidden = hiddenByTheUnit(dir) {
-            throw StoreError(description: "\(dir): cannot create the database directory (\(hidden.reason)); \(hidden.fix)")
         }
         let user = currentUser()
         let why = code == EACCES

@@ -133,8 +133,10 @@ final class SpawnedDaemon: @unchecked Sendable {
     ///     to the child's own pid (through `sh -c 'export LISTEN_PID=$$; exec …'`).
     ///   - openFiles: the child's RLIMIT_NOFILE (set by the shell before `exec`, so the test
     ///     process keeps its own hard limit); both at most the test process's hard limit.
+    ///   - wrapper, prelude: a command the shell runs under (`unshare -m`), and shell commands
+    ///     run before `exec` (mounts in that namespace).
     init(arguments: [String], environment: [String: String], directory: URL? = nil, passing fd: CInt? = nil,
-         openFiles: (soft: UInt64, hard: UInt64)? = nil) throws {
+         openFiles: (soft: UInt64, hard: UInt64)? = nil, wrapper: [String] = [], prelude: String = "") throws {
         self.directory = try directory ?? Self.makeDirectory()
         // Never the system's /var/lib/locationd: each daemon keeps its state in its own folder.
         let arguments = arguments.contains("--database") ? arguments
@@ -143,7 +145,7 @@ final class SpawnedDaemon: @unchecked Sendable {
         var argv: [String]
         var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("LISTEN_") && $0.key != "NOTIFY_SOCKET" && !$0.key.hasPrefix("WATCHDOG_") && $0.key != "JOURNAL_STREAM" && $0.key != "RUNTIME_DIRECTORY" && $0.key != "INVOCATION_ID" }
         for (k, v) in environment { env[k] = v }
-        var script = ""
+        var script = prelude
         if let openFiles {
             // Soft first: a hard limit below the current soft one is refused.
             script += "ulimit -S -n \(openFiles.soft) && ulimit -H -n \(openFiles.hard) || exit 99; "
@@ -152,10 +154,10 @@ final class SpawnedDaemon: @unchecked Sendable {
             env["LISTEN_FDS"] = "1"
             script += "export LISTEN_PID=$$; "
         }
-        if script.isEmpty {
+        if script.isEmpty && wrapper.isEmpty {
             argv = [exe] + arguments
         } else {
-            argv = ["/bin/sh", "-c", script + "exec \"$0\" \"$@\"", exe] + arguments
+            argv = wrapper + ["/bin/sh", "-c", script + "exec \"$0\" \"$@\"", exe] + arguments
         }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
