@@ -19,10 +19,10 @@ public enum Daemon {
 
     public static func run(_ options: DaemonOptions, logControl: LogControl = LogControl(), logger: Logger) async throws {
         // The signals are caught first, before the database is opened and restored (seconds with
-        // many regions). A SIGHUP sent before was lost: no thread takes it (the concurrency
-        // threads block it), and setting it to ignored, as `ProcessSignals` does, discards one
-        // pending, so a reload asked for then (a changed policy) silently did not happen. What
-        // comes meanwhile now waits in `wakes`: a reload or a graceful stop once the service runs.
+        // many regions). A SIGHUP sent before took its default action on the main thread (the
+        // only one not blocking it, parked in pause()): the daemon died of it (status 129), which
+        // systemd counts as a clean end that Restart=on-failure does not restart. What comes
+        // meanwhile now waits in `wakes`: a reload or a graceful stop once the service runs.
         let (wakes, wake) = AsyncStream<DaemonService.Wake>.makeStream()
         let stall = DaemonService.testStallSignal()
         let signals = ProcessSignals([SIGTERM, SIGINT, SIGHUP] + (stall.map { [$0] } ?? [])) { number in

@@ -188,8 +188,8 @@ import Glibc
     }
 
     /// A SIGHUP while the daemon is still starting (opening and restoring its database, seconds
-    /// with many regions) is a reload once it runs. It was lost: pending, taken by no thread,
-    /// and discarded when the handler's set-up made it ignored. The start is held at a known
+    /// with many regions) is a reload once it runs. It killed the daemon (SIGHUP's default
+    /// action, on the main thread, which does not block it). The start is held at a known
     /// point by a FIFO as the privacy secret: the daemon reads it after opening the database,
     /// and waits there for the test to write it.
     @Test func aSIGHUPWhileStartingIsAReloadOnceRunning() async throws {
