@@ -22,14 +22,21 @@ public enum Daemon {
         // many regions). A SIGHUP sent before took its default action on the main thread (the
         // only one not blocking it, parked in pause()): the daemon died of it (status 129), which
         // systemd counts as a clean end that Restart=on-failure does not restart. What comes
-        // meanwhile now waits in `wakes`: a reload or a graceful stop once the service runs.
+        // meanwhile now waits in `wakes`: a reload once the service runs. A SIGTERM or SIGINT
+        // before the service runs ends the start at once (nothing is served yet, and SQLite's
+        // writes survive an exit at any point): held back, a start stuck on its database (a hung
+        // network filesystem) would wait for TimeoutStopSec='s SIGKILL.
         let (wakes, wake) = AsyncStream<DaemonService.Wake>.makeStream()
         let stall = DaemonService.testStallSignal()
+        let starting = StartingFlag()
         let signals = ProcessSignals([SIGTERM, SIGINT, SIGHUP] + (stall.map { [$0] } ?? [])) { number in
             if number == SIGHUP {
                 wake.yield(.reload)
             } else if number == stall {
                 wake.yield(.stall)
+            } else if starting.isSet {
+                logger.notice("stopped while starting (signal \(number)): nothing was served yet")
+                exit(0)
             } else {
                 wake.yield(.stop)
             }
@@ -69,7 +76,15 @@ public enum Daemon {
         // The policy may have changed while the daemon was down.
         try await loop.submit { hub.enforcePolicy() }.get()
         let service = DaemonService(options: options, hub: hub, logControl: logControl, logger: logger)
+        starting.clear()
         try await service.run(wakes: wakes, wake: wake)
+    }
+
+    /// Set until the service runs: what a stop signal does then (`run`).
+    final class StartingFlag: Sendable {
+        private let value = Mutex(true)
+        var isSet: Bool { value.withLock { $0 } }
+        func clear() { value.withLock { $0 = false } }
     }
 
     /// One descriptor per subscriber: lift the soft open-file limit to the hard one, and say so
