@@ -34,10 +34,10 @@ public enum Daemon {
                 wake.yield(.reload)
             } else if number == stall {
                 wake.yield(.stall)
-            } else if starting.isSet {
+            } else if !starting.whileSet({
                 logger.notice("stopped while starting (signal \(number)): nothing was served yet")
                 exit(0)
-            } else {
+            }) {
                 wake.yield(.stop)
             }
         }
@@ -80,11 +80,22 @@ public enum Daemon {
         try await service.run(wakes: wakes, wake: wake)
     }
 
-    /// Set until the service runs: what a stop signal does then (`run`).
+    /// Set until the service runs: what a stop signal does then (`run`). `whileSet` runs its
+    /// body (the exit) under the lock, so `clear()` cannot slip in between the check and the
+    /// exit: a start that cleared the flag goes on to serve (READY=1) only once no exit is under
+    /// way, and a stop signal after `clear()` is always a `.stop` wake for the service.
     final class StartingFlag: Sendable {
         private let value = Mutex(true)
         var isSet: Bool { value.withLock { $0 } }
+        /// Clears the flag; waits for a `whileSet` body under way (the exit: then never returns).
         func clear() { value.withLock { $0 = false } }
+        /// Runs `body` under the lock if the flag is set; whether it ran.
+        func whileSet(_ body: () -> Void) -> Bool {
+            value.withLock { set in
+                if set { body() }
+                return set
+            }
+        }
     }
 
     /// One descriptor per subscriber: lift the soft open-file limit to the hard one, and say so
