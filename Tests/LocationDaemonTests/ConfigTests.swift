@@ -401,3 +401,17 @@ import Testing
         }
     }
 }
+
+extension ConfigTests {
+    /// The port suggested for gpsd.port is one TOML and gpsd.port accept: "gps:02947" said
+    /// "port = 02947" (a leading zero, which TOML refuses) and "gps:+2947" "port = +2947".
+    @Test func aSuggestedPortIsAValidTOMLInteger() throws {
+        for host in ["gps:02947", "gps:+2947", "[::1]:02947"] {
+            let message = try #require(Self.error("[gpsd]\nhost = \"\(host)\"\n"), "\(host)")
+            #expect(message.hasSuffix("(and port = 2947)"), "\(message)")
+            // What it says to write is accepted.
+            #expect(Self.error("[gpsd]\nport = 2947\n") == nil)
+        }
+        #expect(Self.error("[gpsd]\nport = 02947\n") != nil, "TOML refuses a leading zero")
+    }
+}

@@ -327,12 +327,13 @@ public struct DaemonOptions: Sendable, Equatable {
             return "expected a host name, an IPv4 or an IPv6 address (the port goes in 'gpsd.port')"
         }
         guard name != host else { return nil }
-        // A port gpsd.port would refuse is not suggested for it.
+        // A port gpsd.port would refuse is not suggested for it, nor written as TOML refuses it.
         guard let number = Int(port), (1...65535).contains(number), hostAndPort(name)?.host == name else {
             return "expected a host name, an IPv4 or an IPv6 address (the port goes in 'gpsd.port')"
         }
         return "give the host alone, without brackets or a port: host = \(TOMLValue.string(name))"
-            + (host.hasSuffix(":" + port) ? " (and port = \(port))" : "")
+            // The number, not the text: "02947" (a leading zero) is no TOML integer.
+            + (host.hasSuffix(":" + port) ? " (and port = \(number))" : "")
     }
 
     /// Why the NMEA log at `path` cannot be replayed, nil when it opens for reading ("-" is
