@@ -10,8 +10,8 @@ extension ReadOnlyDatabaseTests {
     /// (a state directory linked to a home directory): named as hidden, saying where it leads,
     /// as a replay log is (b6fbdf5). It read "make it readable and writable by the daemon's user
     /// (chown daemon, chmod 0600)", which cannot help.
-    @Test(.enabled("needs unshare, and user 'daemon' able to run the built locationd") {
-        try access("/usr/bin/unshare", X_OK) == 0 && OtherUserTests.daemonUserCanRunLocationd()
+    @Test(.enabled("needs unshare, a locationd built outside /home, and user 'daemon' able to run it") {
+        try SpawnedDaemon.canHideHome && OtherUserTests.daemonUserCanRunLocationd()
     })
     func aDatabaseLinkedIntoADirectoryTheUnitHidesSaysWhy() throws {
         let dir = try SpawnedDaemon.makeDirectory()

@@ -94,8 +94,8 @@ struct ReadOnlyDatabaseTests {
     /// cannot help. Only when the directory is hidden indeed (INVOCATION_ID alone is no sign):
     /// ProtectHome=yes is played by a mode-0000 tmpfs on /home in a mount namespace of the
     /// daemon's own, the daemon running as the user `daemon`.
-    @Test(.enabled("needs unshare, and user 'daemon' able to run the built locationd") {
-        try access("/usr/bin/unshare", X_OK) == 0 && OtherUserTests.daemonUserCanRunLocationd()
+    @Test(.enabled("needs unshare, a locationd built outside /home, and user 'daemon' able to run it") {
+        try SpawnedDaemon.canHideHome && OtherUserTests.daemonUserCanRunLocationd()
     })
     func aDatabaseTheUnitHidesSaysWhy() throws {
         let database = "/home/nobody-\(UUID().uuidString.prefix(8))/locationd.db"

@@ -249,7 +249,7 @@ import Glibc
     /// a terminal run as a service; another unit may not hide /home): with /home visible, the
     /// plain reason, as when run by hand. ProtectHome=yes is played by a mode-0000 tmpfs on
     /// /home in a mount namespace of the daemon's own (root only).
-    @Test(.enabled(if: getuid() == 0 && access("/usr/bin/unshare", X_OK) == 0)) func aReplayLogTheUnitHidesSaysWhy() throws {
+    @Test(.enabled(if: getuid() == 0 && SpawnedDaemon.canHideHome)) func aReplayLogTheUnitHidesSaysWhy() throws {
         let log = "/home/nobody-\(UUID().uuidString.prefix(8))/drive.nmea"
         let hint = "no such file, as the daemon sees it: the unit's ProtectHome=yes hides /home from locationd; copy the log to /var/lib/locationd (the unit's state directory) and name that"
         let invocation = ["INVOCATION_ID": "0123456789abcdef0123456789abcdef"]
@@ -268,7 +268,7 @@ import Glibc
     /// A replay log named through a symbolic link (or a linked directory) into a home directory
     /// is hidden the same way under the unit: the message names where it leads and why, not
     /// just "no such file" for a path outside /home.
-    @Test(.enabled(if: getuid() == 0 && access("/usr/bin/unshare", X_OK) == 0)) func aReplayLogLinkedIntoAHiddenDirectorySaysWhy() throws {
+    @Test(.enabled(if: getuid() == 0 && SpawnedDaemon.canHideHome)) func aReplayLogLinkedIntoAHiddenDirectorySaysWhy() throws {
         let target = "/home/nobody-\(UUID().uuidString.prefix(8))/drive.nmea"
         // The links outside /tmp, which the unit hides itself (that is said first).
         let links = "/dev/shm/ld-\(UUID().uuidString.prefix(8))"

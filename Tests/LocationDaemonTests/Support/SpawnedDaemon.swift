@@ -121,6 +121,13 @@ final class SpawnedDaemon: @unchecked Sendable {
     var socketPath: String { directory.appendingPathComponent("locationd.sock").path }
     var stderrPath: String { directory.appendingPathComponent("stderr.log").path }
 
+    /// Whether ProtectHome=yes can be played (a mode-0000 tmpfs on /home in a mount namespace
+    /// of the daemon's own, `unshare -m`): not when the built locationd is under /home, which
+    /// the tmpfs would hide too (the exec failed, 127, instead of the daemon's message).
+    static var canHideHome: Bool {
+        access("/usr/bin/unshare", X_OK) == 0 && !DaemonProcess.executable.path.hasPrefix("/home/")
+    }
+
     static func makeDirectory() throws -> URL {
         // Short: sun_path holds at most 107 bytes.
         let dir = URL(fileURLWithPath: "/tmp/ld-\(UUID().uuidString.prefix(8))")
