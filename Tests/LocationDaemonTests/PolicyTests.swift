@@ -67,6 +67,12 @@ import Testing
             return 0
         }
         #expect(found == 7 && sizes.last == 4 << 20, "\(sizes)")
+        // Bounded: a module that keeps saying ERANGE is a failed lookup at 32 MiB, no larger.
+        sizes = []
+        #expect(throws: Policy.LookupFailure(reason: String(cString: strerror(ERANGE)))) {
+            try Policy.lookUp { _, size, _ in sizes.append(size); return ERANGE }
+        }
+        #expect(sizes.last == 32 << 20 && sizes.max() == 32 << 20, "\(sizes)")
     }
 
     /// A program upgraded while it runs keeps its identity; the capability check reads CapEff.

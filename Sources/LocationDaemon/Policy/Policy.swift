@@ -311,13 +311,13 @@ public struct Policy: Hashable, Sendable {
     /// code the service set, ENOENT for nss-pam-ldapd whose nslcd is not running (taken for an
     /// unknown user, that was 78 for good). The buffer grows without the 1 MiB cap it had (a
     /// group of many members needs more; glibc's own getgrnam grows as far as it must): only a
-    /// buffer beyond 256 MiB gives up.
+    /// buffer beyond 32 MiB gives up (a group of some million members; the start then exits 75).
     static func lookUp(_ call: (UnsafeMutablePointer<CChar>, Int, inout UInt32?) -> Int32) throws(LookupFailure) -> UInt32? {
         var size = 4096
         while true {
             var result: UInt32?
             let code = withUnsafeTemporaryAllocation(of: CChar.self, capacity: size) { call($0.baseAddress!, size, &result) }
-            if code == ERANGE && size < 1 << 28 { size *= 4; continue }
+            if code == ERANGE && size < 1 << 25 { size = min(size * 4, 1 << 25); continue }
             if let result { return result }
             if code == 0 { return nil }
             throw LookupFailure(reason: String(cString: strerror(code)))
