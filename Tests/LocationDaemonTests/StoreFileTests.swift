@@ -54,7 +54,7 @@ import Testing
             try database.exec("PRAGMA user_version = 2")
         }
         let size = try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int
-        #expect(throws: StoreError(description: "\(path) was written by a newer locationd (its tables are version \(2); this one reads version 1 only): run the newer locationd again, or set [store] database to another file (\"none\" keeps everything in memory); the file is left as it is")) {
+        #expect(throws: StoreError(description: "\(path) was written by a newer locationd (its tables are version \(2); this one reads version 1 only): run the newer locationd again, or set [store] database to another file (\"none\" keeps everything in memory); nothing in it was changed")) {
             _ = try Database(path: path)
         }
         #expect(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int == size)

@@ -68,7 +68,7 @@ public final class Database: @unchecked Sendable {
         var version: Int64 = 0
         try writable { version = try schemaVersionInFile() }
         if version > Self.schemaVersion {
-            throw StoreError(description: "\(path) was written by a newer locationd (its tables are version \(version); this one reads version \(Self.schemaVersion) only): run the newer locationd again, or set [store] database to another file (\"none\" keeps everything in memory); the file is left as it is")
+            throw StoreError(description: "\(path) was written by a newer locationd (its tables are version \(version); this one reads version \(Self.schemaVersion) only): run the newer locationd again, or set [store] database to another file (\"none\" keeps everything in memory); nothing in it was changed")
         }
         // Opens (or creates, beside the file) the -wal and -shm files; the read above did for a
         // file already in WAL mode.
