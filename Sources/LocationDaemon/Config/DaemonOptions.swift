@@ -416,7 +416,9 @@ public struct DaemonOptions: Sendable, Equatable {
         return bytes.split(separator: UInt8(ascii: "\n")).contains { line in
             let fields = line.split(separator: UInt8(ascii: " "))
             return fields.count > 4 && fields[4].elementsEqual(dir.utf8)
-                && String(decoding: fields[3], as: UTF8.self).contains("/systemd-private-")
+                // A byte search, not String's contains: that is _StringProcessing's, which the
+                // daemon would link for it (docs/benchmarks.md, "Footprint").
+                && GPSDMessage.firstRange(of: "/systemd-private-", in: Substring(decoding: fields[3], as: UTF8.self)) != nil
         }
     }
 
