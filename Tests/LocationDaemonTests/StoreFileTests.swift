@@ -312,20 +312,27 @@ import Testing
         #expect(try RegionStore(path: copy).load().flatMap { $0.records.map(\.region.id) } == ["home"])
     }
 
-    /// A write the store refuses outside a request (here the program's identity, recorded when
-    /// an `always` session starts) goes to the log as an error with its `error` field: it was
-    /// written raw to stderr, which under systemd is the journal's stream — priority 6 (info),
-    /// no LOCATIOND_ERROR, so `journalctl -p err` never showed it.
-    @Test func aFailedWriteOutsideARequestIsLoggedAsAnError() async throws {
+    /// A daemon logging to a stand-in journal, whose database file (and its -wal and -shm) was
+    /// deleted once it ran: every write outside a request fails from then on.
+    static func daemonWithItsDatabaseDeleted() async throws -> (daemon: SpawnedDaemon, journal: DatagramSocket, database: String) {
         let dir = try SpawnedDaemon.makeDirectory()
         let journal = try DatagramSocket(path: dir.appendingPathComponent("journal.sock").path)
         let daemon = try SpawnedDaemon(arguments: ["--socket", dir.appendingPathComponent("locationd.sock").path,
                                                    "--gpsd", "127.0.0.1:1"],
                                        environment: ["LOCATIOND_JOURNAL_SOCKET": journal.path], directory: dir)
-        defer { daemon.stop() }
         try await DescriptorLimitTests.connect(daemon).close()
         let database = dir.appendingPathComponent("locationd.db").path
         for file in [database, database + "-wal", database + "-shm"] { #expect(unlink(file) == 0, "\(file)") }
+        return (daemon, journal, database)
+    }
+
+    /// A write the store refuses outside a request (here the program's identity, recorded when
+    /// an `always` session starts) goes to the log as an error with its `error` field: it was
+    /// written raw to stderr, which under systemd is the journal's stream — priority 6 (info),
+    /// no LOCATIOND_ERROR, so `journalctl -p err` never showed it.
+    @Test func aFailedWriteOutsideARequestIsLoggedAsAnError() async throws {
+        let (daemon, journal, database) = try await Self.daemonWithItsDatabaseDeleted()
+        defer { daemon.stop() }
         var client = try RawClient(path: daemon.socketPath)
         defer { client.close() }
         client.send(#"{"type":"session.start","id":1,"authorization":"always"}"# + "\n")
@@ -347,15 +354,8 @@ import Testing
     /// entry said `database: queue failed`, which names neither what was not saved (the
     /// monitor, which a restart then lacks) nor whose (docs/systemd.md, "Journal").
     @Test func aFailedBackgroundMonitorWriteIsLoggedNamingIt() async throws {
-        let dir = try SpawnedDaemon.makeDirectory()
-        let journal = try DatagramSocket(path: dir.appendingPathComponent("journal.sock").path)
-        let daemon = try SpawnedDaemon(arguments: ["--socket", dir.appendingPathComponent("locationd.sock").path,
-                                                   "--gpsd", "127.0.0.1:1"],
-                                       environment: ["LOCATIOND_JOURNAL_SOCKET": journal.path], directory: dir)
+        let (daemon, journal, database) = try await Self.daemonWithItsDatabaseDeleted()
         defer { daemon.stop() }
-        try await DescriptorLimitTests.connect(daemon).close()
-        let database = dir.appendingPathComponent("locationd.db").path
-        for file in [database, database + "-wal", database + "-shm"] { #expect(unlink(file) == 0, "\(file)") }
         var client = try RawClient(path: daemon.socketPath)
         defer { client.close() }
         // Both at once, and the journal read before the replies are awaited (the daemon's sends
