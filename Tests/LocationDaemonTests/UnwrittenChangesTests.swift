@@ -73,6 +73,22 @@ import Testing
         #expect(backlog == [.overflow(lost: 5, seq: 5), .queued(seq: 6, .region(EventQueueTests.event(6)))])
     }
 
+    /// The away tracker with a region `home`, outside it, then entering it while another
+    /// process holds the database's write lock: that fix's write failed. Returns the holder,
+    /// still holding the lock (`COMMIT` releases it).
+    static func enterHomeWhileLocked(_ hub: Hub, path: String) async throws -> Database {
+        try await hub.eventLoop.submit {
+            hub.policy = Away.policy(.always, .precise)
+            hub.programSeen(Away.tracker, rule: hub.policy.rule(for: Away.tracker))
+            _ = try hub.addRegions([Region(id: "home", center: Away.home, radius: 100)], for: Away.tracker.program)
+        }.get()
+        try await Away.feed(hub, seconds: 0..<1, metresNorth: 1000)  // outside (the initial state, no event)
+        let holder = try Database(path: path)
+        try holder.exec("BEGIN IMMEDIATE")
+        try await Away.feed(hub, seconds: 5..<8, metresNorth: 0)  // enters home; cannot be written
+        return holder
+    }
+
     /// Another process holds the database's write lock while the away tracker enters its
     /// region: that fix's write fails. Once the lock is gone, the entry is written (seq 1) before
     /// the next fix's exit (seq 2), and the region's stored state is the latest.
@@ -82,15 +98,7 @@ import Testing
         let path = dir.appendingPathComponent("locationd.db").path
         let program = Away.tracker.program
         try await Away.withHub(path: path) { hub in
-            try await hub.eventLoop.submit {
-                hub.policy = Away.policy(.always, .precise)
-                hub.programSeen(Away.tracker, rule: hub.policy.rule(for: Away.tracker))
-                _ = try hub.addRegions([Region(id: "home", center: Away.home, radius: 100)], for: program)
-            }.get()
-            try await Away.feed(hub, seconds: 0..<1, metresNorth: 1000)  // outside (the initial state, no event)
-            let holder = try Database(path: path)
-            try holder.exec("BEGIN IMMEDIATE")
-            try await Away.feed(hub, seconds: 5..<8, metresNorth: 0)  // enters home; cannot be written
+            let holder = try await Self.enterHomeWhileLocked(hub, path: path)
             let queue = try #require(hub.queue)
             #expect(try await hub.eventLoop.submit { queue.count(of: program) }.get() == 0)
             try holder.exec("COMMIT")
@@ -120,15 +128,7 @@ import Testing
         let path = dir.appendingPathComponent("locationd.db").path
         let program = Away.tracker.program
         try await Away.withHub(path: path) { hub in
-            try await hub.eventLoop.submit {
-                hub.policy = Away.policy(.always, .precise)
-                hub.programSeen(Away.tracker, rule: hub.policy.rule(for: Away.tracker))
-                _ = try hub.addRegions([Region(id: "home", center: Away.home, radius: 100)], for: program)
-            }.get()
-            try await Away.feed(hub, seconds: 0..<1, metresNorth: 1000)  // outside (the initial state, no event)
-            let holder = try Database(path: path)
-            try holder.exec("BEGIN IMMEDIATE")
-            try await Away.feed(hub, seconds: 5..<8, metresNorth: 0)  // enters home; cannot be written
+            let holder = try await Self.enterHomeWhileLocked(hub, path: path)
             try holder.exec("COMMIT")
             let queue = try #require(hub.queue)
             // The stop's last step on the hub (DaemonService.run).
