@@ -402,16 +402,7 @@ public struct DaemonOptions: Sendable, Equatable {
             var st = stat()
             return stat(dir, &st) == 0 && st.st_mode & 0o7777 == 0
         }
-        let fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            guard n > 0 else { break }
-            bytes += chunk[..<n]
-        }
+        guard let bytes = try? readBytes("/proc/self/mountinfo") else { return false }
         // ID PARENT MAJOR:MINOR ROOT MOUNT-POINT …
         return bytes.split(separator: UInt8(ascii: "\n")).contains { line in
             let fields = line.split(separator: UInt8(ascii: " "))
@@ -490,14 +481,9 @@ public struct DaemonOptions: Sendable, Equatable {
                 return ConfigError(file: path, line: 0, message: "cannot be read: the directory \(shown)\(through) cannot be entered by user \(user.name), uid \(user.uid) (no search permission); let the daemon's user search it (chmod o+x, or g+x for a group it is in)")
             }
             if let error = blocked(Database.directory(of: path), through: "") { throw error }
-            // The file a symbolic link: the directories on the way to its target count too (a
+            // Through a symbolic link: the directories on the way to its target count too (a
             // chmod of the file, which is readable, would not help).
-            var file = path
-            for _ in 0..<8 {
-                guard let target = Database.symbolicLink(file) else { break }
-                file = target.hasPrefix("/") ? target : Database.directory(of: file) + "/" + target
-                if let error = blocked(Database.directory(of: file), through: " (on the way through the symbolic link \(path))") { throw error }
-            }
+            if let error = blocked(Database.directory(of: throughLinks(path)), through: " (on the way through the symbolic link \(path))") { throw error }
             throw ConfigError(file: path, line: 0, message: "cannot be read by user \(user.name), uid \(user.uid) (permission denied); \(unreadableFix)")
         }
         defer { close(fd) }
