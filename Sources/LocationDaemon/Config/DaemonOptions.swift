@@ -349,9 +349,7 @@ public struct DaemonOptions: Sendable, Equatable {
             // A link (or a directory on the way that is one) into a hidden directory too: the
             // path alone named none ("/var/lib/locationd/drive.nmea" linked to a home directory).
             if code == ENOENT || code == EACCES {
-                let target = throughLinks(path)
-                if let hidden = hiddenByTheUnit(path, unitHides: unitHides)
-                    ?? hiddenByTheUnit(target, unitHides: unitHides).map({ "it leads to \(target), and \($0)" }) {
+                if let hidden = hiddenByTheUnit(path, unitHides: unitHides) {
                     return "\(code == ENOENT ? "no such file" : "permission denied"), as the daemon sees it: \(hidden); copy the log to /var/lib/locationd (the unit's state directory) and name that"
                 }
             }
@@ -381,15 +379,22 @@ public struct DaemonOptions: Sendable, Equatable {
     /// process a service starts inherits it, a shell in a terminal that runs as one too, and
     /// another unit may not hide them), so the hint named ProtectHome= for a file a user's
     /// shell simply lacked.
+    /// A path that leads there through a symbolic link (itself, or a directory on the way)
+    /// counts too, saying where it leads: the path alone named none.
     static func hiddenByTheUnit(_ path: String, unitHides: (String) -> Bool) -> String? {
-        func under(_ dir: String) -> Bool { path == dir || path.hasPrefix(dir + "/") }
-        if let dir = ["/home", "/root", "/run/user"].first(where: under), unitHides(dir) {
-            return "the unit's ProtectHome=yes hides \(dir) from locationd"
+        func hidden(_ path: String) -> String? {
+            func under(_ dir: String) -> Bool { path == dir || path.hasPrefix(dir + "/") }
+            if let dir = ["/home", "/root", "/run/user"].first(where: under), unitHides(dir) {
+                return "the unit's ProtectHome=yes hides \(dir) from locationd"
+            }
+            if let dir = ["/tmp", "/var/tmp"].first(where: under), unitHides(dir) {
+                return "the unit's PrivateTmp=yes gives locationd a \(dir) of its own"
+            }
+            return nil
         }
-        if let dir = ["/tmp", "/var/tmp"].first(where: under), unitHides(dir) {
-            return "the unit's PrivateTmp=yes gives locationd a \(dir) of its own"
-        }
-        return nil
+        if let reason = hidden(path) { return reason }
+        let target = throughLinks(path)
+        return hidden(target).map { "it leads to \(target), and \($0)" }
     }
 
     /// Whether the service running this process hides `dir` from it: under systemd

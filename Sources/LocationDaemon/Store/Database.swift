@@ -167,14 +167,9 @@ public final class Database: @unchecked Sendable {
 
     /// Under systemd, a store file where the shipped unit hides it from the daemon (a home
     /// directory, /tmp): the reason and the fix, which a file mode cannot be ("chmod o+x /home").
-    /// A path that leads there through a symbolic link too (a directory linked into /home),
-    /// saying where it leads, as for a replay log: it read "chmod o+x /home" for it.
+    /// A path that leads there through a symbolic link too (`DaemonOptions.hiddenByTheUnit`).
     static func hiddenByTheUnit(_ file: String) -> (reason: String, fix: String)? {
-        let unitHides = DaemonOptions.unitHides
-        guard let hidden = DaemonOptions.hiddenByTheUnit(file, unitHides: unitHides) ?? {
-            let target = DaemonOptions.throughLinks(file)
-            return DaemonOptions.hiddenByTheUnit(target, unitHides: unitHides).map { "it leads to \(target), and \($0)" }
-        }() else { return nil }
+        guard let hidden = DaemonOptions.hiddenByTheUnit(file, unitHides: DaemonOptions.unitHides) else { return nil }
         return (hidden, "set [store] database to a file under /var/lib/locationd (the unit's state directory), \(memoryFix)")
     }
 
