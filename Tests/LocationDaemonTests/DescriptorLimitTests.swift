@@ -251,7 +251,7 @@ import Testing
         let loop = EmbeddedEventLoop()
         let channel = EmbeddedChannel(loop: loop)
         let log = CapturedLog()
-        try channel.pipeline.syncOperations.addHandler(AcceptFailures(registry: ConnectionRegistry(eventLoop: loop), logger: log.logger))
+        try channel.pipeline.syncOperations.addHandler(AcceptFailures(registry: ConnectionRegistry(eventLoop: loop, configuration: SocketServer.Configuration(path: "/unused")), logger: log.logger))
         _ = try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
         for _ in 0..<90 {
             channel.pipeline.fireErrorCaught(IOError(errnoCode: EMFILE, reason: "accept"))

@@ -173,3 +173,10 @@ extension AsyncThrowingStream<ServerMessage, any Error>.Iterator {
         return m
     }
 }
+
+/// A flag one thread sets and another waits for.
+final class Flag: Sendable {
+    private let value = Atomic<Bool>(false)
+    func set() { value.store(true, ordering: .releasing) }
+    var isSet: Bool { value.load(ordering: .acquiring) }
+}

@@ -168,6 +168,36 @@ import Testing
         await h.stop()
     }
 
+    /// The loop stood still (a task that blocked it; a stopped process is the same) for 2 s while
+    /// a peer sent requests: what piled up in the socket comes out together when the loop runs
+    /// again. 300 is within what the limit allows for those 2 s (the burst of 200, then 100 a
+    /// second) and is answered; 1,000 is a flood all the same.
+    @Test(arguments: [(300, false), (1000, true)])
+    func requestsThatPiledUpWhileTheLoopStoodStillAreNotAFlood(sent: Int, flood expected: Bool) async throws {
+        let h = try await ServerHarness.start { $0.stallBeat = .milliseconds(100) }
+        defer { h.stopIfRunning() }
+        let peer = RawSocket(path: h.path)
+        #expect(peer.readLine()?.contains(#""type":"hello""#) == true)
+        let stalled = Flag()
+        h.hub.eventLoop.execute {
+            stalled.set()
+            var stall = timespec(tv_sec: 2, tv_nsec: 0)  // the fault itself: the loop does not run
+            nanosleep(&stall, nil)
+        }
+        while !stalled.isSet {}
+        // Short replies: all of them fit the socket, so no reply waits to be read (which would
+        // make the rest requests held back by a pause, answered at the limit's rate).
+        peer.send(String(repeating: #"{"type":"hello"}"# + "\n", count: sent))
+        var answered = 0, flood = false
+        while answered < sent, let line = peer.readLine() {
+            if line.contains(#""code":"flood""#) { flood = true; break }
+            if line.hasPrefix(#"{"type":"hello""#) { answered += 1 }
+        }
+        #expect(flood == expected)
+        if !expected { #expect(answered == sent) } else { #expect(answered < sent) }
+        await h.stop()
+    }
+
     /// A peer that sends requests and never reads its replies: the daemon stops answering (and
     /// reading) at the write watermark instead of queueing every reply, and once the peer reads,
     /// every request is answered, in order.

@@ -38,9 +38,20 @@ struct TokenBucket {
     var rate: Double
     var tokens: Double
     var last: NIODeadline
+    /// Until when the time the loop stood still has been added (`credit`).
+    var stallsCredited: NIODeadline
 
     init(burst: Int, rate: Double, now: NIODeadline) {
         self.burst = Double(burst); self.rate = rate; self.tokens = Double(burst); self.last = now
+        self.stallsCredited = now
+    }
+
+    /// Refills for `stalled`, time the loop stood still since `stallsCredited`, past the burst:
+    /// requests sent then waited in the socket and count at the rate they were sent, not as
+    /// arriving together now.
+    mutating func credit(stalled: TimeAmount, now: NIODeadline) {
+        stallsCredited = now
+        tokens += Double(stalled.nanoseconds) / 1e9 * rate
     }
 
     mutating func take(now: NIODeadline) -> Bool {
@@ -206,7 +217,7 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
                 return
             }
             let blank = input.readableBytesView[input.readerIndex..<newline].allSatisfy { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }
-            if !blank && !bucket.take(now: configuration.now()) {
+            if !blank && !takeToken() {
                 guard catchingUp else {
                     abort(ProtocolError(.flood, "more than \(configuration.floodBurst) requests at once or \(JSONWriter.numberText(configuration.floodRate)) per second sustained; closing"))
                     return
@@ -232,6 +243,18 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
         }
         if input.readerIndex > 4096 { input.discardReadBytes() }
         context.flush()
+    }
+
+    /// A token for one request. An empty bucket is first refilled for the time the loop stood
+    /// still (`LoopStallWatch`) since the last such refill.
+    private func takeToken() -> Bool {
+        let now = configuration.now()
+        if bucket.take(now: now) { return true }
+        let stalled = registry.stalls.stalled(since: bucket.stallsCredited)
+        guard stalled > .zero else { return false }
+        bucket.credit(stalled: stalled, now: now)
+        logger.debug("requests held by a stalled loop", metadata: ["stalled_ms": "\(stalled.nanoseconds / 1_000_000)"])
+        return bucket.take(now: now)
     }
 
     /// The socket has no more to read for now: if every request read is answered and reading is
@@ -684,15 +707,29 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
     }
 }
 
-/// The server's open connections, confined to the hub's loop.
+/// The server's open connections, and the loop's stall watch that runs while any is open;
+/// confined to the hub's loop.
 final class ConnectionRegistry: Sendable {
     private let box: NIOLoopBoundBox<[ObjectIdentifier: Connection]>
+    private let watch: NIOLoopBoundBox<LoopStallWatch>
 
-    init(eventLoop: any EventLoop) {
+    init(eventLoop: any EventLoop, configuration: SocketServer.Configuration) {
         box = NIOLoopBoundBox.makeBoxSendingValue([:], as: [ObjectIdentifier: Connection].self, eventLoop: eventLoop)
+        watch = NIOLoopBoundBox.makeBoxSendingValue(
+            LoopStallWatch(eventLoop: eventLoop, interval: configuration.stallBeat, now: configuration.now),
+            as: LoopStallWatch.self, eventLoop: eventLoop)
     }
 
-    func add(_ c: Connection) { box.value[ObjectIdentifier(c)] = c }
-    func remove(_ c: Connection) { box.value[ObjectIdentifier(c)] = nil }
+    func add(_ c: Connection) {
+        box.value[ObjectIdentifier(c)] = c
+        watch.value.retain()
+    }
+
+    func remove(_ c: Connection) {
+        guard box.value.removeValue(forKey: ObjectIdentifier(c)) != nil else { return }
+        watch.value.release()
+    }
+
     var all: [Connection] { Array(box.value.values) }
+    var stalls: LoopStallWatch { watch.value }
 }

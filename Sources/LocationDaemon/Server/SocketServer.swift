@@ -64,6 +64,10 @@ public final class SocketServer: Sendable {
         public var writeBufferHighWatermark: Int = 64 * 1024
         /// A connection that stays not writable this long is closed.
         public var unwritableTimeout: TimeAmount = .seconds(30)
+        /// How often the loop's stall watch beats while connections are open: a beat this late or
+        /// more tells the flood limit that requests waited in the sockets meanwhile
+        /// (`LoopStallWatch`; docs/protocol.md, "Flood policy").
+        public var stallBeat: TimeAmount = .seconds(1)
         /// The clock of the flood limiter (injectable for tests).
         public var now: @Sendable () -> NIODeadline = { NIODeadline.now() }
 
@@ -90,7 +94,7 @@ public final class SocketServer: Sendable {
     /// Binds `configuration.path` and starts accepting connections.
     public static func start(hub: Hub, configuration: Configuration, logger: Logger) async throws -> SocketServer {
         try prepareSocketPath(configuration.path)
-        let registry = ConnectionRegistry(eventLoop: hub.eventLoop)
+        let registry = ConnectionRegistry(eventLoop: hub.eventLoop, configuration: configuration)
         // Bound here, not by NIO: NIO's listening socket unlinks whatever socket file is at the
         // path when it closes, another daemon's included; this server removes only its own.
         let descriptor = try bindSocket(configuration.path, mode: configuration.socketMode)
@@ -117,7 +121,7 @@ public final class SocketServer: Sendable {
     /// `configuration.path` is then informational and the file is left alone.
     public static func start(hub: Hub, boundSocket descriptor: CInt, configuration: Configuration,
                              logger: Logger) async throws -> SocketServer {
-        let registry = ConnectionRegistry(eventLoop: hub.eventLoop)
+        let registry = ConnectionRegistry(eventLoop: hub.eventLoop, configuration: configuration)
         let channel = try await bootstrap(hub: hub, configuration: configuration, registry: registry, logger: logger)
             .withBoundSocket(descriptor).get()
         let listening: Logger.Metadata = ["fd": "\(descriptor)"]
