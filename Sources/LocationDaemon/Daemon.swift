@@ -155,6 +155,27 @@ public enum Daemon {
     }
 }
 
+extension Daemon {
+    /// The exit status for what stopped the daemon: 78 (EX_CONFIG) for a file or directory only
+    /// an administrator can mend, which the unit does not restart (`RestartPreventExitStatus=`):
+    /// restarted every 2 s, such a start failed in the same way for good, since that pace never
+    /// reaches systemd's start limit; 75 (EX_TEMPFAIL) for a configuration whose check could not
+    /// be made for now; 1 for anything that may pass, which the unit restarts.
+    public static func exitStatus(for error: any Error) -> Int32 {
+        switch error {
+        case let e as ConfigError: e.temporary ? 75 : 78
+        case let e as StoreError: e.needsAdministrator ? 78 : 1
+        case let e as SocketServerError:
+            switch e {
+            case .notASocket, .cannotCreate, .unreachable: 78
+            case .system(_, let code): [EACCES, EPERM, EROFS, ENOTDIR, ELOOP, ENAMETOOLONG].contains(code) ? 78 : 1
+            case .pathInUse: 1  // another server that may be going away
+            }
+        default: 1
+        }
+    }
+}
+
 /// Why the daemon stopped on its own with a failure (it exits 1, logging this).
 struct DaemonFailure: Error, CustomStringConvertible {
     var description: String

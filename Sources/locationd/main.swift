@@ -52,7 +52,7 @@ func run(_ options: DaemonOptions, logControl: LogControl, logger: Logger) -> Ne
             try await Daemon.run(options, logControl: logControl, logger: logger)
         } catch {
             logger.critical("\(error)")
-            exit(1)
+            exit(Daemon.exitStatus(for: error))
         }
         exit(0)
     }

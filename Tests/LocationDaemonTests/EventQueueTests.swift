@@ -39,7 +39,7 @@ import Testing
             let database = try Database(path: path)
             try database.exec("DELETE FROM queue_heads")
             try database.exec("INSERT INTO queue_heads VALUES ('\(program.rawValue)', \(last), \(acked), \(lost))")
-            #expect(throws: StoreError(description: "\(path): the queue head of \(program.rawValue) is impossible (last \(last), acknowledged \(acked), lost through \(lost)); \(Database.damagedFix(path))")) {
+            #expect(throws: StoreError(description: "\(path): the queue head of \(program.rawValue) is impossible (last \(last), acknowledged \(acked), lost through \(lost)); \(Database.damagedFix(path))", needsAdministrator: true)) {
                 try queue()
             }
         }

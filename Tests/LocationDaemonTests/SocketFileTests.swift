@@ -71,7 +71,7 @@ import Testing
         defer { daemon.stop() }
         let status = daemon.waitForExit()
         let log = daemon.stderrText()
-        #expect(status == 1, "\(log.suffix(1000))")
+        #expect(status == 78, "\(log.suffix(1000))")
         let user = try ReadOnlyDatabaseTests.daemonUser()
         #expect(log.contains("cannot create the socket \(path): Permission denied (its directory \(dir.path) is not writable by user daemon, uid \(user.uid)); make the directory writable by the daemon's user, or set [socket] path (--socket)"), "\(log.suffix(1000))")
     }
@@ -113,7 +113,7 @@ import Testing
             defer { daemon.stop() }
             let status = daemon.waitForExit()
             let log = daemon.stderrText()
-            #expect(status == 1, "\(log.suffix(1000))")
+            #expect(status == 78, "\(log.suffix(1000))")
             #expect(log.contains("cannot create the socket \(path): \(place) cannot be entered by user daemon, uid \(user.uid) (no search permission)\(through); \(fix), or set [socket] path (--socket)"), "\(log.suffix(1000))")
         }
         // A relative path from a working directory it cannot enter: that directory is named (it
@@ -121,7 +121,7 @@ import Testing
         let relative = try DaemonProcess(arguments: ["--gpsd", "127.0.0.1:1", "--socket", "run/x.sock"], database: "none",
                                          launcher: ["/usr/bin/env", "-C", closed.path] + ReadOnlyDatabaseTests.asDaemonUser)
         defer { relative.stop() }
-        #expect(relative.waitForExit() == 1)
+        #expect(relative.waitForExit() == 78)
         let log = relative.stderrText()
         #expect(log.contains("cannot create the socket run/x.sock: \(closed.path), a directory on the way to it, cannot be entered by user daemon, uid \(user.uid) (no search permission); \(above)"), "\(log.suffix(1000))")
     }
@@ -140,7 +140,7 @@ import Testing
         defer { daemon.stop() }
         let status = daemon.waitForExit()
         let log = daemon.stderrText()
-        #expect(status == 1, "\(log.suffix(1000))")
+        #expect(status == 78, "\(log.suffix(1000))")
         #expect(log.contains("Not a directory") && log.contains(file.path) && !log.contains("cannot be entered"), "\(log.suffix(1000))")
     }
 }

@@ -54,10 +54,43 @@ import Testing
             try database.exec("PRAGMA user_version = 2")
         }
         let size = try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int
-        #expect(throws: StoreError(description: "\(path) was written by a newer locationd (its tables are version \(2); this one reads version 1 only): run the newer locationd again, or set [store] database to another file (\"none\" keeps everything in memory); nothing in it was changed")) {
+        #expect(throws: StoreError(description: "\(path) was written by a newer locationd (its tables are version \(2); this one reads version 1 only): run the newer locationd again, or set [store] database to another file (\"none\" keeps everything in memory); nothing in it was changed", needsAdministrator: true)) {
             _ = try Database(path: path)
         }
         #expect(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int == size)
+    }
+
+    /// The daemon started on such a file exits 78, which the unit does not restart
+    /// (`RestartPreventExitStatus=`): restarted every 2 s it was refused in the same way for good.
+    /// A file another locationd holds may come free: that start still exits 1, restarted.
+    @Test func aStartOnANewerDatabaseExits78() throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("x.db").path
+        do {
+            let database = try Database(path: path)
+            try database.exec("PRAGMA user_version = 2")
+        }
+        let daemon = try DaemonProcess(arguments: ["--gpsd", "127.0.0.1:1"], database: path)
+        defer { daemon.stop() }
+        #expect(daemon.waitForExit() == 78, "\(daemon.stderrText().suffix(1000))")
+        #expect(daemon.stderrText().contains("\(path) was written by a newer locationd"), "\(daemon.stderrText().suffix(1000))")
+    }
+
+    /// What each start failure exits with: 78 for what only an administrator can mend, 75 for a
+    /// check that could not be made for now, 1 for what may pass.
+    @Test func exitStatusSaysWhetherTheUnitShouldRestart() {
+        var lookup = ConfigError(file: "c.toml", line: 3, message: "lookup failed")
+        #expect(Daemon.exitStatus(for: lookup) == 78)
+        lookup.temporary = true
+        #expect(Daemon.exitStatus(for: lookup) == 75)
+        #expect(Daemon.exitStatus(for: StoreError(description: "damaged", needsAdministrator: true)) == 78)
+        #expect(Daemon.exitStatus(for: StoreError(description: "in use by another locationd")) == 1)
+        #expect(Daemon.exitStatus(for: SocketServerError.cannotCreate("/run/x.sock", errno: EACCES, user: "daemon")) == 78)
+        #expect(Daemon.exitStatus(for: SocketServerError.system("mkdir /run/x", errno: ENOTDIR)) == 78)
+        #expect(Daemon.exitStatus(for: SocketServerError.system("socket", errno: EMFILE)) == 1)
+        #expect(Daemon.exitStatus(for: SocketServerError.pathInUse("/run/x.sock")) == 1)
+        #expect(Daemon.exitStatus(for: DaemonFailure(description: "replay failed")) == 1)
     }
 
     /// "Left as it is" holds for a newer file in another journal mode too: the stamp is read
@@ -207,8 +240,8 @@ import Testing
         chmod(dir.path, 0o755)
         let message = "\(dir.path) is a directory; [store] database (--database) names the database file, e.g. \(dir.path)/locationd.db"
         for path in [dir.path, dir.path + "/"] {
-            #expect(throws: StoreError(description: message)) { try DatabaseLock(database: path) }
-            #expect(throws: StoreError(description: message)) { try Database(path: path) }
+            #expect(throws: StoreError(description: message, needsAdministrator: true)) { try DatabaseLock(database: path) }
+            #expect(throws: StoreError(description: message, needsAdministrator: true)) { try Database(path: path) }
         }
         #expect(try Self.mode(dir.path) == 0o755)
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).isEmpty)
@@ -229,8 +262,8 @@ import Testing
         try #require(mknod(null, S_IFCHR | 0o666, dev_t(1 << 8 | 3)) == 0, "mknod: \(errno)")
         chmod(null, 0o666)
         let message = "\(null) is not a regular file (a device); [store] database (--database) names the database file, or set [store] database = \"none\" to keep everything in memory"
-        #expect(throws: StoreError(description: message)) { try DatabaseLock(database: null) }
-        #expect(throws: StoreError(description: message)) { try Database(path: null) }
+        #expect(throws: StoreError(description: message, needsAdministrator: true)) { try DatabaseLock(database: null) }
+        #expect(throws: StoreError(description: message, needsAdministrator: true)) { try Database(path: null) }
         #expect(try Self.mode(null) == 0o666)
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path) == ["null"])
     }

@@ -129,8 +129,10 @@ public struct DaemonOptions: Sendable, Equatable {
           NOTIFY_SOCKET, WATCHDOG_USEC, WATCHDOG_PID, LISTEN_FDS, LISTEN_PID, JOURNAL_STREAM,
           RUNTIME_DIRECTORY (where the reload record goes; default: the socket's directory)
 
-        EXIT STATUS: 0 stopped, 1 failed, 64 bad flags, 78 bad config file, 75 a policy
-        user or group the user database could not look up for now (the unit restarts it).
+        EXIT STATUS: 0 stopped, 1 failed (the unit restarts it), 64 bad flags, 78 bad config
+        file or a file or directory it names that only an administrator can mend (database,
+        privacy secret, socket directory), 75 a policy user or group the user database could
+        not look up for now (the unit restarts it).
         """
 
     /// Why the options could not be made.

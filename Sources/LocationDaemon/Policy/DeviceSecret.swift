@@ -37,7 +37,10 @@ enum DeviceSecret {
         let partial = path + ".new"
         func failure(_ what: String, _ code: Int32 = errno) -> ConfigError {
             let why = code == 0 ? "short write" : String(cString: strerror(code))
-            return ConfigError(file: path, line: 0, message: "cannot create the privacy secret (\(what): \(why)); check that locationd may write to its state directory")
+            var error = ConfigError(file: path, line: 0, message: "cannot create the privacy secret (\(what): \(why)); check that locationd may write to its state directory")
+            // A full or failing disk may pass; a directory the daemon may not write does not.
+            error.temporary = ![EACCES, EPERM, EROFS, ENOTDIR].contains(code)
+            return error
         }
         unlink(partial)  // one a crash left: it may have any mode, and O_CREAT would keep it
         let fd = open(partial, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)

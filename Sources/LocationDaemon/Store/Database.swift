@@ -4,6 +4,16 @@ import Logging
 
 public struct StoreError: Error, Hashable, CustomStringConvertible, Sendable {
     public var description: String
+    /// Only an administrator can mend it (a file that is not a database, damaged, from a newer
+    /// locationd, not the daemon's to write): a start it stops exits 78, which the unit does not
+    /// restart (`Daemon.exitStatus`). Otherwise it may pass (a full filesystem, another
+    /// locationd holding the file), and the start exits 1, which it does.
+    public var needsAdministrator = false
+
+    public init(description: String, needsAdministrator: Bool = false) {
+        self.description = description
+        self.needsAdministrator = needsAdministrator
+    }
 }
 
 /// One SQLite connection to the daemon's database, shared by the region store and the
@@ -35,7 +45,7 @@ public final class Database: @unchecked Sendable {
                 let n = pread(fd, &header, header.count, 0)
                 close(fd)
                 if n > 0 && header[..<n] != Array("SQLite format 3\0".utf8)[..<n] || (n > 0 && n < 16) {
-                    throw StoreError(description: "\(path): file is not a database; \(Self.damagedFix(path))")
+                    throw StoreError(description: "\(path): file is not a database; \(Self.damagedFix(path))", needsAdministrator: true)
                 }
             }
             for file in [path, path + "-wal", path + "-shm"] {
@@ -48,13 +58,15 @@ public final class Database: @unchecked Sendable {
             let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
             sqlite3_close(handle)
             let why = path == ":memory:" ? nil : Self.unwritable(path, readable: true)
-            throw StoreError(description: "\(path): cannot open the database: \(message)" + (why.map { " (\($0.reason)); \($0.fix)" } ?? ""))
+            throw StoreError(description: "\(path): cannot open the database: \(message)" + (why.map { " (\($0.reason)); \($0.fix)" } ?? ""),
+                             needsAdministrator: why != nil)
         }
         // SQLite falls back to reading a file it may not write, and every write would then fail
         // only later, at a fix with changes (held, then counted as lost): refused here instead.
         if sqlite3_db_readonly(handle, "main") == 1 {
             let why = Self.unwritable(path)
-            throw StoreError(description: "\(path): opened read-only (\(why?.reason ?? "SQLite would not open it for writing")); \(why?.fix ?? "check the owner and mode of the file, its -wal and -shm and its directory (the daemon's user must write them), \(Self.memoryFix)")")
+            throw StoreError(description: "\(path): opened read-only (\(why?.reason ?? "SQLite would not open it for writing")); \(why?.fix ?? "check the owner and mode of the file, its -wal and -shm and its directory (the daemon's user must write them), \(Self.memoryFix)")",
+                             needsAdministrator: true)
         }
         // Another process that holds the file's write lock for a moment (the sqlite3 shell, a
         // backup) makes a write wait up to this long instead of failing it at once, which would
@@ -68,7 +80,7 @@ public final class Database: @unchecked Sendable {
         var version: Int64 = 0
         try writable { version = try schemaVersionInFile() }
         if version > Self.schemaVersion {
-            throw StoreError(description: "\(path) was written by a newer locationd (its tables are version \(version); this one reads version \(Self.schemaVersion) only): run the newer locationd again, or set [store] database to another file (\"none\" keeps everything in memory); nothing in it was changed")
+            throw StoreError(description: "\(path) was written by a newer locationd (its tables are version \(version); this one reads version \(Self.schemaVersion) only): run the newer locationd again, or set [store] database to another file (\"none\" keeps everything in memory); nothing in it was changed", needsAdministrator: true)
         }
         // Opens (or creates, beside the file) the -wal and -shm files; the read above did for a
         // file already in WAL mode.
@@ -114,7 +126,7 @@ public final class Database: @unchecked Sendable {
             guard path != ":memory:" else { throw error }
             for file in [path + "-wal", path + "-shm"] {
                 if let why = Self.unwritable(file) {
-                    throw StoreError(description: "\(file): the database cannot be written (\(why.reason)); \(why.fix)")
+                    throw StoreError(description: "\(file): the database cannot be written (\(why.reason)); \(why.fix)", needsAdministrator: true)
                 }
             }
             throw error
@@ -278,11 +290,11 @@ public final class Database: @unchecked Sendable {
         if (exists && type == S_IFDIR) || path.hasSuffix("/") {
             var dir = Substring(path)
             while dir.count > 1, dir.hasSuffix("/") { dir = dir.dropLast() }
-            throw StoreError(description: "\(dir) \(exists ? "is a directory" : "names a directory (it ends in '/')"); [store] database (--database) names the database file, e.g. \(dir == "/" ? "" : dir)/locationd.db")
+            throw StoreError(description: "\(dir) \(exists ? "is a directory" : "names a directory (it ends in '/')"); [store] database (--database) names the database file, e.g. \(dir == "/" ? "" : dir)/locationd.db", needsAdministrator: true)
         }
         if exists && type != S_IFREG {
             let kind = type == S_IFCHR || type == S_IFBLK ? "a device" : type == S_IFIFO ? "a FIFO" : type == S_IFSOCK ? "a socket" : "not a file"
-            throw StoreError(description: "\(path) is not a regular file (\(kind)); [store] database (--database) names the database file, \(memoryFix)")
+            throw StoreError(description: "\(path) is not a regular file (\(kind)); [store] database (--database) names the database file, \(memoryFix)", needsAdministrator: true)
         }
         guard let slash = path.lastIndex(of: "/"), slash != path.startIndex else { return }
         let dir = String(path[..<slash])
@@ -298,13 +310,14 @@ public final class Database: @unchecked Sendable {
         guard mkdir(dir, 0o750) != 0, errno != EEXIST else { return }
         let code = errno
         if code == EROFS {
-            throw StoreError(description: "\(dir): cannot create the database directory (the directory \(parent) is on a filesystem mounted read-only); \(readOnlyFix(target))")
+            throw StoreError(description: "\(dir): cannot create the database directory (the directory \(parent) is on a filesystem mounted read-only); \(readOnlyFix(target))", needsAdministrator: true)
         }
         let user = currentUser()
         let why = code == EACCES
             ? "the directory \(parent) is not writable by user \(user.name), uid \(user.uid)"
             : String(cString: strerror(code))
-        throw StoreError(description: "\(dir): cannot create the database directory (\(why)); create \(target) for the daemon's user (mkdir -p \(target) && chown \(user.name) \(target) && chmod 0750 \(target); under systemd StateDirectory= does this), \(memoryFix)")
+        throw StoreError(description: "\(dir): cannot create the database directory (\(why)); create \(target) for the daemon's user (mkdir -p \(target) && chown \(user.name) \(target) && chmod 0750 \(target); under systemd StateDirectory= does this), \(memoryFix)",
+                         needsAdministrator: code == EACCES || code == EPERM || code == ENOTDIR)
     }
 
     func exec(_ sql: String) throws {
@@ -334,7 +347,7 @@ public final class Database: @unchecked Sendable {
         var text = "\(path): \(message ?? lastError)"
         let code = sqlite3_errcode(handle)
         if code == SQLITE_CORRUPT || code == SQLITE_NOTADB {
-            text += "; " + Self.damagedFix(path)
+            return StoreError(description: text + "; " + Self.damagedFix(path), needsAdministrator: true)
         } else if code == SQLITE_FULL {
             let dir = Self.directory(of: path)
             text += "; the filesystem of \(dir) is full: free space on it (df \(dir)), or set [store] database to a file on another filesystem (\"none\" keeps everything in memory)"

@@ -17,8 +17,9 @@ final class DatabaseLock {
         fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             let code = errno
-            let why = Database.unwritable(path).map { " (\($0.reason)); \($0.fix)" } ?? ": \(String(cString: strerror(code)))"
-            throw StoreError(description: "\(path): cannot open the database's lock file\(why)")
+            let unwritable = Database.unwritable(path)
+            let why = unwritable.map { " (\($0.reason)); \($0.fix)" } ?? ": \(String(cString: strerror(code)))"
+            throw StoreError(description: "\(path): cannot open the database's lock file\(why)", needsAdministrator: unwritable != nil)
         }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             let e = errno

@@ -62,7 +62,7 @@ public final class EventQueue: @unchecked Sendable {
             // A head that cannot be (a damaged file, a hand edit) is an error, not a trap in
             // the count's arithmetic at every start.
             guard min(last, acked, lost) >= 0, acked <= last, lost <= last else {
-                throw StoreError(description: "\(database.path): the queue head of \(program.rawValue) is impossible (last \(last), acknowledged \(acked), lost through \(lost)); \(Database.damagedFix(database.path))")
+                throw StoreError(description: "\(database.path): the queue head of \(program.rawValue) is impossible (last \(last), acknowledged \(acked), lost through \(lost)); \(Database.damagedFix(database.path))", needsAdministrator: true)
             }
             loaded[program] = Head(last: UInt64(last), acked: UInt64(acked), lostThrough: UInt64(lost))
         }
