@@ -28,7 +28,7 @@ fail:;
     return -1;
 }
 
-int locationd_send_descriptor(int socket, const void *address, unsigned int length, int fd) {
+int locationd_send_descriptor(int socket, const void *address, unsigned int length, int fd, int flags) {
     union {
         struct cmsghdr header;
         char space[CMSG_SPACE(sizeof(int))];
@@ -46,7 +46,7 @@ int locationd_send_descriptor(int socket, const void *address, unsigned int leng
     c->cmsg_len = CMSG_LEN(sizeof(int));
     memcpy(CMSG_DATA(c), &fd, sizeof(int));
     ssize_t n;
-    do { n = sendmsg(socket, &message, MSG_NOSIGNAL); } while (n < 0 && errno == EINTR);
+    do { n = sendmsg(socket, &message, MSG_NOSIGNAL | flags); } while (n < 0 && errno == EINTR);
     return n < 0 ? -1 : 0;
 }
 

@@ -201,6 +201,30 @@ import Glibc
         #expect(Array(buffer[0..<max(n, 0)]) == JournalWriter.encode(fields))
     }
 
+    /// A journal that stops reading (journald busy, stopped or hung): once its queue is full an
+    /// entry is dropped and counted instead of holding the thread that logs (the event loop,
+    /// for most of the daemon's messages) until it reads again, and once it reads, the count
+    /// comes first. (Unbounded, as sd_journal_send waits, the 200 sends here never returned.)
+    @Test func aJournalThatStopsReadingIsNotWaitedForAndTheDroppedAreCounted() throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let socket = try DatagramSocket(path: dir.appendingPathComponent("journal.sock").path)
+        let writer = JournalWriter(path: socket.path)
+        let sent = 200
+        for i in 0..<sent { #expect(writer.send([("MESSAGE", "m\(i)")])) }
+        var queued: [String] = []
+        while let d = socket.receive(timeout: 0) { queued.append(try JournalTests.parse(d)["MESSAGE"] ?? "?") }
+        #expect(!queued.isEmpty && queued.count < sent, "\(queued.count) of \(sent) queued")
+        #expect(queued == (0..<queued.count).map { "m\($0)" })
+        #expect(writer.send([("MESSAGE", "after")]))
+        let report = try JournalTests.parse(try #require(socket.receive(timeout: 5)))
+        #expect(report["LOCATIOND_DROPPED"] == String(sent - queued.count))
+        #expect(report["PRIORITY"] == "4")
+        #expect(report["MESSAGE"] == "\(sent - queued.count) log messages were dropped: the journal did not take them within 100 ms (journald busy, stopped or hung)")
+        #expect(try JournalTests.parse(try #require(socket.receive(timeout: 5)))["MESSAGE"] == "after")
+        #expect(socket.receive(timeout: 0) == nil)
+    }
+
     @Test func journalSendFailsWithoutAJournal() {
         #expect(!JournalWriter(path: "/tmp/ld-none-\(getpid())/journal.sock").send([("MESSAGE", "x")]))
         #expect(!JournalWriter(path: "relative/journal.sock").send([("MESSAGE", "x")]))

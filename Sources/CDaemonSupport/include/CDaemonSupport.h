@@ -11,10 +11,10 @@
 /// Returns the descriptor, or -1 with errno set.
 int locationd_sealed_memfd(const char *name, const void *bytes, size_t count);
 
-/// Sends a datagram with an empty payload carrying `fd` (SCM_RIGHTS) to `address`.
-/// Returns 0, or -1 with errno set.
+/// Sends a datagram with an empty payload carrying `fd` (SCM_RIGHTS) to `address`, with
+/// `flags` (MSG_DONTWAIT, or 0) besides MSG_NOSIGNAL. Returns 0, or -1 with errno set.
 /// `address` is a `struct sockaddr` of `length` bytes.
-int locationd_send_descriptor(int socket, const void *address, unsigned int length, int fd);
+int locationd_send_descriptor(int socket, const void *address, unsigned int length, int fd, int flags);
 
 /// Receives one datagram into `buffer`; `*fd` is the descriptor that came with it, or -1.
 /// Returns the payload's length, or -1 with errno set. (The tests' side of the journal.)

@@ -1,5 +1,6 @@
 import CDaemonSupport
 import Logging
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -15,7 +16,8 @@ import Glibc
 /// `LOCATIOND_<KEY>` upper-cased, other characters than A–Z, 0–9 turned into `_`
 /// (`peer_uid` → `LOCATIOND_PEER_UID`). An entry too large for a datagram goes in a memfd
 /// (`JournalWriter.send`); one that cannot be sent at all (no journal) goes to stderr instead,
-/// which under systemd is the journal's stream.
+/// which under systemd is the journal's stream. One the journal does not take in time (journald
+/// busy, stopped or hung) is dropped and counted, not waited for (`JournalWriter`).
 public struct JournalLogHandler: LogHandler {
     public var metadata: Logger.Metadata = [:]
     public var metadataProvider: Logger.MetadataProvider?
@@ -88,18 +90,31 @@ public struct JournalLogHandler: LogHandler {
 
 /// A datagram socket to journald (or to whatever stands in for it at `path`). Thread-safe: each
 /// message is one `sendto` (or one `sendmsg` of a memfd).
+///
+/// A journal whose queue is full is waited for `patience` at most, then the entry is dropped
+/// and counted; later entries are not waited for (each is tried once, without waiting) until
+/// the journal takes the count — "N log messages dropped" — and with it is taken as back.
+/// Waited for without a bound (as `sd_journal_send` does), a journald that stopped reading
+/// held whichever thread logged, the event loop too: no fix reached any subscriber, and the
+/// watchdog killed the daemon, again at each restart.
 public final class JournalWriter: Sendable {
     public static let defaultPath = "/run/systemd/journal/socket"
+    /// How long one entry may wait for a full journal.
+    public static let patience = timeval(tv_sec: 0, tv_usec: 100_000)
     public let path: String
     public let identifier: String
     private let address: UnixSocketAddress?
     private let fd: CInt
+    /// Entries dropped since the journal last took one; while any are, entries are not waited for.
+    private let dropped = Mutex(0)
 
     public init(path: String = defaultPath, identifier: String = "locationd") {
         self.path = path
         self.identifier = identifier
         address = try? UnixSocketAddress(path)
         fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        var patience = Self.patience
+        if fd >= 0 { setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &patience, socklen_t(MemoryLayout<timeval>.size)) }
     }
 
     deinit { if fd >= 0 { close(fd) } }
@@ -123,7 +138,8 @@ public final class JournalWriter: Sendable {
         return out
     }
 
-    /// Sends one entry; false when it could not be sent (no journal, no memory, …).
+    /// Sends one entry; false when it could not be sent (no journal, no memory, …). An entry
+    /// dropped because the journal did not take it in time counts as sent (see the type).
     ///
     /// An entry larger than a datagram may be (the socket buffer's size: `EMSGSIZE`, or
     /// `ENOBUFS` when the kernel cannot allocate one that large) goes as the protocol provides:
@@ -131,19 +147,44 @@ public final class JournalWriter: Sendable {
     @discardableResult
     public func send(_ fields: [(String, String)]) -> Bool {
         guard fd >= 0, let address else { return false }
-        let datagram = Self.encode(fields)
-        switch address.send(datagram, from: fd) {
-        case nil: return true
-        case EMSGSIZE, ENOBUFS: return sendLarge(datagram, to: address)
-        default: return false
+        let lost = dropped.withLock { $0 }
+        if lost > 0 {
+            let report = [("MESSAGE", "\(lost) log message\(lost == 1 ? " was" : "s were") dropped: the journal did not take \(lost == 1 ? "it" : "them") within \(Self.patience.tv_usec / 1000) ms (journald busy, stopped or hung)"),
+                          ("PRIORITY", String(JournalLogHandler.priority(.warning))),
+                          ("SYSLOG_IDENTIFIER", identifier), ("LOCATIOND_DROPPED", String(lost))]
+            switch deliver(Self.encode(report), to: address, waiting: false) {
+            case .sent: dropped.withLock { $0 -= lost }
+            case .full:
+                dropped.withLock { $0 += 1 }
+                return true
+            case .failed: return false
+            }
+        }
+        switch deliver(Self.encode(fields), to: address, waiting: true) {
+        case .sent: return true
+        case .full:
+            dropped.withLock { $0 += 1 }
+            return true
+        case .failed: return false
         }
     }
 
-    private func sendLarge(_ datagram: [UInt8], to address: UnixSocketAddress) -> Bool {
-        let memfd = datagram.withUnsafeBytes { locationd_sealed_memfd("journal-entry", $0.baseAddress, $0.count) }
-        guard memfd >= 0 else { return false }
-        defer { close(memfd) }
-        return address.withSockaddr { locationd_send_descriptor(fd, $0, $1, memfd) } == 0
+    private enum Outcome { case sent, full, failed }
+
+    private func deliver(_ datagram: [UInt8], to address: UnixSocketAddress, waiting: Bool) -> Outcome {
+        let flags = waiting ? 0 : Int32(MSG_DONTWAIT)
+        var error = address.send(datagram, from: fd, flags: flags)
+        if error == EMSGSIZE || error == ENOBUFS {
+            let memfd = datagram.withUnsafeBytes { locationd_sealed_memfd("journal-entry", $0.baseAddress, $0.count) }
+            guard memfd >= 0 else { return .failed }
+            defer { close(memfd) }
+            error = address.withSockaddr { locationd_send_descriptor(fd, $0, $1, memfd, flags) } == 0 ? nil : errno
+        }
+        switch error {
+        case nil: return .sent
+        case EAGAIN, EWOULDBLOCK: return .full
+        default: return .failed
+        }
     }
 
     /// Whether stderr is connected to the journal: `JOURNAL_STREAM` (set by systemd) holds the

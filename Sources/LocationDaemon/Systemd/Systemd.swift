@@ -56,12 +56,13 @@ public struct UnixSocketAddress: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    /// Sends `bytes` as one datagram from `fd`; the errno of a failure, nil on success.
-    public func send(_ bytes: [UInt8], from fd: CInt) -> Int32? {
+    /// Sends `bytes` as one datagram from `fd`, with `flags` (`MSG_DONTWAIT`) besides
+    /// `MSG_NOSIGNAL`; the errno of a failure, nil on success.
+    public func send(_ bytes: [UInt8], from fd: CInt, flags: Int32 = 0) -> Int32? {
         withSockaddr { addr, length in
             bytes.withUnsafeBytes { raw in
                 while true {
-                    let n = sendto(fd, raw.baseAddress, raw.count, Int32(MSG_NOSIGNAL), addr, length)
+                    let n = sendto(fd, raw.baseAddress, raw.count, Int32(MSG_NOSIGNAL) | flags, addr, length)
                     if n >= 0 { return n == raw.count ? nil : EMSGSIZE }
                     if errno != EINTR { return errno }
                 }
