@@ -40,6 +40,24 @@ import Testing
         } catch {
             #expect(!error.temporary && DaemonOptions.Failure.config(error).exitCode == 78, "\(error)")
         }
+        // A mistake elsewhere in the file is for good whatever the lookup: 78 naming it, at once,
+        // not 75 until the database answers and only then 78 (in the policy, or in another table).
+        for (text, line, problem) in [
+            ("[policy.fleet]\nuser = \"fleet\"\nauthorization = \"always\"\n[policy.other]\nuser = 5\nauthorization = \"alway\"\n",
+             6, "unknown authorization 'alway'"),
+            ("[policy.fleet]\nuser = \"fleet\"\nauthorization = \"always\"\n[gpsd]\nport = 0\n", 5, "'gpsd.port'"),
+        ] {
+            let typo = try TOMLDocument.parse(text, file: "locationd.toml")
+            var options = DaemonOptions()
+            do {
+                try ConfigSchema.apply(typo, file: "locationd.toml", to: &options, users: down)
+                Issue.record("accepted \(text)")
+            } catch {
+                #expect(!error.temporary && error.line == line && error.message.contains(problem), "\(error)")
+            }
+        }
+        var options = DaemonOptions()
+        #expect(throws: ConfigError.self) { try ConfigSchema.apply(document, file: "locationd.toml", to: &options, users: down) }
         // The real lookups: a name the database does not know is nil, not a failure.
         #expect(try Policy.lookUpUser("root") == 0 && Policy.lookUpGroup("root") == 0)
         #expect(try Policy.lookUpUser("no-such-user-xyz") == nil && Policy.lookUpGroup("no-such-group-xyz") == nil)

@@ -110,9 +110,14 @@ public enum ConfigSchema {
 
     /// Applies a parsed document on top of `options`; unknown tables and keys, wrong types and
     /// values out of range are errors naming the key and its line.
-    public static func apply(_ document: TOMLDocument, file: String, to options: inout DaemonOptions) throws(ConfigError) {
+    public static func apply(_ document: TOMLDocument, file: String, to options: inout DaemonOptions,
+                             users: (String) throws(Policy.LookupFailure) -> UInt32? = Policy.lookUpUser,
+                             groups: (String) throws(Policy.LookupFailure) -> UInt32? = Policy.lookUpGroup) throws(ConfigError) {
         let tableNames = tables
-        options.policy = try Policy.parse(document, file: file)
+        // A user or group lookup that was not answered (exit 75, restarted) is reported only if
+        // the rest of the file is right: a mistake in it is for good (78), whatever the lookup.
+        var unanswered: ConfigError?
+        do { options.policy = try Policy.parse(document, file: file, users: users, groups: groups) } catch where error.temporary { unanswered = error }
         for header in document.tables where !tableNames.contains(header.name) && !header.name.hasPrefix("policy.") {
             if header.name == "policy" {
                 throw ConfigError(file: file, line: header.line,
@@ -135,6 +140,7 @@ public enum ConfigSchema {
                 throw ConfigError(file: file, line: entry.line, message: problem)
             }
         }
+        if let unanswered { throw unanswered }
     }
 
     /// The effective configuration as a TOML document (what `--check-config` prints).

@@ -172,6 +172,10 @@ public struct Policy: Hashable, Sendable {
         var byName: [String: PolicyRule] = [:]
         var order: [String] = []
         var seenKeys: Set<String> = []
+        // A lookup the user database did not answer is thrown last: a mistake elsewhere in the
+        // file is the one to report (78, not restarted), not a 75 that restarts until the
+        // directory answers and only then names the mistake.
+        var unanswered: ConfigError?
         for header in document.tables where header.name.hasPrefix("policy.") {
             let name = String(header.name.dropFirst(7))
             order.append(name)
@@ -196,7 +200,8 @@ public struct Policy: Hashable, Sendable {
                     do { found = try lookUp(s) } catch {
                         var e = fail(entry.line, "cannot look up \(kind) '\(s)': the user database did not answer (\(error.reason)); check its service (LDAP, sssd), or give the \(kind) as a number")
                         e.temporary = true
-                        throw e
+                        if unanswered == nil { unanswered = e }
+                        return UInt32.max  // not used: the parse fails with `unanswered`
                     }
                     guard let n = found else { throw fail(entry.line, "unknown \(kind) '\(s)'") }
                     return n
@@ -269,6 +274,7 @@ public struct Policy: Hashable, Sendable {
                 policy.rules.append(rule)
             }
         }
+        if let unanswered { throw unanswered }
         return policy
     }
 
