@@ -33,15 +33,16 @@ final class ServerHarness: Sendable {
         return h
     }
 
-    static func start(store: RegionStore? = nil, queue: EventQueue? = nil, _ configure: @Sendable (inout SocketServer.Configuration) -> Void = { _ in }) async throws -> ServerHarness {
+    static func start(store: RegionStore? = nil, queue: EventQueue? = nil, log: CapturedLog? = nil,
+                      _ configure: @Sendable (inout SocketServer.Configuration) -> Void = { _ in }) async throws -> ServerHarness {
         var template = Array("/tmp/ldt-XXXXXX".utf8CString)
         guard let dir = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
             fatalError("mkdtemp failed")
         }
         let directory = String(cString: dir)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        var logger = Logger(label: "test")
-        logger.logLevel = .critical
+        var logger = log?.logger ?? Logger(label: "test")
+        if log == nil { logger.logLevel = .critical }
         let hub = Hub(eventLoop: group.next(), sourceDescription: "test source", logger: logger, regionStore: store, queue: queue)
         var config = SocketServer.Configuration(path: directory + "/run/s.sock")
         configure(&config)

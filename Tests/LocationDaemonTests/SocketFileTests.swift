@@ -25,6 +25,38 @@ import Testing
         }
     }
 
+    /// A socket file deleted while the daemon runs (`rm`, a cleaner of /tmp) left it serving
+    /// nobody new, with nothing logged; the next check makes it again, says so, and programs
+    /// connect. A file put in its place by someone else is left alone, logged once.
+    @Test func aDeletedSocketFileIsMadeAgain() async throws {
+        let log = CapturedLog()
+        let h = try await ServerHarness.start(log: log) { $0.socketFileCheck = .hours(1) }  // checked by hand
+        defer { h.stopIfRunning() }
+        let connected = RawSocket(path: h.path)
+        #expect(connected.readLine()?.contains(#""type":"hello""#) == true)
+        #expect(unlink(h.path) == 0)
+        try await h.hub.eventLoop.submit { h.server.checkSocketFile() }.get()
+        try await h.hub.eventLoop.submit { h.server.checkSocketFile() }.get()  // nothing more to do
+        let again = RawSocket(path: h.path)
+        #expect(again.readLine()?.contains(#""type":"hello""#) == true)
+        #expect(log.messages(.warning).filter { $0.contains("the socket file \(h.path) was deleted while locationd ran; made it again") }.count == 1,
+                "\(log.entries)")
+        // Deleted again, and another socket put there before the check: not taken over.
+        #expect(unlink(h.path) == 0)
+        let foreign = try SocketServer.bindSocket(h.path, mode: 0o600)
+        defer { close(foreign) }
+        let identity = FileIdentity(path: h.path)
+        for _ in 0..<2 { try await h.hub.eventLoop.submit { h.server.checkSocketFile() }.get() }
+        #expect(FileIdentity(path: h.path) == identity)
+        #expect(log.messages(.error).filter { $0.contains("the socket file \(h.path) is no longer the one this daemon made") }.count == 1,
+                "\(log.entries)")
+        connected.send(#"{"type":"hello"}"# + "\n")  // the connection made at the start still works
+        #expect(connected.readLine()?.contains(#""type":"hello""#) == true)
+        await h.stop()
+        #expect(FileIdentity(path: h.path) == identity, "the stop removed another's socket")
+        unlink(h.path)
+    }
+
     @Test func aStoppingDaemonLeavesAnotherDaemonsSocketAlone() async throws {
         let aDirectory = try SpawnedDaemon.makeDirectory()
         let a = try SpawnedDaemon(arguments: DescriptorLimitTests.arguments(aDirectory, ["--gpsd", "127.0.0.1:1"]),

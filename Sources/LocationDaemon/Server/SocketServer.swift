@@ -4,6 +4,7 @@ import LocationProtocol
 import Logging
 import NIOCore
 import NIOPosix
+import Synchronization
 
 /// A file's device and inode (`lstat`): which file a path names now.
 struct FileIdentity: Hashable, Sendable {
@@ -68,6 +69,10 @@ public final class SocketServer: Sendable {
         /// more tells the flood limit that requests waited in the sockets meanwhile
         /// (`LoopStallWatch`; docs/protocol.md, "Flood policy").
         public var stallBeat: TimeAmount = .seconds(1)
+        /// How often the socket file this server made is looked at: one deleted while the daemon
+        /// runs (an administrator's `rm`, a cleaner of /tmp or /run) is made again, so that
+        /// programs can still connect.
+        public var socketFileCheck: TimeAmount = .seconds(10)
         /// The clock of the flood limiter (injectable for tests).
         public var now: @Sendable () -> NIODeadline = { NIODeadline.now() }
 
@@ -78,17 +83,84 @@ public final class SocketServer: Sendable {
     public let configuration: Configuration
     private let channel: any Channel
     let registry: ConnectionRegistry
-    /// The socket file this server bound (device and inode), which it removes when it stops;
-    /// nil for an inherited socket.
-    private let ownFile: FileIdentity?
     /// What is served, as logged: the path we bound, or the inherited descriptor.
     private let listening: Logger.Metadata
     private let logger: Logger
 
+    /// The socket file this server bound, and its listener when it had to bind it again.
+    private struct OwnSocket {
+        /// The file (device and inode) it removes when it stops; nil for an inherited socket
+        /// (systemd's, which the daemon neither watches nor removes).
+        var file: FileIdentity?
+        /// The listener bound when the first file was deleted (the first channel stays open:
+        /// connections the kernel queued on it before are still accepted).
+        var rebound: (any Channel)?
+        /// The problem last logged about the file, so that each is logged once.
+        var logged: String?
+        var check: RepeatedTask?
+    }
+    private let own: Mutex<OwnSocket>
+
     private init(hub: Hub, configuration: Configuration, channel: any Channel, registry: ConnectionRegistry,
                  ownFile: FileIdentity?, listening: Logger.Metadata, logger: Logger) {
         self.hub = hub; self.configuration = configuration; self.channel = channel
-        self.registry = registry; self.ownFile = ownFile; self.listening = listening; self.logger = logger
+        self.registry = registry; self.listening = listening; self.logger = logger
+        own = Mutex(OwnSocket(file: ownFile))
+        guard ownFile != nil else { return }
+        let check = hub.eventLoop.scheduleRepeatedTask(initialDelay: configuration.socketFileCheck, delay: configuration.socketFileCheck) { [self] _ in
+            checkSocketFile()
+        }
+        own.withLock { $0.check = check }
+    }
+
+    /// Makes the socket file again when it was deleted; logs (once) a file that is no longer
+    /// this daemon's. On the loop.
+    func checkSocketFile() {
+        let path = configuration.path
+        let (file, logged) = own.withLock { ($0.file, $0.logged) }
+        guard let file else { return }
+        let now = FileIdentity(path: path)
+        if now == file { return }
+        func once(_ problem: String, _ log: () -> Void) {
+            guard logged != problem else { return }
+            own.withLock { $0.logged = problem }
+            log()
+        }
+        if now != nil {
+            once("replaced") {
+                logger.error("the socket file \(path) is no longer the one this daemon made (replaced while it ran): programs reach whatever is there now; restart locationd to serve at \(path) again")
+            }
+            return
+        }
+        let descriptor: CInt
+        do {
+            try Self.prepareSocketPath(path)
+            descriptor = try Self.bindSocket(path, mode: configuration.socketMode)
+        } catch {
+            once("\(error)") {
+                logger.error("the socket file \(path) was deleted while locationd ran, and it cannot be made again: \(error); programs cannot connect until it can (retrying every \(configuration.socketFileCheck))")
+            }
+            return
+        }
+        let identity = FileIdentity(path: path) ?? file
+        own.withLock { $0.file = identity; $0.logged = nil }
+        Self.bootstrap(hub: hub, configuration: configuration, registry: registry, logger: logger)
+            .withBoundSocket(descriptor)
+            .whenComplete { [self] result in
+                switch result {
+                case .success(let channel):
+                    let previous = own.withLock { own in
+                        defer { own.rebound = channel }
+                        return own.rebound
+                    }
+                    previous?.close(promise: nil)
+                    logger.warning("the socket file \(path) was deleted while locationd ran; made it again, and programs can connect")
+                case .failure(let error):
+                    if FileIdentity(path: path) == identity { unlink(path) }
+                    own.withLock { $0.file = file }  // still missing: the next check tries again
+                    logger.error("the socket file \(path) was deleted while locationd ran, and it cannot be made again: \(error)")
+                }
+            }
     }
 
     /// Binds `configuration.path` and starts accepting connections.
@@ -155,7 +227,12 @@ public final class SocketServer: Sendable {
     /// Stops listening, closes every connection (which unsubscribes them) and removes the
     /// socket file it created.
     public func close() async {
+        let (ownFile, rebound) = own.withLock { own in
+            own.check?.cancel()
+            return (own.file, own.rebound)
+        }
         try? await channel.close()
+        try? await rebound?.close()
         try? await hub.eventLoop.submit { self.registry.all.forEach { $0.close() } }.get()
         await hub.processed()
         if let ownFile {
