@@ -60,6 +60,23 @@ import Testing
         #expect(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int == size)
     }
 
+    /// SQLite sets no page-cache bulk aside for the store's connection (CSQLite's shim): with
+    /// Debian's 20 pages (≈ 86 KiB, all written at the first read) the store, opened and read,
+    /// held ≈ 100 KiB of SQLite's memory; now what it reads. (SQLite's own count, process-wide:
+    /// `make test` runs the tests one at a time.)
+    @Test func theStoreSetsNoPageCacheAsideUpFront() throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var before: Int64 = 0, after: Int64 = 0, highest: Int64 = 0
+        #expect(sqlite3_status64(SQLITE_STATUS_MEMORY_USED, &before, &highest, 0) == SQLITE_OK)
+        let database = try Database(path: dir.appendingPathComponent("x.db").path)
+        let store = try RegionStore(database: database)
+        _ = try store.load()
+        #expect(sqlite3_status64(SQLITE_STATUS_MEMORY_USED, &after, &highest, 0) == SQLITE_OK)
+        #expect(after - before < 64 * 1024, "\(after - before) bytes")
+        withExtendedLifetime(store) {}
+    }
+
     /// The daemon started on such a file exits 78, which the unit does not restart
     /// (`RestartPreventExitStatus=`): restarted every 2 s it was refused in the same way for good.
     /// A file another locationd holds may come free: that start still exits 1, restarted.
@@ -101,6 +118,7 @@ import Testing
         defer { try? FileManager.default.removeItem(at: dir) }
         let path = dir.appendingPathComponent("x.db").path
         var handle: OpaquePointer?
+        _ = Database.lean  // SQLite configured before its first connection, as `Database` does
         try #require(sqlite3_open(path, &handle) == SQLITE_OK)
         #expect(sqlite3_exec(handle, "PRAGMA journal_mode=DELETE; CREATE TABLE t (x); PRAGMA user_version = 2", nil, nil, nil) == SQLITE_OK)
         sqlite3_close(handle)

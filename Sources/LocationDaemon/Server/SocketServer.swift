@@ -97,7 +97,8 @@ public final class SocketServer: Sendable {
         var rebound: (any Channel)?
         /// The problem last logged about the file, so that each is logged once.
         var logged: String?
-        var check: RepeatedTask?
+        var check: Scheduled<Void>?
+        var stopped = false
     }
     private let own: Mutex<OwnSocket>
 
@@ -106,11 +107,19 @@ public final class SocketServer: Sendable {
         self.hub = hub; self.configuration = configuration; self.channel = channel
         self.registry = registry; self.listening = listening; self.logger = logger
         own = Mutex(OwnSocket(file: ownFile))
-        guard ownFile != nil else { return }
-        let check = hub.eventLoop.scheduleRepeatedTask(initialDelay: configuration.socketFileCheck, delay: configuration.socketFileCheck) { [self] _ in
+        if ownFile != nil { scheduleSocketFileCheck() }
+    }
+
+    /// The next look at the socket file (a task rescheduled each time, which the gpsd source's
+    /// retries already use: a repeated task's code would be resident in the idle daemon too).
+    private func scheduleSocketFileCheck() {
+        let next = hub.eventLoop.scheduleTask(in: configuration.socketFileCheck) { [self] in
             checkSocketFile()
+            scheduleSocketFileCheck()
         }
-        own.withLock { $0.check = check }
+        own.withLock { own in
+            if own.stopped { next.cancel() } else { own.check = next }
+        }
     }
 
     /// Makes the socket file again when it was deleted; logs (once) a file that is no longer
@@ -228,6 +237,7 @@ public final class SocketServer: Sendable {
     /// socket file it created.
     public func close() async {
         let (ownFile, rebound) = own.withLock { own in
+            own.stopped = true
             own.check?.cancel()
             return (own.file, own.rebound)
         }

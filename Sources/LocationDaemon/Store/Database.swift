@@ -31,6 +31,7 @@ public final class Database: @unchecked Sendable {
     /// Opens (creating the file and its directory if needed) `path`; `:memory:` keeps
     /// everything in memory (`--database none`).
     public init(path: String) throws {
+        _ = Self.lean
         self.path = path
         if path != ":memory:" {
             try Self.makeDirectory(for: path)
@@ -103,6 +104,10 @@ public final class Database: @unchecked Sendable {
             do { try exec("PRAGMA user_version = \(Self.schemaVersion)") } catch where sqlite3_errcode(handle) == SQLITE_BUSY {}
         }
     }
+
+    /// SQLite's memory set aside up front, given up before the first connection (CSQLite's
+    /// shim says what and why). Once, before SQLite initialises.
+    static let lean: Void = { _ = locationd_sqlite3_config_lean() }()
 
     /// The version of the tables this daemon reads and writes, stamped in the file
     /// (`PRAGMA user_version`). 0 is a new file or one from before versions were stamped (the
