@@ -56,6 +56,8 @@ import Testing
             ("[gpsd]\nport =\n", "locationd.toml:2: missing value after '='"),
             ("[gpsd]\nhost = \"a\\qb\"\n", "locationd.toml:2: invalid escape '\\q' in string"),
             ("[policy.a]\nuser = \"root\\u0000x\"\n", "locationd.toml:2: \\u0000 (NUL) in a string: no path, user or name locationd reads can hold it; remove it"),
+            // Named as written, the long form too (it said \u0000 for it).
+            ("[policy.a]\nuser = \"root\\U00000000x\"\n", "locationd.toml:2: \\U00000000 (NUL) in a string: no path, user or name locationd reads can hold it; remove it"),
             ("[gpsd]\nport = 007\n", "locationd.toml:2: invalid number '007' (TOML numbers: no leading zeros, a digit on both sides of '.' and of '_', integers within 64 bits)"),
             ("[gpsd.x]\n", "locationd.toml:1: nested tables ([gpsd.…]) are not supported"),
             ("[gpsd]\nhost.name = \"x\"\n", "locationd.toml:2: dotted keys ('host.…') are not supported; use a [table]"),

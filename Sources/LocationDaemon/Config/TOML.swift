@@ -295,7 +295,10 @@ private struct LineParser {
                 else { throw error("invalid \\\(String(UnicodeScalar(e))) escape in string") }
                 // TOML allows it, but every string here becomes a path, a user or a name for a C
                 // call, which ends at it: "root\u0000x" matched the user root.
-                guard v != 0 else { throw error("\\u0000 (NUL) in a string: no path, user or name locationd reads can hold it; remove it") }
+                guard v != 0 else {
+                    let written = String(decoding: bytes[(index - 2)..<(index + n)], as: UTF8.self)
+                    throw error("\(written) (NUL) in a string: no path, user or name locationd reads can hold it; remove it")
+                }
                 index += n
                 scalars.append(scalar)
             default:
