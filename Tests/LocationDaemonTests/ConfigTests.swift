@@ -66,9 +66,11 @@ import Testing
             ("= 1\n", "locationd.toml:1: expected a key, found '='"),
             // A non-ASCII letter in a bare key: it said "expected '=' after key 'p'", or showed the
             // character's first byte as Latin-1 ("found 'Ã'")
-            ("[gpsd]\npört = 1\n", "locationd.toml:2: 'ö' cannot be in a key; use letters A–Z and a–z, digits, '_' and '-'"),
-            ("[policy.straße]\n", "locationd.toml:1: 'ß' cannot be in a policy rule name; use letters A–Z and a–z, digits, '_' and '-'"),
-            ("é = 1\n", "locationd.toml:1: 'é' cannot be in a key; use letters A–Z and a–z, digits, '_' and '-'"),
+            ("[gpsd]\npört = 1\n", "locationd.toml:2: 'ö' (U+00F6) cannot be in a key; use letters A–Z and a–z, digits, '_' and '-'"),
+            ("[policy.straße]\n", "locationd.toml:1: 'ß' (U+00DF) cannot be in a policy rule name; use letters A–Z and a–z, digits, '_' and '-'"),
+            ("é = 1\n", "locationd.toml:1: 'é' (U+00E9) cannot be in a key; use letters A–Z and a–z, digits, '_' and '-'"),
+            // An invisible one (a zero-width space pasted in) is told by its code point.
+            ("[gpsd]\nport\u{200B} = 1\n", "locationd.toml:2: '\u{200B}' (U+200B) cannot be in a key; use letters A–Z and a–z, digits, '_' and '-'"),
             // A byte-order mark (Notepad's "UTF-8"): TOML has none; it said "found 'ï'"
             ("\u{FEFF}[gpsd]\nport = 1\n",
              "locationd.toml:1: the file starts with a byte-order mark (U+FEFF), which TOML does not allow; save it as UTF-8 without one"),

@@ -202,11 +202,15 @@ private struct LineParser {
         let start = index
         while let c = peek, Self.isBare(c) { index += 1 }
         if let c = peek, c >= 0x80 {
-            // A letter outside ASCII: named whole (its first byte alone read as Latin-1 before).
+            // A letter outside ASCII: named whole (its first byte alone read as Latin-1 before),
+            // and by its code point, which tells an invisible one (a no-break or zero-width
+            // space pasted in) that shows as a blank or as nothing.
             var end = index + 1
             while end < bytes.count, bytes[end] & 0xC0 == 0x80 { end += 1 }
             let character = String(decoding: bytes[index..<end], as: UTF8.self)
-            throw error("'\(character)' cannot be in a \(what); use letters A–Z and a–z, digits, '_' and '-'")
+            let hex = String(character.unicodeScalars.first?.value ?? 0xFFFD, radix: 16, uppercase: true)
+            let code = "U+" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
+            throw error("'\(character)' (\(code)) cannot be in a \(what); use letters A–Z and a–z, digits, '_' and '-'")
         }
         guard index > start else {
             let found = peek.map { "'\(String(UnicodeScalar($0)))'" } ?? "end of line"
