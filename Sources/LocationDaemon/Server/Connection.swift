@@ -40,18 +40,26 @@ struct TokenBucket {
     var last: NIODeadline
     /// Until when the time the loop stood still has been added (`credit`).
     var stallsCredited: NIODeadline
+    /// Tokens for the requests that piled up while the loop stood still, beyond the burst (the
+    /// refill's cap does not apply to them), and until when they may be spent: they are for what
+    /// waited in the socket then, which the loop reads at once when it runs again, not savings
+    /// for a later burst.
+    var stallTokens: Double = 0
+    var stallTokensUntil: NIODeadline
 
     init(burst: Int, rate: Double, now: NIODeadline) {
         self.burst = Double(burst); self.rate = rate; self.tokens = Double(burst); self.last = now
         self.stallsCredited = now
+        self.stallTokensUntil = now
     }
 
-    /// Refills for `stalled`, time the loop stood still since `stallsCredited`, past the burst:
-    /// requests sent then waited in the socket and count at the rate they were sent, not as
-    /// arriving together now.
+    /// Grants tokens for `stalled`, time the loop stood still since `stallsCredited`: requests
+    /// sent then waited in the socket and count at the rate they were sent, not as arriving
+    /// together now. They may be spent for as long as the stall lasted, 1 s at least.
     mutating func credit(stalled: TimeAmount, now: NIODeadline) {
         stallsCredited = now
-        tokens += Double(stalled.nanoseconds) / 1e9 * rate
+        stallTokens += Double(stalled.nanoseconds) / 1e9 * rate
+        stallTokensUntil = now + max(stalled, .seconds(1))
     }
 
     mutating func take(now: NIODeadline) -> Bool {
@@ -60,8 +68,12 @@ struct TokenBucket {
             tokens = min(burst, tokens + elapsed * rate)
             last = now
         }
-        guard tokens >= 1 else { return false }
-        tokens -= 1
+        if tokens >= 1 {
+            tokens -= 1
+            return true
+        }
+        guard stallTokens >= 1, now <= stallTokensUntil else { return false }
+        stallTokens -= 1
         return true
     }
 }
