@@ -147,17 +147,23 @@ public final class JournalWriter: Sendable {
     @discardableResult
     public func send(_ fields: [(String, String)]) -> Bool {
         guard fd >= 0, let address else { return false }
-        let lost = dropped.withLock { $0 }
+        // Taken whole: two threads logging as the journal comes back must not both report it.
+        let lost = dropped.withLock { count in
+            defer { count = 0 }
+            return count
+        }
         if lost > 0 {
             let report = [("MESSAGE", "\(lost) log message\(lost == 1 ? " was" : "s were") dropped: the journal did not take \(lost == 1 ? "it" : "them") within \(Self.patience.tv_usec / 1000) ms (journald busy, stopped or hung)"),
                           ("PRIORITY", String(JournalLogHandler.priority(.warning))),
                           ("SYSLOG_IDENTIFIER", identifier), ("LOCATIOND_DROPPED", String(lost))]
             switch deliver(Self.encode(report), to: address, waiting: false) {
-            case .sent: dropped.withLock { $0 -= lost }
+            case .sent: break
             case .full:
-                dropped.withLock { $0 += 1 }
+                dropped.withLock { $0 += lost + 1 }  // this entry too: the journal is still full
                 return true
-            case .failed: return false
+            case .failed:
+                dropped.withLock { $0 += lost }
+                return false
             }
         }
         switch deliver(Self.encode(fields), to: address, waiting: true) {
