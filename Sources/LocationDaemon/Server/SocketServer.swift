@@ -126,8 +126,8 @@ public final class SocketServer: Sendable {
     /// this daemon's. On the loop.
     func checkSocketFile() {
         let path = configuration.path
-        let (file, logged) = own.withLock { ($0.file, $0.logged) }
-        guard let file else { return }
+        let (file, logged, stopped) = own.withLock { ($0.file, $0.logged, $0.stopped) }
+        guard let file, !stopped else { return }
         let now = FileIdentity(path: path)
         if now == file { return }
         func once(_ problem: String, _ log: () -> Void) {
@@ -158,9 +158,16 @@ public final class SocketServer: Sendable {
             .whenComplete { [self] result in
                 switch result {
                 case .success(let channel):
-                    let previous = own.withLock { own in
-                        defer { own.rebound = channel }
-                        return own.rebound
+                    // `close()` may have run meanwhile (from another thread): then this listener
+                    // and its file are its to end, too late for it to see them.
+                    let (previous, stopped) = own.withLock { own in
+                        defer { if !own.stopped { own.rebound = channel } }
+                        return (own.rebound, own.stopped)
+                    }
+                    if stopped {
+                        channel.close(promise: nil)
+                        if FileIdentity(path: path) == identity { unlink(path) }
+                        return
                     }
                     previous?.close(promise: nil)
                     logger.warning("the socket file \(path) was deleted while locationd ran; made it again, and programs can connect")
