@@ -403,6 +403,18 @@ import Testing
         } catch {
             #expect("\(error)".contains("privacy-secret") && "\(error)".contains("remove it to generate a new one"), "\(error)")
         }
+        // One that cannot be created is the store's failure, restarted (exit 1) where it may
+        // pass (it was a config error, 75, which names only a lookup not answered); a path
+        // through a file is for good (78).
+        do {
+            _ = try DeviceSecret.load(path: dir + "/gone/privacy-secret")
+            Issue.record("created a secret in a missing directory")
+        } catch {
+            #expect(error is StoreError && Daemon.exitStatus(for: error) == 1, "\(error)")
+            #expect("\(error)".contains("\(dir)/gone/privacy-secret: cannot create the privacy secret"), "\(error)")
+        }
+        #expect(throws: (any Error).self) { try DeviceSecret.load(path: path + "/privacy-secret") }
+        do { _ = try DeviceSecret.load(path: path + "/privacy-secret") } catch { #expect(Daemon.exitStatus(for: error) == 78, "\(error)") }
     }
 }
 

@@ -1,3 +1,4 @@
+import Synchronization
 import Foundation
 import LocationClient
 import LocationCore
@@ -58,6 +59,36 @@ import Testing
         }
         var options = DaemonOptions()
         #expect(throws: ConfigError.self) { try ConfigSchema.apply(document, file: "locationd.toml", to: &options, users: down) }
+        // Once one lookup went unanswered the others are not made (each could wait out the
+        // directory's timeout).
+        let asked = Mutex(0)
+        let counting: (String) throws(Policy.LookupFailure) -> UInt32? = { _ throws(Policy.LookupFailure) in
+            asked.withLock { $0 += 1 }
+            throw Policy.LookupFailure(reason: "Connection refused")
+        }
+        let two = try TOMLDocument.parse("[policy.a]\nuser = \"a\"\nauthorization = \"always\"\n[policy.b]\nuser = \"b\"\nauthorization = \"always\"\n", file: "locationd.toml")
+        #expect(throws: ConfigError.self) { try Policy.parse(two, file: "locationd.toml", users: counting) }
+        #expect(asked.withLock { $0 } == 1)
+        // The same for what is checked after the file: an unreadable replay log (78), flags that
+        // do not go together (64).
+        let policyOnly = "[policy.fleet]\nuser = \"fleet\"\nauthorization = \"always\"\n"
+        let file = policyOnly + "[replay]\nfile = \"/var/log/none.nmea\"\n"
+        for (arguments, status, problem) in [([String](), Int32(78), "'replay.file'"), (["--replay", "-", "--loop"], 64, "--loop cannot replay standard input")] {
+            do {
+                _ = try DaemonOptions.parse(["--config", "locationd.toml"] + arguments, readFile: { _ in file },
+                                            replayProblem: { $0 == "-" ? nil : "No such file or directory" }, users: down)
+                Issue.record("accepted \(arguments)")
+            } catch {
+                #expect(error.exitCode == status && error.description.contains(problem), "\(error)")
+            }
+        }
+        do {
+            _ = try DaemonOptions.parse(["--config", "locationd.toml"], readFile: { _ in policyOnly },
+                                        replayProblem: { _ in nil }, users: down)
+            Issue.record("accepted with the user database down")
+        } catch {
+            #expect(error.exitCode == 75, "\(error)")
+        }
         // The real lookups: a name the database does not know is nil, not a failure.
         #expect(try Policy.lookUpUser("root") == 0 && Policy.lookUpGroup("root") == 0)
         #expect(try Policy.lookUpUser("no-such-user-xyz") == nil && Policy.lookUpGroup("no-such-group-xyz") == nil)

@@ -170,7 +170,8 @@ public struct DaemonOptions: Sendable, Equatable {
     /// refused here, at start and by `--check-config`, not when the first subscriber starts it.
     public static func parse(_ arguments: [String], defaultConfigPath: String = defaultConfigPath,
                              readFile: FileReader = readTextFile,
-                             replayProblem: ReplayCheck = replayProblem) throws(Failure) -> Parsed {
+                             replayProblem: ReplayCheck = replayProblem,
+                             users: (String) throws(Policy.LookupFailure) -> UInt32? = Policy.lookUpUser) throws(Failure) -> Parsed {
         var flags: [(inout DaemonOptions) -> Void] = []
         var configPath: String?
         var check = false
@@ -249,11 +250,14 @@ public struct DaemonOptions: Sendable, Equatable {
         let text: String?
         do { text = try readFile(path) } catch { throw .config(error) }
         var replayLine = 0
+        // A lookup the user database did not answer (75, restarted) is reported last: any
+        // mistake below is for good (64, 78) and is the one to name.
+        var unanswered: ConfigError?
         if let text {
             do {
                 let document = try TOMLDocument.parse(text, file: path)
-                try ConfigSchema.apply(document, file: path, to: &options)
                 replayLine = document.entries.last { $0.table == "replay" && $0.key == "file" }?.line ?? 0
+                do { try ConfigSchema.apply(document, file: path, to: &options, users: users) } catch where error.temporary { unanswered = error }
             } catch {
                 throw .config(error)
             }
@@ -276,6 +280,7 @@ public struct DaemonOptions: Sendable, Equatable {
             throw .config(ConfigError(file: path, line: replayLine,
                                       message: "'replay.file' is \(TOMLValue.string(options.replayFile)): \(why); give the path of a readable NMEA log, or \"\" to read gpsd"))
         }
+        if let unanswered { throw .config(unanswered) }
         options.arguments = arguments
         return check ? .checkConfig(options) : .run(options)
     }

@@ -35,12 +35,12 @@ enum DeviceSecret {
         // file that stops every later start. The file appears by link(2), which fails if another
         // start created it meanwhile; that one's secret is then read.
         let partial = path + ".new"
-        func failure(_ what: String, _ code: Int32 = errno) -> ConfigError {
+        func failure(_ what: String, _ code: Int32 = errno) -> StoreError {
             let why = code == 0 ? "short write" : String(cString: strerror(code))
-            var error = ConfigError(file: path, line: 0, message: "cannot create the privacy secret (\(what): \(why)); check that locationd may write to its state directory")
-            // A full or failing disk may pass; a directory the daemon may not write does not.
-            error.temporary = ![EACCES, EPERM, EROFS, ENOTDIR].contains(code)
-            return error
+            // Part of the store: a directory the daemon may not write stays so (78); a full or
+            // failing disk may pass (1, restarted).
+            return StoreError(description: "\(path): cannot create the privacy secret (\(what): \(why)); check that locationd may write to its state directory",
+                              needsAdministrator: [EACCES, EPERM, EROFS, ENOTDIR].contains(code))
         }
         unlink(partial)  // one a crash left: it may have any mode, and O_CREAT would keep it
         let fd = open(partial, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)

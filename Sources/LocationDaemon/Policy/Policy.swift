@@ -196,6 +196,9 @@ public struct Policy: Hashable, Sendable {
                     guard let n = UInt32(exactly: i) else { throw fail(entry.line, "\(key) is \(i); expected a \(kind) id 0…4294967295") }
                     return n
                 case .string(let s):
+                    // After one lookup went unanswered the others are not made: each could wait
+                    // out the directory's timeout, and the parse fails with that one anyway.
+                    guard unanswered == nil else { return UInt32.max }
                     let found: UInt32?
                     do { found = try lookUp(s) } catch {
                         var e = fail(entry.line, "cannot look up \(kind) '\(s)': the user database did not answer (\(error.reason)); check its service (LDAP, sssd), or give the \(kind) as a number")
