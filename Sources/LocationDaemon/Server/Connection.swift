@@ -58,8 +58,10 @@ struct TokenBucket {
     /// together now. They may be spent for as long as the stall lasted, 1 s at least.
     mutating func credit(stalled: TimeAmount, now: NIODeadline) {
         stallsCredited = now
-        stallTokens += Double(stalled.nanoseconds) / 1e9 * rate
-        stallTokensUntil = now + max(stalled, .seconds(1))
+        // What an earlier stall left unspent has expired with its window: not banked.
+        let left = now <= stallTokensUntil ? stallTokens : 0
+        stallTokens = left + Double(stalled.nanoseconds) / 1e9 * rate
+        stallTokensUntil = max(stallTokensUntil, now + max(stalled, .seconds(1)))
     }
 
     mutating func take(now: NIODeadline) -> Bool {

@@ -56,13 +56,17 @@ final class LoopStallWatch {
         beat = nil
     }
 
-    /// How long the loop stood still between `since` and now: the last stall a beat saw, and one
-    /// under way (a beat overdue now; after a stall the loop reads its sockets before it runs
-    /// the overdue beat).
+    /// How long the loop stood still between `since` and now: one under way (a beat overdue now;
+    /// after a stall the loop reads its sockets before it runs the overdue beat), and the last
+    /// stall a beat saw if it ended lately (within as long as it lasted, 1 s at least: what piled
+    /// up then is read as soon as the loop runs, so a connection that was idle through it and
+    /// empties its bucket later has nothing from it to claim).
     func stalled(since: NIODeadline) -> TimeAmount {
         let t = now()
         var total = TimeAmount.zero
-        if let stall = lastStall { total = total + Self.overlap(stall.from, stall.to, since, t) }
+        if let stall = lastStall, t <= stall.to + max(stall.to - stall.from, .seconds(1)) {
+            total = total + Self.overlap(stall.from, stall.to, since, t)
+        }
         let due = lastBeat + interval
         if beat != nil, t > due + slack { total = total + Self.overlap(due, t, since, t) }
         return total
