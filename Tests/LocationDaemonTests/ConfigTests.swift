@@ -404,8 +404,10 @@ import Testing
             #expect("\(error)".contains("privacy-secret") && "\(error)".contains("remove it to generate a new one"), "\(error)")
         }
         // One that cannot be created is the store's failure, restarted (exit 1) where it may
-        // pass (it was a config error, 75, which names only a lookup not answered); a path
-        // through a file is for good (78).
+        // pass (it was a config error, 75, which names only a lookup not answered). A path
+        // through a file fails at the read already, for good (78). (The creation's own 78, a
+        // directory the daemon may not write, needs a user other than root: `ReadOnlyDatabaseTests`
+        // covers such directories for the database, which is created first.)
         do {
             _ = try DeviceSecret.load(path: dir + "/gone/privacy-secret")
             Issue.record("created a secret in a missing directory")

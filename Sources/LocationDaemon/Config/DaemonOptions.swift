@@ -171,7 +171,8 @@ public struct DaemonOptions: Sendable, Equatable {
     public static func parse(_ arguments: [String], defaultConfigPath: String = defaultConfigPath,
                              readFile: FileReader = readTextFile,
                              replayProblem: ReplayCheck = replayProblem,
-                             users: (String) throws(Policy.LookupFailure) -> UInt32? = Policy.lookUpUser) throws(Failure) -> Parsed {
+                             users: (String) throws(Policy.LookupFailure) -> UInt32? = Policy.lookUpUser,
+                             groups: (String) throws(Policy.LookupFailure) -> UInt32? = Policy.lookUpGroup) throws(Failure) -> Parsed {
         var flags: [(inout DaemonOptions) -> Void] = []
         var configPath: String?
         var check = false
@@ -257,7 +258,7 @@ public struct DaemonOptions: Sendable, Equatable {
             do {
                 let document = try TOMLDocument.parse(text, file: path)
                 replayLine = document.entries.last { $0.table == "replay" && $0.key == "file" }?.line ?? 0
-                do { try ConfigSchema.apply(document, file: path, to: &options, users: users) } catch where error.temporary { unanswered = error }
+                do { try ConfigSchema.apply(document, file: path, to: &options, users: users, groups: groups) } catch where error.temporary { unanswered = error }
             } catch {
                 throw .config(error)
             }

@@ -105,8 +105,13 @@ public final class JournalWriter: Sendable {
     public let identifier: String
     private let address: UnixSocketAddress?
     private let fd: CInt
-    /// Entries dropped since the journal last took one; while any are, entries are not waited for.
-    private let dropped = Mutex(0)
+    /// Entries dropped since the journal last took the count, and whether a thread is offering
+    /// it now; while either, no entry is waited for.
+    private struct Dropped {
+        var count = 0
+        var reporting = false
+    }
+    private let dropped = Mutex(Dropped())
 
     public init(path: String = defaultPath, identifier: String = "locationd") {
         self.path = path
@@ -148,28 +153,35 @@ public final class JournalWriter: Sendable {
     public func send(_ fields: [(String, String)]) -> Bool {
         guard fd >= 0, let address else { return false }
         // Taken whole: two threads logging as the journal comes back must not both report it.
-        let lost = dropped.withLock { count in
-            defer { count = 0 }
-            return count
+        // Another thread offering the count meanwhile means the journal was full a moment ago:
+        // this entry is tried without waiting too.
+        let (lost, patient) = dropped.withLock { d in
+            defer { if d.count > 0 { d.count = 0; d.reporting = true } }
+            return (d.count, d.count == 0 && !d.reporting)
         }
         if lost > 0 {
             let report = [("MESSAGE", "\(lost) log message\(lost == 1 ? " was" : "s were") dropped: the journal did not take \(lost == 1 ? "it" : "them") within \(Self.patience.tv_usec / 1000) ms (journald busy, stopped or hung)"),
                           ("PRIORITY", String(JournalLogHandler.priority(.warning))),
                           ("SYSLOG_IDENTIFIER", identifier), ("LOCATIOND_DROPPED", String(lost))]
-            switch deliver(Self.encode(report), to: address, waiting: false) {
+            let outcome = deliver(Self.encode(report), to: address, waiting: false)
+            dropped.withLock { d in
+                d.reporting = false
+                switch outcome {
+                case .sent: break
+                case .full: d.count += lost + 1  // this entry too: the journal is still full
+                case .failed: d.count += lost
+                }
+            }
+            switch outcome {
             case .sent: break
-            case .full:
-                dropped.withLock { $0 += lost + 1 }  // this entry too: the journal is still full
-                return true
-            case .failed:
-                dropped.withLock { $0 += lost }
-                return false
+            case .full: return true
+            case .failed: return false
             }
         }
-        switch deliver(Self.encode(fields), to: address, waiting: true) {
+        switch deliver(Self.encode(fields), to: address, waiting: patient || lost > 0) {
         case .sent: return true
         case .full:
-            dropped.withLock { $0 += 1 }
+            dropped.withLock { $0.count += 1 }
             return true
         case .failed: return false
         }
