@@ -93,7 +93,8 @@ public struct JournalLogHandler: LogHandler {
 ///
 /// A journal whose queue is full is waited for `patience` at most, then the entry is dropped
 /// and counted; later entries are not waited for (each is tried once, without waiting) until
-/// the journal takes the count — "N log messages dropped" — and with it is taken as back.
+/// the journal takes the count — "N log messages were dropped" — and then the entry after it
+/// too: only an entry that finds nothing dropped waits again.
 /// Waited for without a bound (as `sd_journal_send` does), a journald that stopped reading
 /// held whichever thread logged, the event loop too: no fix reached any subscriber, and the
 /// watchdog killed the daemon, again at each restart.
@@ -160,7 +161,7 @@ public final class JournalWriter: Sendable {
             return (d.count, d.count == 0 && !d.reporting)
         }
         if lost > 0 {
-            let report = [("MESSAGE", "\(lost) log message\(lost == 1 ? " was" : "s were") dropped: the journal did not take \(lost == 1 ? "it" : "them") within \(Self.patience.tv_usec / 1000) ms (journald busy, stopped or hung)"),
+            let report = [("MESSAGE", "\(lost) log message\(lost == 1 ? " was" : "s were") dropped while the journal was full (journald busy, stopped or hung)"),
                           ("PRIORITY", String(JournalLogHandler.priority(.warning))),
                           ("SYSLOG_IDENTIFIER", identifier), ("LOCATIOND_DROPPED", String(lost))]
             let outcome = deliver(Self.encode(report), to: address, waiting: false)
@@ -178,7 +179,9 @@ public final class JournalWriter: Sendable {
             case .failed: return false
             }
         }
-        switch deliver(Self.encode(fields), to: address, waiting: patient || lost > 0) {
+        // Not waited for right after the count either: a journald that reads a few entries a
+        // second would otherwise take the count and hold the next entry its 100 ms, every time.
+        switch deliver(Self.encode(fields), to: address, waiting: patient) {
         case .sent: return true
         case .full:
             dropped.withLock { $0.count += 1 }
