@@ -128,8 +128,12 @@ public final class SocketServer: Sendable {
         let path = configuration.path
         let (file, logged, stopped) = own.withLock { ($0.file, $0.logged, $0.stopped) }
         guard let file, !stopped else { return }
-        let now = FileIdentity(path: path)
+        var now = FileIdentity(path: path)
         if now == file { return }
+        // A socket nobody listens on (left by a daemon that was killed) is stale, as at a start:
+        // `prepareSocketPath` removes it, and the file is made again.
+        var st = stat()
+        if now != nil, lstat(path, &st) == 0, st.st_mode & S_IFMT == S_IFSOCK, !Self.isListening(path) { now = nil }
         func once(_ problem: String, _ log: () -> Void) {
             guard logged != problem else { return }
             own.withLock { $0.logged = problem }
