@@ -56,6 +56,8 @@ import Testing
         try await h.hub.eventLoop.submit { h.server.checkSocketFile() }.get()
         let back = RawSocket(path: h.path)  // refused, were the stale socket still there
         #expect(back.readLine()?.contains(#""type":"hello""#) == true)
+        #expect(log.messages(.warning).contains("the socket file \(h.path) was replaced by one nobody listens on (its server gone) while locationd ran; made it again, and programs can connect"),
+                "\(log.entries)")
         await h.stop()
         #expect(FileIdentity(path: h.path) == nil, "the stop leaves the file it made")
     }

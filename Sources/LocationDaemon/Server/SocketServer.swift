@@ -133,7 +133,10 @@ public final class SocketServer: Sendable {
         // A socket nobody listens on (left by a daemon that was killed) is stale, as at a start:
         // `prepareSocketPath` removes it, and the file is made again.
         var st = stat()
-        if now != nil, lstat(path, &st) == 0, st.st_mode & S_IFMT == S_IFSOCK, !Self.isListening(path) { now = nil }
+        let stale = now != nil && lstat(path, &st) == 0 && st.st_mode & S_IFMT == S_IFSOCK && !Self.isListening(path)
+        if stale { now = nil }
+        let what = stale ? "the socket file \(path) was replaced by one nobody listens on (its server gone)"
+                         : "the socket file \(path) was deleted"
         func once(_ problem: String, _ log: () -> Void) {
             guard logged != problem else { return }
             own.withLock { $0.logged = problem }
@@ -151,7 +154,7 @@ public final class SocketServer: Sendable {
             descriptor = try Self.bindSocket(path, mode: configuration.socketMode)
         } catch {
             once("\(error)") {
-                logger.error("the socket file \(path) was deleted while locationd ran, and it cannot be made again: \(error); programs cannot connect until it can (retrying every \(configuration.socketFileCheck))")
+                logger.error("\(what) while locationd ran, and it cannot be made again: \(error); programs cannot connect until it can (retrying every \(configuration.socketFileCheck))")
             }
             return
         }
@@ -174,11 +177,11 @@ public final class SocketServer: Sendable {
                         return
                     }
                     previous?.close(promise: nil)
-                    logger.warning("the socket file \(path) was deleted while locationd ran; made it again, and programs can connect")
+                    logger.warning("\(what) while locationd ran; made it again, and programs can connect")
                 case .failure(let error):
                     if FileIdentity(path: path) == identity { unlink(path) }
                     own.withLock { $0.file = file }  // still missing: the next check tries again
-                    logger.error("the socket file \(path) was deleted while locationd ran, and it cannot be made again: \(error)")
+                    logger.error("\(what) while locationd ran, and it cannot be made again: \(error)")
                 }
             }
     }
