@@ -82,6 +82,28 @@ func run(_ monitor: inout RegionMonitor, _ fixes: [Fix]) -> [RegionEvent] {
         #expect(events.map(\.kind) == [.enter, .dwell])
         #expect(events[1].time == t0.adding(seconds: 40))
     }
+
+    /// Leaving 1 s before the dwell's mark: the fixes of the exit are no dwell (it was sent
+    /// at the exit's second fix, timed after the exit, for a stay of 599 s). A single fix
+    /// outside (noise) only holds the dwell back to the fix after it.
+    @Test func noDwellFromTheFixesOfAnExit() throws {
+        var m = RegionMonitor()
+        try m.add([Region(id: "d", center: origin, radius: 200, dwell: 600)])
+        var fixes = (0..<10).map { fix(at: Double($0), north(of: origin, metres: 400)) }
+        fixes += (10..<609).map { fix(at: Double($0), origin) }
+        fixes += (609..<640).map { fix(at: Double($0), north(of: origin, metres: 400)) }
+        let events = run(&m, fixes)
+        #expect(events.map(\.kind) == [.enter, .exit], "\(events)")
+        #expect(events.map(\.time) == [t0.adding(seconds: 10), t0.adding(seconds: 609)])
+
+        var noisy = RegionMonitor()
+        try noisy.add([Region(id: "d", center: origin, radius: 200, dwell: 600)])
+        var stay = (0..<10).map { fix(at: Double($0), north(of: origin, metres: 400)) }
+        stay += (10..<700).map { fix(at: Double($0), $0 == 610 ? north(of: origin, metres: 400) : origin) }
+        let held = run(&noisy, stay)
+        #expect(held.map(\.kind) == [.enter, .dwell], "\(held)")
+        #expect(held.last?.time == t0.adding(seconds: 611))
+    }
 }
 
 @Suite struct RegionHysteresisTests {

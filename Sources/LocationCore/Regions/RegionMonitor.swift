@@ -344,7 +344,10 @@ public struct RegionMonitor: Sendable {
                 slots[s].evidenceStart = nil
             }
         }
-        if slots[s].state == .inside, let dwell = r.dwell, !slots[s].dwellReported,
+        // Not at a fix that may be the first of an exit (evidence pending): the exit would be
+        // back-dated to before the dwell, which would tell of a stay that had already ended. If
+        // the count resets instead, the fix that resets it is due.
+        if slots[s].state == .inside, slots[s].evidence == 0, let dwell = r.dwell, !slots[s].dwellReported,
            let entered = slots[s].enteredAt, fix.time - entered >= dwell {
             slots[s].dwellReported = true
             emit(s, .dwell, fix.time, fix.coordinate)
