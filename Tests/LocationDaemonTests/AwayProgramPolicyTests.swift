@@ -217,10 +217,14 @@ import Testing
     }
 
     /// A hub on its own loop with every store on the database at `path`, shut down after `body`.
-    static func withHub(path: String, _ body: (Hub) async throws -> Void) async throws {
-        let database = try Database(path: path)
+    static var quiet: Logger {
         var logger = Logger(label: "test")
         logger.logLevel = .critical
+        return logger
+    }
+
+    static func withHub(path: String, logger: Logger = quiet, _ body: (Hub) async throws -> Void) async throws {
+        let database = try Database(path: path)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let hub = Hub(eventLoop: group.next(), sourceDescription: "test", logger: logger,
                       regionStore: try RegionStore(database: database), queue: try EventQueue(database: database, limit: 100),

@@ -138,6 +138,28 @@ import Testing
         #expect(stored.first { $0.program == program }?.records.map(\.state) == [.inside])
     }
 
+    /// A stop while the lock is still held after the held events were given up (six failed
+    /// attempts): the stop's line counts them. It said 0 events, as they had moved to the lost
+    /// count, whose `overflow` could not be written either.
+    @Test func aStopCountsEventsGivenUpEarlierAsLost() async throws {
+        let dir = try Away.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("locationd.db").path
+        let log = CapturedLog()
+        try await Away.withHub(path: path, logger: log.logger) { hub in
+            let holder = try await Self.enterHomeWhileLocked(hub, path: path)  // attempt 1
+            for k in 0..<5 {  // leaves, enters, …: attempts 2–6, the sixth gives the six events up
+                try await Away.feed(hub, seconds: (20 + 10 * k)..<(23 + 10 * k), metresNorth: k % 2 == 0 ? 1000 : 0)
+            }
+            #expect(log.messages(.error).filter { $0.hasPrefix("store: writes keep failing") }.count == 1, "\(log.entries)")
+            try await hub.eventLoop.submit { hub.releaseHeldVisits() }.get()
+            try holder.exec("COMMIT")
+        }
+        #expect(log.messages(.error).filter { $0.hasPrefix("store: stopping") }
+                == ["store: stopping with changes that could not be written; lost: 6 background events (6 of them given up or dropped earlier) and the region states of 0 programs"],
+                "\(log.entries)")
+    }
+
     /// A removal the store refuses (its write lock held elsewhere) is undone in memory with
     /// the regions where they were: registrations append rows only, so re-appended in memory
     /// the removed ones would come back in another order after a restart.

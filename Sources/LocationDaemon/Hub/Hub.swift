@@ -604,8 +604,11 @@ public final class Hub: Sendable {
         if s.engine.hasProgramEvents { persist(s) }
         if !s.unwritten.isEmpty { commit(s, states: [], events: []) }
         if !s.unwritten.isEmpty {
-            logger.error("store: stopping with region states and background events that could not be written; they are lost",
-                         metadata: ["events": "\(s.unwritten.events.count)", "programs with states": "\(s.unwritten.states.count)"])
+            // Events given up earlier are lost too: only their overflow notice was still to be
+            // written, and it is not.
+            let u = s.unwritten
+            logger.error("store: stopping with changes that could not be written; lost: \(u.events.count + u.lostEventCount) background events (\(u.lostEventCount) of them given up or dropped earlier) and the region states of \(u.states.count) programs",
+                         metadata: ["events": "\(u.events.count + u.lostEventCount)", "programs with states": "\(u.states.count)"])
         }
     }
 

@@ -31,6 +31,9 @@ struct UnwrittenChanges {
 
     var isEmpty: Bool { states.isEmpty && events.isEmpty && lost.isEmpty }
 
+    /// Events already counted as lost whose `overflow` is not written yet.
+    var lostEventCount: Int { lost.values.reduce(0, +) }
+
     /// Whether a fix with nothing of its own to write should try again at `now`.
     func isDue(_ now: ContinuousClock.Instant) -> Bool {
         guard !isEmpty else { return false }
