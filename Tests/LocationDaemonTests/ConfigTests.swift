@@ -191,6 +191,18 @@ import Testing
                 try Self.load("", ["--gpsd", bad])
             }
         }
+        // A flag's value is not the next option: that would name the wrong mistake, or none.
+        #expect(throws: DaemonOptions.Failure.usage("--socket needs a value before the option '--database' (a path that starts with '-' is written ./--database)")) {
+            try Self.load("", ["--socket", "--database", "none"])
+        }
+        #expect(throws: DaemonOptions.Failure.usage("--log-level needs a value before the option '-h' (a path that starts with '-' is written ./-h)")) {
+            try Self.load("", ["--log-level", "-h"])
+        }
+        #expect(try Self.load("", ["--socket", "./--database"]).socketPath == "./--database")
+        #expect(try Self.load("", ["--replay", "-"]).source == .replay(path: "-", speed: 1, loop: false))
+        #expect(throws: DaemonOptions.Failure.usage("--speed '-1': expected a number ≥ 0 (0 = as fast as possible)")) {
+            try Self.load("", ["--replay", "x.nmea", "--speed", "-1"])
+        }
         // The file's replay applies without flags; --speed needs a replay from somewhere.
         #expect(try Self.load(text, ["--speed", "3"]).source == .replay(path: "x.nmea", speed: 3, loop: false))
         #expect(throws: DaemonOptions.Failure.usage("--speed and --loop apply only with --replay (or replay.file in the config)")) {

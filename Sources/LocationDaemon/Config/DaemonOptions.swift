@@ -181,7 +181,14 @@ public struct DaemonOptions: Sendable, Equatable {
         func value(_ flag: String) throws(Failure) -> String {
             i += 1
             guard i < arguments.count else { throw .usage("\(flag) needs a value") }
-            return arguments[i]
+            // `--socket --database x` would otherwise make "--database" the socket's path and
+            // then fail on "x" as an unknown option, naming neither mistake. A single dash is no
+            // option: "-" is standard input for --replay, "-1" a number the flag's check refuses.
+            let next = arguments[i]
+            if next.hasPrefix("--") || next == "-h" {
+                throw .usage("\(flag) needs a value before the option '\(next)' (a path that starts with '-' is written ./\(next))")
+            }
+            return next
         }
         while i < arguments.count {
             let arg = arguments[i]
