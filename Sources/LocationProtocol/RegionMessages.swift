@@ -105,8 +105,10 @@ public enum RegionCodec {
         case nil, .null?: return nil
         case .array(let items)?:
             var ids: [String] = []
-            for item in items {
-                guard case .string(let s) = item else { throw ProtocolError(.badField, "ids must be an array of strings", id: rid) }
+            for (i, item) in items.enumerated() {
+                guard case .string(let s) = item else {
+                    throw ProtocolError(.badField, "ids[\(i)] must be a string (a region id), not \(item.kindName)", id: rid)
+                }
                 ids.append(s)
             }
             return ids

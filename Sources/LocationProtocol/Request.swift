@@ -189,7 +189,17 @@ public enum Request: Hashable, Sendable {
         case "regions.add":
             return .regionsAdd(id: id, regions: try RegionCodec.decodeRegions(object["regions"], id: id))
         case "regions.remove":
-            if object["all"] == .bool(true) { return .regionsRemove(id: id, ids: nil) }
+            // Both at once is ambiguous, and taking "all" would delete what the ids did not name.
+            switch object["all"] {
+            case nil, .null?, .bool(false)?: break
+            case .bool(true)?:
+                switch object["ids"] {
+                case nil, .null?: return .regionsRemove(id: id, ids: nil)
+                default: throw ProtocolError(.badField, "give either ids or \"all\":true, not both", id: id)
+                }
+            case let other?:
+                throw ProtocolError(.badField, "all must be true or false, not \(other.kindName)", id: id)
+            }
             guard let ids = try RegionCodec.decodeIDs(object["ids"], id: id) else {
                 throw ProtocolError(.missingField, "missing field ids (an array of region ids), or \"all\":true", id: id)
             }

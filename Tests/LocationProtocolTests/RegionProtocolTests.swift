@@ -15,6 +15,12 @@ import Testing
         #expect(try Request.decode(request.line.trimmingCharacters()) == request)
     }
 
+    @Test func regionsRemoveTakesIdsOrAll() throws {
+        #expect(try Request.decode(#"{"type":"regions.remove","id":1,"all":true}"#) == .regionsRemove(id: .number(1), ids: nil))
+        #expect(try Request.decode(#"{"type":"regions.remove","id":1,"all":true,"ids":null}"#) == .regionsRemove(id: .number(1), ids: nil))
+        #expect(try Request.decode(#"{"type":"regions.remove","id":1,"all":false,"ids":["a"]}"#) == .regionsRemove(id: .number(1), ids: ["a"]))
+    }
+
     /// Found by fuzz-request: a latitude with more than 9 decimals came back from
     /// `Request.append` rounded, so the request changed on its way through the client library.
     /// The decoder keeps region geometry to the wire's precision, so what the daemon monitors is
@@ -41,7 +47,11 @@ import Testing
         (#"{"type":"regions.add","id":1,"regions":[{"latitude":1,"longitude":2,"radius":50}]}"#, .missingField, "regions[0] has no id (a string of 1…256 bytes)"),
         (#"{"type":"regions.add","id":1,"regions":[{"id":"a","latitude":1,"longitude":2,"radius":50,"notifyOnEntry":1}]}"#, .badField, "notifyOnEntry must be a boolean"),
         (#"{"type":"regions.remove","id":1}"#, .missingField, "missing field ids"),
-        (#"{"type":"regions.state","id":1,"ids":[1]}"#, .badField, "ids must be an array of strings"),
+        // Both at once took "all" and deleted what the ids did not name.
+        (#"{"type":"regions.remove","id":1,"all":true,"ids":["x"]}"#, .badField, #"give either ids or "all":true, not both"#),
+        (#"{"type":"regions.remove","id":1,"all":"true"}"#, .badField, "all must be true or false, not a string"),
+        (#"{"type":"regions.remove","id":1,"all":false}"#, .missingField, "missing field ids"),
+        (#"{"type":"regions.state","id":1,"ids":["a",1]}"#, .badField, "ids[1] must be a string (a region id), not a number"),
     ])
     func badRegionRequestsAreClearErrors(line: String, code: ErrorCode, text: String) {
         expectDecodeError(line, code: code, text: text)
