@@ -288,6 +288,36 @@ import Testing
         await h.stop()
     }
 
+    /// A program over a limit lowered since its regions were added: an empty add (how regions
+    /// import learns the count) is answered, not refused as "3 registered + 0 would exceed";
+    /// a real add is refused saying how many to remove.
+    @Test func anEmptyAddIsAnsweredOverALoweredLimit() async throws {
+        let h = try await ServerHarness.start()
+        defer { h.stopIfRunning() }
+        var policy = Policy()
+        policy.ownerRule = false
+        policy.rules = [PolicyRule(name: "me", user: getuid(), authorization: .always, accuracy: .precise, maxRegions: 4)]
+        try await h.server.applyPolicy(policy)
+        let client = try await LocationClient.connect(path: h.path)
+        _ = try await client.startSession(.always)
+        let home = Coordinate(latitude: 50, longitude: 8.5)
+        let three = (0..<3).map { Region(id: "r\($0)", center: home, radius: 100) }
+        _ = try await client.request { .regionsAdd(id: $0, regions: three) }
+        do { _ = try await client.request { .regionsAdd(id: $0, regions: [Region(id: "a", center: home, radius: 100), Region(id: "b", center: home, radius: 100)]) }; Issue.record("limit ignored") } catch let e as ProtocolError {
+            #expect(e.message == "3 registered + 2 would exceed this program's limit of 4 (policy rule 'me'): add at most 1, remove some first (regions.remove), or raise max_regions in the rule")
+        }
+        policy.rules[0].maxRegions = 2
+        try await h.server.applyPolicy(policy)
+        let empty = try await client.request { .regionsAdd(id: $0, regions: []) }
+        guard case .regionsChanged(_, added: 0, removed: 0, registered: 3) = empty else { Issue.record("\(empty)"); return }
+        do { _ = try await client.request { .regionsAdd(id: $0, regions: [Region(id: "a", center: home, radius: 100)]) }; Issue.record("limit ignored") } catch let e as ProtocolError {
+            #expect(e.code == .tooManyRegions)
+            #expect(e.message == "3 registered, at or over this program's limit of 2 (policy rule 'me'): remove 2 first (regions.remove), or raise max_regions in the rule")
+        }
+        client.close()
+        await h.stop()
+    }
+
     @Test func deniedByPolicyAndApproximateRefusedRegions() async throws {
         let h = try await ServerHarness.start()
         defer { h.stopIfRunning() }
@@ -309,7 +339,7 @@ import Testing
         _ = try await client.request { .regionsAdd(id: $0, regions: [Region(id: "a", center: home, radius: 100)]) }
         do { _ = try await client.request { .regionsAdd(id: $0, regions: [Region(id: "b", center: home, radius: 100)]) }; Issue.record("limit ignored") } catch let e as ProtocolError {
             #expect(e.code == .tooManyRegions)
-            #expect(e.message == "1 registered + 1 would exceed this program's limit of 1 (policy rule 'me-approx')")
+            #expect(e.message == "1 registered, at or over this program's limit of 1 (policy rule 'me-approx'): remove 1 first (regions.remove), or raise max_regions in the rule")
         }
         _ = try await client.request { .regionsRemove(id: $0, ids: nil) }
         do { try await client.startSession(.always, purpose: "spy") } catch let e as ProtocolError { #expect(e.code == .fullAccuracyDenied) }

@@ -75,8 +75,14 @@ extension Connection {
                 // The policy's region limit for this program (docs/privacy.md).
                 let limit = session?.grant.maxRegions ?? 0
                 let current = hub.regionRecords(of: program).count
-                if current + regions.count > limit {
-                    throw RegionError(.tooManyRegions, "\(current) registered + \(regions.count) would exceed this program's limit of \(limit) (policy rule '\(session?.grant.rule ?? rule.name)')")
+                // An empty add registers nothing (regions import sends one to learn the count), so
+                // a program over a limit lowered since its regions were added is not refused it.
+                if !regions.isEmpty, current + regions.count > limit {
+                    let ruleName = session?.grant.rule ?? rule.name
+                    if current >= limit {
+                        throw RegionError(.tooManyRegions, "\(current) registered, at or over this program's limit of \(limit) (policy rule '\(ruleName)'): remove \(current - limit + regions.count) first (regions.remove), or raise max_regions in the rule")
+                    }
+                    throw RegionError(.tooManyRegions, "\(current) registered + \(regions.count) would exceed this program's limit of \(limit) (policy rule '\(ruleName)'): add at most \(limit - current), remove some first (regions.remove), or raise max_regions in the rule")
                 }
                 let registered = try hub.addRegions(regions, for: program)
                 send(.regionsChanged(id: rid, added: regions.count, removed: 0, registered: registered), flush: false)
