@@ -14,8 +14,10 @@ struct Regions: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Register one circular region.")
         @OptionGroup var socket: SocketFlag
         @Argument(help: "Region id.") var id: String
-        @Option(help: "Centre latitude, degrees.") var latitude: Double
-        @Option(help: "Centre longitude, degrees.") var longitude: Double
+        // Unconditional: the value may start with '-' (south, west); "--latitude -33.9" was
+        // refused as a missing value, and only "--latitude=-33.9" worked.
+        @Option(parsing: .unconditional, help: "Centre latitude, degrees (south negative).") var latitude: Double
+        @Option(parsing: .unconditional, help: "Centre longitude, degrees (west negative).") var longitude: Double
         @Option(help: "Radius, metres (10…100000).") var radius: Double
         @Option(help: "Report dwell after this many seconds inside.") var dwell: Double?
         @Flag(help: "Report the initial state (inside/outside).") var initialState = false

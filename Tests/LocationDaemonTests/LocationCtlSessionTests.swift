@@ -246,7 +246,8 @@ import Testing
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("ctl-empty-\(UUID().uuidString.prefix(8)).geojson")
         try Data(#"{"type":"FeatureCollection","features":[]}"#.utf8).write(to: file)
         defer { try? FileManager.default.removeItem(at: file) }
-        let one = try LocationCtlReplayTests.run(["regions", "add", "home", "--latitude", "52.5", "--longitude", "13.4",
+        // South and west, written as --help shows them (not only as --latitude=-33.9).
+        let one = try LocationCtlReplayTests.run(["regions", "add", "home", "--latitude", "-33.9", "--longitude", "-18.4",
                                                   "--radius", "50", "--socket", daemon.socketPath])
         #expect(one.status == 0 && one.out == "added 1; 1 registered\n", "\(one.out)\(one.err)")
         let none = try LocationCtlReplayTests.run(["regions", "import", file.path, "--socket", daemon.socketPath])
