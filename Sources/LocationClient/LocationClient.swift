@@ -460,6 +460,9 @@ final class Core: Sendable {
             let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, $0.count) }
             if n < 0 {
                 if errno == EINTR { continue }
+                // The daemon closed with input of ours unread (after a flood, say): the end of
+                // the stream, as a close is, not a failure of the client's own reading.
+                if errno == ECONNRESET { break }
                 failure = LocationClientError.system("read", errno: errno)
                 break
             }
@@ -474,8 +477,14 @@ final class Core: Sendable {
                     route(try ServerMessage.decode(line))
                 } catch {
                     if error.isUnknownType { continue }  // a newer daemon's message, not for this client
-                    failure = error
-                    break reading
+                    // A known type this version cannot read (a newer value in it): it fails the
+                    // request it answers, if any, and is skipped like an unknown type. Only a
+                    // line that is no message at all, or a hello, ends the connection.
+                    guard let type = error.type, type != "hello" else {
+                        failure = error
+                        break reading
+                    }
+                    if let id = error.replyID { unreadable(id, error) }
                 }
             }
             pending.removeFirst(start)
@@ -485,6 +494,18 @@ final class Core: Sendable {
             }
         }
         finish(error: failure)
+    }
+
+    /// A reply this version cannot read: its request fails with why (a `send`'s reply is not
+    /// streamed: there is nothing to stream).
+    private func unreadable(_ id: RequestID, _ error: ServerMessage.DecodingError) {
+        let waiter: Pending? = state.withLock { s in
+            if let w = s.waiters.removeValue(forKey: id) { s.own.remove(id); return w }
+            if let n = s.sent[id] { s.sent[id] = n > 1 ? n - 1 : nil } else { s.expired.remove(id) }
+            return nil
+        }
+        waiter?.timer.cancel()
+        waiter?.continuation.resume(throwing: error)
     }
 
     private func route(_ message: ServerMessage) {

@@ -236,6 +236,11 @@ public indirect enum ServerMessage: Hashable, Sendable {
         /// The line is a message of a type this version does not know (a newer daemon's): a
         /// client skips it rather than giving up the connection.
         public var isUnknownType = false
+        /// The message's `type`, when the line is an object that has one: a known type whose
+        /// content this version cannot read (a newer daemon's value in a field it knows).
+        public var type: String?
+        /// The `id` of the request it answers, when it has one.
+        public var replyID: RequestID?
         public init(_ message: String, unknownType: Bool = false) { self.message = message; self.isUnknownType = unknownType }
         public var description: String { message }
     }
@@ -254,7 +259,17 @@ public indirect enum ServerMessage: Hashable, Sendable {
 
     public static func decode(_ value: JSONValue) throws(DecodingError) -> ServerMessage {
         guard case .object(let o) = value else { throw DecodingError("message is not an object") }
-        let message = try decodeUnsequenced(o)
+        let message: ServerMessage
+        do { message = try decodeUnsequenced(o) } catch {
+            var e = error
+            if case .string(let type)? = o["type"] { e.type = type }
+            switch o["id"] {
+            case .number(let n)?: e.replyID = .number(n)
+            case .string(let s)?: e.replyID = .string(s)
+            default: break
+            }
+            throw e
+        }
         switch message {
         case .visit, .significant, .region:
             if let seq = try sequenceNumber(o) { return .queued(seq: seq, message) }

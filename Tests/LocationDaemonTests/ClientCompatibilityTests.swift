@@ -27,6 +27,49 @@ import Testing
         try await client.unsubscribe()  // still open
     }
 
+    /// A message of a known type with a value this version cannot read (a newer daemon's
+    /// `status` state): the reply fails only its request, the event is skipped, and the
+    /// connection and `messages` go on. The first such line closed the client, losing every
+    /// later event.
+    @Test func aNewerValueInAKnownMessageFailsOnlyItsRequest() async throws {
+        let server = try FakeServer(.init(reply: { index, _ in
+            index == 0
+                ? [#"{"type":"status","state":"degraded","time":null}"#,
+                   #"{"type":"status","id":1,"state":"degraded","subscribers":1,"source":"gpsd","lastFix":null}"#]
+                : [ServerMessage.status(.connected, nil).line, ServerMessage.unsubscribed(id: .number(2)).line]
+        }))
+        defer { server.stop() }
+        let client = try await LocationClient.connect(path: server.path, requestTimeout: .seconds(30))
+        defer { client.close() }
+        do {
+            _ = try await client.status()
+            Issue.record("an unreadable reply was taken for one")
+        } catch let error as ServerMessage.DecodingError {
+            #expect(error.type == "status" && error.replyID == .number(1), "\(error)")
+        }
+        try await client.unsubscribe()  // still open
+        var messages = client.messages.makeAsyncIterator()
+        #expect(try await messages.next() == .status(.connected, nil))  // the unreadable event skipped
+    }
+
+    /// A daemon that closes with the client's requests unread (after a flood) resets the
+    /// connection: the waiting call gets `closedBeforeReply` and `messages` finishes, as at a
+    /// close. They got "read: Connection reset by peer", and `messages` threw it.
+    @Test func aResetIsTheEndOfTheStream() async throws {
+        let server = try FakeServer(.init(closesUnread: true))
+        defer { server.stop() }
+        let client = try await LocationClient.connect(path: server.path, requestTimeout: .seconds(30))
+        defer { client.close() }
+        do {
+            _ = try await client.status()
+            Issue.record("a reply came from nowhere")
+        } catch let error as LocationClientError {
+            guard case .closedBeforeReply = error else { Issue.record("\(error)"); return }
+        }
+        var messages = client.messages.makeAsyncIterator()
+        #expect(try await messages.next() == nil)
+    }
+
     /// A daemon announcing another protocol is refused at connect, naming both versions.
     @Test func aDaemonSpeakingAnotherProtocolIsRefusedAtConnect() async throws {
         let server = try FakeServer(.init(helloLine: ServerMessage.hello(ServerHello(protocolVersion: 2)).line))

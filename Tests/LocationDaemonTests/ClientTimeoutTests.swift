@@ -17,6 +17,9 @@ final class FakeServer: @unchecked Sendable {
         var helloLine: String? = nil
         /// Read requests at all (false: the client's writes eventually block).
         var reads = true
+        /// Close as soon as a request arrives, without reading it: the kernel then resets the
+        /// client's end (ECONNRESET), as at a daemon closing after a flood.
+        var closesUnread = false
         /// The lines to send after the `index`-th request line; nil closes the connection.
         var reply: @Sendable (_ index: Int, _ line: String) -> [String]? = { _, _ in [] }
     }
@@ -61,6 +64,13 @@ final class FakeServer: @unchecked Sendable {
 
     private func serve(_ fd: Int32) {
         if script.hello { send(fd, script.helloLine ?? ServerMessage.hello(ServerHello()).line) }
+        if script.closesUnread {
+            var ready = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            _ = poll(&ready, 1, 10_000)
+            lock.withLock { connections.removeAll { $0 == fd } }  // stop() must not touch its number
+            close(fd)
+            return
+        }
         var pending: [UInt8] = [], index = 0
         var chunk = [UInt8](repeating: 0, count: 4096)
         while script.reads {
@@ -264,7 +274,9 @@ final class FakeServer: @unchecked Sendable {
         let client = try await LocationClient.connect(path: server.path, requestTimeout: .seconds(30))
         defer { client.close() }
         try await client.unsubscribe()
-        #expect(throws: ServerMessage.DecodingError(#"unknown message type weather"#, unknownType: true)) {
+        var unknown = ServerMessage.DecodingError(#"unknown message type weather"#, unknownType: true)
+        unknown.type = "weather"
+        #expect(throws: unknown) {
             try ServerMessage.decode(#"{"type":"weather"}"#)
         }
         try await client.unsubscribe()  // still open
