@@ -36,6 +36,13 @@ public enum RegionCodec {
         }
         var metadata: String? = nil
         if let m = o["metadata"], m != .null {
+            // Checked here for what reaches the codec by other ways than a request line (a
+            // GeoJSON file): deeper metadata makes a request the daemon cannot parse, refused
+            // without its id, so the request waited for a reply until it timed out.
+            let depth = nesting(m)
+            guard depth <= maxMetadataDepth else {
+                throw ProtocolError(.invalidRegion, "\(at) (\(id)): metadata is nested \(depth) levels deep; at most \(maxMetadataDepth) (a protocol line holds \(maxNestingDepth), 3 of them around a region's metadata)", id: rid)
+            }
             var out: [UInt8] = []
             JSONWriter.appendValue(m, to: &out)
             metadata = String(decoding: out, as: UTF8.self)
@@ -54,6 +61,19 @@ public enum RegionCodec {
             throw ProtocolError(.invalidRegion, "\(at): \(reason)", id: rid)
         }
         return region
+    }
+
+    /// A region's metadata sits inside a request or reply object, its `regions` array and the
+    /// region object (docs/protocol.md, "Regions").
+    public static let maxMetadataDepth = maxNestingDepth - 3
+
+    /// How many arrays and objects `value` nests (a number or string: 0).
+    static func nesting(_ value: JSONValue) -> Int {
+        switch value {
+        case .array(let items): 1 + items.reduce(0) { max($0, nesting($1)) }
+        case .object(let members): 1 + members.values.reduce(0) { max($0, nesting($1)) }
+        default: 0
+        }
     }
 
     public static func appendRegion(_ r: RegionRecord, to out: inout [UInt8]) {

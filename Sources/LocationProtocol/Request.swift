@@ -4,6 +4,8 @@ import LocationCore
 public let protocolVersion = 1
 /// The longest line either side accepts, in bytes, newline excluded.
 public let maxLineBytes = 65_536
+/// Arrays and objects a line may nest, both ways.
+public let maxNestingDepth = 16
 
 /// The longest string `id` a request may carry, in bytes (as region ids and purposes).
 public let maxIDBytes = 256
@@ -115,7 +117,7 @@ public enum Request: Hashable, Sendable {
         }
     }
 
-    static let parser = JSONParser(maxDepth: 16, maxBytes: maxLineBytes)
+    static let parser = JSONParser(maxDepth: maxNestingDepth, maxBytes: maxLineBytes)
 
     /// Decodes one line (without its newline).
     public static func decode(_ line: String) throws(ProtocolError) -> Request {

@@ -245,7 +245,7 @@ public indirect enum ServerMessage: Hashable, Sendable {
         public var description: String { message }
     }
 
-    static let parser = JSONParser(maxDepth: 16, maxBytes: maxLineBytes)
+    static let parser = JSONParser(maxDepth: maxNestingDepth, maxBytes: maxLineBytes)
 
     public static func decode(_ line: String) throws(DecodingError) -> ServerMessage {
         try decode(Array(line.utf8)[...])

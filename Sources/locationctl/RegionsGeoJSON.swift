@@ -26,8 +26,18 @@ enum RegionsGeoJSON {
         var featureOfID: [String: Int] = [:]
         for (i, f) in features.enumerated() {
             let at = "\(name): features[\(i)]"
+            // RFC 7946: a FeatureCollection's members are Features (a bare Polygon was taken for
+            // one, its own "geometry" and "properties" looked up).
+            switch f["type"] {
+            case .string("Feature")?: break
+            case .string(let type)?: throw RuntimeError("\(at): type is \"\(type)\"; expected \"Feature\" (a Point geometry with properties.id and properties.radius)")
+            case let other?: throw RuntimeError("\(at): type must be the string \"Feature\", not \(other.kindName)")
+            case nil: throw RuntimeError("\(at): has no type; expected \"Feature\" (a Point geometry with properties.id and properties.radius)")
+            }
             let (lon, lat) = try point(f["geometry"], at: at)
-            guard case .object(var p)? = f["properties"] else { throw RuntimeError("\(at): no properties") }
+            guard case .object(var p)? = f["properties"] else {
+                throw RuntimeError("\(at): properties is \(f["properties"]?.kindName ?? "missing"); a region needs an object with radius (metres), and id unless the feature has one")
+            }
             let id: String
             // The feature's own `id` (RFC 7946) when the properties have none or a null one.
             switch p["id"].flatMap({ $0 == .null ? nil : $0 }) ?? f["id"] {

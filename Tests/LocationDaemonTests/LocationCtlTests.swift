@@ -83,6 +83,14 @@ import Testing
         try geometry(#"{"type":"Point","coordinates":[13.4,"52.5"]}"#).write(to: dir.appendingPathComponent("quoted.geojson"))
         try geometry(#"{"type":"Polygon","coordinates":[[[0,0],[1,0],[1,1],[0,0]]]}"#).write(to: dir.appendingPathComponent("polygon.geojson"))
         try geometry("null").write(to: dir.appendingPathComponent("nogeometry.geojson"))
+        // Metadata deeper than a request line can carry: the daemon could not parse the request,
+        // refused it without its id, and the import waited 10 s for a reply that never came.
+        let deep = String(repeating: "[", count: 14) + String(repeating: "]", count: 14)
+        try Data(#"{"type":"FeatureCollection","features":[\#(feature),"radius":50,"metadata":\#(deep)}}]}"#.utf8).write(to: dir.appendingPathComponent("deep.geojson"))
+        try Data(#"{"type":"FeatureCollection","features":[{"type":"Polygon","geometry":{"type":"Point","coordinates":[13.4,52.5]},"properties":{"id":"x","radius":50}}]}"#.utf8)
+            .write(to: dir.appendingPathComponent("notafeature.geojson"))
+        try Data(#"{"type":"FeatureCollection","features":[{"type":"Feature","geometry":{"type":"Point","coordinates":[13.4,52.5]},"properties":null}]}"#.utf8)
+            .write(to: dir.appendingPathComponent("noproperties.geojson"))
         let runtime: [([String], String)] = [
             (["evaluate", "nosuch"], "no scenario 'nosuch'"),
             (["simulate", "nosuch"], "no scenario 'nosuch'"),
@@ -99,6 +107,11 @@ import Testing
              "Error: quoted.geojson: features[0]: geometry.coordinates[1] (latitude) must be a number, not the string \"52.5\": write it without quotes\n"),
             (["regions", "import", "polygon.geojson"], "Error: polygon.geojson: features[0]: geometry is a Polygon; expected a Point with [longitude, latitude]"),
             (["replay", "-", "--regions", "nogeometry.geojson"], "Error: nogeometry.geojson: features[0]: geometry is null; expected a Point"),
+            (["regions", "import", "deep.geojson"],
+             "Error: deep.geojson: features[0].properties (x): metadata is nested 14 levels deep; at most 13 (a protocol line holds 16, 3 of them around a region's metadata)\n"),
+            (["regions", "import", "notafeature.geojson"], #"Error: notafeature.geojson: features[0]: type is "Polygon"; expected "Feature""#),
+            (["regions", "import", "noproperties.geojson"],
+             "Error: noproperties.geojson: features[0]: properties is null; a region needs an object with radius (metres), and id unless the feature has one\n"),
         ]
         for (arguments, message) in runtime {
             let r = try Self.run(arguments, directory: dir)
