@@ -318,6 +318,36 @@ import Testing
         await h.stop()
     }
 
+    /// A reload whose rule no longer lists the session's purpose takes back the precise access
+    /// the purpose gave, not the approximate access the rule still gives: `changed`, not
+    /// `ended` (the session and its subscription were closed).
+    @Test func aReloadWithdrawingAPurposeLeavesTheSessionApproximate() async throws {
+        let h = try await ServerHarness.start()
+        defer { h.stopIfRunning() }
+        var policy = Policy()
+        policy.ownerRule = false
+        policy.rules = [PolicyRule(name: "nav", user: getuid(), authorization: .always, accuracy: .approximate, purposes: ["nav"])]
+        try await h.server.applyPolicy(policy)
+        let client = try await LocationClient.connect(path: h.path)
+        let granted = try await client.startSession(.always, purpose: "nav")
+        #expect(granted.accuracy == .precise && granted.temporaryPrecise)
+        _ = try await client.subscribe()
+        var messages = client.messages.makeAsyncIterator()
+        policy.rules[0].purposes = []
+        try await h.server.applyPolicy(policy)
+        var changed: SessionInfo?
+        while changed == nil, let m = try await messages.next() {
+            if case .session(let info) = m { changed = info }
+        }
+        #expect(changed?.state == .changed && changed?.accuracy == .approximate && changed?.temporaryPrecise == false
+                && changed?.purpose == nil && changed?.authorization == .always, "\(String(describing: changed))")
+        #expect(changed?.reason?.hasSuffix("purpose 'nav' is not allowed by rule 'nav' (it allows none), so precise access by it ended") == true,
+                "\(String(describing: changed?.reason))")
+        #expect(try await client.status().subscribers == 1)  // not closed with the session
+        client.close()
+        await h.stop()
+    }
+
     @Test func deniedByPolicyAndApproximateRefusedRegions() async throws {
         let h = try await ServerHarness.start()
         defer { h.stopIfRunning() }

@@ -568,10 +568,21 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
         guard new != rule else { return }
         rule = new
         guard let session else { return }
-        switch Grant.decide(requested: session.requested, purpose: session.purpose, rule: new) {
+        var purpose = session.purpose
+        var decision = Grant.decide(requested: session.requested, purpose: purpose, rule: new)
+        // A purpose the new rule no longer lists takes back its precise access, not the access
+        // the rule still gives: the session goes on at the rule's own accuracy (at a
+        // session.start, the same purpose is refused so that the program can ask without it).
+        if case .failure(.fullAccuracyDenied(let why)) = decision, purpose != nil,
+           case .success(var grant) = Grant.decide(requested: session.requested, purpose: nil, rule: new) {
+            grant.reason += "; \(why), so precise access by it ended"
+            decision = .success(grant)
+            purpose = nil
+        }
+        switch decision {
         case .success(let grant):
             guard grant != session.grant else { return }
-            self.session = (grant, session.requested, session.purpose)
+            self.session = (grant, session.requested, purpose)
             subscriptionRegranted(from: session.grant)
             send(.session(info(id: nil, state: .changed)), flush: true)
         case .failure(let error):
