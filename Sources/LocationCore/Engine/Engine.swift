@@ -30,6 +30,8 @@ public struct Engine: Sendable {
     @usableFromInline var programEvents: [ProgramEvent] = []
     /// Whether the last inputs made events for programs away (the shell writes them).
     public var hasProgramEvents: Bool { !programEvents.isEmpty }
+    /// Fixes whose time jumps wait for the next report to confirm them (docs/semantics.md).
+    public private(set) var clock = ClockJumpGuard()
     /// The state approximate subscriptions were last told (`approximateStatus`).
     @usableFromInline var approximateShown: SourceState = .disconnected
 
@@ -52,30 +54,17 @@ public struct Engine: Sendable {
             // without a real position is no fix, and an accuracy that is no radius is unknown.
             guard fix.coordinate.isValid else { return }
             if let a = fix.horizontalAccuracy, !(a >= 0 && a.isFinite) { fix.horizontalAccuracy = nil }
-            setState(.fix, time: fix.time, into: &out)
-            lastFix = fix
-            let publications = privacy.publications
-            privacy.offer(fix)
-            showApproximate(since: publications, into: &out)
-            for i in subscriptions.indices {
-                // Approximate subscriptions hear of locations only at publications (above).
-                if !subscriptions[i].approximate, subscriptions[i].filter.options.events.contains(.location),
-                   subscriptions[i].filter.offer(fix) {
-                    out.append(Delivery(subscriber: subscriptions[i].id, event: .location(fix)))
-                }
-                if subscriptions[i].extras != nil {
-                    let id = subscriptions[i].id
-                    subscriptions[i].extras!.offer(fix, privacy: privacy) { out.append(Delivery(subscriber: id, event: $0)) }
-                }
-            }
-            regionPrograms.handle(fix, into: &out, unbound: &programEvents)
-            background.handle(fix, privacy: privacy, into: &programEvents)
+            let (first, second) = clock.admit(fix)
+            if let first { take(first, into: &out) }
+            if let second { take(second, into: &out) }
         case .noFix(let time):
+            if let released = clock.noFix(at: time) { take(released, into: &out) }
             setState(.noFix, time: time, into: &out)
             let publications = privacy.publications
             privacy.offerNoFix(at: time)
             showApproximate(since: publications, into: &out)
         case .source(let state):
+            if state == .disconnected { clock.sourceLost() }
             setState(state, time: nil, into: &out)
             if state == .disconnected { privacy.sourceLost() }
             showApproximateState(into: &out)
@@ -130,6 +119,28 @@ public struct Engine: Sendable {
             subscriptions.removeLast()
             regionPrograms.unbind(id)
         }
+    }
+
+    /// One fix the clock guard let through, run through every stage.
+    @usableFromInline mutating func take(_ fix: Fix, into out: inout [Delivery]) {
+        setState(.fix, time: fix.time, into: &out)
+        lastFix = fix
+        let publications = privacy.publications
+        privacy.offer(fix)
+        showApproximate(since: publications, into: &out)
+        for i in subscriptions.indices {
+            // Approximate subscriptions hear of locations only at publications (above).
+            if !subscriptions[i].approximate, subscriptions[i].filter.options.events.contains(.location),
+               subscriptions[i].filter.offer(fix) {
+                out.append(Delivery(subscriber: subscriptions[i].id, event: .location(fix)))
+            }
+            if subscriptions[i].extras != nil {
+                let id = subscriptions[i].id
+                subscriptions[i].extras!.offer(fix, privacy: privacy) { out.append(Delivery(subscriber: id, event: $0)) }
+            }
+        }
+        regionPrograms.handle(fix, into: &out, unbound: &programEvents)
+        background.handle(fix, privacy: privacy, into: &programEvents)
     }
 
     /// Convenience for tests and tools: the deliveries of one input.

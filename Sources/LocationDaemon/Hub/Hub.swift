@@ -63,6 +63,8 @@ public final class Hub: Sendable {
         /// The approximate-location cell last written to `privacyCells`.
         var storedCell: PrivacyGrid.Cell?
         var processedInputs: UInt64 = 0
+        /// The count of fixes dropped as clock glitches at which the next notice is logged.
+        var clockGlitchNoticeAt = 1
         var hadSubscription = false
         var firstSubscriptionWaiters: [@Sendable () -> Void] = []
         var policy = Policy()
@@ -516,10 +518,21 @@ public final class Hub: Sendable {
 
     /// A report with a time anchors the estimate of the receiver's time; the first starts the
     /// ticks. Per report: a clock read and two stores.
+    /// At the first dropped fix and then at each doubling of the count: a second receiver
+    /// with another clock drops every other report, which must not fill the journal.
+    private func logClockGlitches(_ s: State) {
+        let dropped = s.engine.clock.dropped
+        s.clockGlitchNoticeAt = 2 * dropped
+        logger.notice("dropped \(dropped == 1 ? "a fix" : "\(dropped) fixes so far") whose time jumped, as the report after it did not go on from its time (a receiver clock glitch, or a second receiver with another clock; docs/semantics.md, \"Time\")")
+    }
+
     private func anchorClock(_ s: State, _ input: EngineInput) {
         let time: Timestamp
         switch input {
-        case .fix(let fix): time = fix.time
+        case .fix(let fix):
+            // Not by a fix the engine holds: it may be a glitch an hour off.
+            if s.engine.clock.held?.time == fix.time { return }
+            time = fix.time
         case .noFix(let t?): time = t
         default: return
         }
@@ -634,6 +647,7 @@ public final class Hub: Sendable {
         s.deliveries.removeAll(keepingCapacity: true)
         s.engine.handle(input, into: &s.deliveries)
         s.processedInputs &+= 1
+        if s.engine.clock.dropped >= s.clockGlitchNoticeAt { logClockGlitches(s) }
         // A fix, or a publication (at a report without a fix, or a tick) that made background
         // events, is written before its events leave.
         if case .fix = input { persist(s) } else if s.engine.hasProgramEvents { persist(s) }

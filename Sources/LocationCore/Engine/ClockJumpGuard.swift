@@ -1,0 +1,109 @@
+/// Holds a fix whose time jumps until the next report shows that the receiver's clock went on
+/// from it (docs/semantics.md, "Clock jumps").
+///
+/// One report stamped an hour ahead (a receiver time glitch) read as a real gap: regions
+/// confirmed a transition with it alone and the next fix, back on the old timeline, a second
+/// one; the visit detector closed a stay of an hour and shifted every later time by it. A fix
+/// an hour behind did the same the other way. Held for one report, a glitch is told from a real
+/// jump (the bt451 log's 52 minutes back, a tunnel's gap) by what follows it: only a report on
+/// the held fix's own timeline releases it; any other drops it.
+public struct ClockJumpGuard: Sendable {
+    /// The fix held, and the latest fix let through before it.
+    public private(set) var held: Fix?
+    private var latest: Timestamp?
+    /// Seconds between the last two fixes let through: the receiver's pace.
+    private var pace = 0.0
+    /// Held fixes dropped as glitches.
+    public private(set) var dropped = 0
+
+    /// A jump is a fix a minute or more before the latest (`Timestamp.Order.jumpedBack`), or
+    /// later than it by more than a minute and ten of the receiver's intervals (a receiver
+    /// with a fix every 5 minutes is not jumping at each).
+    static let minimumJump = Timestamp.clockJumpBack
+    static let paceFactor = 10.0
+
+    public init() {}
+
+    private var window: Double { Swift.max(Self.minimumJump, Self.paceFactor * pace) }
+
+    /// Admits `fix`: returns, in order, the fixes to run through the detectors now (none, one,
+    /// or a released one and this one).
+    public mutating func admit(_ fix: Fix) -> (first: Fix?, second: Fix?) {
+        if let h = held {
+            held = nil
+            if confirms(fix.time, h) {
+                let jumpedBack = latest.map { h.time < $0 } ?? false
+                let released = h
+                note(released.time, jumpedBack: jumpedBack)
+                let (now, _) = pass(fix)
+                return (released, now)
+            }
+            if fix.time == h.time { held = h; return (nil, nil) }  // the held epoch's next report
+            dropped += 1
+        }
+        return pass(fix)
+    }
+
+    /// A no-fix report: a held fix is released if the report is timed on its timeline, and
+    /// dropped otherwise. A timed report keeps the timeline going (the first fix after an
+    /// outage it reported is no jump); after an untimed one there is no timeline to judge the
+    /// next fix by, which is let through as a first one is.
+    public mutating func noFix(at time: Timestamp?) -> Fix? {
+        guard let time else {
+            if held != nil { dropped += 1 }
+            held = nil
+            latest = nil
+            return nil
+        }
+        if let h = held {
+            held = nil
+            guard time == h.time || confirms(time, h) else {
+                dropped += 1
+                return nil
+            }
+            note(h.time, jumpedBack: latest.map { h.time < $0 } ?? false)
+            return h
+        }
+        if let latest, case .later = time.order(after: latest), time - latest <= window { self.latest = time }
+        return nil
+    }
+
+    /// The source went away: what it said last cannot be confirmed, and what comes after a
+    /// reconnection is let through as a first fix is.
+    public mutating func sourceLost() {
+        if held != nil { dropped += 1 }
+        held = nil
+        latest = nil
+    }
+
+    private mutating func pass(_ fix: Fix) -> (first: Fix?, second: Fix?) {
+        guard let latest else {
+            note(fix.time, jumpedBack: false)
+            return (fix, nil)
+        }
+        switch fix.time.order(after: latest) {
+        case .later where fix.time - latest > window, .jumpedBack:
+            held = fix
+            return (nil, nil)
+        case .later:
+            note(fix.time, jumpedBack: false)
+        case .sameEpoch, .outOfOrder:
+            break  // each detector ignores these itself; they move no clock
+        }
+        return (fix, nil)
+    }
+
+    /// Whether a report at `time` goes on from the held fix `h`: after it, by no more than the
+    /// jump itself or the window (a backward glitch's next fix, back on the old timeline, is
+    /// later than the held one by more than the jump; a forward glitch's is before it).
+    private func confirms(_ time: Timestamp, _ h: Fix) -> Bool {
+        let after = time - h.time
+        let jump = latest.map { abs(h.time - $0) } ?? 0
+        return after > 0 && after <= Swift.max(window, jump)
+    }
+
+    private mutating func note(_ time: Timestamp, jumpedBack: Bool) {
+        if let latest, !jumpedBack, time > latest { pace = time - latest }
+        latest = time
+    }
+}

@@ -1,0 +1,131 @@
+import LocationCore
+import Testing
+
+/// docs/semantics.md, "Clock jumps": a fix whose time jumps is held until the next report goes
+/// on from it (`ClockJumpGuard`). The glitches are one report an hour off, as a receiver may
+/// stamp; the real jumps last (gpsd's bt451 log: 52 minutes back).
+@Suite struct ClockJumpTests {
+    static let a = SubscriberID(1)
+
+    /// Subscriber 1 (locations and visits), bound to a program with `regions`.
+    static func engine(_ regions: [Region] = []) throws -> Engine {
+        var engine = Engine()
+        _ = engine.handle(.subscribe(a, SubscriptionOptions(events: [.location, .visits])))
+        let program = ProgramID("p")
+        if !regions.isEmpty { try engine.addRegions(regions, for: program) }
+        engine.bind(a, to: program)
+        return engine
+    }
+
+    /// Subscriber 1's events for each fix, in order.
+    static func feed(_ engine: inout Engine, _ fixes: [Fix]) -> [[Event]] {
+        fixes.map { f in engine.handle(.fix(f)).filter { $0.subscriber == a }.map(\.event) }
+    }
+
+    static func visits(_ events: [[Event]]) -> [Visit] {
+        events.joined().compactMap { if case .visit(let v) = $0 { v } else { nil } }
+    }
+
+    static func regionEvents(_ events: [[Event]]) -> [RegionEvent] {
+        events.joined().compactMap { if case .region(let e) = $0 { e } else { nil } }
+    }
+
+    /// 51 s at a place with one report an hour ahead among them, then a walk to a second place
+    /// and a stay there: one visit, the second, on the receiver's own timeline. The glitch made
+    /// an arrival at once (its hour completed the stay), a departure an hour later, and every
+    /// later time an hour off.
+    @Test func aReportAnHourAheadMakesNoVisitAndShiftsNothing() throws {
+        var engine = try Self.engine()
+        let there = north(of: origin, metres: 2000)
+        var fixes = (0..<51).map { fix(at: Double($0), origin) }
+        fixes.insert(fix(at: 20 + 3600, origin), at: 21)
+        fixes += (51..<251).map { fix(at: Double($0), north(of: origin, metres: 10 * Double($0 - 50))) }
+        fixes += (251..<700).map { fix(at: Double($0), there) }
+        fixes += (700..<800).map { fix(at: Double($0), north(of: there, metres: 10 * Double($0 - 699))) }
+        let visits = Self.visits(Self.feed(&engine, fixes))
+        #expect(visits.map(\.kind) == [.arrival, .departure], "\(visits)")
+        #expect(visits.allSatisfy { $0.arrival >= t0.adding(seconds: 240) && $0.arrival <= t0.adding(seconds: 260) }, "\(visits)")
+        #expect(visits.last?.departure.map { $0 < t0.adding(seconds: 710) } == true, "\(visits)")
+        #expect(engine.clock.dropped == 1)
+    }
+
+    /// Parked 30 m outside a region, one noisy report inside it stamped an hour ahead: nothing.
+    /// After the "gap" it confirmed an entry alone, and the next fix, "jumped back", an exit
+    /// dated before the entry.
+    @Test func aReportAnHourAheadMakesNoRegionTransition() throws {
+        var engine = try Self.engine([Region(id: "r", center: origin, radius: 200)])
+        var fixes = (0..<120).map { fix(at: Double($0), north(of: origin, metres: 230), accuracy: 10) }
+        fixes.insert(fix(at: 60 + 3600, north(of: origin, metres: 190), accuracy: 10), at: 61)
+        #expect(Self.regionEvents(Self.feed(&engine, fixes)).isEmpty)
+    }
+
+    /// Inside a region with a 600 s dwell for 70 s, one report stamped an hour ahead: no dwell.
+    @Test func aReportAnHourAheadIsNoDwell() throws {
+        var engine = try Self.engine([Region(id: "r", center: origin, radius: 200, dwell: 600)])
+        var fixes = (0..<200).map { fix(at: Double($0), origin) }
+        fixes.insert(fix(at: 70 + 3600, origin), at: 71)
+        #expect(Self.regionEvents(Self.feed(&engine, fixes)).isEmpty)
+    }
+
+    /// A report an hour behind is dropped the same way; the locations go on as they were.
+    @Test func aReportAnHourBehindIsDropped() throws {
+        var engine = try Self.engine()
+        var fixes = (3600..<3700).map { fix(at: Double($0), origin) }
+        fixes.insert(fix(at: 3650 - 3600, origin), at: 51)
+        let delivered = Self.feed(&engine, fixes).joined().compactMap { if case .location(let f) = $0 { f.time } else { nil } }
+        #expect(delivered == (3600..<3700).map { t0.adding(seconds: Double($0)) })
+        #expect(engine.clock.dropped == 1)
+    }
+
+    /// A jump that lasts (the receiver's clock went back 52 minutes and goes on from there) is
+    /// taken at the next fix, with it, in order: one fix of delay.
+    @Test func aJumpThatLastsIsTakenAtTheNextFix() throws {
+        var engine = try Self.engine()
+        let fixes = (3200..<3210).map { fix(at: Double($0), origin) } + (80..<85).map { fix(at: Double($0), origin) }
+        let perFix = Self.feed(&engine, fixes).map { $0.compactMap { e -> Double? in
+            if case .location(let f) = e { f.time - t0 } else { nil }
+        } }
+        #expect(perFix[10] == [] && perFix[11] == [80, 81] && perFix[12] == [82], "\(perFix)")
+        #expect(engine.clock.dropped == 0)
+    }
+
+    /// A receiver with a fix every 5 minutes: its second fix waits for the third (nothing
+    /// tells its pace before), and from then on none waits.
+    @Test func aSparseReceiverWaitsOnceOnly() throws {
+        var engine = try Self.engine()
+        let perFix = Self.feed(&engine, (0..<6).map { fix(at: Double($0 * 300), origin) }).map { $0.compactMap { e -> Double? in
+            if case .location(let f) = e { f.time - t0 } else { nil }
+        } }
+        #expect(perFix == [[0], [], [300, 600], [900], [1200], [1500]])
+    }
+
+    /// Two receivers behind one gpsd, the second's clock 70 s behind: its reports were each a
+    /// jump back (every other fix); now each is dropped at the first receiver's next report.
+    @Test func aSecondReceiverFarBehindIsDropped() throws {
+        var engine = try Self.engine()
+        var fixes: [Fix] = []
+        for i in 0..<20 { fixes += [fix(at: Double(1000 + i), origin), fix(at: Double(930 + i), origin)] }
+        let delivered = Self.feed(&engine, fixes).joined().compactMap { if case .location(let f) = $0 { f.time - t0 } else { nil } }
+        #expect(delivered == (0..<20).map { Double(1000 + $0) })
+        #expect(engine.clock.dropped == 19 && engine.clock.held?.time == t0.adding(seconds: 949))
+    }
+
+    /// After a silent gap a fix waits for the next; after no-fix reports with times it does
+    /// not (they kept the timeline going), nor after untimed ones or a reconnection (there is
+    /// no timeline to judge it by: it is a first fix).
+    @Test func whatComesBetweenDecidesWhetherTheFirstFixAfterAGapWaits() throws {
+        let cases: [(String, [EngineInput])] = [
+            ("silence", []),
+            ("timed no-fix reports", (10..<500).map { .noFix(t0.adding(seconds: Double($0))) }),
+            ("an untimed no-fix report", [.noFix(nil)]),
+            ("a reconnection", [.source(.disconnected), .source(.connected)]),
+        ]
+        for (name, between) in cases {
+            var engine = try Self.engine()
+            _ = Self.feed(&engine, (0..<10).map { fix(at: Double($0), origin) })
+            for input in between { _ = engine.handle(input) }
+            let first = engine.handle(.fix(fix(at: 500, origin))).locations(for: Self.a)
+            #expect(first.count == (name == "silence" ? 0 : 1), "\(name)")
+        }
+    }
+}
