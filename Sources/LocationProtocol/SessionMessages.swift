@@ -82,7 +82,9 @@ extension Request {
         switch object["purpose"] {
         case nil, .null?: break
         case .string(let s)?:
-            guard !s.isEmpty, s.utf8.count <= 256 else { throw ProtocolError(.outOfRange, "purpose must be 1…256 bytes", id: id) }
+            guard !s.isEmpty, s.utf8.count <= maxIDBytes else {
+                throw ProtocolError(.outOfRange, "purpose of \(s.utf8.count) bytes is out of range; a purpose key has 1…\(maxIDBytes) bytes, as the rule's purposes list it", id: id)
+            }
             purpose = s
         case let other?:
             throw ProtocolError(.badField, "purpose must be a string, not \(other.kindName)", id: id)

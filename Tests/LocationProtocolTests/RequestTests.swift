@@ -31,6 +31,15 @@ import Testing
         }
     }
 
+    /// A purpose out of range says how long it is (it said only "1…256 bytes").
+    @Test func purposeOutOfRangeNamesItsLength() {
+        expectDecodeError(#"{"type":"session.start","id":1,"purpose":""}"#, code: .outOfRange,
+                          text: "purpose of 0 bytes is out of range; a purpose key has 1…256 bytes")
+        expectDecodeError(#"{"type":"session.start","id":1,"purpose":"\#(String(repeating: "é", count: 129))"}"#, code: .outOfRange,
+                          text: "purpose of 258 bytes is out of range")
+        expectDecodeError(#"{"type":"session.start","id":1,"purpose":7}"#, code: .badField, text: "purpose must be a string, not a number")
+    }
+
     @Test func badJSON() {
         let e = error(#"{"type":"status""#)
         #expect(e?.code == .badJSON)
