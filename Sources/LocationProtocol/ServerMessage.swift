@@ -124,7 +124,7 @@ public indirect enum ServerMessage: Hashable, Sendable {
             JSONWriter.appendASCII(",\"minimumInterval\":", to: &out)
             JSONWriter.appendNumber(o.minimumInterval, to: &out)
             EventEncoder.appendEvents(o.events, to: &out)
-            JSONWriter.appendASCII("}\n", to: &out)
+            JSONWriter.appendASCII(o.accuracy == .approximate ? ",\"accuracy\":\"approximate\"}\n" : ",\"accuracy\":\"precise\"}\n", to: &out)
         case .session(let info):
             info.append(to: &out)
         case .unsubscribed(let id):
@@ -292,11 +292,20 @@ public indirect enum ServerMessage: Hashable, Sendable {
                 id: id, protocolVersion: try int(o, "protocol"), server: try string(o, "server"),
                 version: try string(o, "version"), maxLineBytes: try int(o, "maxLineBytes")))
         case "subscribed":
-            return .subscribed(id: id, options: SubscriptionOptions(
+            var options = SubscriptionOptions(
                 distanceFilter: try optionalNumber(o, "distanceFilter") ?? 0,
                 desiredAccuracy: try optionalNumber(o, "desiredAccuracy"),
                 minimumInterval: try optionalNumber(o, "minimumInterval") ?? 0,
-                events: try decodeEvents(o)))
+                events: try decodeEvents(o))
+            // Absent from an older daemon's reply: precise, what its options meant.
+            switch o["accuracy"] {
+            case nil: break
+            case .string(let a)?:
+                guard let accuracy = Accuracy(rawValue: a) else { throw DecodingError("subscribed has accuracy \(JSONWriter.quoted(a)); expected precise or approximate") }
+                options.accuracy = accuracy
+            case let other?: throw DecodingError("subscribed.accuracy must be a string, not \(other.kindName)")
+            }
+            return .subscribed(id: id, options: options)
         case "unsubscribed":
             return .unsubscribed(id: id)
         case "session":

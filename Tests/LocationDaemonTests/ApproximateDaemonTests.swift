@@ -46,7 +46,8 @@ struct ApproximateDaemonTests {
         let messages = try await reader.read(timeout: 60) { $0.states.filter { $0 == .disconnected }.count >= 2 }
         // `subscribed` echoes the options in effect, not the ones asked for.
         let echoed = messages.compactMap { if case .subscribed(_, let o) = $0 { o } else { nil } }.first
-        #expect(echoed?.desiredAccuracy == nil && echoed?.minimumInterval == SubscriptionOptions.approximateInterval, "\(String(describing: echoed))")
+        #expect(echoed?.desiredAccuracy == nil && echoed?.minimumInterval == SubscriptionOptions.approximateInterval
+                && echoed?.accuracy == .approximate, "\(String(describing: echoed))")
         let received = messages.compactMap { m -> String? in
             switch m {
             case .location, .visit, .significant: String(m.line.dropLast())

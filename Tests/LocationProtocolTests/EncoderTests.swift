@@ -162,6 +162,20 @@ import Testing
 }
 
 @Suite struct ServerMessageTests {
+    /// `subscribed` carries the session's accuracy (LocationClient.subscribe returned precise
+    /// options under an approximate session); an older daemon's reply without it is precise.
+    @Test func subscribedCarriesTheAccuracy() throws {
+        var approximate = SubscriptionOptions()
+        approximate.accuracy = .approximate
+        #expect(ServerMessage.subscribed(id: nil, options: approximate).line.hasSuffix(#","accuracy":"approximate"}"# + "\n"))
+        let older = #"{"type":"subscribed","id":1,"distanceFilter":0,"desiredAccuracy":null,"minimumInterval":0,"events":["location"]}"#
+        guard case .subscribed(_, let o) = try ServerMessage.decode(older) else { Issue.record("not subscribed"); return }
+        #expect(o.accuracy == .precise)
+        #expect(throws: ServerMessage.DecodingError.self) {
+            try ServerMessage.decode(#"{"type":"subscribed","distanceFilter":0,"minimumInterval":0,"events":["location"],"accuracy":"fuzzy"}"#)
+        }
+    }
+
     @Test func serverMessagesRoundTrip() throws {
         let t = Timestamp(seconds: 1_552_384_801, nanoseconds: 250_000_000)
         let messages: [ServerMessage] = [
@@ -169,6 +183,7 @@ import Testing
             .hello(ServerHello(id: .string("h"))),
             .subscribed(id: .number(1), options: SubscriptionOptions(distanceFilter: 10, desiredAccuracy: 50, minimumInterval: 0.5)),
             .subscribed(id: nil, options: SubscriptionOptions()),
+            .subscribed(id: nil, options: { var o = SubscriptionOptions(); o.accuracy = .approximate; return o }()),
             .unsubscribed(id: .string("u")),
             .statusReply(StatusReply(id: .number(2), state: .fix, subscribers: 3, source: "gpsd \"local\"", lastFix: t)),
             .statusReply(StatusReply(id: nil, state: .disconnected, subscribers: 0, source: "replay", lastFix: nil)),
