@@ -110,6 +110,44 @@ import Testing
         #expect(engine.clock.dropped == 19 && engine.clock.held?.time == t0.adding(seconds: 949))
     }
 
+    static func times(_ events: [[Event]]) -> [[Double]] {
+        events.map { $0.compactMap { e -> Double? in if case .location(let f) = e { f.time - t0 } else { nil } } }
+    }
+
+    /// A receiver with a fix every 10 s, one report 70 s behind: dropped. The next report,
+    /// 80 s after it, was within the ten-interval window and confirmed it as a real jump back.
+    @Test func aReportBehindASlowerReceiverIsDropped() throws {
+        var engine = try Self.engine()
+        var fixes = (0..<20).map { fix(at: Double($0 * 10), origin) }
+        fixes.insert(fix(at: 80, origin), at: 16)
+        let delivered = Self.times(Self.feed(&engine, fixes)).joined()
+        #expect(Array(delivered) == (0..<20).map { Double($0 * 10) })
+        #expect(engine.clock.dropped == 1)
+    }
+
+    /// Two receivers a fix every 10 s, clocks 70 s apart: one timeline goes through, the other
+    /// receiver's reports are dropped (the pace learned across the two had let both through).
+    @Test func twoSlowerReceiversFarApartMakeOneTimeline() throws {
+        var engine = try Self.engine()
+        var fixes: [Fix] = []
+        for i in 0..<20 { fixes += [fix(at: Double(1000 + 10 * i), origin), fix(at: Double(1070 + 10 * i), origin)] }
+        let delivered = Array(Self.times(Self.feed(&engine, fixes)).joined())
+        #expect(delivered == delivered.sorted() && Set(delivered).count == delivered.count, "\(delivered)")
+        #expect(engine.clock.dropped >= 18, "\(engine.clock.dropped)")
+    }
+
+    /// A jump released by a timed no-fix report does not become the receiver's pace: a glitch
+    /// an hour later still waits, and is dropped (the window had grown to ten hours).
+    @Test func aJumpReleasedByANoFixReportIsNoPace() throws {
+        var engine = try Self.engine()
+        _ = Self.feed(&engine, (0..<10).map { fix(at: Double($0), origin) })
+        #expect(Self.times(Self.feed(&engine, [fix(at: 3600, origin)])) == [[]])
+        #expect(engine.handle(.noFix(t0.adding(seconds: 3601))).locations(for: Self.a).map { $0.time - t0 } == [3600])
+        let after = Self.times(Self.feed(&engine, [fix(at: 7202, origin)] + (3603..<3606).map { fix(at: Double($0), origin) }))
+        #expect(after == [[], [3603], [3604], [3605]], "\(after)")
+        #expect(engine.clock.dropped == 1)
+    }
+
     /// After a silent gap a fix waits for the next; after no-fix reports with times it does
     /// not (they kept the timeline going), nor after untimed ones or a reconnection (there is
     /// no timeline to judge it by: it is a first fix).

@@ -32,11 +32,12 @@ public struct ClockJumpGuard: Sendable {
         if let h = held {
             held = nil
             if confirms(fix.time, h) {
-                let jumpedBack = latest.map { h.time < $0 } ?? false
-                let released = h
-                note(released.time, jumpedBack: jumpedBack)
+                // The timeline moved to the held fix's; the interval that confirmed it is the
+                // receiver's pace (a jump itself is none: taken as one, the window grew to hours).
+                latest = h.time
+                pace = fix.time - h.time
                 let (now, _) = pass(fix)
-                return (released, now)
+                return (h, now)
             }
             if fix.time == h.time { held = h; return (nil, nil) }  // the held epoch's next report
             dropped += 1
@@ -61,7 +62,7 @@ public struct ClockJumpGuard: Sendable {
                 dropped += 1
                 return nil
             }
-            note(h.time, jumpedBack: latest.map { h.time < $0 } ?? false)
+            latest = h.time
             return h
         }
         if let latest, case .later = time.order(after: latest), time - latest <= window { self.latest = time }
@@ -78,7 +79,7 @@ public struct ClockJumpGuard: Sendable {
 
     private mutating func pass(_ fix: Fix) -> (first: Fix?, second: Fix?) {
         guard let latest else {
-            note(fix.time, jumpedBack: false)
+            self.latest = fix.time
             return (fix, nil)
         }
         switch fix.time.order(after: latest) {
@@ -86,24 +87,22 @@ public struct ClockJumpGuard: Sendable {
             held = fix
             return (nil, nil)
         case .later:
-            note(fix.time, jumpedBack: false)
+            pace = fix.time - latest
+            self.latest = fix.time
         case .sameEpoch, .outOfOrder:
             break  // each detector ignores these itself; they move no clock
         }
         return (fix, nil)
     }
 
-    /// Whether a report at `time` goes on from the held fix `h`: after it, by no more than the
-    /// jump itself or the window (a backward glitch's next fix, back on the old timeline, is
-    /// later than the held one by more than the jump; a forward glitch's is before it).
+    /// Whether a report at `time` goes on from the held fix `h`. After a jump back, it must be
+    /// after `h` and still behind where the old timeline was (a glitch's next report is back
+    /// on the old one, past it); after a jump ahead, after `h` by no more than the jump or the
+    /// window (a glitch's next report is before it).
     private func confirms(_ time: Timestamp, _ h: Fix) -> Bool {
-        let after = time - h.time
-        let jump = latest.map { abs(h.time - $0) } ?? 0
-        return after > 0 && after <= Swift.max(window, jump)
-    }
-
-    private mutating func note(_ time: Timestamp, jumpedBack: Bool) {
-        if let latest, !jumpedBack, time > latest { pace = time - latest }
-        latest = time
+        guard time > h.time else { return false }
+        guard let latest else { return true }
+        if h.time < latest { return time < latest }
+        return time - h.time <= Swift.max(window, h.time - latest)
     }
 }
