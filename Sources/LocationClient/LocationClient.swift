@@ -496,16 +496,28 @@ final class Core: Sendable {
         finish(error: failure)
     }
 
-    /// A reply this version cannot read: its request fails with why (a `send`'s reply is not
-    /// streamed: there is nothing to stream).
+    /// A reply this version cannot read: its request fails with why; a `send`'s caller, who
+    /// reads its replies on `messages`, gets an `unrecognized` error with the request's id there.
     private func unreadable(_ id: RequestID, _ error: ServerMessage.DecodingError) {
-        let waiter: Pending? = state.withLock { s in
-            if let w = s.waiters.removeValue(forKey: id) { s.own.remove(id); return w }
-            if let n = s.sent[id] { s.sent[id] = n > 1 ? n - 1 : nil } else { s.expired.remove(id) }
-            return nil
+        enum Route { case waiter(Pending), stream, none }
+        let route: Route = state.withLock { s in
+            if let w = s.waiters.removeValue(forKey: id) { s.own.remove(id); return .waiter(w) }
+            if let n = s.sent[id] {
+                s.sent[id] = n > 1 ? n - 1 : nil
+                return .stream
+            }
+            s.expired.remove(id)
+            return .none
         }
-        waiter?.timer.cancel()
-        waiter?.continuation.resume(throwing: error)
+        switch route {
+        case .waiter(let w):
+            w.timer.cancel()
+            w.continuation.resume(throwing: error)
+        case .stream:
+            continuation.yield(.error(ProtocolError(.unrecognized, "\(error.type ?? "reply") this client cannot read: \(error.message)", id: id)))
+        case .none:
+            break
+        }
     }
 
     private func route(_ message: ServerMessage) {

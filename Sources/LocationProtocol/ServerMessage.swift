@@ -259,8 +259,15 @@ public indirect enum ServerMessage: Hashable, Sendable {
 
     public static func decode(_ value: JSONValue) throws(DecodingError) -> ServerMessage {
         guard case .object(let o) = value else { throw DecodingError("message is not an object") }
-        let message: ServerMessage
-        do { message = try decodeUnsequenced(o) } catch {
+        do {
+            let message = try decodeUnsequenced(o)
+            switch message {
+            case .visit, .significant, .region:
+                if let seq = try sequenceNumber(o) { return .queued(seq: seq, message) }
+            default: break
+            }
+            return message
+        } catch {
             var e = error
             if case .string(let type)? = o["type"] { e.type = type }
             switch o["id"] {
@@ -270,12 +277,6 @@ public indirect enum ServerMessage: Hashable, Sendable {
             }
             throw e
         }
-        switch message {
-        case .visit, .significant, .region:
-            if let seq = try sequenceNumber(o) { return .queued(seq: seq, message) }
-        default: break
-        }
-        return message
     }
 
     static func decodeUnsequenced(_ o: [String: JSONValue]) throws(DecodingError) -> ServerMessage {

@@ -52,6 +52,25 @@ import Testing
         #expect(try await messages.next() == .status(.connected, nil))  // the unreadable event skipped
     }
 
+    /// The same for a request made with `send`, whose replies its caller reads on `messages`:
+    /// an `unrecognized` error with the request's id comes there (nothing came at all); and a
+    /// queued event whose sequence number this version cannot read is skipped, not the end.
+    @Test func anUnreadableReplyToASentRequestIsAnErrorOnMessages() async throws {
+        let server = try FakeServer(.init(reply: { _, _ in
+            [#"{"type":"status","id":"s","state":"degraded","subscribers":1,"source":"gpsd","lastFix":null}"#,
+             #"{"type":"significant","time":"2026-03-10T10:00:00Z","latitude":1,"longitude":2,"mode":"2d","seq":"one"}"#,
+             ServerMessage.status(.connected, nil).line]
+        }))
+        defer { server.stop() }
+        let client = try await LocationClient.connect(path: server.path, requestTimeout: .seconds(30))
+        defer { client.close() }
+        try client.send(.status(id: .string("s")))
+        var messages = client.messages.makeAsyncIterator()
+        guard case .error(let e)? = try await messages.next() else { Issue.record("no error on messages"); return }
+        #expect(e.code == .unrecognized && e.id == .string("s") && e.message.hasPrefix("status this client cannot read: "), "\(e)")
+        #expect(try await messages.next() == .status(.connected, nil))
+    }
+
     /// A daemon that closes with the client's requests unread (after a flood) resets the
     /// connection: the waiting call gets `closedBeforeReply` and `messages` finishes, as at a
     /// close. They got "read: Connection reset by peer", and `messages` threw it.
