@@ -288,17 +288,28 @@ import Testing
         await h.stop()
     }
 
+    /// A server whose policy is `rule` alone (no owner rule), and a client connected to it.
+    static func serving(_ rule: PolicyRule) async throws -> (ServerHarness, Policy, LocationClient) {
+        let h = try await ServerHarness.start()
+        var policy = Policy()
+        policy.ownerRule = false
+        policy.rules = [rule]
+        do {
+            try await h.server.applyPolicy(policy)
+            return (h, policy, try await LocationClient.connect(path: h.path))
+        } catch {
+            h.stopIfRunning()
+            throw error
+        }
+    }
+
     /// A program over a limit lowered since its regions were added: an empty add (how regions
     /// import learns the count) is answered, not refused as "3 registered + 0 would exceed";
     /// a real add is refused saying how many to remove.
     @Test func anEmptyAddIsAnsweredOverALoweredLimit() async throws {
-        let h = try await ServerHarness.start()
+        let (h, served, client) = try await Self.serving(PolicyRule(name: "me", user: getuid(), authorization: .always, accuracy: .precise, maxRegions: 4))
         defer { h.stopIfRunning() }
-        var policy = Policy()
-        policy.ownerRule = false
-        policy.rules = [PolicyRule(name: "me", user: getuid(), authorization: .always, accuracy: .precise, maxRegions: 4)]
-        try await h.server.applyPolicy(policy)
-        let client = try await LocationClient.connect(path: h.path)
+        var policy = served
         _ = try await client.startSession(.always)
         let home = Coordinate(latitude: 50, longitude: 8.5)
         let three = (0..<3).map { Region(id: "r\($0)", center: home, radius: 100) }
@@ -322,13 +333,9 @@ import Testing
     /// the purpose gave, not the approximate access the rule still gives: `changed`, not
     /// `ended` (the session and its subscription were closed).
     @Test func aReloadWithdrawingAPurposeLeavesTheSessionApproximate() async throws {
-        let h = try await ServerHarness.start()
+        let (h, served, client) = try await Self.serving(PolicyRule(name: "nav", user: getuid(), authorization: .always, accuracy: .approximate, purposes: ["nav"]))
         defer { h.stopIfRunning() }
-        var policy = Policy()
-        policy.ownerRule = false
-        policy.rules = [PolicyRule(name: "nav", user: getuid(), authorization: .always, accuracy: .approximate, purposes: ["nav"])]
-        try await h.server.applyPolicy(policy)
-        let client = try await LocationClient.connect(path: h.path)
+        var policy = served
         let granted = try await client.startSession(.always, purpose: "nav")
         #expect(granted.accuracy == .precise && granted.temporaryPrecise)
         _ = try await client.subscribe()
@@ -349,13 +356,9 @@ import Testing
     }
 
     @Test func deniedByPolicyAndApproximateRefusedRegions() async throws {
-        let h = try await ServerHarness.start()
+        let (h, served, client) = try await Self.serving(PolicyRule(name: "me-approx", user: getuid(), authorization: .always, accuracy: .approximate, purposes: ["nav"]))
         defer { h.stopIfRunning() }
-        var policy = Policy()
-        policy.ownerRule = false
-        policy.rules = [PolicyRule(name: "me-approx", user: getuid(), authorization: .always, accuracy: .approximate, purposes: ["nav"])]
-        try await h.server.applyPolicy(policy)
-        let client = try await LocationClient.connect(path: h.path)
+        var policy = served
         let g = try await client.startSession(.always)
         #expect(g.accuracy == .approximate && g.rule == "me-approx")
         do { _ = try await client.request { .regionsAdd(id: $0, regions: []) } } catch let e as ProtocolError {
