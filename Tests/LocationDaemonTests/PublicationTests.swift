@@ -72,6 +72,29 @@ import Testing
         try loop.syncShutdownGracefully()
     }
 
+    /// A fix the engine holds (its time jumped: docs/semantics.md, "Time") does not set the
+    /// hub's clock: one report an hour ahead just before an epoch start had the tick publish
+    /// with the glitch's time.
+    @Test func aHeldFixDoesNotSetTheClock() throws {
+        let loop = EmbeddedEventLoop()
+        let hub = Hub(eventLoop: loop, sourceDescription: "test", logger: Self.quiet, publicationTicks: true)
+        let recorder = Recorder()
+        var o = SubscriptionOptions()
+        o.accuracy = .approximate
+        hub.subscribe(SubscriberID(1), options: o, subscriber: recorder)
+        hub.submit(.source(.connected))
+        for s in 0..<599 {
+            hub.submit(Self.fix(s))
+            loop.advanceTime(by: .seconds(1))
+        }
+        recorder.events.removeAll()
+        hub.submit(Self.fix(599 + 3600))
+        loop.advanceTime(by: .milliseconds(1001))  // past the tick for 600 s
+        let shown = recorder.events.compactMap { if case .location(let f) = $0 { f.time } else { nil } }
+        #expect(shown == [Self.t0.adding(seconds: 600)], "\(recorder.events)")
+        try loop.syncShutdownGracefully()
+    }
+
     /// A replay's hub does not tick: its reports' times are all there is (at any speed).
     @Test func aReplayHubDoesNotTick() throws {
         let loop = EmbeddedEventLoop()
