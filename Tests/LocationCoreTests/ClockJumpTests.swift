@@ -148,6 +148,35 @@ import Testing
         #expect(engine.clock.dropped == 1)
     }
 
+    /// A second receiver without a fix, its no-fix reports stamped 70 s behind: the first
+    /// receiver's fixes after its own 90 s silence go on through. Each of them was held and
+    /// then dropped by the other's next no-fix report, for good.
+    @Test func aSecondReceiversNoFixReportsDoNotLockTheFixesOut() throws {
+        var engine = try Self.engine()
+        var delivered: [Double] = []
+        for t in 0..<200 {
+            if t < 30 || t >= 120 {
+                delivered += engine.handle(.fix(fix(at: Double(t), origin))).locations(for: Self.a).map { $0.time - t0 }
+            }
+            _ = engine.handle(.noFix(t0.adding(seconds: Double(t) + 0.5 - 70)))
+        }
+        #expect(delivered == (0..<30).map(Double.init) + (120..<200).map(Double.init), "\(delivered)")
+        #expect(engine.clock.dropped == 0)
+    }
+
+    /// A receiver with a fix every 5 minutes and a second of jitter, and two tunnels in a row
+    /// at 1 Hz: the fix after the first gap is confirmed by one a little more than the gap
+    /// later (it was lost as a glitch).
+    @Test func aLongerSecondGapConfirmsTheFirst() throws {
+        var sparse = try Self.engine()
+        let jitter = Self.times(Self.feed(&sparse, [0, 300, 601, 902, 1203].map { fix(at: $0, origin) }))
+        #expect(jitter == [[0], [], [300, 601], [902], [1203]], "\(jitter)")
+        var tunnels = try Self.engine()
+        let fixes = (0..<10).map { fix(at: Double($0), origin) } + [fix(at: 130, origin)] + (280..<283).map { fix(at: Double($0), origin) }
+        let delivered = Array(Self.times(Self.feed(&tunnels, fixes)).joined())
+        #expect(delivered == (0..<10).map(Double.init) + [130, 280, 281, 282], "\(delivered)")
+    }
+
     /// After a silent gap a fix waits for the next; after no-fix reports with times it does
     /// not (they kept the timeline going), nor after untimed ones or a reconnection (there is
     /// no timeline to judge it by: it is a first fix).

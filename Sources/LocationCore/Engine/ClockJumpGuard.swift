@@ -46,9 +46,9 @@ public struct ClockJumpGuard: Sendable {
     }
 
     /// A no-fix report: a held fix is released if the report is timed on its timeline, and
-    /// dropped otherwise. A timed report keeps the timeline going (the first fix after an
-    /// outage it reported is no jump); after an untimed one there is no timeline to judge the
-    /// next fix by, which is let through as a first one is.
+    /// otherwise stays held for the next fix to decide. A timed report keeps the timeline going
+    /// (the first fix after an outage it reported is no jump); after an untimed one there is
+    /// no timeline to judge the next fix by, which is let through as a first one is.
     public mutating func noFix(at time: Timestamp?) -> Fix? {
         guard let time else {
             if held != nil { dropped += 1 }
@@ -57,11 +57,11 @@ public struct ClockJumpGuard: Sendable {
             return nil
         }
         if let h = held {
+            // Not dropped by a report that does not go on from it: that may be a second
+            // receiver without a fix, whose reports would then drop every fix of the one with
+            // fixes, for good.
+            guard time == h.time || confirms(time, h) else { return nil }
             held = nil
-            guard time == h.time || confirms(time, h) else {
-                dropped += 1
-                return nil
-            }
             latest = h.time
             return h
         }
@@ -97,12 +97,13 @@ public struct ClockJumpGuard: Sendable {
 
     /// Whether a report at `time` goes on from the held fix `h`. After a jump back, it must be
     /// after `h` and still behind where the old timeline was (a glitch's next report is back
-    /// on the old one, past it); after a jump ahead, after `h` by no more than the jump or the
-    /// window (a glitch's next report is before it).
+    /// on the old one, past it); after a jump ahead, after `h` by no more than twice the jump or
+    /// the window (a glitch's next report is before it; the bound only keeps a far later
+    /// report from confirming, with room for a sparse receiver's jitter and a second gap).
     private func confirms(_ time: Timestamp, _ h: Fix) -> Bool {
         guard time > h.time else { return false }
         guard let latest else { return true }
         if h.time < latest { return time < latest }
-        return time - h.time <= Swift.max(window, h.time - latest)
+        return time - h.time <= Swift.max(window, 2 * (h.time - latest))
     }
 }
