@@ -34,9 +34,9 @@ import Testing
         func deliver(_ event: Event, encoded: ByteBuffer) { events.append(event) }
     }
 
-    /// A live source's hub publishes by its clock: reports without a fix and without a time
-    /// are shown at the epoch start the clock reaches, not when the fix comes back.
-    @Test func aLiveHubTicksAtEpochStartsByItsClock() throws {
+    /// A live source's hub on a virtual clock, an approximate subscriber's recorder, and a fix
+    /// each second for `fixes` seconds.
+    static func liveHub(fixes: Int) -> (EmbeddedEventLoop, Hub, Recorder) {
         let loop = EmbeddedEventLoop()
         let hub = Hub(eventLoop: loop, sourceDescription: "test", logger: Self.quiet, publicationTicks: true)
         let recorder = Recorder()
@@ -44,10 +44,17 @@ import Testing
         o.accuracy = .approximate
         hub.subscribe(SubscriberID(1), options: o, subscriber: recorder)
         hub.submit(.source(.connected))
-        for s in 0..<100 {
+        for s in 0..<fixes {
             hub.submit(Self.fix(s))
             loop.advanceTime(by: .seconds(1))
         }
+        return (loop, hub, recorder)
+    }
+
+    /// A live source's hub publishes by its clock: reports without a fix and without a time
+    /// are shown at the epoch start the clock reaches, not when the fix comes back.
+    @Test func aLiveHubTicksAtEpochStartsByItsClock() throws {
+        let (loop, hub, recorder) = Self.liveHub(fixes: 100)
         recorder.events.removeAll()
         // Reports without a fix and without a time (gpsd's mode 1 may have none) until 2237 s.
         for _ in 100..<2237 {
@@ -76,17 +83,7 @@ import Testing
     /// hub's clock: one report an hour ahead just before an epoch start had the tick publish
     /// with the glitch's time.
     @Test func aHeldFixDoesNotSetTheClock() throws {
-        let loop = EmbeddedEventLoop()
-        let hub = Hub(eventLoop: loop, sourceDescription: "test", logger: Self.quiet, publicationTicks: true)
-        let recorder = Recorder()
-        var o = SubscriptionOptions()
-        o.accuracy = .approximate
-        hub.subscribe(SubscriberID(1), options: o, subscriber: recorder)
-        hub.submit(.source(.connected))
-        for s in 0..<599 {
-            hub.submit(Self.fix(s))
-            loop.advanceTime(by: .seconds(1))
-        }
+        let (loop, hub, recorder) = Self.liveHub(fixes: 599)
         recorder.events.removeAll()
         hub.submit(Self.fix(599 + 3600))
         loop.advanceTime(by: .milliseconds(1001))  // past the tick for 600 s
