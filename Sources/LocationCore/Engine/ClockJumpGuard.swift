@@ -1,15 +1,16 @@
 /// Holds a fix whose time jumps until the next report shows that the receiver's clock went on
-/// from it (docs/semantics.md, "Clock jumps").
+/// from it (docs/semantics.md, "Time": clock jumps).
 ///
 /// One report stamped an hour ahead (a receiver time glitch) read as a real gap: regions
 /// confirmed a transition with it alone and the next fix, back on the old timeline, a second
 /// one; the visit detector closed a stay of an hour and shifted every later time by it. A fix
 /// an hour behind did the same the other way. Held for one report, a glitch is told from a real
 /// jump (the bt451 log's 52 minutes back, a tunnel's gap) by what follows it: only a report on
-/// the held fix's own timeline releases it; any other drops it.
+/// the held fix's own timeline releases it; a fix that is not drops it.
 public struct ClockJumpGuard: Sendable {
-    /// The fix held, and the latest fix let through before it.
+    /// The fix held.
     public private(set) var held: Fix?
+    /// The time of the latest fix let through (or timed no-fix report on its timeline).
     private var latest: Timestamp?
     /// Seconds between the last two fixes let through: the receiver's pace.
     private var pace = 0.0
