@@ -270,23 +270,23 @@ public indirect enum ServerMessage: Hashable, Sendable {
         } catch {
             var e = error
             if case .string(let type)? = o["type"] { e.type = type }
-            switch o["id"] {
-            case .number(let n)?: e.replyID = .number(n)
-            case .string(let s)?: e.replyID = .string(s)
-            default: break
-            }
+            e.replyID = replyID(o)
             throw e
+        }
+    }
+
+    /// The `id` a message echoes (a number or a string), if any.
+    static func replyID(_ o: [String: JSONValue]) -> RequestID? {
+        switch o["id"] {
+        case .number(let n)?: .number(n)
+        case .string(let s)?: .string(s)
+        default: nil
         }
     }
 
     static func decodeUnsequenced(_ o: [String: JSONValue]) throws(DecodingError) -> ServerMessage {
         guard case .string(let type)? = o["type"] else { throw DecodingError("message has no type") }
-        let id: RequestID?
-        switch o["id"] {
-        case .number(let n)?: id = .number(n)
-        case .string(let s)?: id = .string(s)
-        default: id = nil
-        }
+        let id = replyID(o)
         switch type {
         case "hello":
             return .hello(ServerHello(
