@@ -199,9 +199,11 @@ struct Assembler: Sendable {
         if f.bad { return false }
         guard begin(tod, onEpoch) else { return true }
         cur.stated = true
-        // Quality 1–5 are measured solutions (GPS, DGPS, PPS, RTK fixed, RTK float); 6 is
-        // dead reckoning ("estimated"), 7 manual input, 8 simulator: none is a position fix.
-        if (1...5).contains(quality), let lat, let lon {
+        // Quality 1–5 are measured solutions (GPS, DGPS, PPS, RTK fixed, RTK float), and so is
+        // 9, NovAtel's WAAS/SBAS solution (their receivers' default with SBAS on; gpsd takes it
+        // as a fix); 6 is dead reckoning ("estimated"), 7 manual input, 8 simulator: none is a
+        // position fix.
+        if (1...5).contains(quality) || quality == 9, let lat, let lon {
             setPosition(lat, lon)
             cur.ggaQuality = quality
             if quality == 2 { cur.dgps = true }

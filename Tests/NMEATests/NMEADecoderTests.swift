@@ -80,6 +80,17 @@ let rmcBody = "GPRMC,123519,A,4807.038,N,01131.000,E,022.4,084.4,230394,003.1,W"
         #expect(abs(f.verticalAccuracy! - 1.96 * 4.0) < 1e-9)
     }
 
+    /// NovAtel receivers report their WAAS/SBAS solution as GGA quality 9 (by default with SBAS
+    /// on): a measured fix, as gpsd takes it, with GGA's altitude.
+    @Test func ggaQualityNineIsAFix() throws {
+        let text = sentence("GPZDA,120000.00,01,06,2025,00,00")
+            + sentence("GPGGA,120000.00,4807.038,N,01131.000,E,9,08,1.0,545.4,M,46.9,M,,")
+        let f = try #require(run(text).epochs.first?.fix)
+        #expect(f.mode == .threeD)
+        #expect(f.altitudeMSL == 545.4)
+        #expect(abs(f.horizontalAccuracy! - 1.0 * 19.0) < 1e-9)  // gpsd's eph for it: 19
+    }
+
     @Test func vtgKnotsToMetresPerSecond() throws {
         let text = sentence(rmcBody) + sentence("GPVTG,270.0,T,268.0,M,10.0,N,18.5,K,A")
         let f = try #require(run(text).epochs.first?.fix)
