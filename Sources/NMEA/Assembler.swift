@@ -293,8 +293,11 @@ struct Assembler: Sendable {
         let sAlt = f.double(f.next())
         if f.bad { return false }
         guard begin(tod, onEpoch) else { return true }
-        if let sLat, let sLon { cur.gstLat = sLat; cur.gstLon = sLon }
-        if let sAlt { cur.gstAlt = sAlt }
+        // A σ of 0 is no measurement (receivers that do not compute a field write 0 there):
+        // taken, it made an accuracy of 0 m that passed every accuracy gate. Such a field is
+        // absent, and the DOPs give the accuracy, as they do when GST is missing.
+        if let sLat, let sLon, sLat > 0, sLon > 0 { cur.gstLat = sLat; cur.gstLon = sLon }
+        if let sAlt, sAlt > 0 { cur.gstAlt = sAlt }
         return true
     }
 
