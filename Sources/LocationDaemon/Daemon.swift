@@ -150,7 +150,7 @@ public enum Daemon {
     static func describe(_ source: DaemonOptions.Source) -> String {
         switch source {
         case .gpsd(let host, let port): host.contains(":") ? "gpsd [\(host)]:\(port)" : "gpsd \(host):\(port)"
-        case .replay(let path, _, _): "replay \(path)"
+        case .replay(let path, _, _, _): "replay \(path)"
         }
     }
 }
@@ -254,8 +254,9 @@ final class DaemonService: Sendable {
             source.start()
             try await hub.eventLoop.submit { hub.onDemandChange { source.setWanted($0) } }.get()
             stopSource = { source.stop() }
-        case .replay(let path, let speed, let loop):
-            let source = ReplaySource(path: path, speed: speed, loop: loop, consumer: hub.eventLoop, sink: sink)
+        case .replay(let path, let speed, let loop, let date):
+            let source = ReplaySource(path: path, speed: speed, loop: loop, date: date, consumer: hub.eventLoop,
+                                      warning: { logger.warning("\($0)") }, sink: sink)
             logger.info("replay waits for the first subscriber")
             hub.whenFirstSubscribed {
                 source.start { error in

@@ -333,8 +333,7 @@ struct Assembler: Sendable {
         guard let tod else { return true }
         var days: Int?
         if let d, let m, let y {
-            // No GPS date precedes 1980; a Timestamp (Int64 nanoseconds) ends in 2262.
-            guard y >= 1980 && y <= 2261, let v = validDays(y, m, d) else { return false }
+            guard NMEADecoder.datableYears.contains(y), let v = validDays(y, m, d) else { return false }
             days = v
         }
         guard begin(tod, onEpoch) else { return true }
@@ -481,7 +480,8 @@ struct Assembler: Sendable {
     return r < 0 ? r + 360 : r
 }
 
-private func validDays(_ y: Int, _ m: Int, _ d: Int) -> Int? {
+/// Days since 1970-01-01 of a valid civil date, nil for one that does not exist.
+func validDays(_ y: Int, _ m: Int, _ d: Int) -> Int? {
     guard (1...12).contains(m), d >= 1 else { return nil }
     let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
     let dim = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][m - 1]

@@ -20,8 +20,13 @@ public struct NMEAEpoch: Sendable, Equatable {
 }
 
 extension NMEAEpoch {
-    public var engineInput: EngineInput {
+    /// `.fix`, or `.noFix(time)`; nil for a valid position that could not be dated. Such an
+    /// epoch is not "no fix": reported as one, a GGA/GLL-only log told its subscribers the
+    /// receiver had no fix at every position (gpsd's source likewise drops a TPV with a position
+    /// but no time, `GPSDTPV.engineInput`). `Options.assumedDate` dates them instead.
+    public var engineInput: EngineInput? {
         if let fix { return .fix(fix) }
+        if undatedCoordinate != nil { return nil }
         return .noFix(time)
     }
 }
@@ -51,6 +56,10 @@ public struct NMEAStatistics: Sendable, Equatable {
 }
 
 public struct NMEADecoder: Sendable {
+    /// The years a date can have: no GPS date precedes 1980, and a `Timestamp` (Int64
+    /// nanoseconds since 1970) ends in 2262. A ZDA year outside is malformed.
+    public static let datableYears = 1980...2261
+
     public struct Options: Sendable {
         /// Date for epochs before the stream has told us one (GGA/GLL-only receivers).
         /// nil: such epochs are reported with `time == nil` and no `fix`.

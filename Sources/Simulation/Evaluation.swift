@@ -44,8 +44,8 @@ public func detectVisits(nmea: [UInt8], parameters: VisitDetector.Parameters = .
         }
     }
     var decoder = NMEADecoder()
-    decoder.feed(nmea) { take($0.engineInput) }
-    decoder.finish { take($0.engineInput) }
+    decoder.feed(nmea) { if let input = $0.engineInput { take(input) } }
+    decoder.finish { if let input = $0.engineInput { take(input) } }
     return visits
 }
 

@@ -54,19 +54,24 @@ struct SocketFlag: ParsableArguments {
     }
 }
 
-/// Buffered writes to standard output without Foundation; flushes at 64 KiB and on demand.
+/// Buffered writes to standard output (or `fd`: standard error for warnings) without
+/// Foundation; flushes at 64 KiB and on demand.
 struct StandardOutput {
     var buffer: [UInt8] = []
+    let fd: Int32
 
-    init() { buffer.reserveCapacity(1 << 17) }
+    init(fd: Int32 = STDOUT_FILENO) {
+        self.fd = fd
+        buffer.reserveCapacity(fd == STDOUT_FILENO ? 1 << 17 : 256)
+    }
 
     mutating func flushIfFull() { if buffer.count >= 1 << 16 { flush() } }
 
     mutating func flush() {
         var offset = 0
         while offset < buffer.count {
-            let n = buffer.withUnsafeBytes { write(STDOUT_FILENO, $0.baseAddress! + offset, $0.count - offset) }
-            if n < 0 { if errno == EINTR { continue }; break }  // stdout gone (e.g. closed pipe): stop
+            let n = buffer.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
+            if n < 0 { if errno == EINTR { continue }; break }  // output gone (e.g. closed pipe): stop
             offset += n
         }
         buffer.removeAll(keepingCapacity: true)

@@ -2,6 +2,9 @@ import ArgumentParser
 import LocationCore
 import LocationProtocol
 import NMEA
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `locationctl replay LOG`: the daemon's engine, in-process, over a recorded log; prints as
 /// NDJSON exactly the events one subscriber with these options would have been sent.
@@ -28,6 +31,8 @@ struct Replay: ParsableCommand {
     var accuracy: String = "precise"
     @Option(name: .customLong("privacy-seed"), help: "Seed of the approximate grid (the daemon's --privacy-seed).")
     var privacySeed: UInt64 = 1
+    @Option(help: ArgumentHelp("The UTC date of the log's first positions, for a log without RMC or ZDA sentences (GGA/GLL only), whose positions have no date otherwise and are skipped; it advances at midnight, and a date in the log wins.", valueName: "YYYY-MM-DD"))
+    var date: String?
 
     static func parseKinds(_ text: String) throws -> Set<EventKind> {
         try parseKinds(text, expected: "location, status, visits, significant or region")
@@ -60,6 +65,15 @@ struct Replay: ParsableCommand {
             throw ValidationError("--regions needs precise accuracy: approximate programs are refused region monitoring")
         }
         _ = try Replay.parseMaxActive(maxActive)
+        _ = try Replay.parseDate(date)
+    }
+
+    static func parseDate(_ text: String?) throws -> CivilTime? {
+        guard let text else { return nil }
+        switch NMEAReplay.parseDate(text) {
+        case .success(let date): return date
+        case .failure(let why): throw ValidationError("--date '\(text)': \(why)")
+        }
     }
 
     func run() throws {
@@ -100,8 +114,11 @@ struct Replay: ParsableCommand {
         }
         // The subscription's first status waits in `deliveries` for the log's first input:
         // nothing is printed before the log is open, so a missing log prints only its error.
+        var nmea = NMEADecoder.Options()
+        nmea.assumedDate = try Replay.parseDate(date)
+        let statistics: NMEAStatistics
         do {
-            try NMEAReplay.inputs(fromFile: log) { input in
+            statistics = try NMEAReplay.inputs(fromFile: log, options: nmea) { input in
                 engine.handle(input, into: &deliveries)
                 emit(&deliveries, &out)
             }
@@ -110,6 +127,11 @@ struct Replay: ParsableCommand {
             throw RuntimeError(failure.description)
         }
         out.flush()
+        if statistics.undatedFixes > 0 {
+            var warning = StandardOutput(fd: STDERR_FILENO)
+            warning.line("locationctl replay: warning: \(NMEAReplay.undatedWarning(path: log, count: statistics.undatedFixes, remedy: "give the log's UTC date with --date YYYY-MM-DD"))")
+            warning.flush()
+        }
     }
 
     /// The engine's event kinds for the printed ones (status needs no subscription kind); at

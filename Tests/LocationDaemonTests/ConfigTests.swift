@@ -1,4 +1,5 @@
 import Foundation
+import LocationCore
 @testable import LocationDaemon
 import Testing
 
@@ -35,6 +36,9 @@ import Testing
             ("[log]\nlevel = 3\n", "locationd.toml:2: 'log.level' must be a string, not an integer"),
             ("[replay]\nloop = \"yes\"\n", "locationd.toml:2: 'replay.loop' must be true or false, not a string"),
             ("[replay]\nspeed = true\n", "locationd.toml:2: 'replay.speed' must be a number, not a boolean"),
+            ("[replay]\ndate = \"2012-1-19\"\n", "locationd.toml:2: 'replay.date' is \"2012-1-19\"; expected a date as YYYY-MM-DD (UTC), e.g. 2012-01-19"),
+            ("[replay]\ndate = \"2023-02-29\"\n", "locationd.toml:2: 'replay.date' is \"2023-02-29\"; there is no such day; expected a date as YYYY-MM-DD (UTC)"),
+            ("[replay]\ndate = \"1979-12-31\"\n", "locationd.toml:2: 'replay.date' is \"1979-12-31\"; year 1979 is out of range; expected 1980…2261"),
             ("[gpsd]\nport = 2947.0\n", "locationd.toml:2: 'gpsd.port' must be an integer, not a float"),
             // out of range, bad choice, empty
             ("[gpsd]\nport = 70000\n", "locationd.toml:2: 'gpsd.port' is 70000; expected 1…65535"),
@@ -205,8 +209,20 @@ import Testing
         }
         // The file's replay applies without flags; --speed needs a replay from somewhere.
         #expect(try Self.load(text, ["--speed", "3"]).source == .replay(path: "x.nmea", speed: 3, loop: false))
-        #expect(throws: DaemonOptions.Failure.usage("--speed and --loop apply only with --replay (or replay.file in the config)")) {
+        #expect(throws: DaemonOptions.Failure.usage("--speed, --loop and --date apply only with --replay (or replay.file in the config)")) {
             try Self.load("", ["--loop"])
+        }
+        // --date dates a GGA/GLL-only log's positions; the file's date is overridden by it.
+        #expect(try Self.load("", ["--replay", "x.nmea", "--date", "2012-01-19"]).source
+                == .replay(path: "x.nmea", speed: 1, loop: false, date: CivilTime(year: 2012, month: 1, day: 19)))
+        #expect(try Self.load(text + "date = \"2000-02-29\"\n", ["--date", "2012-01-19"]).replayDate == "2012-01-19")
+        #expect(try Self.load(text + "date = \"2000-02-29\"\n").source
+                == .replay(path: "x.nmea", speed: 1, loop: false, date: CivilTime(year: 2000, month: 2, day: 29)))
+        #expect(throws: DaemonOptions.Failure.usage("--date '19.01.2012': expected a date as YYYY-MM-DD (UTC), e.g. 2012-01-19")) {
+            try Self.load("", ["--replay", "x.nmea", "--date", "19.01.2012"])
+        }
+        #expect(throws: DaemonOptions.Failure.usage("--speed, --loop and --date apply only with --replay (or replay.file in the config)")) {
+            try Self.load("", ["--date", "2012-01-19"])
         }
     }
 

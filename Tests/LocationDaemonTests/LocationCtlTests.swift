@@ -53,6 +53,31 @@ import Testing
         #expect(onlyLocations.out.split(separator: "\n").count == expected.count)
     }
 
+    /// A GGA/GLL-only log's positions: skipped with a warning naming `--date` (they were each
+    /// printed as a "noFix" status), fixes with it. The corpus has a real one (an echo sounder).
+    @Test func replayOfAnUndatedLogWarnsAndTakesADate() throws {
+        let body = "GPGLL,5119.881,N,00125.169,E,164326,A,D"
+        let x = body.utf8.reduce(UInt8(0)) { $0 ^ $1 }
+        let hex = Array("0123456789ABCDEF")
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("ctl-undated-\(UUID().uuidString.prefix(8)).nmea")
+        try Data("$\(body)*\(hex[Int(x >> 4)])\(hex[Int(x & 15)])\r\n".utf8).write(to: path)
+        defer { try? FileManager.default.removeItem(at: path) }
+
+        let undated = try Self.run(["replay", path.path])
+        #expect(undated.status == 0)
+        #expect(try undated.out.split(separator: "\n").map { try ServerMessage.decode(String($0)) }.states == [.disconnected, .connected, .disconnected])
+        #expect(undated.err == "locationctl replay: warning: \(path.path): 1 position had no date (no RMC or ZDA sentence dated them: a GGA/GLL-only log, or the positions before its first date) and was not replayed; give the log's UTC date with --date YYYY-MM-DD\n")
+
+        let dated = try Self.run(["replay", path.path, "--date", "2012-01-19"])
+        #expect(dated.status == 0 && dated.err == "", "\(dated.err)")
+        let messages = try dated.out.split(separator: "\n").map { try ServerMessage.decode(String($0)) }
+        #expect(messages.fixes.map(\.time) == [CivilTime(year: 2012, month: 1, day: 19, hour: 16, minute: 43, second: 26).timestamp])
+
+        let bad = try Self.run(["replay", path.path, "--date", "2012-13-01"])
+        #expect(bad.status == 64)
+        #expect(bad.err.hasPrefix("Error: --date '2012-13-01': there is no such day; expected a date as YYYY-MM-DD (UTC)\n"), "\(bad.err)")
+    }
+
     /// A bad flag is a usage error (64, with the usage); a missing log is not (1, its reason
     /// alone, and nothing on standard output: the subscription's first status used to come
     /// before the log was opened).

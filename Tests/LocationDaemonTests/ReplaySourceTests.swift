@@ -44,4 +44,43 @@ import Testing
         #expect(v.maxQueued <= ReplaySource.window, "queued \(v.maxQueued) inputs")
         #expect(v.maxQueued == ReplaySource.window, "the loop was meant to lag: queued only \(v.maxQueued)")
     }
+
+    /// A GGA-only log (an echo sounder's, a receiver set to GGA alone) has positions and no
+    /// date. Without one they were each reported as "no fix"; now they are skipped and the
+    /// warning says how many and how to date them; with `date` they are fixes, the date
+    /// advancing at midnight.
+    @Test func undatedPositionsAreSkippedWithAWarningOrDatedByTheOption() async throws {
+        func gga(_ hhmmss: String) -> String {
+            let body = "GPGGA,\(hhmmss),5119.881,N,00125.169,E,1,08,1.0,10.0,M,47.0,M,,"
+            let x = body.utf8.reduce(UInt8(0)) { $0 ^ $1 }
+            let hex = Array("0123456789ABCDEF")
+            return "$\(body)*\(hex[Int(x >> 4)])\(hex[Int(x & 15)])\r\n"
+        }
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("replay-undated-\(UUID().uuidString.prefix(8)).nmea")
+        try Data((gga("235958") + gga("235959") + gga("000000")).utf8).write(to: path)
+        defer { try? FileManager.default.removeItem(at: path) }
+
+        func replay(date: CivilTime?) async -> (inputs: [EngineInput], warnings: [String]) {
+            let seen = Mutex<(inputs: [EngineInput], warnings: [String])>(([], []))
+            let source = ReplaySource(path: path.path, speed: 0, loop: false, date: date,
+                                      warning: { w in seen.withLock { $0.warnings.append(w) } },
+                                      sink: { i in seen.withLock { $0.inputs.append(i) } })
+            let (done, finished) = AsyncStream<Void>.makeStream()
+            source.start { _ in finished.finish() }
+            for await _ in done {}
+            source.stop()
+            return seen.withLock { $0 }
+        }
+
+        let undated = await replay(date: nil)
+        #expect(undated.inputs == [.source(.connected), .source(.disconnected)])
+        #expect(undated.warnings == ["\(path.path): 3 positions had no date (no RMC or ZDA sentence dated them: a GGA/GLL-only log, or the positions before its first date) and were not replayed; give the log's UTC date with --date YYYY-MM-DD or replay.date"])
+
+        let dated = await replay(date: CivilTime(year: 2012, month: 1, day: 19))
+        let times = dated.inputs.compactMap { input -> Timestamp? in if case .fix(let f) = input { f.time } else { nil } }
+        #expect(times == [CivilTime(year: 2012, month: 1, day: 19, hour: 23, minute: 59, second: 58).timestamp,
+                          CivilTime(year: 2012, month: 1, day: 19, hour: 23, minute: 59, second: 59).timestamp,
+                          CivilTime(year: 2012, month: 1, day: 20).timestamp])
+        #expect(dated.warnings.isEmpty)
+    }
 }

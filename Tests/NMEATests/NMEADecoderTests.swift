@@ -255,8 +255,13 @@ let rmcBody = "GPRMC,123519,A,4807.038,N,01131.000,E,022.4,084.4,230394,003.1,W"
         #expect(e.time == nil && e.fix == nil)
         #expect(e.undatedCoordinate == Coordinate(latitude: 51 + 19.881 / 60, longitude: 1 + 25.169 / 60))
         #expect(e.timeOfDay == (16 * 3600 + 43 * 60 + 26) * 1_000_000_000)
-        #expect(e.engineInput == .noFix(nil))
+        // A position, only undated: not "no fix" (that told subscribers of a GGA/GLL-only log
+        // the receiver had none at every position), so no input at all.
+        #expect(e.engineInput == nil)
         #expect(r.stats.undatedFixes == 1)
+        // An undated epoch that says there is no fix still says so.
+        let noFix = try #require(run(sentence("GPGGA,164326,,,,,0,00,,,M,,M,,")).epochs.first)
+        #expect(noFix.engineInput == .noFix(nil))
         var o = NMEADecoder.Options(); o.assumedDate = CivilTime(year: 2012, month: 1, day: 19)
         #expect(run(text, o).epochs.first?.fix?.time == ts(2012, 1, 19, 16, 43, 26))
     }

@@ -1,4 +1,5 @@
 import LocationCore
+import NMEA
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -10,8 +11,9 @@ public struct DaemonOptions: Sendable, Equatable {
     public enum Source: Sendable, Equatable {
         /// gpsd at host:port, read through libgps.
         case gpsd(host: String, port: String)
-        /// An NMEA log replayed at `speed`× real time (0 = as fast as possible).
-        case replay(path: String, speed: Double, loop: Bool)
+        /// An NMEA log replayed at `speed`× real time (0 = as fast as possible); `date` dates
+        /// its positions before its first RMC or ZDA (`NMEADecoder.Options.assumedDate`).
+        case replay(path: String, speed: Double, loop: Bool, date: CivilTime? = nil)
 
         /// A receiver reporting as it goes (its silence is news), not a log.
         public var isLive: Bool { if case .gpsd = self { true } else { false } }
@@ -34,6 +36,8 @@ public struct DaemonOptions: Sendable, Equatable {
     public var replayFile = ""
     public var replaySpeed = 1.0
     public var replayLoop = false
+    /// `YYYY-MM-DD`: the date of a log's positions before its first RMC or ZDA; empty: none.
+    public var replayDate = ""
     // [log]
     public var logLevel = "info"
     /// Log coordinates as received; off: rounded to 0.01° (≈ 1 km), see docs/configuration.md, log.precise_coordinates.
@@ -75,9 +79,16 @@ public struct DaemonOptions: Sendable, Equatable {
     /// own ":memory:", which took a lock file and a privacy-secret in the working directory).
     public var databasePath: String? { database.isEmpty || database == "none" || database == ":memory:" ? nil : database }
 
+    /// Why `replay.date` / `--date` is not a date, nil when it is one or empty (none).
+    static func replayDateProblem(_ text: String) -> String? {
+        guard !text.isEmpty, case .failure(let why) = NMEAReplay.parseDate(text) else { return nil }
+        return why.description
+    }
+
     public var source: Source {
         replayFile.isEmpty ? .gpsd(host: gpsdHost, port: String(gpsdPort))
-                           : .replay(path: replayFile, speed: replaySpeed, loop: replayLoop)
+                           : .replay(path: replayFile, speed: replaySpeed, loop: replayLoop,
+                                     date: try? NMEAReplay.parseDate(replayDate).get())
     }
 
     public static let usage = """
@@ -109,6 +120,8 @@ public struct DaemonOptions: Sendable, Equatable {
                               unless --loop is given
           --speed N           replay at N× real time; 0 = as fast as possible (default: 1)
           --loop              replay the log again and again
+          --date YYYY-MM-DD   the UTC date of the log's positions before its first RMC or
+                              ZDA sentence (a GGA/GLL-only log), which are skipped otherwise
           --log-level LEVEL   trace, debug, info, notice, warning, error or critical (default: info)
           --database PATH     SQLite database of region registrations and states
                               (default: /var/lib/locationd/locationd.db; none = memory only)
@@ -176,7 +189,7 @@ public struct DaemonOptions: Sendable, Equatable {
         var flags: [(inout DaemonOptions) -> Void] = []
         var configPath: String?
         var check = false
-        var sawReplay = false, sawGPSD = false, sawSpeedOrLoop = false
+        var sawReplay = false, sawGPSD = false, sawReplayOption = false
         var i = 0
         func value(_ flag: String) throws(Failure) -> String {
             i += 1
@@ -228,10 +241,15 @@ public struct DaemonOptions: Sendable, Equatable {
                     throw .usage("--speed '\(v)': expected a number ≥ 0 (0 = as fast as possible)")
                 }
                 flags.append { $0.replaySpeed = s }
-                sawSpeedOrLoop = true
+                sawReplayOption = true
             case "--loop":
                 flags.append { $0.replayLoop = true }
-                sawSpeedOrLoop = true
+                sawReplayOption = true
+            case "--date":
+                let v = try value(arg)
+                if let problem = Self.replayDateProblem(v) { throw .usage("--date '\(v)': \(problem)") }
+                flags.append { $0.replayDate = v }
+                sawReplayOption = true
             case "--database":
                 let v = try value(arg)
                 guard !v.isEmpty else { throw .usage("--database needs a path (or none)") }
@@ -274,8 +292,8 @@ public struct DaemonOptions: Sendable, Equatable {
             throw .config(ConfigError(file: path, line: 0, message: "no such file"))
         }
         for flag in flags { flag(&options) }
-        if sawSpeedOrLoop && options.replayFile.isEmpty {
-            throw .usage("--speed and --loop apply only with --replay (or replay.file in the config)")
+        if sawReplayOption && options.replayFile.isEmpty {
+            throw .usage("--speed, --loop and --date apply only with --replay (or replay.file in the config)")
         }
         if options.replayLoop && options.replayFile == "-" {
             throw .usage("--loop cannot replay standard input ('-'): it can be read once; give the log's path")

@@ -22,21 +22,30 @@ public final class ReplaySource: Sendable {
     /// Replay at this many times real time; 0 = as fast as possible.
     public let speed: Double
     public let loop: Bool
+    /// The date of the log's positions before its first RMC or ZDA (`NMEADecoder.Options`).
+    public let date: CivilTime?
     /// Inputs handed to `consumer` between two waits for it.
     public static let window = 8
     private let consumer: (any EventLoop)?
     private let sink: @Sendable (EngineInput) -> Void
+    private let warning: @Sendable (String) -> Void
     private let stopped = Atomic<Bool>(false)
     private let pool = NIOThreadPool(numberOfThreads: 1)
 
-    /// - Parameter consumer: the loop `sink` hands inputs to (the hub's), waited on every
-    ///   `window` inputs; nil for a sink that does not queue.
-    public init(path: String, speed: Double, loop: Bool, consumer: (any EventLoop)? = nil,
+    /// - Parameters:
+    ///   - consumer: the loop `sink` hands inputs to (the hub's), waited on every `window`
+    ///     inputs; nil for a sink that does not queue.
+    ///   - warning: told once, after the first pass, when positions were skipped for want of a
+    ///     date (`NMEAReplay.undatedWarning`).
+    public init(path: String, speed: Double, loop: Bool, date: CivilTime? = nil, consumer: (any EventLoop)? = nil,
+                warning: @escaping @Sendable (String) -> Void = { _ in },
                 sink: @escaping @Sendable (EngineInput) -> Void) {
         self.path = path
         self.speed = speed
         self.loop = loop
+        self.date = date
         self.consumer = consumer
+        self.warning = warning
         self.sink = sink
     }
 
@@ -52,8 +61,11 @@ public final class ReplaySource: Sendable {
             do {
                 var passes = 0
                 repeat {
-                    let fixes = try replayOnce()
+                    let (fixes, undated) = try replayOnce()
                     passes += 1
+                    if passes == 1, undated > 0 {
+                        warning(NMEAReplay.undatedWarning(path: path, count: undated, remedy: "give the log's UTC date with --date YYYY-MM-DD or replay.date"))
+                    }
                     // A looped log without fixes would repeat nothing as fast as it can.
                     if loop && fixes == 0 {
                         throw NMEAReplay.Failure(description: "\(path): no fixes in the log (pass \(passes)); --loop needs a log with fixes")
@@ -75,11 +87,14 @@ public final class ReplaySource: Sendable {
 
     private struct Stopped: Error {}
 
-    /// One pass over the log; returns how many fixes it had.
-    private func replayOnce() throws -> Int {
+    /// One pass over the log; returns how many fixes it had, and how many positions it
+    /// skipped for want of a date.
+    private func replayOnce() throws -> (fixes: Int, undated: Int) {
         var pacer = ReplayPacer(speed: speed)
         var inFlight = 0, fixes = 0
-        try NMEAReplay.inputs(fromFile: path) { input in
+        var options = NMEADecoder.Options()
+        options.assumedDate = date
+        let statistics = try NMEAReplay.inputs(fromFile: path, options: options) { input in
             if stopped.load(ordering: .relaxed) { throw Stopped() }
             let time: Timestamp?
             switch input {
@@ -107,7 +122,7 @@ public final class ReplaySource: Sendable {
         }
         // The next pass (or the end) comes after the loop has handled this one's inputs.
         if inFlight > 0, let consumer { try? consumer.submit {}.wait() }
-        return fixes
+        return (fixes, statistics.undatedFixes)
     }
 }
 
