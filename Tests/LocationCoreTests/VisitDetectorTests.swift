@@ -326,6 +326,36 @@ struct VisitRecorder {
         #expect(kinds(sig).filter { $0 == "significant" }.count == 2)
         #expect(kinds(sig).filter { $0 == "location" }.count == 1)
     }
+
+    /// Changing an option (subscribing again) mid-visit is not leaving: the open visit ends
+    /// with its departure, and a stay that goes on is not announced again. The detector was
+    /// replaced, and the departure never came.
+    @Test(arguments: [Accuracy.precise, .approximate])
+    func subscribingAgainMidVisitKeepsTheVisit(_ accuracy: Accuracy) {
+        var engine = Engine()
+        let id = SubscriberID(1)
+        var out: [Delivery] = []
+        func options(distanceFilter: Double) -> SubscriptionOptions {
+            var o = SubscriptionOptions(distanceFilter: distanceFilter, events: [.location, .visits])
+            o.accuracy = accuracy
+            return o
+        }
+        engine.handle(.subscribe(id, options(distanceFilter: 0)), into: &out)
+        func visits() -> [Visit] { out.compactMap { if case .visit(let v) = $0.event { v } else { nil } } }
+        for i in 0..<900 {
+            if i == 450 {
+                engine.handle(.subscribe(id, options(distanceFilter: 25)), into: &out)
+            }
+            let (dn, de) = jitter(i, 4)
+            engine.handle(.fix(fix(at: Double(i), offset(dn, de), accuracy: 5)), into: &out)
+        }
+        // Walks off north at 1.4 m/s, far enough to leave the approximate cell too, and past
+        // the publications that send an approximate program its held visits.
+        for i in 0..<3000 { engine.handle(.fix(fix(at: 900 + Double(i), offset(1.4 * Double(i), 0), accuracy: 5)), into: &out) }
+        let v = visits()
+        #expect(v.map(\.kind) == [.arrival, .departure])
+        #expect(v.count == 2 && v[1].arrival == v[0].arrival)
+    }
 }
 
 #if canImport(Glibc)

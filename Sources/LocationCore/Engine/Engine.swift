@@ -73,8 +73,10 @@ public struct Engine: Sendable {
             privacy.tick(at: time)
             showApproximate(since: publications, into: &out)
         case .subscribe(let id, let options):
-            // Subscribing again replaces the options and restarts the filters, like setting a
-            // new distanceFilter on CLLocationManager.
+            // Subscribing again replaces the options and restarts the location filter, like
+            // setting a new distanceFilter on CLLocationManager; the visit and significant-change
+            // detectors carry over for the kinds both ask for (`adopt`, as a take-back does):
+            // restarted, an open visit never got its departure.
             let sub = Subscription(id: id, filter: LocationFilter(options: options.effectiveForFilter),
                                    extras: SubscriptionExtras(options: options),
                                    approximate: options.accuracy == .approximate)
@@ -84,6 +86,13 @@ public struct Engine: Sendable {
                 i = existing
                 previous = subscriptions[i].extras
                 subscriptions[i] = sub
+                if let old = previous, subscriptions[i].extras != nil {
+                    let visitCell = old.visitCell
+                    if subscriptions[i].extras!.adopt(old) { previous = nil }
+                    // Held approximate visits came along; their departure repeats the cell
+                    // their arrival was shown with.
+                    if previous == nil, sub.approximate { subscriptions[i].extras!.visitCell = visitCell }
+                }
             } else {
                 i = subscriptions.count
                 indexByID[id] = i
@@ -97,12 +106,8 @@ public struct Engine: Sendable {
                 sendHeldVisits(of: &previous, to: i, into: &out)
                 return
             }
-            // Held visits wait on for the publication, if visits are still wanted (an
-            // unsubscribe, or a subscription without visits, drops them as any later event).
-            if subscriptions[i].extras?.visits != nil, let previous, previous.approximate {
-                subscriptions[i].extras!.heldVisits = previous.heldVisits
-                subscriptions[i].extras!.visitCell = previous.visitCell
-            }
+            // Held visits waited on for the publication above (`adopt`) if visits are still
+            // wanted; a subscription without visits drops them, as any later event.
             let (state, time, _) = approximateStatus
             out.append(Delivery(subscriber: id, event: .status(state, time: time)))
             if options.events.contains(.location), let shown = privacy.publishedFix,
