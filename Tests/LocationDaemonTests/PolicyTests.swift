@@ -288,6 +288,43 @@ import Testing
         await h.stop()
     }
 
+    /// The news of a new accuracy comes before anything produced under it: a reload's `changed`
+    /// event before the re-subscription's status and approximate location, a `session.start`
+    /// reply before the precise status. Both came after them, so a client read approximate
+    /// locations while it still believed its session precise.
+    @Test func theNewsOfANewAccuracyComesBeforeItsEvents() async throws {
+        var policy = Policy()
+        policy.ownerRule = false
+        policy.rules = [PolicyRule(name: "me", user: getuid(), authorization: .always, accuracy: .precise, purposes: ["nav"])]
+        let h = try await ServerHarness.start(onlyRule: policy.rules[0])
+        defer { h.stopIfRunning() }
+        let raw = RawSocket(path: h.path)
+        /// The lines up to the reply with id `end`, which `raw` asks for after `request`.
+        func linesAfter(_ request: String) -> [String] {
+            raw.send(request + "{\"type\":\"status\",\"id\":\"end\"}\n")
+            var lines: [String] = []
+            while let line = raw.readLine(), !line.contains(#""id":"end""#) { lines.append(line) }
+            return lines
+        }
+        _ = linesAfter("{\"type\":\"session.start\",\"authorization\":\"always\"}\n{\"type\":\"subscribe\"}\n")
+        h.hub.submit(.fix(testFix(0)))
+        await h.hub.processed()
+        #expect(linesAfter("").contains { $0.contains(#""type":"location""#) })
+
+        // A reload to approximate: `changed` first, then the subscription under it.
+        policy.rules[0].accuracy = .approximate
+        try await h.server.applyPolicy(policy)
+        let downgrade = linesAfter("")
+        #expect(downgrade.first?.contains(#""state":"changed""#) == true, "\(downgrade)")
+        #expect(downgrade.contains { $0.contains(#""type":"status""#) }, "\(downgrade)")
+
+        // A purpose upgrades it again: the reply first.
+        let upgrade = linesAfter("{\"type\":\"session.start\",\"id\":\"up\",\"authorization\":\"always\",\"purpose\":\"nav\"}\n")
+        #expect(upgrade.first?.contains(#""id":"up""#) == true && upgrade.first?.contains(#""accuracy":"precise""#) == true, "\(upgrade)")
+        #expect(upgrade.contains { $0.contains(#""type":"status""#) }, "\(upgrade)")
+        await h.stop()
+    }
+
     /// A server whose policy is `rule` alone (no owner rule), and a client connected to it.
     static func serving(_ rule: PolicyRule) async throws -> (ServerHarness, Policy, LocationClient) {
         let h = try await ServerHarness.start()

@@ -402,12 +402,15 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
         }
     }
 
-    /// The session's grant changed under an open subscription (a new `session.start`, a
-    /// reload): another accuracy subscribes again (the privacy stage changes), and becoming
-    /// `always` takes the program's background monitoring and queue over, as an `always`
-    /// subscribe does.
-    func subscriptionRegranted(from old: Grant?) {
-        guard isSubscribed, let session else { return }
+    /// The session's grant changed (a new `session.start`, a reload): `announce` writes the
+    /// news (the reply, or the `changed` event), after what the old grant produced and before
+    /// anything the new one does. Under an open subscription another accuracy subscribes again
+    /// (the privacy stage changes), and becoming `always` takes the program's background
+    /// monitoring and queue over, as an `always` subscribe does. *Reason:* the news came after
+    /// the re-subscription's events, so a client read approximate locations while it still
+    /// believed its session precise (and the other way round).
+    func subscriptionRegranted(from old: Grant?, announce: () -> Void) {
+        guard isSubscribed, let session else { return announce() }
         if old?.accuracy != session.grant.accuracy {
             // What came live behind a backlog was produced under the old accuracy: written
             // before the news, as without the backlog; the re-subscribe starts the backlog again.
@@ -419,8 +422,12 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
                 skippedSincePending += 1
                 skippedTotal += 1
             }
+            announce()
             subscribe(requestedOptions)
-        } else if old?.authorization != .always && session.grant.authorization == .always {
+            return
+        }
+        announce()
+        if old?.authorization != .always && session.grant.authorization == .always {
             hub.subscriptionKept(id, of: program, always: effectiveOptions(requestedOptions, session.grant))
             takeBackground()
         } else if old?.authorization == .always && session.grant.authorization != .always {
@@ -533,10 +540,9 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
             let old = session?.grant
             if session == nil { hub.sessionOpened() }
             session = (grant, requested, purpose)
-            subscriptionRegranted(from: old)
             logger.info("session started", metadata: ["authorization": "\(grant.authorization.rawValue)",
                                                       "accuracy": "\(grant.accuracy.rawValue)", "rule": "\(grant.rule)"])
-            send(.session(info(id: rid, state: .active)), flush: false)
+            subscriptionRegranted(from: old) { send(.session(info(id: rid, state: .active)), flush: false) }
         }
     }
 
@@ -583,8 +589,7 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
         case .success(let grant):
             guard grant != session.grant else { return }
             self.session = (grant, session.requested, purpose)
-            subscriptionRegranted(from: session.grant)
-            send(.session(info(id: nil, state: .changed)), flush: true)
+            subscriptionRegranted(from: session.grant) { send(.session(info(id: nil, state: .changed)), flush: true) }
         case .failure(let error):
             endSession()
             let why = switch error { case .notAuthorized(let w), .fullAccuracyDenied(let w): w }
