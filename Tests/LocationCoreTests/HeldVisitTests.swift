@@ -40,6 +40,30 @@ import Testing
         #expect(arrivals.count == 1, "sent \(arrivals.count) arrivals for one stay")
     }
 
+    /// An approximate subscription's visit detector starts at the next publication, not at its
+    /// subscribe: connections a program opens within one epoch watch a stay from the same fix,
+    /// so whether one got an arrival cannot time a departure finer than the epoch. Started at
+    /// the subscribe, the one opened at 1210 s got an arrival and the one opened at 1790 s none
+    /// (the device left at 2050 s, less than the dwell after 1790): opened 10 s apart, such
+    /// connections timed the departure to 10 s.
+    @Test(arguments: [2050, 2400])
+    func connectionsOpenedWithinAnEpochSeeTheSameVisits(leavingAt leave: Int) {
+        let o = Self.visitsOnly
+        var engine = T.engine()
+        var out = Self.parked(&engine, 0..<1210)
+        out += engine.handle(.subscribe(SubscriberID(1), o))
+        out += Self.parked(&engine, 1210..<1790)
+        out += engine.handle(.subscribe(SubscriberID(2), o))
+        out += Self.parked(&engine, 1790..<leave)
+        // Then walks off north at 1.4 m/s for an hour, far beyond the visit's radius and the
+        // cell, past the publications that send held visits.
+        out += (0..<3600).flatMap { engine.handle(.fix(fix(at: Double(leave + $0), offset(T.truth, east: 0, north: 1.4 * Double($0)), accuracy: 5))) }
+        let (first, second) = (Self.visits(out, SubscriberID(1)), Self.visits(out, SubscriberID(2)))
+        #expect(first == second)
+        // Stayed the dwell from the epoch's start (1800 s): both have the visit; not: neither.
+        #expect(first.map(\.kind) == (leave == 2400 ? [.arrival, .departure] : []))
+    }
+
     /// Taken back into a subscription without visits, the held arrival is queued at the next
     /// publication, not at once (a moment the program chose, its subscribe: polling `queued`
     /// would time the detection).

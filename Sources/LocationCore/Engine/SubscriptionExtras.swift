@@ -27,6 +27,12 @@ public struct EventKinds: OptionSet, Hashable, Sendable {
     /// publication sends them coarse (`offerPublished`): the moment a visit is detected (an
     /// arrival is its first fix plus the dwell) must not be when it is sent.
     var heldVisits: [Visit] = []
+    /// Approximate: the visit detector sees fixes only from the next publication on, so every
+    /// subscription a program opens within one epoch watches the same stay from the same fix.
+    /// Started at its subscribe, whether a subscription got an arrival told whether the device
+    /// stayed the dwell from that second on: subscriptions opened 10 s apart timed a departure
+    /// to 10 s (docs/privacy.md, "Other channels").
+    var visitsAwaitPublication = false
 
     init?(options: SubscriptionOptions) {
         guard options.events.contains(.visits) || options.events.contains(.significant) else { return nil }
@@ -44,6 +50,7 @@ public struct EventKinds: OptionSet, Hashable, Sendable {
             significant = SignificantChange(parameters: p)
         }
         approximate = options.accuracy == .approximate
+        visitsAwaitPublication = approximate && visits != nil
     }
 
     /// Runs the fix through the detectors, passing each event to `emit` (a subscriber's
@@ -55,6 +62,7 @@ public struct EventKinds: OptionSet, Hashable, Sendable {
     mutating func offer(_ fix: Fix, privacy: ApproximateLocation, emit: (Event) -> Void) {
         if visits != nil {
             if approximate {
+                if visitsAwaitPublication { return }
                 // Swapped out and back: no copy of the (usually empty) array per fix.
                 var held: [Visit] = []
                 swap(&held, &heldVisits)
@@ -77,6 +85,7 @@ public struct EventKinds: OptionSet, Hashable, Sendable {
     /// time rounded down to 15 minutes.
     mutating func offerPublished(_ shown: Fix?, privacy: ApproximateLocation, emit: (Event) -> Void) {
         guard approximate else { return }
+        visitsAwaitPublication = false
         releaseVisits(privacy: privacy, emit: emit)
         guard let shown, significant != nil, var f = significant!.offerConfirmed(shown) else { return }
         f.time = ApproximateLocation.coarse(f.time)
@@ -108,7 +117,10 @@ public struct EventKinds: OptionSet, Hashable, Sendable {
     /// approximate visits; otherwise the caller sends them elsewhere.
     mutating func adopt(_ other: SubscriptionExtras) -> Bool {
         guard other.approximate == approximate else { return false }
-        if visits != nil, let v = other.visits, v.parameters == visits!.parameters { visits = v; visitCell = other.visitCell }
+        if visits != nil, let v = other.visits, v.parameters == visits!.parameters {
+            visits = v; visitCell = other.visitCell
+            visitsAwaitPublication = other.visitsAwaitPublication
+        }
         if significant != nil, let s = other.significant, s.parameters == significant!.parameters { significant = s }
         guard visits != nil else { return false }
         mergeHeld(other.heldVisits)
