@@ -166,8 +166,8 @@ import Testing
              "locationd.toml:4: unknown key 'policy.nav.colour'; expected one of user, group, executable, authorization, accuracy, purposes, max_regions"),
             ("[policy.nav]\nuser = 0\nauthorization = \"always\"\npurposes = \"nav\"\n",
              "locationd.toml:4: 'policy.nav.purposes' must be an array of strings, not a string"),
-            ("[policy.nav]\nuser = 0\nauthorization = \"always\"\nmax_regions = 20000\n",
-             "locationd.toml:4: 'policy.nav.max_regions' is 20000; expected 0…10000"),
+            ("[policy.nav]\nuser = 0\nauthorization = \"always\"\nmax_regions = 2000000\n",
+             "locationd.toml:4: 'policy.nav.max_regions' is 2000000; expected 0…1000000"),
             ("[policy.nav]\nuser = -1\nauthorization = \"always\"\n",
              "locationd.toml:2: 'policy.nav.user' is -1; expected a user id 0…4294967295"),
             ("[policy.nav]\nuser = 0\nauthorization = 2\n",
@@ -322,6 +322,33 @@ import Testing
         let upgrade = linesAfter("{\"type\":\"session.start\",\"id\":\"up\",\"authorization\":\"always\",\"purpose\":\"nav\"}\n")
         #expect(upgrade.first?.contains(#""id":"up""#) == true && upgrade.first?.contains(#""accuracy":"precise""#) == true, "\(upgrade)")
         #expect(upgrade.contains { $0.contains(#""type":"status""#) }, "\(upgrade)")
+        await h.stop()
+    }
+
+    /// `[regions] max_registered` above 10,000 is usable: by root and the daemon's user (the
+    /// built-in owner rule adds no limit of its own) and by a program whose rule raises
+    /// `max_regions`. Both were held at 10,000 by the rules' old ceiling, and root was told to
+    /// raise `max_regions` in a rule it does not have.
+    @Test func aRaisedMaxRegisteredIsUsable() async throws {
+        let h = try await ServerHarness.start(regionLimits: RegionMonitor.Limits(maxRegistered: 10_500))
+        defer { h.stopIfRunning() }
+        var policy = Policy()
+        policy.ownerUID = getuid()
+        try await h.server.applyPolicy(policy)
+        let client = try await LocationClient.connect(path: h.path)
+        #expect(try await client.startSession(.always).rule?.hasPrefix("owner") == true)
+        let home = Coordinate(latitude: 50, longitude: 8.5)
+        for batch in 0..<21 {
+            let regions = (0..<500).map { Region(id: "r\(batch * 500 + $0)", center: home, radius: 100) }
+            _ = try await client.request { .regionsAdd(id: $0, regions: regions) }
+        }
+        do { _ = try await client.request { .regionsAdd(id: $0, regions: [Region(id: "over", center: home, radius: 100)]) }; Issue.record("max_registered ignored") } catch let e as ProtocolError {
+            #expect(e.code == .tooManyRegions)
+        }
+        client.close()
+        // A rule's max_regions goes up to max_registered's ceiling.
+        let o = try ConfigTests.load("[policy.big]\nuser = 0\nauthorization = \"always\"\naccuracy = \"precise\"\nmax_regions = 1000000\n")
+        #expect(o.policy.rules.first?.maxRegions == ConfigSchema.maxRegisteredLimit)
         await h.stop()
     }
 

@@ -34,6 +34,7 @@ final class ServerHarness: Sendable {
     }
 
     static func start(store: RegionStore? = nil, queue: EventQueue? = nil, log: CapturedLog? = nil,
+                      regionLimits: RegionMonitor.Limits = RegionMonitor.Limits(),
                       _ configure: @Sendable (inout SocketServer.Configuration) -> Void = { _ in }) async throws -> ServerHarness {
         var template = Array("/tmp/ldt-XXXXXX".utf8CString)
         guard let dir = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
@@ -43,7 +44,8 @@ final class ServerHarness: Sendable {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         var logger = log?.logger ?? Logger(label: "test")
         if log == nil { logger.logLevel = .critical }
-        let hub = Hub(eventLoop: group.next(), sourceDescription: "test source", logger: logger, regionStore: store, queue: queue)
+        let hub = Hub(eventLoop: group.next(), sourceDescription: "test source", logger: logger,
+                      regionLimits: regionLimits, regionStore: store, queue: queue)
         var config = SocketServer.Configuration(path: directory + "/run/s.sock")
         configure(&config)
         do {

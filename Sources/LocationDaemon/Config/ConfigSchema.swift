@@ -77,6 +77,8 @@ extension ConfigKey {
 public enum ConfigSchema {
     /// `sun_path` is 108 bytes, NUL included.
     public static let socketPathMaxBytes = 107
+    /// The most `[regions] max_registered` (and a rule's `max_regions`) can be.
+    public static let maxRegisteredLimit = 1_000_000
 
     public static let keys: [ConfigKey] = [
         .string("socket", "path", \.socketPath, nonEmpty: true, maxBytes: socketPathMaxBytes,
@@ -95,7 +97,7 @@ public enum ConfigSchema {
         .string("log", "level", live: true, \.logLevel, oneOf: DaemonOptions.logLevels),
         .boolean("log", "precise_coordinates", live: true, \.preciseCoordinates),
         .integer("regions", "max_active", \.regionsMaxActive, range: 0...1_000_000),
-        .integer("regions", "max_registered", \.regionsMaxRegistered, range: 1...1_000_000),
+        .integer("regions", "max_registered", \.regionsMaxRegistered, range: 1...maxRegisteredLimit),
         .string("store", "database", \.database),
         .integer("store", "queue_limit", \.queueLimit, range: 1...10_000_000),
         .number("daemon", "shutdown_timeout", \.shutdownTimeout, range: 0.1...300, unit: " s"),

@@ -86,8 +86,13 @@ public struct PolicyRule: Hashable, Sendable {
     public var accuracy: Accuracy
     /// Purpose keys that let an approximate program ask for precise fixes for one session.
     public var purposes: [String]
-    /// Regions the program may register (at most the daemon's own limit).
+    /// Regions the program may register (at most the daemon's own limit, `[regions]
+    /// max_registered`: the lower of the two applies).
     public var maxRegions: Int
+    /// What `max_regions` may be: up to the most `max_registered` can be, so that a rule can
+    /// let a program use a raised daemon limit (capped at 10,000, a max_registered above it
+    /// did nothing for anyone, and the refusal told root to raise a rule it does not have).
+    public static let maxRegionsRange = 0...ConfigSchema.maxRegisteredLimit
 
     public init(name: String, line: Int = 0, user: UInt32? = nil, group: UInt32? = nil, executable: String? = nil,
                 authorization: Authorization, accuracy: Accuracy, purposes: [String] = [], maxRegions: Int = 10_000) {
@@ -143,7 +148,9 @@ public struct Policy: Hashable, Sendable {
     public init() {}
 
     public var owner: PolicyRule {
-        PolicyRule(name: "owner (built in: root and the daemon's user)", authorization: .always, accuracy: .precise)
+        // Only the daemon's own limit (`[regions] max_registered`) bounds the administrator.
+        PolicyRule(name: "owner (built in: root and the daemon's user)", authorization: .always, accuracy: .precise,
+                   maxRegions: PolicyRule.maxRegionsRange.upperBound)
     }
 
     /// The rule that applies to `who`.
@@ -252,8 +259,9 @@ public struct Policy: Hashable, Sendable {
                 rule.purposes = keys
             case "max_regions":
                 guard case .integer(let i) = entry.value else { throw fail(entry.line, "\(key) must be an integer, not \(entry.value.typeName)") }
-                guard (0...10_000).contains(i) else { throw fail(entry.line, "\(key) is \(i); expected 0…10000") }
-                rule.maxRegions = Int(i)
+                let range = PolicyRule.maxRegionsRange
+                guard let n = Int(exactly: i), range.contains(n) else { throw fail(entry.line, "\(key) is \(i); expected \(range.lowerBound)…\(range.upperBound)") }
+                rule.maxRegions = n
             default:
                 throw fail(entry.line, "unknown key \(key); expected one of \(keys.joined(separator: ", "))")
             }
