@@ -8,11 +8,13 @@ import Glibc
 /// Subscription options, shared by `watch` (sent to the daemon) and `replay` (run in-process),
 /// so a replay is asked exactly what a subscriber would ask.
 struct SubscriptionFlags: ParsableArguments {
-    @Option(name: .customLong("distance-filter"), help: "Deliver a fix only once it is this many metres from the last delivered one.")
+    // Unconditional: a negative value must reach validate() and its range message; it was
+    // refused as a missing value, and only "--distance-filter=-5" got that far.
+    @Option(name: .customLong("distance-filter"), parsing: .unconditional, help: "Deliver a fix only once it is this many metres from the last delivered one.")
     var distanceFilter: Double = 0
-    @Option(name: .customLong("desired-accuracy"), help: "Deliver only fixes with a 95 % horizontal accuracy of at most this many metres.")
+    @Option(name: .customLong("desired-accuracy"), parsing: .unconditional, help: "Deliver only fixes with a 95 % horizontal accuracy of at most this many metres.")
     var desiredAccuracy: Double?
-    @Option(name: .customLong("minimum-interval"), help: "Deliver at most one fix per this many seconds (of fix time).")
+    @Option(name: .customLong("minimum-interval"), parsing: .unconditional, help: "Deliver at most one fix per this many seconds (of fix time).")
     var minimumInterval: Double = 0
 
     var options: SubscriptionOptions {

@@ -169,6 +169,10 @@ import Testing
             // Not a crash converting the deadline to milliseconds.
             (["watch", "--wait", "nan"], "--wait nan is out of range; expected 0…86400 seconds"),
             (["watch", "--wait", "1e300"], "--wait 1e+300 is out of range; expected 0…86400 seconds"),
+            // A negative value after a space: the range, not "Missing value for '--distance-filter'".
+            (["replay", "missing.nmea", "--distance-filter", "-5"], "--distance-filter -5.0 is out of range; expected 0…"),
+            (["replay", "missing.nmea", "--desired-accuracy", "-5"], "--desired-accuracy -5.0 is out of range; expected "),
+            (["watch", "--minimum-interval", "-1"], "--minimum-interval -1.0 is out of range; expected 0…"),
         ]
         for (arguments, message) in usage {
             let r = try Self.run(arguments, directory: dir)
