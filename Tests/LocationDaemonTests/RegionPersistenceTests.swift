@@ -94,6 +94,8 @@ import Testing
             Issue.record("a third region was accepted past max_registered = 2")
         } catch let error as ProtocolError {
             #expect(error.code.rawValue == "tooManyRegions")
+            // The setting and the fix, not only the numbers.
+            #expect(error.message == "2 registered + 1 new is more than the limit of 2 regions per program ([regions] max_registered in locationd.toml): remove some first (regions.remove), or raise max_registered", "\(error.message)")
         }
     }
 

@@ -84,7 +84,13 @@ extension Connection {
                     }
                     throw RegionError(.tooManyRegions, "\(current) registered + \(regions.count) would exceed this program's limit of \(limit) (policy rule '\(ruleName)'): add at most \(limit - current), remove some first (regions.remove), or raise max_regions in the rule")
                 }
-                let registered = try hub.addRegions(regions, for: program)
+                let registered: Int
+                do {
+                    registered = try hub.addRegions(regions, for: program)
+                } catch where error.code == .tooManyRegions {
+                    // The core knows the limit but not where it is set; the daemon does.
+                    throw RegionError(.tooManyRegions, "\(error.message) ([regions] max_registered in locationd.toml): remove some first (regions.remove), or raise max_registered")
+                }
                 send(.regionsChanged(id: rid, added: regions.count, removed: 0, registered: registered), flush: false)
             case .regionsRemove(let rid, let ids):
                 let r = try hub.removeRegions(ids, for: program)
