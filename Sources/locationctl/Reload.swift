@@ -1,4 +1,5 @@
 import ArgumentParser
+import LocationCore
 import LocationProtocol
 #if canImport(Glibc)
 import Glibc
@@ -84,6 +85,6 @@ struct Reload: ParsableCommand {
     }
 
     static func seconds(_ value: Double) -> String {
-        value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : String(value)
+        numberText(value)
     }
 }

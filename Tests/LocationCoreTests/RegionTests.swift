@@ -35,10 +35,12 @@ func run(_ monitor: inout RegionMonitor, _ fixes: [Fix]) -> [RegionEvent] {
         var m = RegionMonitor(limits: .init(maxActive: 20, maxRegistered: 3))
         try m.add([Region(id: "a", center: origin, radius: 100)])
         let cases: [([Region], RegionError.Code, String)] = [
-            ([Region(id: "b", center: origin, radius: 5)], .invalidRegion, "radius 5.0 is out of range"),
-            ([Region(id: "b", center: origin, radius: 200_000)], .invalidRegion, "radius 200000.0 is out of range"),
-            ([Region(id: "b", center: Coordinate(latitude: 91, longitude: 0), radius: 100)], .invalidRegion, "region b: latitude 91.0 is out of range; expected -90…90 degrees"),
+            ([Region(id: "b", center: origin, radius: 5)], .invalidRegion, "radius 5 is out of range"),
+            ([Region(id: "b", center: origin, radius: 200_000)], .invalidRegion, "radius 200000 is out of range"),
+            ([Region(id: "b", center: Coordinate(latitude: 91, longitude: 0), radius: 100)], .invalidRegion, "region b: latitude 91 is out of range; expected -90…90 degrees"),
             ([Region(id: "b", center: Coordinate(latitude: 0, longitude: -180.5), radius: 100)], .invalidRegion, "region b: longitude -180.5 is out of range; expected -180…180 degrees"),
+            // As JSON writes the number, not Swift's 604801.0.
+            ([Region(id: "b", center: origin, radius: 100, dwell: 604_801)], .invalidRegion, "region b: dwell 604801 is out of range; expected 0…604800 seconds"),
             ([Region(id: "", center: origin, radius: 100)], .invalidRegion, "id must be"),
             ([Region(id: "b", center: origin, radius: 100), Region(id: "a", center: origin, radius: 100)], .duplicateRegion, "region a is already registered; remove it first (regions.remove) to change it, or give the new one another id"),
             ([Region(id: "b", center: origin, radius: 100), Region(id: "b", center: origin, radius: 100)], .duplicateRegion, "region b is given twice in this request; give each region its own id"),

@@ -125,7 +125,7 @@ import Testing
             (["replay", "-", "--regions", "missing.geojson"], "missing.geojson: cannot open GeoJSON file: No such file or directory"),
             (["regions", "import", "missing.geojson"], "missing.geojson: cannot open GeoJSON file: No such file or directory"),
             // Named by the feature, not by the request the daemon would have been sent (regions[0]).
-            (["regions", "import", "small.geojson"], "Error: small.geojson: features[0].properties: region x: radius 5.0 is out of range; expected 10…100000 metres\n"),
+            (["regions", "import", "small.geojson"], "Error: small.geojson: features[0].properties: region x: radius 5 is out of range; expected 10…100000 metres\n"),
             (["regions", "import", "noradius.geojson"], "Error: noradius.geojson: features[0].properties (x) has no radius\n"),
             // What the geometry has instead of a Point's two numbers (it was one message for all).
             (["regions", "import", "quoted.geojson"],
@@ -159,7 +159,7 @@ import Testing
             (["regions", "add", "x", "--latitude", "nan", "--longitude", "0", "--radius", "50"],
              "region x: latitude nan is out of range; expected -90…90 degrees"),
             (["regions", "add", "x", "--latitude", "1", "--longitude", "0", "--radius", "5"],
-             "region x: radius 5.0 is out of range; expected 10…100000 metres"),
+             "region x: radius 5 is out of range; expected 10…100000 metres"),
             (["regions", "add", "", "--latitude", "1", "--longitude", "0", "--radius", "50"], "region id must be 1…256 bytes"),
             (["watch", "--events", "location,foo"], "unknown event type 'foo'; expected location, visits or significant\n"),
             (["watch", "--events", "status"], "status events always come"),

@@ -172,7 +172,7 @@ import Testing
         #expect(outcome.count == 5)
         #expect(outcome[0] == "restore invalidRegion")
         for refusal in outcome[1...3] {  // add, remove, and what list and state check
-            #expect(refusal.hasPrefix("notStored: this program's remembered regions could not be loaded at start (region a: radius 1.0 is out of range"))
+            #expect(refusal.hasPrefix("notStored: this program's remembered regions could not be loaded at start (region a: radius 1 is out of range"))
             #expect(refusal.contains("correct or delete this program's rows"))
         }
         #expect(outcome[4] == "other 1")

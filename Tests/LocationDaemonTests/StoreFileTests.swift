@@ -169,7 +169,7 @@ import Testing
         defer { daemon.stop() }
         try await daemon.connect(timeout: 10).close()
         let log = daemon.stderrText()
-        #expect(log.contains("cannot restore regions error=invalidRegion: region b: radius 1.0 is out of range"), "\(log)")
+        #expect(log.contains("cannot restore regions error=invalidRegion: region b: radius 1 is out of range"), "\(log)")
         let restored = log.split(separator: "\n").first { $0.contains("regions restored") }.map(String.init) ?? ""
         #expect(restored.contains("failed=1 programs=1 regions=1"), "\(restored)")
     }

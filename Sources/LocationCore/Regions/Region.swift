@@ -37,16 +37,16 @@ public struct Region: Hashable, Sendable {
         // "a", or an empty id that failed the program's next start).
         if id.utf8.contains(0) { return "region id must not contain U+0000 (NUL)" }
         if !center.latitude.isFinite || abs(center.latitude) > 90 {
-            return "region \(id): latitude \(center.latitude) is out of range; expected -90…90 degrees"
+            return "region \(id): latitude \(numberText(center.latitude)) is out of range; expected -90…90 degrees"
         }
         if !center.longitude.isFinite || abs(center.longitude) > 180 {
-            return "region \(id): longitude \(center.longitude) is out of range; expected -180…180 degrees"
+            return "region \(id): longitude \(numberText(center.longitude)) is out of range; expected -180…180 degrees"
         }
         if !radius.isFinite || !Region.radiusLimits.contains(radius) {
-            return "region \(id): radius \(radius) is out of range; expected 10…100000 metres"
+            return "region \(id): radius \(numberText(radius)) is out of range; expected 10…100000 metres"
         }
         if let d = dwell, !d.isFinite || !Region.dwellLimits.contains(d) {
-            return "region \(id): dwell \(d) is out of range; expected 0…604800 seconds"
+            return "region \(id): dwell \(numberText(d)) is out of range; expected 0…604800 seconds"
         }
         if let m = metadata, m.utf8.count > Region.maxMetadataBytes {
             return "region \(id): metadata is longer than \(Region.maxMetadataBytes) bytes"

@@ -1,3 +1,5 @@
+import LocationCore
+
 /// Every option of locationd.toml: its table, key, type, range, default (the value in a fresh
 /// `DaemonOptions`) and whether a reload (SIGHUP) can apply it live. Config/locationd.toml and
 /// docs/configuration.md document the same list; a test checks the shipped file names every key.
@@ -69,9 +71,7 @@ extension ConfigKey {
         }, get: { .boolean($0[keyPath: kp]) })
     }
 
-    static func format(_ d: Double) -> String {
-        d == d.rounded() && abs(d) < 1e15 ? String(Int64(d)) : String(d)
-    }
+    static func format(_ d: Double) -> String { numberText(d) }
 }
 
 public enum ConfigSchema {
