@@ -228,8 +228,12 @@ import Testing
 
     @Test func missingFiles() throws {
         // --config names a file that must exist; the default file is optional.
-        #expect(throws: DaemonOptions.Failure.config(ConfigError(file: "nope.toml", line: 0, message: "no such file"))) {
+        // With the fix, for the option that named it.
+        #expect(throws: DaemonOptions.Failure.config(ConfigError(file: "nope.toml", line: 0, message: "no such file; give the path of an existing file, or leave out --config to use /etc/locationd/locationd.toml when it exists"))) {
             try DaemonOptions.parse(["--config", "nope.toml"], readFile: { _ throws(ConfigError) in nil })
+        }
+        #expect(throws: DaemonOptions.Failure.config(ConfigError(file: "nope.toml", line: 0, message: "no such file; give the path of an existing file, or leave out the path to check /etc/locationd/locationd.toml"))) {
+            try DaemonOptions.parse(["--check-config", "nope.toml"], readFile: { _ throws(ConfigError) in nil })
         }
         let parsed = try DaemonOptions.parse([], defaultConfigPath: "/nonexistent/locationd.toml")
         #expect(parsed == .run(DaemonOptions()))
@@ -287,6 +291,26 @@ import Testing
         let failed = try Self.run(["--check-config", bad.path])
         #expect(failed.status == 78)
         #expect(failed.err == "locationd: \(bad.path):2: unknown key 'gpsd.hots'; expected one of host, port, device\n")
+
+        // Not read(2)'s bare "Is a directory".
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("locationd-dir-\(UUID().uuidString.prefix(6))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let isDirectory = try Self.run(["--check-config", directory.path])
+        #expect(isDirectory.status == 78)
+        #expect(isDirectory.err == "locationd: \(directory.path): is a directory, not a config file; give the file's path (such as \(directory.path)/locationd.toml)\n", "\(isDirectory.err)")
+    }
+
+    /// A socket path taken by something else (a file, a directory) is left alone, and the
+    /// error says what to do instead.
+    @Test func aSocketPathThatIsNotASocketNamesTheFix() throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("locationd-notasocket-\(UUID().uuidString.prefix(6))")
+        try "keep me\n".write(to: file, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let started = try Self.run(["--socket", file.path, "--database", "none", "--gpsd", "127.0.0.1:1"], timeout: 20)
+        #expect(started.status == 78, "\(started.err)")
+        #expect(started.err.contains("\(file.path) exists and is not a socket; locationd will not remove it: remove it yourself if nothing needs it, or choose another path with --socket or [socket] path\n"), "\(started.err)")
+        #expect(try String(contentsOf: file, encoding: .utf8) == "keep me\n")
     }
 
     /// A config file the daemon's user may not read (made 0600 root's to hide the policy, say)

@@ -188,6 +188,8 @@ public struct DaemonOptions: Sendable, Equatable {
                              groups: (String) throws(Policy.LookupFailure) -> UInt32? = Policy.lookUpGroup) throws(Failure) -> Parsed {
         var flags: [(inout DaemonOptions) -> Void] = []
         var configPath: String?
+        // Which option named the file, for the fix when it does not exist.
+        var configFlag = "--config"
         var check = false
         var sawReplay = false, sawGPSD = false, sawReplayOption = false
         var i = 0
@@ -210,11 +212,13 @@ public struct DaemonOptions: Sendable, Equatable {
             case "--version": return .version
             case "--config":
                 configPath = try value(arg)
+                configFlag = arg
             case "--check-config":
                 check = true
                 if i + 1 < arguments.count, !arguments[i + 1].hasPrefix("-") {
                     i += 1
                     configPath = arguments[i]
+                    configFlag = arg
                 }
             case "--socket":
                 let path = try value(arg)
@@ -289,7 +293,9 @@ public struct DaemonOptions: Sendable, Equatable {
             }
             options.configFile = path
         } else if configPath != nil {
-            throw .config(ConfigError(file: path, line: 0, message: "no such file"))
+            let leaveOut = configFlag == "--config" ? "leave out --config to use \(defaultConfigPath) when it exists"
+                                                    : "leave out the path to check \(defaultConfigPath)"
+            throw .config(ConfigError(file: path, line: 0, message: "no such file; give the path of an existing file, or \(leaveOut)"))
         }
         for flag in flags { flag(&options) }
         if sawReplayOption && options.replayFile.isEmpty {
@@ -490,7 +496,9 @@ public struct DaemonOptions: Sendable, Equatable {
     /// error naming their line, not replaced (a Latin-1 executable path would otherwise be
     /// accepted and never match anything).
     public static func readTextFile(_ path: String) throws(ConfigError) -> String? {
-        guard let bytes = try readBytes(path, unreadableFix: "make it readable by the daemon's user (chmod 0644, as installed)") else { return nil }
+        let inside = path.hasSuffix("/") ? "\(path)locationd.toml" : "\(path)/locationd.toml"
+        guard let bytes = try readBytes(path, unreadableFix: "make it readable by the daemon's user (chmod 0644, as installed)",
+                                        directoryFix: "not a config file; give the file's path (such as \(inside))") else { return nil }
         if let text = String(validating: bytes, as: UTF8.self) { return text }
         var iterator = bytes.makeIterator()
         var decoder = UTF8()
@@ -503,8 +511,9 @@ public struct DaemonOptions: Sendable, Equatable {
 
     /// The file's bytes (at most 1 MiB), nil when it does not exist. With `unreadableFix`, a file
     /// this process may not read is explained: its user, and the directory on the way it may not
-    /// enter or else `unreadableFix`.
-    static func readBytes(_ path: String, unreadableFix: String? = nil) throws(ConfigError) -> [UInt8]? {
+    /// enter or else `unreadableFix`. With `directoryFix`, a directory is said to be one, with
+    /// that fix, rather than as read(2)'s bare "Is a directory".
+    static func readBytes(_ path: String, unreadableFix: String? = nil, directoryFix: String? = nil) throws(ConfigError) -> [UInt8]? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else {
             let code = errno
@@ -532,6 +541,7 @@ public struct DaemonOptions: Sendable, Equatable {
             if n == 0 { break }
             if n < 0 {
                 if errno == EINTR { continue }
+                if errno == EISDIR, let directoryFix { throw ConfigError(file: path, line: 0, message: "is a directory, \(directoryFix)") }
                 throw ConfigError(file: path, line: 0, message: String(cString: strerror(errno)))
             }
             bytes.append(contentsOf: chunk[0..<n])

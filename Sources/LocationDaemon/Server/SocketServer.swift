@@ -32,7 +32,7 @@ public enum SocketServerError: Error, Hashable, Sendable, CustomStringConvertibl
     public var description: String {
         switch self {
         case .pathInUse(let p): "\(p): another server is listening there"
-        case .notASocket(let p): "\(p) exists and is not a socket; not removing it"
+        case .notASocket(let p): "\(p) exists and is not a socket; locationd will not remove it: remove it yourself if nothing needs it, or choose another path with --socket or [socket] path"
         case .system(let what, let e): "\(what): \(String(cString: strerror(e)))"
         case .cannotCreate(let p, let e, let user):
             "cannot create the socket \(p): \(String(cString: strerror(e))) (its directory \(Database.directory(of: p)) is not writable by user \(user)\(e == EROFS ? ", or is on a read-only filesystem" : "")); make the directory writable by the daemon's user, or set [socket] path (--socket) to a path in one it can write (under systemd, locationd.socket creates the socket)"
