@@ -94,10 +94,16 @@ struct Regions: AsyncParsableCommand {
         }
     }
 
+    /// The daemon answers region requests only in an always session; a refusal says that this
+    /// is the session it refused, as watch does for its own.
+    static func openSession(_ client: LocationClient) async throws {
+        _ = try await startSession(client, .always, what: "the always session regions need")
+    }
+
     /// Every region of locationctl's program, page by page.
     static func all(_ path: String) async throws -> [RegionRecord] {
         let client = try await connect(path: path, wait: 0)
-        try await client.startSession(.always)  // regions need an always, precise session
+        try await Regions.openSession(client)
         defer { client.close() }
         do { return try await client.regions() } catch let e as ProtocolError {
             throw RuntimeError("locationd refused: \(e.code.rawValue): \(e.message)")
@@ -106,7 +112,7 @@ struct Regions: AsyncParsableCommand {
 
     static func request(_ path: String, _ make: @escaping @Sendable (RequestID) -> Request) async throws -> ServerMessage {
         let client = try await connect(path: path, wait: 0)
-        try await client.startSession(.always)  // regions need an always, precise session
+        try await Regions.openSession(client)
         defer { client.close() }
         do { return try await client.request(make) } catch let e as ProtocolError {
             throw RuntimeError("locationd refused: \(e.code.rawValue): \(e.message)")
@@ -116,7 +122,7 @@ struct Regions: AsyncParsableCommand {
     /// Sends regions in requests that fit the line limit; each request is all-or-nothing.
     static func add(_ regions: [Region], socket: String) async throws {
         let client = try await connect(path: socket, wait: 0)
-        try await client.startSession(.always)  // regions need an always, precise session
+        try await Regions.openSession(client)
         defer { client.close() }
         // At least one request, so that an empty file reports the regions registered (it said 0).
         var start = 0, registered = 0

@@ -63,13 +63,8 @@ struct Watch: AsyncParsableCommand {
         var options = subscription.options
         options.events = Replay.subscribedKinds(events)
         // Nothing is delivered without a session (docs/protocol.md, "Sessions").
-        let grant: SessionInfo
-        do {
-            grant = try await client.startSession(authorization ?? .whenInUse, purpose: purpose)
-        } catch let e as ProtocolError {
-            let asked = "--session \(session)" + (purpose.map { " --purpose \($0)" } ?? "")
-            throw RuntimeError("locationd refused the session (\(asked)): \(e.code.rawValue): \(e.message)")
-        }
+        let asked = "--session \(session)" + (purpose.map { " --purpose \($0)" } ?? "")
+        let grant = try await startSession(client, authorization ?? .whenInUse, purpose: purpose, what: "the session (\(asked))")
         if json { out.line(ServerMessage.session(grant).line.dropLast().description) } else {
             out.line("session: \(grant.authorization?.rawValue ?? "?"), \(grant.accuracy?.rawValue ?? "?") (\(grant.reason ?? ""))")
         }
@@ -225,6 +220,16 @@ struct Status: AsyncParsableCommand {
         case (let p?, false): return text + " (purpose \(p))"
         case (nil, _): return text
         }
+    }
+}
+
+/// Starts a session; a refusal says which session was refused (`what`), then the daemon's
+/// code and reason, alike for watch and the regions commands (these said only the reason).
+func startSession(_ client: LocationClient, _ authorization: Authorization, purpose: String? = nil, what: String) async throws -> SessionInfo {
+    do {
+        return try await client.startSession(authorization, purpose: purpose)
+    } catch let e as ProtocolError {
+        throw RuntimeError("locationd refused \(what): \(e.code.rawValue): \(e.message)")
     }
 }
 

@@ -328,5 +328,15 @@ import Testing
         #expect(denied.status == 1)
         #expect(denied.err.contains("locationd refused the session (--session when-in-use): notAuthorized: policy rule 'ctl' (executable \(Self.locationctl)) denies location access"),
                 "\(denied.err)")
+        // The regions commands say which session was refused too (it was the bare reason).
+        let geojson = FileManager.default.temporaryDirectory.appendingPathComponent("denied-\(UUID().uuidString.prefix(8)).geojson")
+        try Data(#"{"type":"FeatureCollection","features":[]}"#.utf8).write(to: geojson)
+        defer { try? FileManager.default.removeItem(at: geojson) }
+        for command in [["regions", "list"], ["regions", "add", "x", "--latitude", "1", "--longitude", "2", "--radius", "50"], ["regions", "import", geojson.path]] {
+            let r = try LocationCtlReplayTests.run(command + ["--socket", daemon.socketPath])
+            #expect(r.status == 1, "\(command): \(r.err)")
+            #expect(r.err == "Error: locationd refused the always session regions need: notAuthorized: policy rule 'ctl' (executable \(Self.locationctl)) denies location access\n",
+                    "\(command): \(r.err)")
+        }
     }
 }
