@@ -10,7 +10,8 @@ struct LocationCtl: AsyncParsableCommand {
             no usage (a file that cannot be opened, read or written, an unknown scenario, \
             locationd not reachable, refusing a request or closing the connection); 64 for a usage \
             error (a bad flag or value), printed with the usage; policy check: 78 when the file is \
-            missing or invalid.
+            missing or invalid, 75 when a policy user or group could not be looked up for now (as \
+            locationd --check-config).
             """,
         version: "0.1.0",
         subcommands: [Watch.self, Status.self, Replay.self, Simulate.self, Evaluate.self, Regions.self, Policy.self, Reload.self])

@@ -248,6 +248,17 @@ import Testing
             }
         }
     }
+
+    /// The top-level help lists every exit status, as README.md does (75 was missing).
+    @Test func topLevelHelpListsTheExitStatuses() throws {
+        let help = try LocationCtlReplayTests.run(["--help"])
+        #expect(help.status == 0, "\(help.err)")
+        let text = help.out.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        for status in ["0 on success", "1 for a failure at run time", "64 for a usage error", "78 when the file is missing or invalid",
+                       "75 when a policy user or group could not be looked up for now"] {
+            #expect(text.contains(status), "\(status)\n\(help.out)")
+        }
+    }
 }
 
 /// `locationctl replay --regions` runs the same engine path as the daemon and prints region events.
