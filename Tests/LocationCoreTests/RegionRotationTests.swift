@@ -74,6 +74,31 @@ import Testing
         print("rotation seed \(seed): \(a.count) events (\(a.filter(\.inferred).count) inferred), \(capped.reranks) re-ranks, \(mean) regions evaluated per fix")
     }
 
+    /// Fixes of unknown accuracy (an RMC-only receiver; here the first 300, then every tenth)
+    /// decide no region's side, so a region whose state is unknown is not evaluated at them:
+    /// all 2,000 were, at every such fix. The events stay those of the unlimited monitor.
+    @Test func fixesOfUnknownAccuracySkipUndecidedRegions() throws {
+        var rng = SeededRandom(seed: 21)
+        let regions = Self.regions(&rng, count: 2000)
+        var fixes = Self.trajectory(&rng, fixes: 1500)
+        for i in fixes.indices where i < 300 || i % 10 == 0 { fixes[i].horizontalAccuracy = nil }
+        var all = RegionMonitor(limits: .init(maxActive: nil, maxRegistered: 100_000))
+        var capped = RegionMonitor(limits: .init(maxActive: 20, maxRegistered: 100_000))
+        try all.add(regions)
+        try capped.add(regions)
+        var a: [RegionEvent] = [], b: [RegionEvent] = []
+        var mostBeforeAnAccuracy = 0
+        for (i, f) in fixes.enumerated() {
+            all.handle(f, into: &a)
+            capped.handle(f, into: &b)
+            // The first fix ranks (it evaluates the regions its segment could cross: none).
+            if i > 0 && i < 300 { mostBeforeAnAccuracy = max(mostBeforeAnAccuracy, capped.evaluatedLastFix) }
+        }
+        #expect(a == b)
+        #expect(a.contains { $0.kind == .enter || $0.kind == .exit })
+        #expect(mostBeforeAnAccuracy < 200, "\(mostBeforeAnAccuracy) regions evaluated at a fix of unknown accuracy")
+    }
+
     @Test func indexFindsTheSameNearestBoundariesAsBruteForce() {
         var rng = SeededRandom(seed: 21)
         let regions = Self.regions(&rng, count: 3000)

@@ -111,14 +111,21 @@ public enum RegionRules {
         return gap > singleFixGap
     }
 
+    /// Whether a fix of accuracy `a` can decide either side of any region: one of unknown
+    /// accuracy decides nothing.
+    @inlinable public static func canDecide(accuracy a: Double?) -> Bool {
+        guard let a else { return false }
+        return a.isFinite && a >= 0
+    }
+
     /// Whether `fix` (distance `d` from the centre) decides "inside" for a region of radius `r`.
     @inlinable public static func decidesInside(distance d: Double, radius r: Double, accuracy a: Double?) -> Bool {
-        guard let a, a.isFinite, a >= 0 else { return false }
+        guard canDecide(accuracy: a), let a else { return false }
         return d <= r - enterFactor * a
     }
 
     @inlinable public static func decidesOutside(distance d: Double, radius r: Double, accuracy a: Double?) -> Bool {
-        guard let a, a.isFinite, a >= 0 else { return false }
+        guard canDecide(accuracy: a), let a else { return false }
         return d >= r + Swift.max(exitFactor * a, exitFloor)
     }
 }

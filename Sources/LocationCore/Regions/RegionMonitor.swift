@@ -74,8 +74,14 @@ public struct RegionMonitor: Sendable {
     var index = RegionIndex()
     var indexDirty = false
     var active: [Int] = []
-    /// Regions with business that cannot wait for rotation (see `Slot.isSettled`).
+    /// Regions with business that cannot wait for rotation (see `Slot.isSettled`), whose
+    /// state is known.
     var watch: Set<Int> = []
+    /// Regions whose state is unknown: evaluated on every fix that can decide a side (one with
+    /// an accuracy), skipped by one that cannot, to which they have nothing to answer. Watched
+    /// with the others, every region of a receiver that reports no accuracy (an RMC-only log,
+    /// a TPV without eph) stayed unknown and was evaluated at every fix: 10,000 a fix.
+    var undecided: Set<Int> = []
     var reference: Coordinate?
     var safeDistance = 0.0
     var previous: Fix?
@@ -154,7 +160,7 @@ public struct RegionMonitor: Sendable {
         slot.enteredAt = record.state == .inside ? record.enteredAt : nil
         slot.dwellReported = record.dwellReported
         slotByID[record.region.id] = slots.count
-        watch.insert(slots.count)
+        if slot.state == .unknown { undecided.insert(slots.count) } else { watch.insert(slots.count) }
         slots.append(slot)
         indexDirty = true
     }
@@ -179,6 +185,7 @@ public struct RegionMonitor: Sendable {
         slotByID = [:]
         for (i, s) in slots.enumerated() { slotByID[s.region.id] = i }
         watch = Set(watch.compactMap { remap[$0] >= 0 ? remap[$0] : nil })
+        undecided = Set(undecided.compactMap { remap[$0] >= 0 ? remap[$0] : nil })
         active = []
         reference = nil
         indexDirty = true
@@ -228,6 +235,9 @@ public struct RegionMonitor: Sendable {
             }
             for s in active where slots[s].stamp != generation { slots[s].stamp = generation; evaluating.append(s) }
             for s in watch where slots[s].stamp != generation { slots[s].stamp = generation; evaluating.append(s) }
+            if RegionRules.canDecide(accuracy: fix.horizontalAccuracy) {
+                for s in undecided where slots[s].stamp != generation { slots[s].stamp = generation; evaluating.append(s) }
+            }
         } else {
             evaluating.append(contentsOf: slots.indices)
         }
@@ -237,7 +247,12 @@ public struct RegionMonitor: Sendable {
             let before = (slots[s].state, slots[s].enteredAt, slots[s].dwellReported)
             evaluate(s, fix, prev)
             if before != (slots[s].state, slots[s].enteredAt, slots[s].dwellReported) { changed.insert(s) }
-            if slots[s].isSettled { watch.remove(s) } else { watch.insert(s) }
+            if slots[s].state == .unknown {
+                undecided.insert(s)
+            } else {
+                undecided.remove(s)
+                if slots[s].isSettled { watch.remove(s) } else { watch.insert(s) }
+            }
         }
         scratch.sort { a, b in
             if a.time != b.time { return a.time < b.time }
