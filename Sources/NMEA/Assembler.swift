@@ -163,7 +163,16 @@ struct Assembler: Sendable {
         if f.bad { return false }
         guard begin(tod, onEpoch) else { return true }
         cur.stated = true
-        if let days { cur.dateDays = days }
+        // A status-V RMC's date is taken only when it agrees (within a day, for midnight) with the
+        // date the log has given already: receivers write garbage there after a reset
+        // (gp-320fw's cold boot: 2006-12-16 in a 2019 log), which stamped the noFix status with
+        // it and moved the replay's pacing and the publication epochs. gpsd takes no date from a
+        // V RMC at all; but with none to check it against, one is most often right (a receiver
+        // that keeps time indoors), and a dated no-fix epoch is worth having.
+        if let days {
+            let valid = status == UInt8(ascii: "A") || status == UInt8(ascii: "D")
+            if valid || lastDays.map({ abs($0 - days) <= 1 }) ?? true { cur.dateDays = days }
+        }
         // The NMEA 2.3 mode indicator overrides a status 'A' (`isMeasured`).
         if status == UInt8(ascii: "A") && Self.isMeasured(modeInd), let lat, let lon {
             setPosition(lat, lon)

@@ -156,6 +156,18 @@ let rmcBody = "GPRMC,123519,A,4807.038,N,01131.000,E,022.4,084.4,230394,003.1,W"
         #expect(r.stats.epochs == 2 && r.stats.fixes == 0)
     }
 
+    /// After a reset receivers write garbage into a status-V RMC's date (gp-320fw's cold boot:
+    /// 2006-12-16 in a 2019 log). One that disagrees with the date the log has given is not
+    /// taken; one that agrees (a day on at midnight) is, and so is one with nothing to check
+    /// it against (`noFixEpochs`).
+    @Test func aVoidRMCsDateMustAgreeWithTheLogs() {
+        let fix = sentence("GPRMC,235959,A,4808.9993,N,01135.0798,E,0.1,0.0,070419,,,A")
+        let garbage = sentence("GPRMC,000001,V,,,,,,,161206,,,N")
+        #expect(run(fix + garbage).epochs.map(\.time) == [ts(2019, 4, 7, 23, 59, 59), ts(2019, 4, 8, 0, 0, 1)])
+        let nextDay = sentence("GPRMC,000001,V,,,,,,,080419,,,N") + sentence("GPRMC,000002,V,,,,,,,080419,,,N")
+        #expect(run(fix + nextDay).epochs.map(\.time) == [ts(2019, 4, 7, 23, 59, 59), ts(2019, 4, 8, 0, 0, 1), ts(2019, 4, 8, 0, 0, 2)])
+    }
+
     @Test(arguments: ["GP", "GN", "GL", "GA", "GB", "BD", "QZ", "IN", "II", "XY"])
     func anyTalker(_ talker: String) throws {
         let body = talker + String(rmcBody.dropFirst(2))
