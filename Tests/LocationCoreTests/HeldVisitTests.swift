@@ -64,6 +64,33 @@ import Testing
         #expect(first.map(\.kind) == (leave == 2400 ? [.arrival, .departure] : []))
     }
 
+    /// A program's background monitor without visits (a significant-only connection handed
+    /// over) that takes a newcomer's visit detector keeps it waiting for the publication:
+    /// started at the hand-over, a moment the program chose, it watched the stay from then.
+    /// The background sees what a live subscription opened in the same epoch sees.
+    @Test func aDetectorJoiningTheBackgroundStillWaitsForThePublication() {
+        var significant = T.approximate
+        significant.events = [.significant]
+        let o = Self.visitsOnly
+        let p = ProgramID("p")
+        var engine = T.engine()
+        _ = engine.handle(.subscribe(SubscriberID(3), significant))
+        var out = Self.parked(&engine, 0..<100)
+        engine.handOver(SubscriberID(3), to: p, options: significant)
+        out += Self.parked(&engine, 100..<1210)
+        out += engine.handle(.subscribe(SubscriberID(1), o))  // the reference
+        out += engine.handle(.subscribe(SubscriberID(2), o))
+        out += Self.parked(&engine, 1210..<1230)
+        engine.handOver(SubscriberID(2), to: p, options: o)
+        out += Self.parked(&engine, 1230..<2050)
+        out += (0..<3600).flatMap { engine.handle(.fix(fix(at: Double(2050 + $0), offset(T.truth, east: 0, north: 1.4 * Double($0)), accuracy: 5))) }
+        var queued: [ProgramEvent] = []
+        engine.drainProgramEvents(into: &queued)
+        let background = queued.compactMap { if case .visit(let v) = $0.event { v.kind } else { nil } }
+        #expect(background == Self.visits(out, SubscriberID(1)).map(\.kind))
+        #expect(background.isEmpty, "a stay of 250 s from the epoch's start is no visit: \(background)")
+    }
+
     /// Taken back into a subscription without visits, the held arrival is queued at the next
     /// publication, not at once (a moment the program chose, its subscribe: polling `queued`
     /// would time the detection).

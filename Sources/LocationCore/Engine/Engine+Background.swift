@@ -43,6 +43,9 @@ public struct ProgramEvent: Hashable, Sendable {
         if m.extras.visits == nil, let visits = extras.visits {
             m.extras.visits = visits
             m.extras.visitCell = extras.visitCell
+            // Still waiting for its first publication: started at the hand-over instead, it
+            // would watch the stay from a second the program chose (docs/privacy.md).
+            m.extras.visitsAwaitPublication = extras.visitsAwaitPublication
         }
         // Visits the newcomer detected and holds for the next publication are the program's.
         m.extras.mergeHeld(extras.heldVisits)
