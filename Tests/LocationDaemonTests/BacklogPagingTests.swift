@@ -138,6 +138,34 @@ import Testing
         await h.stop()
     }
 
+    /// The other way round: an approximate location held for a slow reader when a reload makes
+    /// the session precise is dropped, not written after the news (it was, by the flush that
+    /// followed the re-subscription).
+    @Test func aHeldApproximateLocationDoesNotFollowAnUpgrade() async throws {
+        var rule = PolicyRule(name: "me", user: getuid(), authorization: .always, accuracy: .approximate)
+        let (h, _, _, dir) = try await Self.harness(rule: rule)
+        defer { h.stopIfRunning(); try? FileManager.default.removeItem(at: dir) }
+        let slow = try await Self.stalledSubscriber(h)
+        for i in 0..<20 { h.hub.submit(.fix(testFix(i))) }
+        await h.hub.processed()
+        try #require(try await h.server.connectionStats().first?.hasPendingLocation == true, "no location held back")
+        rule.accuracy = .precise
+        var policy = Policy()
+        policy.ownerRule = false
+        policy.rules = [rule]
+        try await h.server.applyPolicy(policy)
+        var changed = false, approximateAfter = 0
+        while let line = slow.readLine() {
+            if line.contains(#""state":"changed""#) { changed = true; continue }
+            if changed, line.contains(#""type":"location""#), line.contains(#""horizontalAccuracy":2122"#) { approximateAfter += 1 }
+            if line.contains(#""seq":\#(Self.events)"#) { slow.send(#"{"type":"unsubscribe","id":9}"# + "\n") }
+            if line.contains(#""type":"unsubscribed""#) { break }
+        }
+        #expect(changed)
+        #expect(approximateAfter == 0, "\(approximateAfter) approximate location(s) after the upgrade")
+        await h.stop()
+    }
+
     /// Events queued while the backlog is being written (another connection of the program went
     /// away) are the next subscribe's: not written ahead of an older live event; and events the
     /// queue's bound drops meanwhile are told by an `overflow`, not skipped in silence.

@@ -415,9 +415,10 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
             // What came live behind a backlog was produced under the old accuracy: written
             // before the news, as without the backlog; the re-subscribe starts the backlog again.
             stopBacklog()
-            // A precise location held for a slow reader must not follow the news that the
-            // session is approximate now; it counts as skipped.
-            if session.grant.accuracy == .approximate, pendingLocation != nil {
+            // A location held for a slow reader was made under the old accuracy and must not
+            // follow the news of the new one (a precise one after "approximate now", an
+            // approximate one after "precise now"); it counts as skipped.
+            if pendingLocation != nil {
                 pendingLocation = nil
                 skippedSincePending += 1
                 skippedTotal += 1
