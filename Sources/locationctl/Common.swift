@@ -25,13 +25,13 @@ struct SubscriptionFlags: ParsableArguments {
         // The same limits the daemon enforces, so a replay never accepts what a subscription would refuse.
         let l = SubscriptionOptions.limits
         guard l.distanceFilter.contains(distanceFilter) else {
-            throw ValidationError("--distance-filter \(distanceFilter) is out of range; expected \(Int(l.distanceFilter.lowerBound))…\(Int(l.distanceFilter.upperBound)) metres")
+            throw ValidationError("--distance-filter \(numberText(distanceFilter)) is out of range; expected \(Int(l.distanceFilter.lowerBound))…\(Int(l.distanceFilter.upperBound)) metres")
         }
         if let a = desiredAccuracy, !l.desiredAccuracy.contains(a) {
-            throw ValidationError("--desired-accuracy \(a) is out of range; expected \(Int(l.desiredAccuracy.lowerBound))…\(Int(l.desiredAccuracy.upperBound)) metres")
+            throw ValidationError("--desired-accuracy \(numberText(a)) is out of range; expected \(Int(l.desiredAccuracy.lowerBound))…\(Int(l.desiredAccuracy.upperBound)) metres")
         }
         guard l.minimumInterval.contains(minimumInterval) else {
-            throw ValidationError("--minimum-interval \(minimumInterval) is out of range; expected \(Int(l.minimumInterval.lowerBound))…\(Int(l.minimumInterval.upperBound)) seconds")
+            throw ValidationError("--minimum-interval \(numberText(minimumInterval)) is out of range; expected \(Int(l.minimumInterval.lowerBound))…\(Int(l.minimumInterval.upperBound)) seconds")
         }
     }
 }

@@ -27,10 +27,10 @@ struct Evaluate: ParsableCommand {
         if scenario == nil, log == nil || truth == nil { throw ValidationError("--log and --truth go together") }
         // A NaN or negative value detected nothing and printed a zero score with exit 0.
         guard radius > 0, radius <= 100_000 else {
-            throw ValidationError("--radius \(radius) is out of range; expected more than 0 and at most 100000 metres")
+            throw ValidationError("--radius \(numberText(radius)) is out of range; expected more than 0 and at most 100000 metres")
         }
         guard (0...604_800).contains(dwell) else {
-            throw ValidationError("--dwell \(dwell) is out of range; expected 0…604800 seconds")
+            throw ValidationError("--dwell \(numberText(dwell)) is out of range; expected 0…604800 seconds")
         }
     }
 

@@ -34,7 +34,7 @@ struct Reload: ParsableCommand {
     func validate() throws {
         // 0 and negative numbers would signal process groups, -1 every process we may signal.
         guard pid > 0 else { throw ValidationError("--pid \(pid) is not a process id; give locationd's (ExecReload=: --pid $MAINPID)") }
-        guard timeout > 0, timeout <= 86_400 else { throw ValidationError("--timeout \(timeout) is out of range; expected more than 0 and at most 86400 seconds") }
+        guard timeout > 0, timeout <= 86_400 else { throw ValidationError("--timeout \(numberText(timeout)) is out of range; expected more than 0 and at most 86400 seconds") }
     }
 
     func run() throws {

@@ -46,7 +46,7 @@ struct Watch: AsyncParsableCommand {
         }
         // A NaN or huge --wait crashed the deadline's conversion to milliseconds.
         guard (0...86_400).contains(wait) else {
-            throw ValidationError("--wait \(wait) is out of range; expected 0…86400 seconds")
+            throw ValidationError("--wait \(numberText(wait)) is out of range; expected 0…86400 seconds")
         }
         // replay prints status and region events on request; a subscription always gets status
         // events, and region events come for the program's regions without asking.

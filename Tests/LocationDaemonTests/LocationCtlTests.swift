@@ -84,7 +84,7 @@ import Testing
     @Test func badOptionsAndMissingFilesAreClearErrors() throws {
         let bad = try Self.run(["replay", "/nonexistent.nmea", "--distance-filter=-5"])
         #expect(bad.status == 64)
-        #expect(bad.err.contains("--distance-filter -5.0 is out of range"))
+        #expect(bad.err.contains("--distance-filter -5 is out of range"))
         #expect(bad.err.contains("Usage: locationctl replay"), "\(bad.err)")
         let missing = try Self.run(["replay", "/nonexistent.nmea"])
         #expect(missing.status == 1, "\(missing.err)")
@@ -149,7 +149,7 @@ import Testing
             (["evaluate"], "give either a SCENARIO or --log LOG --truth TRUTH"),
             // Not a zero score with exit 0.
             (["evaluate", "demo", "--radius", "nan"], "--radius nan is out of range; expected more than 0 and at most 100000 metres"),
-            (["evaluate", "demo", "--radius=-5"], "--radius -5.0 is out of range; expected more than 0 and at most 100000 metres"),
+            (["evaluate", "demo", "--radius=-5"], "--radius -5 is out of range; expected more than 0 and at most 100000 metres"),
             (["evaluate", "demo", "--dwell", "inf"], "--dwell inf is out of range; expected 0…604800 seconds"),
             (["replay", "missing.nmea", "--accuracy", "fuzzy"], "--accuracy 'fuzzy': expected precise or approximate"),
             (["replay", "missing.nmea", "--max-active", "0"], "--max-active '0': expected a number ≥ 1 or unlimited"),
@@ -170,9 +170,9 @@ import Testing
             (["watch", "--wait", "nan"], "--wait nan is out of range; expected 0…86400 seconds"),
             (["watch", "--wait", "1e300"], "--wait 1e+300 is out of range; expected 0…86400 seconds"),
             // A negative value after a space: the range, not "Missing value for '--distance-filter'".
-            (["replay", "missing.nmea", "--distance-filter", "-5"], "--distance-filter -5.0 is out of range; expected 0…"),
-            (["replay", "missing.nmea", "--desired-accuracy", "-5"], "--desired-accuracy -5.0 is out of range; expected "),
-            (["watch", "--minimum-interval", "-1"], "--minimum-interval -1.0 is out of range; expected 0…"),
+            (["replay", "missing.nmea", "--distance-filter", "-5"], "--distance-filter -5 is out of range; expected 0…"),
+            (["replay", "missing.nmea", "--desired-accuracy", "-5"], "--desired-accuracy -5 is out of range; expected "),
+            (["watch", "--minimum-interval", "-1"], "--minimum-interval -1 is out of range; expected 0…"),
         ]
         for (arguments, message) in usage {
             let r = try Self.run(arguments, directory: dir)
