@@ -52,6 +52,8 @@ struct Assembler: Sendable {
     var lastTod: Int64 = 0
     /// False until an epoch was dated (an assumed date has no time of day to compare with).
     var lastTodKnown = false
+    /// Whether a sentence of the log has dated an epoch (not only `Options.assumedDate`).
+    var logDated = false
     /// Dimension of the last fix, for epochs that say nothing about it (RMC/GLL only).
     var lastMode: FixMode?
 
@@ -163,15 +165,20 @@ struct Assembler: Sendable {
         if f.bad { return false }
         guard begin(tod, onEpoch) else { return true }
         cur.stated = true
-        // A status-V RMC's date is taken only when it agrees (within a day, for midnight) with the
-        // date the log has given already: receivers write garbage there after a reset
-        // (gp-320fw's cold boot: 2006-12-16 in a 2019 log), which stamped the noFix status with
-        // it and moved the replay's pacing and the publication epochs. gpsd takes no date from a
-        // V RMC at all; but with none to check it against, one is most often right (a receiver
-        // that keeps time indoors), and a dated no-fix epoch is worth having.
+        // A status-V RMC's date does not take the log's date back: receivers write garbage there
+        // after a reset (gp-320fw's cold boot: 2006-12-16 in a 2019 log), which stamped the
+        // noFix status with it and moved the replay's pacing and the publication epochs. gpsd
+        // takes no date from a V RMC at all; but one that goes on from the log's date (the same
+        // day, or later: a log appended to after days) is most often right (a receiver keeping
+        // time indoors), and a dated no-fix epoch is worth having. Nor does it override a date
+        // this epoch already has (a ZDA's).
         if let days {
             let valid = status == UInt8(ascii: "A") || status == UInt8(ascii: "D")
-            if valid || lastDays.map({ abs($0 - days) <= 1 }) ?? true { cur.dateDays = days }
+            if valid {
+                cur.dateDays = days
+            } else if cur.dateDays == nil, !logDated || days >= (cur.hasTime ? carriedDays(at: cur.tod) : lastDays) ?? days {
+                cur.dateDays = days
+            }
         }
         // The NMEA 2.3 mode indicator overrides a status 'A' (`isMeasured`).
         if status == UInt8(ascii: "A") && Self.isMeasured(modeInd), let lat, let lon {
@@ -389,23 +396,25 @@ struct Assembler: Sendable {
         cur.lat = lat; cur.lon = lon; cur.hasPosition = true; cur.valid = true
     }
 
+    /// The date an epoch at `tod` without a date of its own gets: the last one, carried across
+    /// midnight when the time of day jumps back by more than half a day (a small step back is a
+    /// receiver glitch), back a day when it jumps forward by more.
+    func carriedDays(at tod: Int64) -> Int? {
+        guard var d = lastDays else { return nil }
+        let half: Int64 = 43_200 * 1_000_000_000
+        if lastTodKnown {
+            if tod < lastTod - half { d += 1 } else if tod > lastTod + half { d -= 1 }
+        }
+        return d
+    }
+
     mutating func completeEpoch(_ onEpoch: (NMEAEpoch) -> Void) {
         defer { cur = EpochData() }
         guard cur.hasTime else { return }
         let tod = cur.tod
-        var days: Int?
-        if let d = cur.dateDays {
-            days = d
-        } else if var d = lastDays {
-            // No date in this epoch: carry the last one, across midnight when the time of day
-            // jumps back by more than half a day (a small step back is a receiver glitch).
-            let half: Int64 = 43_200 * 1_000_000_000
-            if lastTodKnown {
-                if tod < lastTod - half { d += 1 } else if tod > lastTod + half { d -= 1 }
-            }
-            days = d
-        }
+        let days = cur.dateDays ?? carriedDays(at: tod)
         if let days { lastDays = days; lastTod = tod; lastTodKnown = true }
+        if cur.dateDays != nil { logDated = true }
         // Only its date counts: some receivers time ZDA apart from their fixes (ac12's runs
         // 2 s ahead), and it is no report of a lost fix.
         guard cur.stated else { return }
