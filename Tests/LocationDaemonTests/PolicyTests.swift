@@ -352,6 +352,42 @@ import Testing
         await h.stop()
     }
 
+    /// A status held for a slow reader when the accuracy changes is made under the old one: it
+    /// must not follow the news. The loop can run a reload after the reader drained its socket
+    /// but before the flush that scheduled (a race; here the held status is set in the same
+    /// loop task as the reload, which is that window): the re-subscription's status flushed the
+    /// held precise `noFix` after "approximate now".
+    @Test func aHeldStatusDoesNotFollowTheNewsOfANewAccuracy() async throws {
+        var policy = Policy()
+        policy.ownerRule = false
+        policy.rules = [PolicyRule(name: "me", user: getuid(), authorization: .always, accuracy: .precise)]
+        let h = try await ServerHarness.start(onlyRule: policy.rules[0])
+        defer { h.stopIfRunning() }
+        let raw = RawSocket(path: h.path)
+        raw.send("{\"type\":\"session.start\",\"authorization\":\"always\"}\n{\"type\":\"subscribe\"}\n{\"type\":\"status\",\"id\":\"ready\"}\n")
+        while let line = raw.readLine(), !line.contains(#""id":"ready""#) {}
+        h.hub.submit(.fix(testFix(0)))
+        await h.hub.processed()
+        policy.rules[0].accuracy = .approximate
+        let approximate = policy
+        let held = Timestamp(seconds: 1_552_384_820, nanoseconds: 750_000_000)
+        try await h.hub.eventLoop.submit {
+            for c in h.server.registry.all {
+                c.pendingStatus = (.noFix, held)
+                c.applyPolicy(approximate)
+            }
+        }.get()
+        raw.send("{\"type\":\"status\",\"id\":\"end\"}\n")
+        var changed = false, heldAfter = false
+        while let line = raw.readLine(), !line.contains(#""id":"end""#) {
+            if line.contains(#""state":"changed""#) { changed = true }
+            if changed, line.contains("10:00:20.75Z") { heldAfter = true }
+        }
+        #expect(changed)
+        #expect(!heldAfter, "the held precise status followed the news that the session is approximate")
+        await h.stop()
+    }
+
     /// A server whose policy is `rule` alone (no owner rule), and a client connected to it.
     static func serving(_ rule: PolicyRule) async throws -> (ServerHarness, Policy, LocationClient) {
         let h = try await ServerHarness.start()

@@ -423,6 +423,9 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
                 skippedSincePending += 1
                 skippedTotal += 1
             }
+            // So is a held status (the loop may run this before the flush a drained socket
+            // scheduled): the re-subscription sends the state as the new accuracy shows it.
+            pendingStatus = nil
             announce()
             subscribe(requestedOptions)
             return
