@@ -81,23 +81,17 @@ let rmcBody = "GPRMC,123519,A,4807.038,N,01131.000,E,022.4,084.4,230394,003.1,W"
     }
 
     /// Receivers that do not compute a GST field write 0 there: no measurement, so the DOPs
-    /// give the accuracy (an accuracy of 0 m passed every accuracy gate).
-    @Test func gstSigmasOfZeroAreAbsent() throws {
+    /// give the accuracy (an accuracy of 0 m passed every accuracy gate). σlat alone measured is
+    /// still no horizontal σ; σalt alone still is a vertical one.
+    @Test(arguments: [("0.0,0.0,0.0", 1.3 * 19.0, 2.1 * 23.0), ("1.5,0.0,4.0", 1.3 * 19.0, 1.96 * 4.0)])
+    func gstSigmasOfZeroAreAbsent(sigmas: String, horizontal: Double, vertical: Double) throws {
         let text = sentence(rmcBody)
             + sentence("GPGGA,123519,4807.038,N,01131.000,E,1,08,0.9,545.4,M,46.9,M,,")
             + sentence("GPGSA,A,3,04,05,,09,12,,,24,,,,,2.5,1.3,2.1")
-            + sentence("GPGST,123519,0.0,0.0,0.0,0.0,0.0,0.0,0.0")
+            + sentence("GPGST,123519,2.0,3.0,1.0,45.0,\(sigmas)")
         let f = try #require(run(text).epochs.first?.fix)
-        #expect(abs(f.horizontalAccuracy! - 1.3 * 19.0) < 1e-9)
-        #expect(abs(f.verticalAccuracy! - 2.1 * 23.0) < 1e-9)
-        // σlat alone measured is still no horizontal σ; σalt alone still is a vertical one.
-        let partial = sentence(rmcBody)
-            + sentence("GPGGA,123519,4807.038,N,01131.000,E,1,08,0.9,545.4,M,46.9,M,,")
-            + sentence("GPGSA,A,3,04,05,,09,12,,,24,,,,,2.5,1.3,2.1")
-            + sentence("GPGST,123519,2.0,3.0,1.0,45.0,1.5,0.0,4.0")
-        let g = try #require(run(partial).epochs.first?.fix)
-        #expect(abs(g.horizontalAccuracy! - 1.3 * 19.0) < 1e-9)
-        #expect(abs(g.verticalAccuracy! - 1.96 * 4.0) < 1e-9)
+        #expect(abs(f.horizontalAccuracy! - horizontal) < 1e-9)
+        #expect(abs(f.verticalAccuracy! - vertical) < 1e-9)
     }
 
     /// NovAtel receivers report their WAAS/SBAS solution as GGA quality 9 (by default with SBAS
