@@ -3,6 +3,7 @@ import Foundation
 import LocationClient
 import LocationCore
 import LocationProtocol
+import NIOCore
 import Testing
 @testable import LocationDaemon
 
@@ -385,6 +386,41 @@ import Testing
         }
         #expect(changed)
         #expect(!heldAfter, "the held precise status followed the news that the session is approximate")
+        await h.stop()
+    }
+
+    /// Locations dropped for a slow reader are told by the next location's `"skipped":N`, also
+    /// when only a held status went out first (as after an accuracy change dropped the held
+    /// location) and when that next location is written at once: the count was zeroed by the
+    /// status, or the hub's line, which has none, went out as it was.
+    @Test func theSkippedCountReachesTheNextLocation() async throws {
+        let h = try await ServerHarness.start(onlyRule: PolicyRule(name: "me", user: getuid(), authorization: .always, accuracy: .precise))
+        defer { h.stopIfRunning() }
+        let raw = RawSocket(path: h.path)
+        raw.send("{\"type\":\"session.start\",\"authorization\":\"always\"}\n{\"type\":\"subscribe\"}\n{\"type\":\"status\",\"id\":\"ready\"}\n")
+        while let line = raw.readLine(), !line.contains(#""id":"ready""#) {}
+        let encoder = EventEncoder()
+        func line(_ event: Event) -> ByteBuffer {
+            var bytes: [UInt8] = []
+            encoder.append(event, to: &bytes)
+            return ByteBuffer(bytes: bytes)
+        }
+        let status = Event.status(.fix, time: testFix(0).time), location = Event.location(testFix(1))
+        let (statusLine, locationLine) = (line(status), line(location))
+        try await h.hub.eventLoop.submit {
+            for c in h.server.registry.all {
+                c.skippedSincePending = 3
+                c.pendingStatus = (.noFix, testFix(0).time)
+                c.deliver(status, encoded: statusLine)
+                c.deliver(location, encoded: locationLine)
+            }
+        }.get()
+        raw.send("{\"type\":\"status\",\"id\":\"end\"}\n")
+        var locations: [String] = []
+        while let line = raw.readLine(), !line.contains(#""id":"end""#) {
+            if line.contains(#""type":"location""#) { locations.append(line) }
+        }
+        #expect(locations.count == 1 && locations[0].contains(#""skipped":3"#), "\(locations)")
         await h.stop()
     }
 

@@ -633,6 +633,14 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
     func deliver(_ event: Event, encoded: ByteBuffer) {
         guard let context, !closing else { return }
         if backlog == nil, context.channel.isWritable {
+            // The count of locations dropped before this one goes with it; the line the hub
+            // encoded has none, so it is written as a held one is.
+            if case .location(let fix) = event, skippedSincePending > 0 {
+                pendingLocation = fix
+                locationIsNewest = true
+                flushPending()
+                return
+            }
             if pendingLocation != nil || pendingStatus != nil { flushPending() }
             context.writeAndFlush(wrapOutboundOut(encoded), promise: nil)
             return
@@ -684,7 +692,11 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
         if let status, locationIsNewest { encoder.appendStatus(status.state, time: status.time, to: &scratch) }
         if let location { encoder.appendLocation(location, skipped: skippedSincePending, to: &scratch) }
         if let status, !locationIsNewest { encoder.appendStatus(status.state, time: status.time, to: &scratch) }
-        dropPending()
+        pendingLocation = nil
+        pendingStatus = nil
+        // Without a location written, the count waits for the next one (it was lost when only a
+        // status went out: after an accuracy change dropped the held location, for one).
+        if location != nil { skippedSincePending = 0 }
         guard !scratch.isEmpty else { return nil }
         return context.channel.allocator.buffer(bytes: scratch)
     }
