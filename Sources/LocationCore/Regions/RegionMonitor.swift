@@ -250,7 +250,9 @@ public struct RegionMonitor: Sendable {
             if slots[s].state == .unknown {
                 undecided.insert(s)
             } else {
-                undecided.remove(s)
+                // Only a region decided by this fix can still be in `undecided`: no set
+                // operation more per evaluated region and fix than before it existed.
+                if before.0 == .unknown { undecided.remove(s) }
                 if slots[s].isSettled { watch.remove(s) } else { watch.insert(s) }
             }
         }
