@@ -56,7 +56,7 @@ extension ConfigKey {
             default: return "'\(table).\(key)' must be a number, not \(value.typeName)"
             }
             guard d.isFinite, range.contains(d) else {
-                return "'\(table).\(key)' is \(value); expected \(format(range.lowerBound))…\(format(range.upperBound))\(unit)"
+                return "'\(table).\(key)' is \(value); expected \(numberText(range.lowerBound))…\(numberText(range.upperBound))\(unit)"
             }
             options[keyPath: kp] = d
             return nil
@@ -70,8 +70,6 @@ extension ConfigKey {
             return nil
         }, get: { .boolean($0[keyPath: kp]) })
     }
-
-    static func format(_ d: Double) -> String { numberText(d) }
 }
 
 public enum ConfigSchema {

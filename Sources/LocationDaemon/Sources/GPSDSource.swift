@@ -353,7 +353,7 @@ public final class GPSDSource: Sendable {
                 s.readsChecked = s.reads
                 s.probing = false
             } else if s.probing {
-                lost(GPSDError(code: 0, message: "gpsd sent nothing for \(Self.format(2 * configuration.idleProbe)) s, not even an answer to ?VERSION: it hangs"),
+                lost(GPSDError(code: 0, message: "gpsd sent nothing for \(numberText(2 * configuration.idleProbe)) s, not even an answer to ?VERSION: it hangs"),
                      generation: generation)
             } else {
                 s.probing = true
@@ -387,7 +387,7 @@ public final class GPSDSource: Sendable {
         guard s.tpvs >= 2, s.quietChecks >= needed, gpsdAnswered else { return }
         s.receiverSilent = true
         count { $0.receiverSilences += 1 }
-        logger.warning("gpsd at \(configuration.address) answers, but no receiver has sent a report for \(Self.format(Double(needed) * configuration.idleProbe)) s or more; taken as no fix until one reports again (a receiver unplugged, powered off or hung: gpsd's log may say which)")
+        logger.warning("gpsd at \(configuration.address) answers, but no receiver has sent a report for \(numberText(Double(needed) * configuration.idleProbe)) s or more; taken as no fix until one reports again (a receiver unplugged, powered off or hung: gpsd's log may say which)")
         sink(.noFix(nil))
     }
 
@@ -405,7 +405,7 @@ public final class GPSDSource: Sendable {
         s.failures += 1
         logger.trace("gpsd connection attempt failed", metadata: [
             "gpsd": "\(configuration.address)", "reason": "\(error.message)", "attempt": "\(s.failures)",
-            "retry_in": "\(Self.format(s.backoff.current)) s"])
+            "retry_in": "\(numberText(s.backoff.current)) s"])
         warn(error, "cannot connect to gpsd at \(configuration.address)")
         report(.disconnected)
         scheduleRetry()
@@ -416,12 +416,10 @@ public final class GPSDSource: Sendable {
         let s = state.value
         guard s.problem != error.message else { return }
         s.problem = error.message
-        logger.warning("\(what): \(error.message); retrying with backoff (\(Self.format(configuration.initialBackoff)) s doubling to \(Self.format(configuration.maximumBackoff)) s between attempts), warning again only if the reason changes")
+        logger.warning("\(what): \(error.message); retrying with backoff (\(numberText(configuration.initialBackoff)) s doubling to \(numberText(configuration.maximumBackoff)) s between attempts), warning again only if the reason changes")
     }
 
     /// 0.1 → "0.1", 1.0 → "1" (as configuration values are written).
-    static func format(_ seconds: Double) -> String { ConfigKey.format(seconds) }
-
     /// The connection of `generation` closed or failed.
     fileprivate func lost(_ error: GPSDError, generation: Int) {
         let s = state.value
@@ -552,7 +550,7 @@ extension GPSDError {
             self.init(code: 0, message: Self.unresolved(unknown.host, unknown.errorDescription))
         case ChannelError.connectTimeout(let limit):
             let seconds = Double(limit.nanoseconds) / 1e9
-            self.init(code: ETIMEDOUT, message: "no connection within \(GPSDSource.format(seconds)) s: the host is down, a firewall drops the connection, or the name lookup does not answer")
+            self.init(code: ETIMEDOUT, message: "no connection within \(numberText(seconds)) s: the host is down, a firewall drops the connection, or the name lookup does not answer")
         case let c as NIOConnectionError:
             // One reason per address tried (localhost: ::1 and 127.0.0.1), in a fixed order.
             let each = c.connectionErrors
