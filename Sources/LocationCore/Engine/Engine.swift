@@ -86,13 +86,7 @@ public struct Engine: Sendable {
                 i = existing
                 previous = subscriptions[i].extras
                 subscriptions[i] = sub
-                if let old = previous, subscriptions[i].extras != nil {
-                    let visitCell = old.visitCell
-                    if subscriptions[i].extras!.adopt(old) { previous = nil }
-                    // Held approximate visits came along; their departure repeats the cell
-                    // their arrival was shown with.
-                    if previous == nil, sub.approximate { subscriptions[i].extras!.visitCell = visitCell }
-                }
+                if let old = previous, subscriptions[i].extras?.adopt(old) == true { previous = nil }
             } else {
                 i = subscriptions.count
                 indexByID[id] = i

@@ -124,6 +124,9 @@ public struct EventKinds: OptionSet, Hashable, Sendable {
         if significant != nil, let s = other.significant, s.parameters == significant!.parameters { significant = s }
         guard visits != nil else { return false }
         mergeHeld(other.heldVisits)
+        // A held departure repeats the cell its arrival was shown with, whichever detector
+        // goes on (a fresh one sets its own at its own arrival).
+        if visitCell == nil { visitCell = other.visitCell }
         return true
     }
 }
