@@ -12,7 +12,7 @@ struct Regions: AsyncParsableCommand {
 
     struct Add: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Register one circular region.")
-        @OptionGroup var socket: SocketFlag
+        @OptionGroup var session: RegionsSession
         @Argument(help: "Region id.") var id: String
         // Unconditional: the value may start with '-' (south, west); "--latitude -33.9" was
         // refused as a missing value, and only "--latitude=-33.9" worked.
@@ -34,13 +34,13 @@ struct Regions: AsyncParsableCommand {
         }
 
         func run() async throws {
-            try await Regions.add([region], socket: socket.path)
+            try await Regions.add([region], session: session)
         }
     }
 
     struct Remove: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Unregister regions by id (or --all).")
-        @OptionGroup var socket: SocketFlag
+        @OptionGroup var session: RegionsSession
         @Argument(help: "Region ids.") var ids: [String] = []
         @Flag(help: "Remove every region.") var all = false
 
@@ -50,7 +50,7 @@ struct Regions: AsyncParsableCommand {
         }
 
         func run() async throws {
-            let reply = try await Regions.request(socket.path) { .regionsRemove(id: $0, ids: all ? nil : ids) }
+            let reply = try await Regions.request(session) { .regionsRemove(id: $0, ids: all ? nil : ids) }
             guard case .regionsChanged(_, _, let removed, let registered) = reply else { throw RuntimeError("unexpected reply from locationd: \(reply.line)") }
             print("removed \(removed); \(registered) registered")
         }
@@ -58,11 +58,11 @@ struct Regions: AsyncParsableCommand {
 
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List regions with their states (one JSON line with --json).")
-        @OptionGroup var socket: SocketFlag
+        @OptionGroup var session: RegionsSession
         @Flag(help: "Print one regions message, as the daemon's reply but with every page's regions in it.") var json = false
 
         func run() async throws {
-            let records = try await Regions.all(socket.path)
+            let records = try await Regions.all(session)
             var out = StandardOutput()
             if json { out.line(ServerMessage.regions(id: nil, regions: records).line.trimmingSuffixNewline) } else {
                 for r in records {
@@ -75,54 +75,63 @@ struct Regions: AsyncParsableCommand {
 
     struct Import: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Register the regions of a GeoJSON FeatureCollection (see docs/regions.md).")
-        @OptionGroup var socket: SocketFlag
+        @OptionGroup var session: RegionsSession
         @Argument(help: "GeoJSON file, or - for standard input.") var file: String
 
         func run() async throws {
-            try await Regions.add(try RegionsGeoJSON.read(path: file), socket: socket.path)
+            try await Regions.add(try RegionsGeoJSON.read(path: file), session: session)
         }
     }
 
     struct Export: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Print the regions as GeoJSON (opens in any GeoJSON viewer).")
-        @OptionGroup var socket: SocketFlag
+        @OptionGroup var session: RegionsSession
         @Option(name: .shortAndLong, help: "Write to this file instead of standard output.") var output: String?
 
         func run() async throws {
-            let records = try await Regions.all(socket.path)
+            let records = try await Regions.all(session)
             try writeText(RegionsGeoJSON.export(records), to: output)
         }
     }
 
-    /// The daemon answers region requests only in an always session; a refusal says that this
-    /// is the session it refused, as watch does for its own.
-    static func openSession(_ client: LocationClient) async throws {
-        _ = try await startSession(client, .always, what: "the always session regions need")
+    /// The daemon answers region requests only in an always, precise session; a refusal says
+    /// that this is the session it refused, as watch does for its own.
+    static func openSession(_ client: LocationClient, _ session: RegionsSession) async throws {
+        let asked = session.purpose.map { " (--purpose \($0))" } ?? ""
+        _ = try await startSession(client, .always, purpose: session.purpose, what: "the always session regions need\(asked)")
+    }
+
+    /// A refused region request; an approximate session's refusal names the way to a precise one
+    /// when none was asked for (a rule that is approximate but lists purpose keys grants one).
+    static func refusal(_ e: ProtocolError, _ session: RegionsSession, refused what: String? = nil) -> RuntimeError {
+        let hint = e.code == .fullAccuracyDenied && session.purpose == nil
+            ? " (if the policy rule lists purpose keys, pass one with --purpose)" : ""
+        return RuntimeError("locationd refused\(what.map { " " + $0 } ?? ""): \(e.code.rawValue): \(e.message)\(hint)")
     }
 
     /// Every region of locationctl's program, page by page.
-    static func all(_ path: String) async throws -> [RegionRecord] {
-        let client = try await connect(path: path, wait: 0)
-        try await Regions.openSession(client)
+    static func all(_ session: RegionsSession) async throws -> [RegionRecord] {
+        let client = try await connect(path: session.socket.path, wait: 0)
+        try await Regions.openSession(client, session)
         defer { client.close() }
         do { return try await client.regions() } catch let e as ProtocolError {
-            throw RuntimeError("locationd refused: \(e.code.rawValue): \(e.message)")
+            throw refusal(e, session)
         }
     }
 
-    static func request(_ path: String, _ make: @escaping @Sendable (RequestID) -> Request) async throws -> ServerMessage {
-        let client = try await connect(path: path, wait: 0)
-        try await Regions.openSession(client)
+    static func request(_ session: RegionsSession, _ make: @escaping @Sendable (RequestID) -> Request) async throws -> ServerMessage {
+        let client = try await connect(path: session.socket.path, wait: 0)
+        try await Regions.openSession(client, session)
         defer { client.close() }
         do { return try await client.request(make) } catch let e as ProtocolError {
-            throw RuntimeError("locationd refused: \(e.code.rawValue): \(e.message)")
+            throw refusal(e, session)
         }
     }
 
     /// Sends regions in requests that fit the line limit; each request is all-or-nothing.
-    static func add(_ regions: [Region], socket: String) async throws {
-        let client = try await connect(path: socket, wait: 0)
-        try await Regions.openSession(client)
+    static func add(_ regions: [Region], session: RegionsSession) async throws {
+        let client = try await connect(path: session.socket.path, wait: 0)
+        try await Regions.openSession(client, session)
         defer { client.close() }
         // At least one request, so that an empty file reports the regions registered (it said 0).
         var start = 0, registered = 0
@@ -134,7 +143,7 @@ struct Regions: AsyncParsableCommand {
             let batch = Array(regions[start..<end])
             let reply: ServerMessage
             do { reply = try await client.request { .regionsAdd(id: $0, regions: batch) } } catch let e as ProtocolError {
-                throw RuntimeError("locationd refused \(Self.refused(start..<end, of: regions)): \(e.code.rawValue): \(e.message)")
+                throw refusal(e, session, refused: Self.refused(start..<end, of: regions))
             }
             guard case .regionsChanged(_, _, _, let r) = reply else { throw RuntimeError("unexpected reply from locationd: \(reply.line)") }
             registered = r
@@ -142,6 +151,13 @@ struct Regions: AsyncParsableCommand {
         } while start < regions.count
         print("added \(regions.count); \(registered) registered")
     }
+}
+
+/// How the regions commands reach the daemon: its socket, and the purpose key of their session.
+struct RegionsSession: ParsableArguments {
+    @OptionGroup var socket: SocketFlag
+    @Option(help: "A purpose key the policy lists: regions need a precise always session, which a rule that is approximate but lists purpose keys grants with one.")
+    var purpose: String?
 }
 
 extension Regions {

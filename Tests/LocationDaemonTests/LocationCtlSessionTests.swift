@@ -196,6 +196,27 @@ import Testing
         #expect(lines.contains { $0.hasPrefix(#""\"quoted\""  52.5,13.4"#) }, "\(listed.out)")
     }
 
+    /// Regions need a precise always session; under a rule that is approximate but lists purpose
+    /// keys, `--purpose` gets one (the regions commands had no way to pass it), and a refusal
+    /// without it names the flag.
+    @Test func regionsPassAPurposeForAPreciseSession() async throws {
+        let daemon = try await Self.daemon(rule: "authorization = \"always\"\naccuracy = \"approximate\"\npurposes = [\"fleet\"]\n")
+        defer { daemon.stop() }
+        let add = ["regions", "add", "depot", "--latitude", "52.5", "--longitude", "13.4", "--radius", "50", "--socket", daemon.socketPath]
+        let approximate = try LocationCtlReplayTests.run(add)
+        #expect(approximate.status == 1, "\(approximate.err)")
+        #expect(approximate.err == "Error: locationd refused region 'depot'; it was not registered: fullAccuracyDenied: region monitoring needs precise location; this session is approximate (rule 'ctl') (if the policy rule lists purpose keys, pass one with --purpose)\n",
+                "\(approximate.err)")
+        let added = try LocationCtlReplayTests.run(add + ["--purpose", "fleet"])
+        #expect(added.status == 0 && added.out == "added 1; 1 registered\n", "\(added.out)\(added.err)")
+        let listed = try LocationCtlReplayTests.run(["regions", "list", "--purpose", "fleet", "--socket", daemon.socketPath])
+        #expect(listed.status == 0 && listed.out.hasPrefix("depot  52.5,13.4  r=50 m"), "\(listed.out)\(listed.err)")
+        let spy = try LocationCtlReplayTests.run(["regions", "remove", "--all", "--purpose", "spy", "--socket", daemon.socketPath])
+        #expect(spy.status == 1)
+        #expect(spy.err == "Error: locationd refused the always session regions need (--purpose spy): fullAccuracyDenied: purpose 'spy' is not allowed by rule 'ctl'; allowed: fleet\n",
+                "\(spy.err)")
+    }
+
     /// The daemon refusing a region change is not a usage error: exit 1 and its reason, no usage.
     @Test func regionsRefusedByTheDaemonExitOneWithItsReason() async throws {
         let daemon = try await Self.daemon(rule: "authorization = \"always\"\naccuracy = \"precise\"\n")
