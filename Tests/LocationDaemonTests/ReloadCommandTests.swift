@@ -1,5 +1,6 @@
 import Foundation
 import LocationClient
+@testable import LocationDaemon
 import LocationProtocol
 import Testing
 
@@ -208,5 +209,27 @@ import Testing
         #expect(ReloadRecord.directory(runtimeDirectory: "", socketPath: "/s.sock") == "/")
         #expect(ReloadRecord.directory(runtimeDirectory: nil, socketPath: "s.sock") == ".")
         #expect(ReloadRecord.path(in: "/run/locationd") == "/run/locationd/reload")
+    }
+
+    /// The record's temporary file is a new one: a symlink planted at the name it had
+    /// (`reload.PID.tmp`, in a directory others can write to) made the daemon truncate and
+    /// overwrite the link's target.
+    @Test func theRecordNeverWritesThroughAPlantedLink() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("reload-link-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let victim = dir.appendingPathComponent("victim")
+        try "precious\n".write(to: victim, atomically: true, encoding: .utf8)
+        let planted = ReloadRecord.path(in: dir.path) + ".\(getpid()).tmp"
+        try FileManager.default.createSymbolicLink(atPath: planted, withDestinationPath: victim.path)
+
+        let file = ReloadRecordFile(directory: dir.path)
+        #expect(file.write(ReloadRecord(start: 42, outcome: .ok)) == nil)
+        #expect(try String(contentsOf: victim, encoding: .utf8) == "precious\n")
+        #expect(try String(contentsOfFile: file.path, encoding: .utf8) == "42 ok\n")
+        var st = stat()
+        #expect(lstat(file.path, &st) == 0 && st.st_mode & S_IFMT == S_IFREG && st.st_mode & 0o777 == 0o644)
+        // Nothing else is left in the directory: the temporary file became the record.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted() == ["reload", "reload.\(getpid()).tmp", "victim"])
     }
 }

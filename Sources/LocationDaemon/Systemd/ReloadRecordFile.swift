@@ -9,13 +9,9 @@ import Glibc
 /// (docs/systemd.md, "Reload").
 struct ReloadRecordFile: Sendable {
     let path: String
-    /// The record is written here first, then renamed over `path` (same directory, so the
-    /// rename is atomic: a reader sees the old line or the new one, never half of one).
-    let temporaryPath: String
 
     init(directory: String) {
         path = ReloadRecord.path(in: directory)
-        temporaryPath = path + ".\(getpid()).tmp"
     }
 
     init(environment: EnvironmentLookup = processEnvironment, socketPath: String) {
@@ -31,9 +27,24 @@ struct ReloadRecordFile: Sendable {
     }
 
     /// Writes `record`; the error (naming the file and errno), nil on success.
+    ///
+    /// The record goes to a new file first, renamed over `path` (same directory, so the rename is
+    /// atomic: a reader sees the old line or the new one, never half of one). That file is made
+    /// by `mkstemp` (an unguessable name, `O_EXCL`): the name was `reload.PID.tmp`, opened with
+    /// `O_TRUNC`, and in a directory others can write to (a hand-started daemon's `--socket` in
+    /// /tmp) a symlink planted at that name had a root daemon truncate and overwrite its target.
     func write(_ record: ReloadRecord) -> String? {
-        let fd = open(temporaryPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { return "cannot create \(temporaryPath): \(String(cString: strerror(errno)))" }
+        var template = Array((path + ".XXXXXX").utf8CString)
+        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        let temporaryPath = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        guard fd >= 0 else { return "cannot create a file in the directory of \(path): \(String(cString: strerror(errno)))" }
+        // mkstemp's 0600; locationctl reload, run as another user (ExecReload=), reads it.
+        guard fcntl(fd, F_SETFD, FD_CLOEXEC) == 0, fchmod(fd, 0o644) == 0 else {
+            let e = errno
+            close(fd)
+            unlink(temporaryPath)
+            return "cannot write \(temporaryPath): \(String(cString: strerror(e)))"
+        }
         let bytes = Array(record.line.utf8)
         var offset = 0
         while offset < bytes.count {
