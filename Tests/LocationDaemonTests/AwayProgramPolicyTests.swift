@@ -74,6 +74,24 @@ import Testing
         #expect(reopened.recorded(ProgramID("uid=1 exe=?")) == nil)
     }
 
+    /// A program whose executable is not the file at its path (replaced, or another mount
+    /// namespace's) is recorded without one: while it is away, a rule naming that path must not
+    /// match it either. Its regions and queue keep their key, which names the path.
+    @Test func anUnverifiedExecutableIsRecordedAsNone() throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("locationd.db").path
+        var impostor = Self.tracker
+        impostor.executableVerified = false
+        do { try ProgramIdentities(database: Database(path: path)).record(impostor) }
+        let recorded = try #require(try ProgramIdentities(database: Database(path: path)).recorded(Self.tracker.program))
+        #expect(recorded.executable == nil && recorded.uid == Self.tracker.uid && recorded.groups == Self.tracker.groups)
+        var policy = Policy()
+        policy.rules = [PolicyRule(name: "tracker", executable: Self.tracker.executable, authorization: .always, accuracy: .precise)]
+        #expect(policy.rule(for: recorded).name != "tracker")
+        #expect(policy.rule(for: Self.tracker).name == "tracker")
+    }
+
     /// The tracker (group 900 only through its recorded identity, as a service started with
     /// `SupplementaryGroups=` has it) registers a region and monitors visits, then is away.
     /// Taking `always` away ends its background monitoring, discards its queue and suspends its

@@ -140,6 +140,70 @@ import Testing
 
     static func error(_ text: String) -> String? { ConfigTests.error(text) }
 
+    /// A rule naming an executable matches the file at that path, not a process that shows the
+    /// path: one whose executable was replaced since it started, or one in a mount namespace of
+    /// its own, where any user can put a file of theirs at the path a rule names.
+    @Test func anExecutableIsTheFileNotItsPath() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("exe-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let tracker = dir.appendingPathComponent("tracker").path
+        try FileManager.default.copyItem(atPath: "/bin/sleep", toPath: tracker)
+
+        func identity(of process: Process) throws -> PeerIdentity {
+            // Until the process has become the program (exec), its link names the one before.
+            let deadline = ContinuousClock.now + .seconds(10)
+            var id: PeerIdentity
+            repeat {
+                id = PeerIdentity.resolve(PeerCredentials(pid: process.processIdentifier, uid: getuid(), gid: getgid()))
+            } while id.executable != tracker && ContinuousClock.now < deadline
+            return id
+        }
+        func started(_ path: String, _ arguments: [String]) throws -> Process {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: path)
+            p.arguments = arguments
+            try p.run()
+            return p
+        }
+
+        let running = try started(tracker, ["30"])
+        // SIGKILL: the test runner's children inherit SIGTERM ignored.
+        defer { kill(running.processIdentifier, SIGKILL); running.waitUntilExit() }
+        let same = try identity(of: running)
+        #expect(same.executable == tracker && same.executableVerified)
+
+        // A package upgrade: the file at the path is a new one; the running process is the old.
+        try FileManager.default.removeItem(atPath: tracker)
+        try FileManager.default.copyItem(atPath: "/bin/sleep", toPath: tracker)
+        let replaced = try identity(of: running)
+        #expect(replaced.executable == tracker && !replaced.executableVerified)
+        #expect(replaced.program == same.program, "its regions and queue stay its own")
+
+        // Another mount namespace with a file of its own at a path the daemon sees another file at.
+        let shadowed = dir.appendingPathComponent("shadowed")
+        try FileManager.default.createDirectory(at: shadowed, withIntermediateDirectories: true)
+        let impostor = shadowed.appendingPathComponent("tracker").path
+        try FileManager.default.copyItem(atPath: "/bin/true", toPath: impostor)
+        let unshare = try started("/usr/bin/unshare", ["-m", "--propagation", "private", "sh", "-c",
+            "mount -t tmpfs none '\(shadowed.path)' && cp /bin/sleep '\(impostor)' && exec '\(impostor)' 30"])
+        defer { kill(unshare.processIdentifier, SIGKILL); unshare.waitUntilExit() }
+        let deadline = ContinuousClock.now + .seconds(10)
+        var other = PeerIdentity.resolve(PeerCredentials(pid: unshare.processIdentifier, uid: getuid(), gid: getgid()))
+        while other.executable != impostor && unshare.isRunning && ContinuousClock.now < deadline {
+            other = PeerIdentity.resolve(PeerCredentials(pid: unshare.processIdentifier, uid: getuid(), gid: getgid()))
+        }
+        guard other.executable == impostor else {
+            // No mount namespace here (a container without CAP_SYS_ADMIN): the check above stands.
+            print("skipped the mount-namespace case: unshare -m could not run \(impostor) (\(other.executable ?? "?"))")
+            return
+        }
+        #expect(!other.executableVerified)
+        var policy = Policy()
+        policy.rules = [PolicyRule(name: "tracker", executable: impostor, authorization: .always, accuracy: .precise)]
+        #expect(policy.rule(for: other).name != "tracker")
+    }
+
     @Test func everyBadPolicyHasItsMessage() {
         let cases: [(String, String)] = [
             ("[policy.nav]\nuser = 0\nauthorization = \"alway\"\n",
@@ -204,6 +268,8 @@ import Testing
         p.ownerUID = 0
         #expect(p.rule(for: PeerIdentity(pid: 1, uid: nobody, gid: nobody, executable: "/usr/bin/navit")).name == "nav")
         #expect(p.rule(for: PeerIdentity(pid: 1, uid: nobody, gid: nobody, executable: "/usr/bin/x")).name == "weather")
+        // The path alone is not the program: one that is not the file there matches no rule naming it.
+        #expect(p.rule(for: PeerIdentity(pid: 1, uid: nobody, gid: nobody, executable: "/usr/bin/navit", executableVerified: false)).name == "weather")
         #expect(p.rule(for: PeerIdentity(pid: 1, uid: 1000, gid: 1000, groups: [1000, nobody], executable: nil)).name == "weather")
         #expect(p.rule(for: PeerIdentity(pid: 1, uid: 1000, gid: 1000, executable: nil)).name == "default")
         #expect(p.rule(for: PeerIdentity(pid: 1, uid: 0, gid: 0, executable: nil)).authorization == .always)

@@ -12,11 +12,20 @@ public struct PeerIdentity: Hashable, Sendable, CustomStringConvertible {
     public var groups: [UInt32]
     /// `/proc/PID/exe`, or nil when unreadable (process gone, or not ours to read).
     public var executable: String?
+    /// Whether `executable` is the file at that path as the daemon sees it (the same device and
+    /// inode): only then may a policy rule naming that path match (`PolicyRule.matches`). The
+    /// path is the process's own view of the filesystem: in a mount namespace of its own
+    /// (`unshare -Urm`, no privilege needed) any user could put a file of theirs at the path a
+    /// rule names and be granted that rule. False too for a process whose executable was
+    /// replaced since it started (a package upgrade): nothing tells it from that trick.
+    public var executableVerified: Bool
 
-    public init(pid: Int32, uid: UInt32, gid: UInt32, groups: [UInt32]? = nil, executable: String?) {
+    public init(pid: Int32, uid: UInt32, gid: UInt32, groups: [UInt32]? = nil, executable: String?,
+                executableVerified: Bool = true) {
         self.pid = pid; self.uid = uid; self.gid = gid
         self.groups = groups ?? [gid]
         self.executable = executable
+        self.executableVerified = executableVerified
     }
 
     /// Reads what the kernel tells about `peer` now (at connect time): its groups as the socket
@@ -28,8 +37,9 @@ public struct PeerIdentity: Hashable, Sendable, CustomStringConvertible {
         } else if let status = try? DaemonOptions.readFile("/proc/\(peer.pid)/status") {
             groups.formUnion(supplementaryGroups(status: status))
         }
-        return PeerIdentity(pid: peer.pid, uid: peer.uid, gid: peer.gid, groups: groups.sorted(),
-                            executable: ProgramIdentity.executable(pid: peer.pid))
+        let executable = ProgramIdentity.executable(pid: peer.pid)
+        return PeerIdentity(pid: peer.pid, uid: peer.uid, gid: peer.gid, groups: groups.sorted(), executable: executable,
+                            executableVerified: executable.map { ProgramIdentity.isFile($0, runBy: peer.pid) } ?? false)
     }
 
     /// The `Groups:` line of a /proc/PID/status text. The kernel writes a tab after the colon
@@ -103,7 +113,7 @@ public struct PolicyRule: Hashable, Sendable {
     public func matches(_ who: PeerIdentity) -> Bool {
         if let user, user != who.uid { return false }
         if let group, !who.groups.contains(group) { return false }
-        if let executable, executable != who.executable { return false }
+        if let executable, !(who.executableVerified && executable == who.executable) { return false }
         return true
     }
 

@@ -11,6 +11,14 @@ enum ProgramIdentity {
         return path(ofLink: String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self))
     }
 
+    /// Whether `pid` runs the file at `path` in the daemon's own view of the filesystem: stat of
+    /// the `/proc/PID/exe` link reaches the file the process runs, wherever it was mounted.
+    static func isFile(_ path: String, runBy pid: Int32) -> Bool {
+        var running = stat(), named = stat()
+        guard stat("/proc/\(pid)/exe", &running) == 0, stat(path, &named) == 0 else { return false }
+        return running.st_dev == named.st_dev && running.st_ino == named.st_ino
+    }
+
     /// The kernel marks the link of a process whose executable was replaced since it started
     /// (a package upgrade) with " (deleted)": the program is still the one of that path, and its
     /// regions, queue and rules must not change with the upgrade.
