@@ -11,13 +11,22 @@ enum ProgramIdentity {
         return path(ofLink: String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self))
     }
 
-    /// Whether `pid` runs the file at `path` in the daemon's own view of the filesystem: stat of
-    /// the `/proc/PID/exe` link reaches the file the process runs, wherever it was mounted.
+    /// Whether `pid` runs the file at `path` in the system's view of the filesystem: stat of the
+    /// `/proc/PID/exe` link reaches the file the process runs, wherever it was mounted.
     static func isFile(_ path: String, runBy pid: Int32) -> Bool {
         var running = stat(), named = stat()
-        guard stat("/proc/\(pid)/exe", &running) == 0, stat(path, &named) == 0 else { return false }
+        guard stat("/proc/\(pid)/exe", &running) == 0, stat(systemRoot + path, &named) == 0 else { return false }
         return running.st_dev == named.st_dev && running.st_ino == named.st_ino
     }
+
+    /// Where a rule's path is looked up: under PID 1's root, the system's view, which the shipped
+    /// unit's `ProtectHome=` and `PrivateTmp=` do not change (in the daemon's own, a program under
+    /// /home could never match); the daemon's own view when /proc/1/root is closed to it (no
+    /// `CAP_SYS_PTRACE`, or an init it may not trace).
+    static let systemRoot: String = {
+        var st = stat()
+        return stat("/proc/1/root/", &st) == 0 ? "/proc/1/root" : ""
+    }()
 
     /// The kernel marks the link of a process whose executable was replaced since it started
     /// (a package upgrade) with " (deleted)": the program is still the one of that path, and its
