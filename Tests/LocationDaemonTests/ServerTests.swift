@@ -1,3 +1,4 @@
+import Dispatch
 import Glibc
 import LocationClient
 import LocationCore
@@ -368,6 +369,45 @@ import Testing
         }
         #expect(n == 1)
         b.close()
+        await h.stop()
+    }
+
+    /// A peer that sends its requests and goes at once: the daemon's first flush fails, and NIO
+    /// closes the connection from inside that write. The requests after it, and the rest of the
+    /// `subscribe` that wrote, ran after the close and kept a session and a subscription no
+    /// close would release (300 such peers: 300 sessions, the receiver never released; found
+    /// by a soak review).
+    @Test func aPeerGoneMidRequestLeavesNoSessionOrSubscription() async throws {
+        let h = try await ServerHarness.start()
+        defer { h.stopIfRunning() }
+        let burst = String(repeating: #"""
+            {"type":"session.start","authorization":"always"}
+            {"type":"subscribe","events":["location"]}
+            {"type":"session.start","authorization":"always"}
+            {"type":"subscribe"}
+            {"type":"status"}
+
+            """#, count: 3)
+        var peers = (0..<50).map { _ in RawSocket(path: h.path) }
+        for p in peers { try #require(p.readLine()?.contains(#""type":"hello""#) == true) }
+        // The loop held while the peers send and go, so that each is gone before its requests
+        // are read (else the daemon may answer them first and see the close after).
+        let held = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
+        h.hub.eventLoop.execute { held.signal(); release.wait() }
+        held.wait()
+        for p in peers { p.send(burst) }
+        peers.removeAll()  // closed, their requests unread
+        release.signal()
+        let watcher = try await LocationClient.connect(path: h.path)
+        defer { watcher.close() }
+        var status = try await watcher.status()
+        let deadline = ContinuousClock.now + .seconds(20)
+        while status.connected != 1 && ContinuousClock.now < deadline {  // each a round trip through the loop
+            status = try await watcher.status()
+        }
+        try #require(status.connected == 1, "\(status)")
+        #expect(status.sessions == 0 && status.subscribers == 0, "\(status)")
+        #expect(try await h.hub.snapshot().subscriberCount == 0)
         await h.stop()
     }
 

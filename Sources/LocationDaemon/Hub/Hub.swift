@@ -186,6 +186,8 @@ public final class Hub: Sendable {
     /// `id`'s subscription (new, or its session's grant changed) is `always` with these options
     /// as granted, or (nil) it is not: what its program would keep in the background follows.
     public func subscriptionKept(_ id: SubscriberID, of program: ProgramID, always options: SubscriptionOptions?) {
+        // Only for a subscription that is open: kept for a closed one, it outlived every close.
+        guard box.value.subscribers[id] != nil else { return }
         if let options, options.events.contains(.visits) || options.events.contains(.significant) {
             box.value.alwaysSubscriptions[id] = (program, options)
             rememberBackground(of: program)
@@ -332,6 +334,7 @@ public final class Hub: Sendable {
 
     /// Region events of `program` go to subscriber `id` from now on.
     public func bind(_ id: SubscriberID, to program: ProgramID) {
+        guard box.value.subscribers[id] != nil else { return }  // as subscriptionKept
         box.value.engine.bind(id, to: program)
     }
 
@@ -578,6 +581,7 @@ public final class Hub: Sendable {
     /// subscription would hand over is remembered by `subscriptionKept`).
     public func takeBack(_ program: ProgramID, into id: SubscriberID) {
         let s = box.value
+        guard s.subscribers[id] != nil else { return }  // as subscriptionKept
         var held: [Delivery] = []  // visits held while approximate, for a precise subscription
         guard s.engine.takeBack(program, into: id, deliveries: &held) else { return }
         for d in held { deliver(d, s) }

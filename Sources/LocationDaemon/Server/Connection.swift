@@ -95,6 +95,12 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
     var peer: PeerCredentials?
     var isSubscribed = false
     var closing = false
+    /// Whether a request or an event is being handled. A write that fails (the peer went away)
+    /// makes NIO read what the peer sent before it went and close the channel, both from inside
+    /// that write: the requests read then wait until the handler that wrote returns (and are
+    /// dropped with the connection), or they ran in the middle of it, and a `session.start` or
+    /// `subscribe` after the close opened state no `channelInactive` would ever release.
+    var busy = false
     var input: ByteBuffer
     var bucket: TokenBucket
     var scratch: [UInt8] = []
@@ -183,6 +189,9 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        // Possibly inside one of our writes (above, `busy`): nothing runs for this connection
+        // after this; the handler that wrote checks `context` before it opens anything.
+        closing = true
         unwritableTimer?.cancel()
         unwritableTimer = nil
         throttle?.cancel()
@@ -213,6 +222,13 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
         guard !closing else { return }
         var incoming = unwrapInboundIn(data)
         input.writeBuffer(&incoming)
+        if busy {
+            // Read from inside one of our writes: answered once that handler has returned.
+            context.eventLoop.assumeIsolated().execute { [self] in
+                if !closing, let context = self.context { handleInput(context: context) }
+            }
+            return
+        }
         handleInput(context: context)
     }
 
@@ -224,6 +240,9 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
     /// rather than counted as a flood: they arrive together because the daemon held them.
     func handleInput(context: ChannelHandlerContext) {
         let max = configuration.maxLineBytes
+        let wasBusy = busy
+        busy = true
+        defer { busy = wasBusy }
         while !closing && throttle == nil {
             guard context.channel.isWritable else {
                 pauseReading(context: context)
@@ -401,6 +420,9 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
         let effective = effectiveOptions(options, session.grant)
         isSubscribed = true
         hub.subscribe(id, options: effective, subscriber: self) {
+            // Writing the status may have found the peer gone: the connection closed meanwhile
+            // (`channelInactive` unsubscribed it), and nothing may be kept or bound for it.
+            guard self.context != nil else { return }
             hub.subscriptionKept(id, of: program, always: session.grant.authorization == .always ? effective : nil)
             if effective.accuracy == .precise { hub.bind(id, to: program) } else { hub.unbind(id) }
             // The backlog right after the status (docs/protocol.md, "Background delivery").
@@ -638,6 +660,9 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
 
     func deliver(_ event: Event, encoded: ByteBuffer) {
         guard let context, !closing else { return }
+        let wasBusy = busy
+        busy = true
+        defer { busy = wasBusy }
         if backlog == nil, context.channel.isWritable {
             // The count of locations dropped before this one goes with it; the line the hub
             // encoded has none, so it is written as a held one is.
