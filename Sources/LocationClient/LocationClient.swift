@@ -538,6 +538,11 @@ final class Core: Sendable {
                 s.helloWaiter = nil
                 return .waiter(w)
             }
+            // An error instead of the hello (tooManyConnections): connect throws it.
+            if let w = s.helloWaiter, case .error(let e) = message, e.id == nil {
+                s.helloWaiter = nil
+                return .waiter(w)
+            }
             guard let replyID else { return .stream }
             if let w = s.waiters.removeValue(forKey: replyID) { s.own.remove(replyID); return .waiter(w) }
             if let n = s.sent[replyID] {

@@ -272,6 +272,7 @@ final class DaemonService: Sendable {
         configuration.floodBurst = options.floodBurst
         configuration.floodRate = options.floodRate
         configuration.unwritableTimeout = .milliseconds(Int64(options.unwritableTimeout * 1000))
+        configuration.maxConnectionsPerUser = options.maxConnectionsPerUser
         var passed = 0
         let server: SocketServer
         if let fd = try SocketActivation.listeningSocket(count: &passed) {

@@ -48,6 +48,9 @@ public enum ErrorCode: String, Hashable, Sendable, CaseIterable {
     case lineTooLong
     /// Requests faster than the rate limit; the server closes the connection.
     case flood
+    /// The peer's user has as many connections open as the daemon allows one user
+    /// (`[socket] max_connections_per_user`); sent instead of the hello, then closed.
+    case tooManyConnections
     /// A region is malformed (radius, coordinates, id, dwell, metadata); nothing was applied.
     case invalidRegion
     /// A region id is already registered or given twice; nothing was applied.

@@ -411,6 +411,52 @@ import Testing
         await h.stop()
     }
 
+    /// One user may hold `[socket] max_connections_per_user` connections: the next gets
+    /// `tooManyConnections` instead of the hello and is closed, logged once, not per refusal; a
+    /// closed one makes room. Root and the daemon's own user (the owner rule) are not counted
+    /// against it. (A denied user held every descriptor the daemon had and locked everyone out.)
+    @Test func oneUserCannotTakeEveryConnection() async throws {
+        let log = CapturedLog()
+        let h = try await ServerHarness.start(log: log) { $0.maxConnectionsPerUser = 3 }
+        defer { h.stopIfRunning() }
+        // The owner rule: this test runs as root, exempt.
+        var owner: [LocationClient] = []
+        for _ in 0..<5 { owner.append(try await LocationClient.connect(path: h.path)) }
+        for c in owner { c.close() }
+
+        var policy = Policy()
+        policy.ownerRule = false
+        policy.rules = [PolicyRule(name: "me", user: getuid(), authorization: .always, accuracy: .precise)]
+        try await h.server.applyPolicy(policy)
+        // The closes above may not have been handled yet: the first three that get in are the three.
+        var open: [LocationClient] = []
+        let deadline = ContinuousClock.now + .seconds(20)
+        while open.count < 3 && ContinuousClock.now < deadline {
+            if let c = try? await LocationClient.connect(path: h.path) { open.append(c) }
+        }
+        try #require(open.count == 3)
+        for _ in 0..<3 {
+            do {
+                let extra = try await LocationClient.connect(path: h.path)
+                extra.close()
+                Issue.record("a fourth connection of the user was served")
+            } catch let e as ProtocolError {
+                #expect(e.code == .tooManyConnections)
+                #expect(e.message == "uid \(getuid()) has 3 connections open, the most this daemon allows one user ([socket] max_connections_per_user = 3); close some")
+            }
+        }
+        #expect(log.messages(.warning).filter { $0.hasPrefix("refusing connections of uid") }.count == 1, "\(log.messages(.warning))")
+        // The others are served meanwhile.
+        #expect(try await open[0].status().connected == 3)
+        open.removeFirst().close()
+        var again: LocationClient?
+        while again == nil && ContinuousClock.now < deadline { again = try? await LocationClient.connect(path: h.path) }
+        #expect(again != nil, "no room after a close")
+        again?.close()
+        for c in open { c.close() }
+        await h.stop()
+    }
+
     @Test func staleSocketIsReplacedButLiveOneIsNot() async throws {
         let h = try await ServerHarness.start()
         defer { h.stopIfRunning() }

@@ -84,6 +84,7 @@ public enum ConfigSchema {
         .integer("socket", "flood_burst", \.floodBurst, range: 1...1_000_000),
         .number("socket", "flood_rate", \.floodRate, range: 0.001...1_000_000, unit: " requests/s"),
         .number("socket", "unwritable_timeout", \.unwritableTimeout, range: 0.1...86_400, unit: " s"),
+        .integer("socket", "max_connections_per_user", \.maxConnectionsPerUser, range: 1...1_000_000),
         .string("gpsd", "host", \.gpsdHost, nonEmpty: true, check: DaemonOptions.hostProblem),
         .integer("gpsd", "port", \.gpsdPort, range: 1...65535),
         .string("gpsd", "device", \.gpsdDevice, maxBytes: 127,

@@ -26,6 +26,7 @@ public struct DaemonOptions: Sendable, Equatable {
     public var floodBurst = 200
     public var floodRate = 100.0
     public var unwritableTimeout = 30.0
+    public var maxConnectionsPerUser = 256
     // [gpsd]
     public var gpsdHost = "localhost"
     public var gpsdPort = 2947

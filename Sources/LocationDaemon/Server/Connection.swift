@@ -164,13 +164,17 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
     func handlerAdded(context: ChannelHandlerContext) { self.context = context }
 
     func channelActive(context: ChannelHandlerContext) {
-        registry.add(self)
         peer = Self.peerCredentials(of: context.channel)
         identity = peer.map(PeerIdentity.resolve)
         program = identity?.program ?? ProgramID("unknown")
         rule = identity.map { hub.policy.rule(for: $0) } ?? hub.policy.defaultRule
         if let peer {
             logger[metadataKey: "peer"] = "\(peer)"
+        }
+        let open = registry.add(self)
+        if let uid = peer?.uid, open > configuration.maxConnectionsPerUser, !hub.policy.isOwner(identity) {
+            refuseCrowded(uid: uid, open: open - 1, context: context)
+            return
         }
         logger.info("connection opened", metadata: ["uid": "\(peer.map { "\($0.uid)" } ?? "?")",
                                                     "gid": "\(peer.map { "\($0.gid)" } ?? "?")",
@@ -643,6 +647,23 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
         }
     }
 
+    /// The peer's user is at `[socket] max_connections_per_user`: an error instead of the hello,
+    /// and the connection closed. Logged once per user until it is below the limit again (each
+    /// refusal logged was a way to flood the journal).
+    private func refuseCrowded(uid: UInt32, open: Int, context: ChannelHandlerContext) {
+        closing = true
+        let limit = configuration.maxConnectionsPerUser
+        if registry.markCrowded(uid) {
+            logger.warning("refusing connections of uid \(uid): it has \(open) open, the most [socket] max_connections_per_user allows; raise it if that user's programs need more")
+        }
+        let error = ProtocolError(.tooManyConnections, "uid \(uid) has \(open) connections open, the most this daemon allows one user ([socket] max_connections_per_user = \(limit)); close some")
+        scratch.removeAll(keepingCapacity: true)
+        ServerMessage.error(error).append(to: &scratch)
+        context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: scratch))).assumeIsolated().whenComplete { _ in
+            context.close(promise: nil)
+        }
+    }
+
     /// Sends a final error and closes once it is written.
     func abort(_ error: ProtocolError) {
         guard let context, !closing else { return }
@@ -789,23 +810,40 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
 final class ConnectionRegistry: Sendable {
     private let box: NIOLoopBoundBox<[ObjectIdentifier: Connection]>
     private let watch: NIOLoopBoundBox<LoopStallWatch>
+    /// Open connections per peer uid, and the uids refused since they were last below the limit.
+    private let users: NIOLoopBoundBox<(open: [UInt32: Int], crowded: Set<UInt32>)>
+    private let maxPerUser: Int
 
     init(eventLoop: any EventLoop, configuration: SocketServer.Configuration) {
         box = NIOLoopBoundBox.makeBoxSendingValue([:], as: [ObjectIdentifier: Connection].self, eventLoop: eventLoop)
         watch = NIOLoopBoundBox.makeBoxSendingValue(
             LoopStallWatch(eventLoop: eventLoop, interval: configuration.stallBeat, now: configuration.now),
             as: LoopStallWatch.self, eventLoop: eventLoop)
+        users = NIOLoopBoundBox.makeBoxSendingValue(([:], []), as: (open: [UInt32: Int], crowded: Set<UInt32>).self, eventLoop: eventLoop)
+        maxPerUser = configuration.maxConnectionsPerUser
     }
 
-    func add(_ c: Connection) {
+    /// Adds `c` (its peer read); returns how many connections its peer's user has open now,
+    /// this one included (0 for a peer without credentials).
+    func add(_ c: Connection) -> Int {
         box.value[ObjectIdentifier(c)] = c
         watch.value.retain()
+        guard let uid = c.peer?.uid else { return 0 }
+        users.value.open[uid, default: 0] += 1
+        return users.value.open[uid]!
     }
 
     func remove(_ c: Connection) {
         guard box.value.removeValue(forKey: ObjectIdentifier(c)) != nil else { return }
         watch.value.release()
+        guard let uid = c.peer?.uid, let n = users.value.open[uid] else { return }
+        users.value.open[uid] = n > 1 ? n - 1 : nil
+        if n - 1 < maxPerUser { users.value.crowded.remove(uid) }
     }
+
+    /// Notes that connections of `uid` are being refused; true the first time since it was last
+    /// below the limit.
+    func markCrowded(_ uid: UInt32) -> Bool { users.value.crowded.insert(uid).inserted }
 
     var all: [Connection] { Array(box.value.values) }
     var stalls: LoopStallWatch { watch.value }

@@ -65,6 +65,10 @@ public final class SocketServer: Sendable {
         public var writeBufferHighWatermark: Int = 64 * 1024
         /// A connection that stays not writable this long is closed.
         public var unwritableTimeout: TimeAmount = .seconds(30)
+        /// Connections one user may have open (root and the daemon's own user excepted): one
+        /// user's programs must not take every descriptor the daemon has and lock every other
+        /// program out (a denied user did so with 8,000 idle connections; found by a review).
+        public var maxConnectionsPerUser: Int = 256
         /// How often the loop's stall watch beats while connections are open: a beat this late or
         /// more tells the flood limit that requests waited in the sockets meanwhile
         /// (`LoopStallWatch`; docs/protocol.md, "Flood policy").
