@@ -33,7 +33,7 @@ final class ServerHarness: Sendable {
         return h
     }
 
-    static func start(store: RegionStore? = nil, queue: EventQueue? = nil, log: CapturedLog? = nil,
+    static func start(store: RegionStore? = nil, queue: EventQueue? = nil, identities: ProgramIdentities? = nil, log: CapturedLog? = nil,
                       regionLimits: RegionMonitor.Limits = RegionMonitor.Limits(),
                       _ configure: @Sendable (inout SocketServer.Configuration) -> Void = { _ in }) async throws -> ServerHarness {
         var template = Array("/tmp/ldt-XXXXXX".utf8CString)
@@ -45,7 +45,7 @@ final class ServerHarness: Sendable {
         var logger = log?.logger ?? Logger(label: "test")
         if log == nil { logger.logLevel = .critical }
         let hub = Hub(eventLoop: group.next(), sourceDescription: "test source", logger: logger,
-                      regionLimits: regionLimits, regionStore: store, queue: queue)
+                      regionLimits: regionLimits, regionStore: store, queue: queue, identities: identities)
         var config = SocketServer.Configuration(path: directory + "/run/s.sock")
         configure(&config)
         do {

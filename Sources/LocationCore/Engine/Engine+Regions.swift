@@ -113,6 +113,9 @@ extension Engine {
         return out
     }
 
+    /// Whether `program` has registered regions, monitored or suspended.
+    public func hasRegions(of program: ProgramID) -> Bool { regionPrograms.monitors[program] != nil }
+
     /// Programs with registered regions, monitored or suspended.
     public var regionProgramIDs: [ProgramID] { regionPrograms.order.filter { regionPrograms.monitors[$0]!.count > 0 } }
 

@@ -216,6 +216,9 @@ public final class Hub: Sendable {
         let s = box.value
         var programs = Set(s.engine.regionProgramIDs).union(s.engine.backgroundProgramIDs)
         if let queue { programs.formUnion(queue.programsWithEvents) }
+        // The identities of programs that keep nothing are not needed (and are recorded again
+        // at their next session): kept, one row per program ever seen grew without end.
+        identities?.forgetAll(except: programs)
         for program in programs.sorted() {
             var who = identities?.recorded(program)
             if who == nil, program != ProgramID("unknown") {
@@ -242,6 +245,19 @@ public final class Hub: Sendable {
         }
         apply(rule, to: identity.program)
         updateDemand()
+    }
+
+    /// A connection of `program` closed: a program left keeping nothing (no regions, background
+    /// monitor or queued event) needs no recorded identity, which only decides what a program
+    /// that is away keeps. *Reason:* every program an `always` rule (the owner's too) ever let
+    /// open a session kept a row and an entry for good; executables' paths change over a
+    /// device's life (versioned directories, snaps, AppImages), so that grew without end.
+    public func programClosed(_ program: ProgramID) {
+        guard let identities, identities.recorded(program) != nil else { return }
+        let s = box.value
+        if s.engine.hasRegions(of: program) || s.engine.backgroundAccuracy(of: program) != nil
+            || s.rememberedBackground[program] != nil || queue?.hasEvents(of: program) == true { return }
+        identities.forget(program)
     }
 
     private func apply(_ rule: PolicyRule, to program: ProgramID) {

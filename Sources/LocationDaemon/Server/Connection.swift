@@ -211,7 +211,9 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
             hub.unsubscribe(id)
             isSubscribed = false
         }
-        registry.remove(self)
+        // The program's identity is forgotten when it keeps nothing, once no connection of it is
+        // left (its latest session's identity decides what its hand-over keeps).
+        if registry.remove(self) { hub.programClosed(program) }
         logger.debug("connection closed", metadata: ["skipped": "\(skippedTotal)"])
         self.context = nil
         context.fireChannelInactive()
@@ -812,6 +814,8 @@ final class ConnectionRegistry: Sendable {
     private let watch: NIOLoopBoundBox<LoopStallWatch>
     /// Open connections per peer uid, and the uids refused since they were last below the limit.
     private let users: NIOLoopBoundBox<(open: [UInt32: Int], crowded: Set<UInt32>)>
+    /// Open connections per program.
+    private let programs: NIOLoopBoundBox<[ProgramID: Int]>
     private let maxPerUser: Int
 
     init(eventLoop: any EventLoop, configuration: SocketServer.Configuration) {
@@ -820,6 +824,7 @@ final class ConnectionRegistry: Sendable {
             LoopStallWatch(eventLoop: eventLoop, interval: configuration.stallBeat, now: configuration.now),
             as: LoopStallWatch.self, eventLoop: eventLoop)
         users = NIOLoopBoundBox.makeBoxSendingValue(([:], []), as: (open: [UInt32: Int], crowded: Set<UInt32>).self, eventLoop: eventLoop)
+        programs = NIOLoopBoundBox.makeBoxSendingValue([:], as: [ProgramID: Int].self, eventLoop: eventLoop)
         maxPerUser = configuration.maxConnectionsPerUser
     }
 
@@ -828,17 +833,24 @@ final class ConnectionRegistry: Sendable {
     func add(_ c: Connection) -> Int {
         box.value[ObjectIdentifier(c)] = c
         watch.value.retain()
+        programs.value[c.program, default: 0] += 1
         guard let uid = c.peer?.uid else { return 0 }
         users.value.open[uid, default: 0] += 1
         return users.value.open[uid]!
     }
 
-    func remove(_ c: Connection) {
-        guard box.value.removeValue(forKey: ObjectIdentifier(c)) != nil else { return }
+    /// Removes `c`; returns whether it was its program's last open connection.
+    @discardableResult
+    func remove(_ c: Connection) -> Bool {
+        guard box.value.removeValue(forKey: ObjectIdentifier(c)) != nil else { return false }
         watch.value.release()
-        guard let uid = c.peer?.uid, let n = users.value.open[uid] else { return }
-        users.value.open[uid] = n > 1 ? n - 1 : nil
-        if n - 1 < maxPerUser { users.value.crowded.remove(uid) }
+        let others = (programs.value[c.program] ?? 1) - 1
+        programs.value[c.program] = others > 0 ? others : nil
+        if let uid = c.peer?.uid, let n = users.value.open[uid] {
+            users.value.open[uid] = n > 1 ? n - 1 : nil
+            if n - 1 < maxPerUser { users.value.crowded.remove(uid) }
+        }
+        return others == 0
     }
 
     /// Notes that connections of `uid` are being refused; true the first time since it was last

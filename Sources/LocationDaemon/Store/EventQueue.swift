@@ -220,6 +220,9 @@ public final class EventQueue: @unchecked Sendable {
     /// Programs with queued events.
     public var programsWithEvents: [ProgramID] { heads.filter { $0.value.count > 0 }.map(\.key).sorted() }
 
+    /// Whether `program` has events waiting for its `ack`.
+    public func hasEvents(of program: ProgramID) -> Bool { (heads[program]?.count ?? 0) > 0 }
+
     public struct AckError: Error, Hashable, Sendable, CustomStringConvertible {
         /// `outOfRange` (a seq never given out) or `storeFailed` (the store refused the write).
         public var code: ErrorCode

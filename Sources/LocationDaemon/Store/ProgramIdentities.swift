@@ -31,6 +31,27 @@ public final class ProgramIdentities: @unchecked Sendable {
         }
     }
 
+    /// Forgets the recorded identity of every program but those in `keeping` (the ones that keep
+    /// something while away); the rest are recorded again at their next session.
+    public func forgetAll(except keeping: Set<ProgramID>) {
+        for program in known.keys where !keeping.contains(program) { forget(program) }
+    }
+
+    /// Forgets `program`'s recorded identity. A failed delete is reported; the row is then
+    /// forgotten at the next start's pruning (it is only ever read for a program that keeps
+    /// something).
+    public func forget(_ program: ProgramID) {
+        guard known.removeValue(forKey: program) != nil else { return }
+        do {
+            let delete = try database.prepare("DELETE FROM program_identity WHERE program = ?")
+            defer { sqlite3_finalize(delete) }
+            locationd_sqlite3_bind_text(delete, 1, program.rawValue)
+            try database.run(delete)
+        } catch {
+            database.report("program identity", error)
+        }
+    }
+
     /// The recorded identity of `program`, or nil if none of its sessions was recorded.
     public func recorded(_ program: ProgramID) -> PeerIdentity? { known[program] }
 
