@@ -126,22 +126,34 @@ import Testing
         #expect(reopened.recorded(me) != nil)
     }
 
-    /// A program whose executable is not the file at its path (replaced, or another mount
-    /// namespace's) is recorded without one: while it is away, a rule naming that path must not
-    /// match it either. Its regions and queue keep their key, which names the path.
-    @Test func anUnverifiedExecutableIsRecordedAsNone() throws {
+    /// A process that may not be the program's file (an old binary after an upgrade, or one from
+    /// a mount namespace of its own) does not speak for the program: its narrower rule does not
+    /// discard the program's queue or suspend its regions, and its identity is not recorded.
+    @Test func anUnverifiedProcessDoesNotDecideForItsProgram() async throws {
         let dir = try Self.directory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let path = dir.appendingPathComponent("locationd.db").path
-        var impostor = Self.tracker
-        impostor.executableVerified = false
-        do { try ProgramIdentities(database: Database(path: path)).record(impostor) }
-        let recorded = try #require(try ProgramIdentities(database: Database(path: path)).recorded(Self.tracker.program))
-        #expect(recorded.executable == nil && recorded.uid == Self.tracker.uid && recorded.groups == Self.tracker.groups)
-        var policy = Policy()
-        policy.rules = [PolicyRule(name: "tracker", executable: Self.tracker.executable, authorization: .always, accuracy: .precise)]
-        #expect(policy.rule(for: recorded).name != "tracker")
-        #expect(policy.rule(for: Self.tracker).name == "tracker")
+        try await Self.withHub(path: dir.appendingPathComponent("locationd.db").path) { hub in
+            let program = Self.tracker.program
+            try await hub.eventLoop.submit {
+                hub.policy = Self.policy(.always, .precise)
+                hub.programSeen(Self.tracker, rule: hub.policy.rule(for: Self.tracker))
+                try hub.restoreRegions([RegionRecord(region: Region(id: "home", center: Self.home, radius: 100), state: .outside)], for: program)
+                hub.restoreBackground(program, options: SubscriptionOptions(events: [.visits, .significant]))
+            }.get()
+            try await Self.feed(hub, seconds: 0..<5, metresNorth: 0)  // enter home, queued
+            let queue = try #require(hub.queue)
+            let impostor = PeerIdentity(pid: Self.tracker.pid, uid: Self.tracker.uid, gid: Self.tracker.gid, groups: Self.tracker.groups,
+                                        executable: Self.tracker.executable, executableVerified: false)
+            let (before, after) = try await hub.eventLoop.submit {
+                let before = queue.count(of: program)
+                hub.programSeen(impostor, rule: PolicyRule(name: "narrow", authorization: .whenInUse, accuracy: .approximate))
+                return (before, (queue.count(of: program), hub.backgroundProgramIDs, hub.regionsSuspended(of: program),
+                                 hub.identities?.recorded(program)))
+            }.get()
+            var expected = Self.tracker
+            expected.pid = 0
+            #expect(before >= 1 && after.0 == before && after.1 == [program] && !after.2 && after.3 == expected)
+        }
     }
 
     /// The tracker (group 900 only through its recorded identity, as a service started with

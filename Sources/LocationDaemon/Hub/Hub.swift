@@ -237,6 +237,11 @@ public final class Hub: Sendable {
     /// once what the program keeps, as a reload would. A program whose groups changed, or that
     /// lost its rule, is caught the next time it asks, not only at the next reload.
     public func programSeen(_ identity: PeerIdentity, rule: PolicyRule) {
+        // A process that may not be the program's file (an old binary after an upgrade, or one
+        // from a mount namespace of its own) does not speak for the program: its narrower rule
+        // would discard the queue and suspend the regions the real program keeps, and its
+        // identity would replace the one reloads match the program by.
+        guard !identity.claimsUnverifiedExecutable else { return }
         // Only a program that can keep something while away needs its identity remembered:
         // one its rule lets be `always`, or one remembered before (its change must be seen).
         // Any other program asking leaves no row behind.

@@ -20,6 +20,10 @@ public struct PeerIdentity: Hashable, Sendable, CustomStringConvertible {
     /// replaced since it started (a package upgrade): nothing tells it from that trick.
     public var executableVerified: Bool
 
+    /// A path was read but is not known to be the file the process runs: it decides no rule on
+    /// its own (`Policy.rule(for:)`) and does not speak for its program (`Hub.programSeen`).
+    public var claimsUnverifiedExecutable: Bool { executable != nil && !executableVerified }
+
     public init(pid: Int32, uid: UInt32, gid: UInt32, groups: [UInt32]? = nil, executable: String?,
                 executableVerified: Bool = true) {
         self.pid = pid; self.uid = uid; self.gid = gid
@@ -117,6 +121,15 @@ public struct PolicyRule: Hashable, Sendable {
         return true
     }
 
+    /// Whether this rule allows less than `other`: a lower authorization; else no precise
+    /// location where `other` offers it; else a lower accuracy; else fewer regions.
+    public func allowsLess(than other: PolicyRule) -> Bool {
+        if authorization != other.authorization { return authorization < other.authorization }
+        if offersPrecise != other.offersPrecise { return !offersPrecise }
+        if accuracy != other.accuracy { return accuracy < other.accuracy }
+        return maxRegions < other.maxRegions
+    }
+
     /// Whether a program under this rule can be granted precise location (by its accuracy, or
     /// by a purpose key for a session).
     public var offersPrecise: Bool { accuracy == .precise || !purposes.isEmpty }
@@ -163,8 +176,22 @@ public struct Policy: Hashable, Sendable {
                    maxRegions: PolicyRule.maxRegionsRange.upperBound)
     }
 
-    /// The rule that applies to `who`.
+    /// The rule that applies to `who`. A process showing a path it may not be the file at
+    /// (`PeerIdentity.executableVerified`) gets the narrower of the rule it matches as it is and
+    /// the one it would match as that file: not the rule naming the path when that one allows
+    /// more (anyone could claim it from a mount namespace of their own), nor a rule after it when
+    /// the one naming the path allows less (a rule denying an executable would deny nothing to
+    /// it once upgraded and not yet restarted).
     public func rule(for who: PeerIdentity) -> PolicyRule {
+        let rule = firstMatch(who)
+        guard who.claimsUnverifiedExecutable else { return rule }
+        var claimed = who
+        claimed.executableVerified = true
+        let byPath = firstMatch(claimed)
+        return byPath.allowsLess(than: rule) ? byPath : rule
+    }
+
+    private func firstMatch(_ who: PeerIdentity) -> PolicyRule {
         if let r = rules.first(where: { $0.matches(who) }) { return r }
         if isOwner(who) { return owner }
         return defaultRule

@@ -19,6 +19,18 @@ enum ProgramIdentity {
         return running.st_dev == named.st_dev && running.st_ino == named.st_ino
     }
 
+    /// Why `isFile(path, runBy: pid)` is false, for the log.
+    static func whyNotFile(_ path: String, runBy pid: Int32) -> String {
+        var st = stat()
+        if stat(systemRoot + path, &st) != 0 {
+            let e = errno
+            return e == EACCES
+                ? "locationd may not look up \(path) (\(String(cString: strerror(e))): a directory on the way is closed to its user; name the program by user or group instead, or open the directory to others: chmod o+x)"
+                : "\(path) cannot be looked up (\(String(cString: strerror(e))))"
+        }
+        return "it is not the file at \(path) (replaced since it started, or run in a mount namespace of its own; restart it after an upgrade)"
+    }
+
     /// Where a rule's path is looked up: under PID 1's root, the system's view, which the shipped
     /// unit's `ProtectHome=` and `PrivateTmp=` do not change (in the daemon's own, a program under
     /// /home could never match); the daemon's own view when /proc/1/root is closed to it (no

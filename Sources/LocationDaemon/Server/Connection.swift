@@ -184,8 +184,9 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
                                                     "max": "\(rule.authorization.rawValue) \(rule.accuracy.rawValue)"])
         if let identity, !identity.executableVerified, let exe = identity.executable,
            let named = hub.policy.rules.first(where: { $0.executable == exe }) {
-            // The one place an admin learns why a program lost its rule after an upgrade.
-            logger.warning("the program's executable is not the file at its path (replaced since it started, or run in a mount namespace of its own): rule '\(named.name)' naming it does not apply; restart the program after an upgrade",
+            // The one place an admin learns why a program lost its rule (after an upgrade, or in
+            // a directory the daemon's user may not search).
+            logger.warning("rule '\(named.name)' naming the program's executable does not decide for it alone: \(ProgramIdentity.whyNotFile(exe, runBy: identity.pid))",
                            metadata: ["exe": "\(exe)", "rule": "\(rule.name)"])
         }
         send(.hello(ServerHello()), flush: true)

@@ -61,9 +61,6 @@ public final class ProgramIdentities: @unchecked Sendable {
     public func record(_ identity: PeerIdentity) {
         var kept = identity
         kept.pid = 0
-        // An executable that is not the file at its path matches no rule naming it: kept as
-        // none (the column holds only verified ones; the program's key still names the path).
-        if !kept.executableVerified { kept.executable = nil; kept.executableVerified = true }
         let program = identity.program
         guard known[program] != kept else { return }
         known[program] = kept
