@@ -126,6 +126,51 @@ import Testing
         #expect(reopened.recorded(me) != nil)
     }
 
+    /// Peers of a program with regions that subscribe (`always`, visits) and are gone before the
+    /// daemon writes to them: nothing is left bound to the dead subscriptions, so the region
+    /// events of the program, now away, are queued (a leaked binding sent them to a subscriber
+    /// that no longer exists, and they were lost). The bursts are longer than one read, so NIO
+    /// also reads requests from inside the failed writes.
+    @Test func regionEventsOfAProgramWhosePeersVanishedAreQueued() async throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let database = try Database(path: dir.appendingPathComponent("locationd.db").path)
+        let queue = try EventQueue(database: database, limit: 100)
+        let h = try await ServerHarness.start(store: try RegionStore(database: database), queue: queue,
+                                              identities: try ProgramIdentities(database: database))
+        defer { h.stopIfRunning() }
+        let me = PeerIdentity.resolve(PeerCredentials(pid: getpid(), uid: getuid(), gid: getgid())).program
+        let owner = try await LocationClient.connect(path: h.path)
+        try await owner.startSession(.always)
+        _ = try await owner.request { .regionsAdd(id: $0, regions: [Region(id: "home", center: Self.home, radius: 100)]) }
+        owner.close()
+        try await Self.feed(h.hub, seconds: 0..<3, metresNorth: 1000)  // outside
+
+        let burst = String(repeating: #"""
+            {"type":"session.start","authorization":"always"}
+            {"type":"subscribe","events":["location","visits"]}
+            {"type":"status"}
+
+            """#, count: 40)
+        var peers = (0..<20).map { _ in RawSocket(path: h.path) }
+        for p in peers { try #require(p.readLine()?.contains(#""type":"hello""#) == true) }
+        let held = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
+        h.hub.eventLoop.execute { held.signal(); release.wait() }
+        held.wait()
+        for p in peers { p.send(burst) }
+        peers.removeAll()  // gone, their requests unread
+        release.signal()
+        let deadline = ContinuousClock.now + .seconds(20)
+        while try await !h.hub.eventLoop.submit({ h.server.registry.all.isEmpty }).get() && ContinuousClock.now < deadline {}
+
+        try await Self.feed(h.hub, seconds: 10..<13, metresNorth: 0)  // enters home
+        let queued = try await h.hub.eventLoop.submit { queue.backlog(of: me) }.get()
+            .compactMap { try? ServerMessage.decode(String(decoding: $0.dropLast(), as: UTF8.self)) }
+        #expect(queued.contains { if case .queued(_, .region(let e)) = $0 { e.kind == .enter } else { false } }, "\(queued)")
+        #expect(try await h.hub.snapshot().subscriberCount == 0)
+        await h.stop()
+    }
+
     /// A process that may not be the program's file (an old binary after an upgrade, or one from
     /// a mount namespace of its own) does not speak for the program: its narrower rule does not
     /// discard the program's queue or suspend its regions, and its identity is not recorded.
