@@ -273,6 +273,7 @@ final class DaemonService: Sendable {
         configuration.floodRate = options.floodRate
         configuration.unwritableTimeout = .milliseconds(Int64(options.unwritableTimeout * 1000))
         configuration.maxConnectionsPerUser = options.maxConnectionsPerUser
+        configuration.maxRegionsPerUser = options.regionsMaxRegisteredPerUser
         var passed = 0
         let server: SocketServer
         if let fd = try SocketActivation.listeningSocket(count: &passed) {

@@ -457,6 +457,36 @@ import Testing
         await h.stop()
     }
 
+    /// `[regions] max_registered_per_user` bounds what one user's programs register together:
+    /// each executable is a program with its own limit, and copies of a binary are new programs.
+    @Test func oneUsersProgramsShareARegionLimit() async throws {
+        let h = try await ServerHarness.start { $0.maxRegionsPerUser = 3 }
+        defer { h.stopIfRunning() }
+        var policy = Policy()
+        policy.ownerRule = false
+        policy.rules = [PolicyRule(name: "me", user: getuid(), authorization: .always, accuracy: .precise)]
+        try await h.server.applyPolicy(policy)
+        let here = Coordinate(latitude: 52.5, longitude: 13.4)
+        let mine = try await LocationClient.connect(path: h.path)
+        defer { mine.close() }
+        try await mine.startSession(.always)
+        _ = try await mine.request { .regionsAdd(id: $0, regions: [Region(id: "a", center: here, radius: 50), Region(id: "b", center: here, radius: 50)]) }
+        func ctlAdd(_ id: String) throws -> (status: Int32, out: String, err: String) {
+            try LocationCtlReplayTests.run(["regions", "add", id, "--latitude", "52.5", "--longitude", "13.4", "--radius", "50", "--socket", h.path])
+        }
+        let other = try ctlAdd("c")  // another executable: another program of the same user
+        #expect(other.status == 0 && other.out == "added 1; 1 registered\n", "\(other.err)")
+        let over = try ctlAdd("d")
+        #expect(over.status == 1)
+        #expect(over.err.contains("tooManyRegions: uid \(getuid())'s programs have 3 regions registered; 1 more would exceed the most one user may register ([regions] max_registered_per_user = 3)"), "\(over.err)")
+        await #expect(throws: ProtocolError.self) {
+            _ = try await mine.request { .regionsAdd(id: $0, regions: [Region(id: "e", center: here, radius: 50)]) }
+        }
+        _ = try await mine.request { .regionsRemove(id: $0, ids: ["a"]) }
+        #expect(try ctlAdd("d").status == 0)
+        await h.stop()
+    }
+
     @Test func staleSocketIsReplacedButLiveOneIsNot() async throws {
         let h = try await ServerHarness.start()
         defer { h.stopIfRunning() }

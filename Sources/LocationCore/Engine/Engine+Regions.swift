@@ -113,6 +113,9 @@ extension Engine {
         return out
     }
 
+    /// How many regions `program` has registered.
+    public func regionCount(of program: ProgramID) -> Int { regionPrograms.monitors[program]?.count ?? 0 }
+
     /// Whether `program` has registered regions, monitored or suspended.
     public func hasRegions(of program: ProgramID) -> Bool { regionPrograms.monitors[program] != nil }
 

@@ -97,6 +97,7 @@ public enum ConfigSchema {
         .boolean("log", "precise_coordinates", live: true, \.preciseCoordinates),
         .integer("regions", "max_active", \.regionsMaxActive, range: 0...1_000_000),
         .integer("regions", "max_registered", \.regionsMaxRegistered, range: 1...maxRegisteredLimit),
+        .integer("regions", "max_registered_per_user", \.regionsMaxRegisteredPerUser, range: 1...10_000_000),
         .string("store", "database", \.database),
         .integer("store", "queue_limit", \.queueLimit, range: 1...10_000_000),
         .number("daemon", "shutdown_timeout", \.shutdownTimeout, range: 0.1...300, unit: " s"),

@@ -48,6 +48,7 @@ public struct DaemonOptions: Sendable, Equatable {
     public var regionsMaxActive = 20
     /// Regions one program may register.
     public var regionsMaxRegistered = 10_000
+    public var regionsMaxRegisteredPerUser = 20_000
     // [store]
     /// SQLite database of region registrations and states; "" or "none": memory only.
     public var database = "/var/lib/locationd/locationd.db"

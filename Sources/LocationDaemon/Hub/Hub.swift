@@ -438,6 +438,13 @@ public final class Hub: Sendable {
         box.value.engine.regionRecords(of: program)
     }
 
+    /// How many regions the programs of user `uid` have registered together.
+    public func registeredRegions(ofUser uid: UInt32) -> Int {
+        let engine = box.value.engine
+        let prefix = "uid=\(uid) "
+        return engine.regionProgramIDs.reduce(0) { $0 + ($1.rawValue.hasPrefix(prefix) ? engine.regionCount(of: $1) : 0) }
+    }
+
     /// Writes what a fix changed before its events leave, in one transaction: new region
     /// states (after a crash no transition repeats) and the events of programs that are away
     /// (after a crash none is lost, and none is queued twice). What earlier fixes could not

@@ -113,6 +113,13 @@ extension Connection {
                     }
                     throw RegionError(.tooManyRegions, "\(current) registered + \(regions.count) would exceed this program's limit of \(limit) (policy rule '\(ruleName)'): add at most \(limit - current), remove some first (regions.remove), or raise max_regions in the rule")
                 }
+                if !regions.isEmpty, let uid = peer?.uid, !hub.policy.isOwner(identity) {
+                    let limit = configuration.maxRegionsPerUser
+                    let mine = hub.registeredRegions(ofUser: uid)
+                    if mine + regions.count > limit {
+                        throw RegionError(.tooManyRegions, "uid \(uid)'s programs have \(mine) regions registered; \(regions.count) more would exceed the most one user may register ([regions] max_registered_per_user = \(limit)): remove some first (regions.remove, in any of the user's programs), or raise max_registered_per_user")
+                    }
+                }
                 let registered: Int
                 do {
                     registered = try hub.addRegions(regions, for: program)
