@@ -152,14 +152,7 @@ import Testing
             {"type":"status"}
 
             """#, count: 40)
-        var peers = (0..<20).map { _ in RawSocket(path: h.path) }
-        for p in peers { try #require(p.readLine()?.contains(#""type":"hello""#) == true) }
-        let held = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
-        h.hub.eventLoop.execute { held.signal(); release.wait() }
-        held.wait()
-        for p in peers { p.send(burst) }
-        peers.removeAll()  // gone, their requests unread
-        release.signal()
+        try h.vanishingPeers(20, sending: burst)
         let deadline = ContinuousClock.now + .seconds(20)
         while try await !h.hub.eventLoop.submit({ h.server.registry.all.isEmpty }).get() && ContinuousClock.now < deadline {}
 

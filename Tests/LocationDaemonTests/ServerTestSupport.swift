@@ -1,3 +1,4 @@
+import Dispatch
 import Glibc
 import LocationClient
 import LocationCore
@@ -72,6 +73,20 @@ final class ServerHarness: Sendable {
         try? await group.shutdownGracefully()
         rmdir(directory + "/run")
         rmdir(directory)
+    }
+
+    /// `count` peers that read the hello, send `requests` and are gone before the daemon reads
+    /// them: the loop is held while they send and close, so each request is answered to a peer
+    /// that has gone (else the daemon may answer them first and see the close after).
+    func vanishingPeers(_ count: Int, sending requests: String) throws {
+        var peers = (0..<count).map { _ in RawSocket(path: path) }
+        for p in peers { precondition(p.readLine()?.contains(#""type":"hello""#) == true, "no hello") }
+        let held = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
+        hub.eventLoop.execute { held.signal(); release.wait() }
+        held.wait()
+        for p in peers { p.send(requests) }
+        peers.removeAll()  // closed, their requests unread
+        release.signal()
     }
 
     /// For `defer`, which cannot await: stops a harness the test did not stop, synchronously.

@@ -1,4 +1,3 @@
-import Dispatch
 import Glibc
 import LocationClient
 import LocationCore
@@ -388,16 +387,7 @@ import Testing
             {"type":"status"}
 
             """#, count: 3)
-        var peers = (0..<50).map { _ in RawSocket(path: h.path) }
-        for p in peers { try #require(p.readLine()?.contains(#""type":"hello""#) == true) }
-        // The loop held while the peers send and go, so that each is gone before its requests
-        // are read (else the daemon may answer them first and see the close after).
-        let held = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
-        h.hub.eventLoop.execute { held.signal(); release.wait() }
-        held.wait()
-        for p in peers { p.send(burst) }
-        peers.removeAll()  // closed, their requests unread
-        release.signal()
+        try h.vanishingPeers(50, sending: burst)
         let watcher = try await LocationClient.connect(path: h.path)
         defer { watcher.close() }
         var status = try await watcher.status()
