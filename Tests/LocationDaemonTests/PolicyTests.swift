@@ -204,7 +204,7 @@ import Testing
         var policy = Policy()
         policy.ownerRule = false  // this test runs as root
         policy.rules = [PolicyRule(name: "tracker", executable: impostor, authorization: .always, accuracy: .precise)]
-        #expect(policy.rule(for: other).name == "default")
+        #expect(policy.rule(for: other).authorization == .denied)
     }
 
     @Test func everyBadPolicyHasItsMessage() {
@@ -273,16 +273,34 @@ import Testing
         #expect(p.rule(for: PeerIdentity(pid: 1, uid: nobody, gid: nobody, executable: "/usr/bin/x")).name == "weather")
         // The path alone is not the program: one that may not be the file there gets the
         // narrower of the rule naming the path and the one it matches otherwise.
-        #expect(p.rule(for: PeerIdentity(pid: 1, uid: nobody, gid: nobody, executable: "/usr/bin/navit", executableVerified: false)).name == "weather")
+        let unverified = p.rule(for: PeerIdentity(pid: 1, uid: nobody, gid: nobody, executable: "/usr/bin/navit", executableVerified: false))
+        #expect(unverified.name == "nav+weather" && unverified.authorization == .whenInUse && unverified.accuracy == .approximate
+                && unverified.purposes == ["radar"] && unverified.maxRegions == 0)
         #expect(p.rule(for: PeerIdentity(pid: 1, uid: 1000, gid: 1000, executable: "/usr/bin/navit", executableVerified: false)).name == "default")
         var blocking = Policy()
         blocking.ownerUID = 0
         blocking.rules = [PolicyRule(name: "block-spy", executable: "/usr/bin/spy", authorization: .denied, accuracy: .approximate),
                           PolicyRule(name: "location", group: 900, authorization: .always, accuracy: .precise)]
         for verified in [true, false] {  // a rule denying an executable denies an upgraded, not yet restarted copy too
-            #expect(blocking.rule(for: PeerIdentity(pid: 1, uid: 1000, gid: 900, executable: "/usr/bin/spy", executableVerified: verified)).name == "block-spy")
+            #expect(blocking.rule(for: PeerIdentity(pid: 1, uid: 1000, gid: 900, executable: "/usr/bin/spy", executableVerified: verified)).authorization == .denied)
         }
         #expect(blocking.rule(for: PeerIdentity(pid: 1, uid: 1000, gid: 900, executable: "/usr/bin/other")).name == "location")
+        // Rules are not ordered as a whole: each part is the narrower one (the purpose key of
+        // an approximate when-in-use rule gave an unverified copy precise location, where the
+        // rule after it allowed always approximate; found by a review).
+        var partial = Policy()
+        partial.ownerRule = false
+        partial.rules = [PolicyRule(name: "nav", executable: "/usr/bin/navit", authorization: .whenInUse, accuracy: .approximate, purposes: ["navigation"]),
+                         PolicyRule(name: "staff", group: 900, authorization: .always, accuracy: .approximate)]
+        let copy = partial.rule(for: PeerIdentity(pid: 1, uid: 1000, gid: 900, executable: "/usr/bin/navit", executableVerified: false))
+        #expect(copy.name == "nav+staff" && copy.authorization == .whenInUse && copy.accuracy == .approximate && copy.purposes.isEmpty)
+        guard case .failure(.fullAccuracyDenied) = Grant.decide(requested: .whenInUse, purpose: "navigation", rule: copy) else {
+            Issue.record("an unverified copy got precise location by the purpose key"); return
+        }
+        partial.rules = [PolicyRule(name: "coarse-app", executable: "/usr/bin/navit", authorization: .always, accuracy: .approximate, purposes: ["a", "b"]),
+                         PolicyRule(name: "staff", group: 900, authorization: .whenInUse, accuracy: .precise, maxRegions: 5)]
+        let other = partial.rule(for: PeerIdentity(pid: 1, uid: 1000, gid: 900, executable: "/usr/bin/navit", executableVerified: false))
+        #expect(other.authorization == .whenInUse && other.accuracy == .approximate && other.purposes == ["a", "b"] && other.maxRegions == 5)
         #expect(p.rule(for: PeerIdentity(pid: 1, uid: 1000, gid: 1000, groups: [1000, nobody], executable: nil)).name == "weather")
         #expect(p.rule(for: PeerIdentity(pid: 1, uid: 1000, gid: 1000, executable: nil)).name == "default")
         #expect(p.rule(for: PeerIdentity(pid: 1, uid: 0, gid: 0, executable: nil)).authorization == .always)

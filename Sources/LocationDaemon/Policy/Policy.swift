@@ -121,13 +121,17 @@ public struct PolicyRule: Hashable, Sendable {
         return true
     }
 
-    /// Whether this rule allows less than `other`: a lower authorization; else no precise
-    /// location where `other` offers it; else a lower accuracy; else fewer regions.
-    public func allowsLess(than other: PolicyRule) -> Bool {
-        if authorization != other.authorization { return authorization < other.authorization }
-        if offersPrecise != other.offersPrecise { return !offersPrecise }
-        if accuracy != other.accuracy { return accuracy < other.accuracy }
-        return maxRegions < other.maxRegions
+    /// What both `a` and `b` allow, each part on its own (rules are not ordered as a whole: one
+    /// may allow `always` approximate, the other `when-in-use` precise): the lower authorization
+    /// and accuracy, the purpose keys that make both precise, the fewer regions. Named after both.
+    public static func narrowest(_ a: PolicyRule, _ b: PolicyRule) -> PolicyRule {
+        if a == b { return a }
+        func precise(_ r: PolicyRule, _ purpose: String) -> Bool { r.accuracy == .precise || r.purposes.contains(purpose) }
+        let accuracy = min(a.accuracy, b.accuracy)
+        let purposes = accuracy == .precise ? [] : Array(Set(a.purposes + b.purposes)).filter { precise(a, $0) && precise(b, $0) }.sorted()
+        return PolicyRule(name: a.name == b.name ? a.name : "\(a.name)+\(b.name)", line: a.line,
+                          authorization: min(a.authorization, b.authorization), accuracy: accuracy,
+                          purposes: purposes, maxRegions: min(a.maxRegions, b.maxRegions))
     }
 
     /// Whether a program under this rule can be granted precise location (by its accuracy, or
@@ -177,18 +181,17 @@ public struct Policy: Hashable, Sendable {
     }
 
     /// The rule that applies to `who`. A process showing a path it may not be the file at
-    /// (`PeerIdentity.executableVerified`) gets the narrower of the rule it matches as it is and
-    /// the one it would match as that file: not the rule naming the path when that one allows
-    /// more (anyone could claim it from a mount namespace of their own), nor a rule after it when
-    /// the one naming the path allows less (a rule denying an executable would deny nothing to
-    /// it once upgraded and not yet restarted).
+    /// (`PeerIdentity.executableVerified`) gets what both the rule it matches as it is and the
+    /// one it would match as that file allow (`PolicyRule.narrowest`): not what the rule naming
+    /// the path allows beyond the other (anyone could claim it from a mount namespace of their
+    /// own), nor what a rule after it allows beyond the one naming the path (a rule denying or
+    /// coarsening an executable would not hold for it once upgraded and not yet restarted).
     public func rule(for who: PeerIdentity) -> PolicyRule {
         let rule = firstMatch(who)
         guard who.claimsUnverifiedExecutable else { return rule }
         var claimed = who
         claimed.executableVerified = true
-        let byPath = firstMatch(claimed)
-        return byPath.allowsLess(than: rule) ? byPath : rule
+        return PolicyRule.narrowest(firstMatch(claimed), rule)
     }
 
     private func firstMatch(_ who: PeerIdentity) -> PolicyRule {
