@@ -126,6 +126,57 @@ import Testing
         #expect(reopened.recorded(me) != nil)
     }
 
+    /// A reload while a program's `always` subscription is open keeps its identity (it decides
+    /// the hand-over), and the hand-over records it in any case: a reload forgot it, and after
+    /// the close the program's background monitor was matched by the user database's groups.
+    @Test func aReloadKeepsTheIdentityOfAnOpenAlwaysSubscription() async throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("locationd.db").path
+        let database = try Database(path: path)
+        let identities = try ProgramIdentities(database: database)
+        let h = try await ServerHarness.start(queue: try EventQueue(database: database, limit: 100), identities: identities)
+        defer { h.stopIfRunning() }
+        let me = PeerIdentity.resolve(PeerCredentials(pid: getpid(), uid: getuid(), gid: getgid())).program
+        let client = try await LocationClient.connect(path: h.path)
+        try await client.startSession(.always)
+        _ = try await client.subscribe(SubscriptionOptions(events: [.visits]))
+        let kept = try await h.hub.eventLoop.submit { h.hub.enforcePolicy(); return identities.recorded(me) != nil }.get()
+        #expect(kept, "a reload forgot the identity of an open always subscription")
+        try await h.hub.eventLoop.submit { identities.forget(me) }.get()  // as a reload before this fix did
+        client.close()
+        let deadline = ContinuousClock.now + .seconds(20)
+        while try await h.hub.eventLoop.submit({ h.hub.backgroundProgramIDs.isEmpty }).get() && ContinuousClock.now < deadline {}
+        #expect(try await h.hub.eventLoop.submit { (h.hub.backgroundProgramIDs, identities.recorded(me) != nil) }.get() == ([me], true))
+        await h.stop()
+    }
+
+    /// A program that is never verified (in a directory the daemon's user may not search) is
+    /// recorded as it is, marked, and decides for itself: its `always` precise session resumes
+    /// its regions (they stayed suspended, its identity never recorded).
+    @Test func aProgramNeverVerifiedIsRecordedAsSuch() async throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("locationd.db").path
+        let unverified = PeerIdentity(pid: 1, uid: Self.tracker.uid, gid: Self.tracker.gid, groups: Self.tracker.groups,
+                                      executable: "/home/alice/bin/tracker", executableVerified: false)
+        try await Self.withHub(path: path) { hub in
+            let program = unverified.program
+            let resumed = try await hub.eventLoop.submit {
+                try hub.restoreRegions([RegionRecord(region: Region(id: "home", center: Self.home, radius: 100), state: .outside)], for: program)
+                hub.policy = Self.policy(.whenInUse, .precise)
+                hub.enforcePolicy()  // suspended: no identity recorded, the user database has no such user
+                guard hub.regionsSuspended(of: program) else { return false }
+                hub.policy = Self.policy(.always, .precise)
+                hub.programSeen(unverified, rule: hub.policy.rule(for: unverified))
+                return !hub.regionsSuspended(of: program)
+            }.get()
+            #expect(resumed)
+        }
+        let recorded = try ProgramIdentities(database: Database(path: path)).recorded(unverified.program)
+        #expect(recorded?.executable == "/home/alice/bin/tracker" && recorded?.executableVerified == false)
+    }
+
     /// Peers of a program with regions that subscribe (`always`, visits) and are gone before the
     /// daemon writes to them: nothing is left bound to the dead subscriptions, so the region
     /// events of the program, now away, are queued (a leaked binding sent them to a subscriber

@@ -216,9 +216,13 @@ public final class Hub: Sendable {
         let s = box.value
         var programs = Set(s.engine.regionProgramIDs).union(s.engine.backgroundProgramIDs)
         if let queue { programs.formUnion(queue.programsWithEvents) }
+        programs.formUnion(s.unwritten.programsWithEvents)
         // The identities of programs that keep nothing are not needed (and are recorded again
-        // at their next session): kept, one row per program ever seen grew without end.
-        identities?.forgetAll(except: programs)
+        // at their next session): kept, one row per program ever seen grew without end. Those of
+        // programs with an `always` subscription or a remembered background monitor stay: their
+        // hand-over, when the connection closes, is decided by them.
+        identities?.forgetAll(except: programs.union(s.rememberedBackground.keys)
+            .union(s.alwaysSubscriptions.values.map(\.program)))
         for program in programs.sorted() {
             var who = identities?.recorded(program)
             if who == nil, program != ProgramID("unknown") {
@@ -237,11 +241,7 @@ public final class Hub: Sendable {
     /// once what the program keeps, as a reload would. A program whose groups changed, or that
     /// lost its rule, is caught the next time it asks, not only at the next reload.
     public func programSeen(_ identity: PeerIdentity, rule: PolicyRule) {
-        // A process that may not be the program's file (an old binary after an upgrade, or one
-        // from a mount namespace of its own) does not speak for the program: its narrower rule
-        // would discard the queue and suspend the regions the real program keeps, and its
-        // identity would replace the one reloads match the program by.
-        guard !identity.claimsUnverifiedExecutable else { return }
+        guard speaksForItsProgram(identity) else { return }
         // Only a program that can keep something while away needs its identity remembered:
         // one its rule lets be `always`, or one remembered before (its change must be seen).
         // Any other program asking leaves no row behind.
@@ -250,6 +250,16 @@ public final class Hub: Sendable {
         }
         apply(rule, to: identity.program)
         updateDemand()
+    }
+
+    /// Whether `identity` may decide for its program. A process that may not be the program's
+    /// file (an old binary after an upgrade, one from a mount namespace of its own) may not
+    /// when a verified process of the program was recorded: its narrower rule would discard the
+    /// queue and suspend the regions the real program keeps, and its identity would replace the
+    /// one reloads match the program by. A program never verified (in a directory the daemon's
+    /// user may not search) is recorded as it is, and reloads match it as such.
+    func speaksForItsProgram(_ identity: PeerIdentity) -> Bool {
+        !identity.claimsUnverifiedExecutable || identities?.recorded(identity.program)?.claimsUnverifiedExecutable != false
     }
 
     /// A connection of `program` closed: a program left keeping nothing (no regions, background
@@ -261,7 +271,8 @@ public final class Hub: Sendable {
         guard let identities, identities.recorded(program) != nil else { return }
         let s = box.value
         if s.engine.hasRegions(of: program) || s.engine.backgroundAccuracy(of: program) != nil
-            || s.rememberedBackground[program] != nil || queue?.hasEvents(of: program) == true { return }
+            || s.rememberedBackground[program] != nil || queue?.hasEvents(of: program) == true
+            || s.unwritten.events(of: program) > 0 { return }
         identities.forget(program)
     }
 
@@ -594,8 +605,11 @@ public final class Hub: Sendable {
 
     /// `id`'s connection went away under an `always` session: its visit and significant-change
     /// detectors keep running for `program` (remembered across restarts), its regions too.
-    public func handOver(_ id: SubscriberID, to program: ProgramID, options: SubscriptionOptions) {
+    public func handOver(_ id: SubscriberID, to program: ProgramID, options: SubscriptionOptions, identity: PeerIdentity? = nil) {
         guard box.value.subscribers.removeValue(forKey: id) != nil else { return }
+        // What the program keeps away is decided by the identity of the session that handed
+        // over (a reload meanwhile may have forgotten the one its session.start recorded).
+        if let identity, speaksForItsProgram(identity) { identities?.record(identity) }
         box.value.alwaysSubscriptions[id] = nil
         if box.value.engine.handOver(id, to: program, options: options) != nil {
             logger.info("background monitoring", metadata: ["program": "\(program)"])

@@ -204,7 +204,7 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
         if isSubscribed, let session, session.grant.authorization == .always {
             // Going away without ending the session: the program's monitoring continues in
             // the background and its events wait in the queue (docs/semantics.md, "Background").
-            hub.handOver(id, to: program, options: effectiveOptions(requestedOptions, session.grant))
+            hub.handOver(id, to: program, options: effectiveOptions(requestedOptions, session.grant), identity: identity)
             isSubscribed = false
         }
         endSession()

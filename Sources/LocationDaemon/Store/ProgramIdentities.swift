@@ -24,12 +24,19 @@ public final class ProgramIdentities: @unchecked Sendable {
         while try database.step(stmt) {
             let program = ProgramID(String(cString: sqlite3_column_text(stmt, 0)))
             let groups = String(cString: sqlite3_column_text(stmt, 3)).split(separator: ",").compactMap { UInt32($0) }
+            let stored = sqlite3_column_text(stmt, 4).map { String(cString: $0) }
             known[program] = PeerIdentity(
                 pid: 0, uid: UInt32(truncatingIfNeeded: sqlite3_column_int64(stmt, 1)),
                 gid: UInt32(truncatingIfNeeded: sqlite3_column_int64(stmt, 2)), groups: groups,
-                executable: sqlite3_column_text(stmt, 4).map { String(cString: $0) })
+                executable: stored.map { $0.hasPrefix(Self.unverifiedMark) ? String($0.dropFirst()) : $0 },
+                executableVerified: stored?.hasPrefix(Self.unverifiedMark) != true)
         }
     }
+
+    /// Before the path of an executable that was not verified to be the file at it
+    /// (`PeerIdentity.executableVerified`): no absolute path starts with it, and rows written
+    /// before it existed read as verified, as they were matched then.
+    static let unverifiedMark = "?"
 
     /// Forgets the recorded identity of every program but those in `keeping` (the ones that keep
     /// something while away); the rest are recorded again at their next session.
@@ -75,7 +82,11 @@ public final class ProgramIdentities: @unchecked Sendable {
             sqlite3_bind_int64(upsert, 2, Int64(kept.uid))
             sqlite3_bind_int64(upsert, 3, Int64(kept.gid))
             locationd_sqlite3_bind_text(upsert, 4, kept.groups.map(String.init).joined(separator: ","))
-            if let exe = kept.executable { locationd_sqlite3_bind_text(upsert, 5, exe) } else { sqlite3_bind_null(upsert, 5) }
+            if let exe = kept.executable {
+                locationd_sqlite3_bind_text(upsert, 5, kept.executableVerified ? exe : Self.unverifiedMark + exe)
+            } else {
+                sqlite3_bind_null(upsert, 5)
+            }
             try database.run(upsert)
         } catch {
             database.report("program identity", error)
