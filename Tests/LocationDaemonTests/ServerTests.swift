@@ -474,6 +474,13 @@ import Testing
         }
         _ = try await mine.request { .regionsRemove(id: $0, ids: ["a"]) }
         #expect(try ctlAdd("d").status == 0)
+        // Regions restored at start count too; uid 1 is not uid 10.
+        let counts = try await h.hub.eventLoop.submit {
+            try h.hub.restoreRegions([RegionRecord(region: Region(id: "x", center: here, radius: 50), state: .unknown)],
+                                     for: ProgramID("uid=10 exe=/usr/bin/a"))
+            return (h.hub.registeredRegions(ofUser: 10), h.hub.registeredRegions(ofUser: 1), h.hub.registeredRegions(ofUser: getuid()))
+        }.get()
+        #expect(counts == (1, 0, 3))
         await h.stop()
     }
 

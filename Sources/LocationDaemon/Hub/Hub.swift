@@ -76,6 +76,8 @@ public final class Hub: Sendable {
         var alwaysSubscriptions: [SubscriberID: (program: ProgramID, options: SubscriptionOptions)] = [:]
         /// What the `background` table holds per program (written only when it changes).
         var rememberedBackground: [ProgramID: SubscriptionOptions] = [:]
+        /// Regions registered by each user's programs together (`registeredRegions(ofUser:)`).
+        var regionsOfUser: [UInt32: Int] = [:]
         /// Programs whose remembered regions could not be loaded at start, and why: their rows
         /// stay as they are in the store, so no change of theirs may touch them.
         var unrestored: [ProgramID: RegionError] = [:]
@@ -377,6 +379,8 @@ public final class Hub: Sendable {
 
     /// Registers `regions` for `program`, all or none; returns how many are registered now.
     public func addRegions(_ regions: [Region], for program: ProgramID) throws(RegionError) -> Int {
+        let before = box.value.engine.regionCount(of: program)
+        defer { tallyRegions(of: program, from: before) }
         try checkRestored(program)
         try box.value.engine.addRegions(regions, for: program)
         do {
@@ -410,6 +414,8 @@ public final class Hub: Sendable {
 
     /// Unregisters `ids` (nil: all) of `program`, all or none; returns (removed, registered).
     public func removeRegions(_ ids: [String]?, for program: ProgramID) throws(RegionError) -> (removed: Int, registered: Int) {
+        let count = box.value.engine.regionCount(of: program)
+        defer { tallyRegions(of: program, from: count) }
         try checkRestored(program)
         let before = box.value.engine.regionRecords(of: program)
         try box.value.engine.removeRegions(ids, for: program)
@@ -433,6 +439,8 @@ public final class Hub: Sendable {
     /// them: the program's rows in the database are not what the engine holds, and a change
     /// (`all: true` deletes every row) would act on rows it never loaded.
     public func restoreRegions(_ records: [RegionRecord], for program: ProgramID) throws(RegionError) {
+        let before = box.value.engine.regionCount(of: program)
+        defer { tallyRegions(of: program, from: before) }
         do { try box.value.engine.restoreRegions(records, for: program) } catch {
             box.value.unrestored[program] = error
             throw error
@@ -449,11 +457,20 @@ public final class Hub: Sendable {
         box.value.engine.regionRecords(of: program)
     }
 
-    /// How many regions the programs of user `uid` have registered together.
-    public func registeredRegions(ofUser uid: UInt32) -> Int {
-        let engine = box.value.engine
-        let prefix = "uid=\(uid) "
-        return engine.regionProgramIDs.reduce(0) { $0 + ($1.rawValue.hasPrefix(prefix) ? engine.regionCount(of: $1) : 0) }
+    /// How many regions `program` has registered.
+    public func registeredRegions(of program: ProgramID) -> Int { box.value.engine.regionCount(of: program) }
+
+    /// How many regions the programs of user `uid` have registered together (kept as they
+    /// change: summed over the user's programs at every add, it cost milliseconds with a user's
+    /// thousands of one-region programs, refused adds included).
+    public func registeredRegions(ofUser uid: UInt32) -> Int { box.value.regionsOfUser[uid] ?? 0 }
+
+    /// Keeps the per-user total in step with `program`'s count, which was `before`.
+    private func tallyRegions(of program: ProgramID, from before: Int) {
+        let delta = box.value.engine.regionCount(of: program) - before
+        guard delta != 0, let uid = PeerIdentity.uid(of: program) else { return }
+        let total = (box.value.regionsOfUser[uid] ?? 0) + delta
+        box.value.regionsOfUser[uid] = total > 0 ? total : nil
     }
 
     /// Writes what a fix changed before its events leave, in one transaction: new region

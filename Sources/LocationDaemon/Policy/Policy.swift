@@ -63,9 +63,7 @@ public struct PeerIdentity: Hashable, Sendable, CustomStringConvertible {
     /// (a peer whose credentials could not be read).
     public static func presumed(for program: ProgramID) -> PeerIdentity? {
         let text = program.rawValue
-        guard text.hasPrefix("uid="), let space = text.firstIndex(of: " "),
-              let uid = UInt32(text[text.index(text.startIndex, offsetBy: 4)..<space]),
-              text[space...].hasPrefix(" exe=") else { return nil }
+        guard let uid = uid(of: program), let space = text.firstIndex(of: " ") else { return nil }
         let exe = String(text[text.index(space, offsetBy: 5)...])
         let executable = exe == "?" ? nil : exe
         // getpwuid_r: the reload's config parsing may use the user database on another thread.
@@ -83,6 +81,13 @@ public struct PeerIdentity: Hashable, Sendable, CustomStringConvertible {
         }
         return PeerIdentity(pid: 0, uid: uid, gid: entry.pw_gid,
                             groups: Set(groups.prefix(Int(max(count, 0)))).union([entry.pw_gid]).sorted(), executable: executable)
+    }
+
+    /// The uid a `ProgramID` names (`uid=N exe=…`); nil for one that names none (`unknown`).
+    public static func uid(of program: ProgramID) -> UInt32? {
+        let text = program.rawValue
+        guard text.hasPrefix("uid="), let space = text.firstIndex(of: " "), text[space...].hasPrefix(" exe=") else { return nil }
+        return UInt32(text[text.index(text.startIndex, offsetBy: 4)..<space])
     }
 
     public var description: String { "pid=\(pid) uid=\(uid) gid=\(gid) exe=\(executable ?? "?")" }

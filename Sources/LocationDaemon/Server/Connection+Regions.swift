@@ -103,7 +103,7 @@ extension Connection {
             case .regionsAdd(let rid, let regions):
                 // The policy's region limit for this program (docs/privacy.md).
                 let limit = session?.grant.maxRegions ?? 0
-                let current = hub.regionRecords(of: program).count
+                let current = hub.registeredRegions(of: program)
                 // An empty add registers nothing (regions import sends one to learn the count), so
                 // a program over a limit lowered since its regions were added is not refused it.
                 if !regions.isEmpty, current + regions.count > limit {
