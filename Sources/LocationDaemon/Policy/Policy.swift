@@ -210,9 +210,12 @@ public struct Policy: Hashable, Sendable {
     /// root can read any process's /proc entry and the daemon's user is the daemon, so the list
     /// tells them nothing they could not learn (docs/privacy.md, "Status").
     public func isOwner(_ who: PeerIdentity?) -> Bool {
-        guard ownerRule, let who else { return false }
-        return who.uid == 0 || who.uid == ownerUID
+        guard let who else { return false }
+        return isOwner(uid: who.uid)
     }
+
+    /// Whether `uid` is a user the built-in owner rule trusts.
+    public func isOwner(uid: UInt32) -> Bool { ownerRule && (uid == 0 || uid == ownerUID) }
 
     public static let keys = ["user", "group", "executable", "authorization", "accuracy", "purposes", "max_regions"]
 

@@ -95,6 +95,8 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
     var peer: PeerCredentials?
     var isSubscribed = false
     var closing = false
+    /// Whether its program is known and counted (`ConnectionRegistry.identified`).
+    var identified = false
     /// Whether a request or an event is being handled. A write that fails (the peer went away)
     /// makes NIO read what the peer sent before it went and close the channel, both from inside
     /// that write: the requests read then wait until the handler that wrote returns (and are
@@ -165,17 +167,19 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
 
     func channelActive(context: ChannelHandlerContext) {
         peer = Self.peerCredentials(of: context.channel)
-        identity = peer.map(PeerIdentity.resolve)
-        program = identity?.program ?? ProgramID("unknown")
-        rule = identity.map { hub.policy.rule(for: $0) } ?? hub.policy.defaultRule
         if let peer {
             logger[metadataKey: "peer"] = "\(peer)"
         }
+        // Counted by uid before anything else is read: a refused connection costs no /proc read.
         let open = registry.add(self)
-        if let uid = peer?.uid, open > configuration.maxConnectionsPerUser, !hub.policy.isOwner(identity) {
+        if let uid = peer?.uid, open > configuration.maxConnectionsPerUser, !hub.policy.isOwner(uid: uid) {
             refuseCrowded(uid: uid, open: open - 1, context: context)
             return
         }
+        identity = peer.map(PeerIdentity.resolve)
+        program = identity?.program ?? ProgramID("unknown")
+        registry.identified(self)
+        rule = identity.map { hub.policy.rule(for: $0) } ?? hub.policy.defaultRule
         logger.info("connection opened", metadata: ["uid": "\(peer.map { "\($0.uid)" } ?? "?")",
                                                     "gid": "\(peer.map { "\($0.gid)" } ?? "?")",
                                                     "pid": "\(peer.map { "\($0.pid)" } ?? "?")",
@@ -834,10 +838,15 @@ final class ConnectionRegistry: Sendable {
     func add(_ c: Connection) -> Int {
         box.value[ObjectIdentifier(c)] = c
         watch.value.retain()
-        programs.value[c.program, default: 0] += 1
         guard let uid = c.peer?.uid else { return 0 }
         users.value.open[uid, default: 0] += 1
         return users.value.open[uid]!
+    }
+
+    /// `c`'s program is known (a refused connection never gets this far).
+    func identified(_ c: Connection) {
+        programs.value[c.program, default: 0] += 1
+        c.identified = true
     }
 
     /// Removes `c`; returns whether it was its program's last open connection.
@@ -845,8 +854,11 @@ final class ConnectionRegistry: Sendable {
     func remove(_ c: Connection) -> Bool {
         guard box.value.removeValue(forKey: ObjectIdentifier(c)) != nil else { return false }
         watch.value.release()
-        let others = (programs.value[c.program] ?? 1) - 1
-        programs.value[c.program] = others > 0 ? others : nil
+        var others = -1
+        if c.identified {
+            others = (programs.value[c.program] ?? 1) - 1
+            programs.value[c.program] = others > 0 ? others : nil
+        }
         if let uid = c.peer?.uid, let n = users.value.open[uid] {
             users.value.open[uid] = n > 1 ? n - 1 : nil
             if n - 1 < maxPerUser { users.value.crowded.remove(uid) }
