@@ -205,6 +205,10 @@ import Testing
         policy.ownerRule = false  // this test runs as root
         policy.rules = [PolicyRule(name: "tracker", executable: impostor, authorization: .always, accuracy: .precise)]
         #expect(policy.rule(for: other).authorization == .denied)
+        guard case .failure(.notAuthorized(let why)) = Grant.decide(requested: .whenInUse, purpose: nil, rule: policy.rule(for: other)) else {
+            Issue.record("granted"); return
+        }
+        #expect(why == "policy rule 'tracker+default' (tracker: executable \(impostor); default: everyone) denies location access")
     }
 
     @Test func everyBadPolicyHasItsMessage() {

@@ -73,10 +73,10 @@ struct UnwrittenChanges {
         }
     }
 
-    /// How many of `program`'s events are unwritten.
     /// The programs with events waiting to be written.
     var programsWithEvents: Set<ProgramID> { Set(events.map(\.program)) }
 
+    /// How many of `program`'s events are unwritten.
     func events(of program: ProgramID) -> Int { events.reduce(0) { $0 + ($1.program == program ? 1 : 0) } }
 
     /// Counts `program`'s unwritten events as lost (its `always` was withdrawn, and its queue is

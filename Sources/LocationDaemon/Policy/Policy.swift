@@ -21,7 +21,8 @@ public struct PeerIdentity: Hashable, Sendable, CustomStringConvertible {
     public var executableVerified: Bool
 
     /// A path was read but is not known to be the file the process runs: it decides no rule on
-    /// its own (`Policy.rule(for:)`) and does not speak for its program (`Hub.programSeen`).
+    /// its own (`Policy.rule(for:)`), and it speaks for its program only while no verified
+    /// process of it is recorded (`Hub.speaksForItsProgram`).
     public var claimsUnverifiedExecutable: Bool { executable != nil && !executableVerified }
 
     public init(pid: Int32, uid: UInt32, gid: UInt32, groups: [UInt32]? = nil, executable: String?,
@@ -134,9 +135,11 @@ public struct PolicyRule: Hashable, Sendable {
         func precise(_ r: PolicyRule, _ purpose: String) -> Bool { r.accuracy == .precise || r.purposes.contains(purpose) }
         let accuracy = min(a.accuracy, b.accuracy)
         let purposes = accuracy == .precise ? [] : Array(Set(a.purposes + b.purposes)).filter { precise(a, $0) && precise(b, $0) }.sorted()
-        return PolicyRule(name: a.name == b.name ? a.name : "\(a.name)+\(b.name)", line: a.line,
-                          authorization: min(a.authorization, b.authorization), accuracy: accuracy,
-                          purposes: purposes, maxRegions: min(a.maxRegions, b.maxRegions))
+        var rule = PolicyRule(name: a.name == b.name ? a.name : "\(a.name)+\(b.name)", line: a.line,
+                              authorization: min(a.authorization, b.authorization), accuracy: accuracy,
+                              purposes: purposes, maxRegions: min(a.maxRegions, b.maxRegions))
+        rule.combinedSummary = "\(a.name): \(a.summary); \(b.name): \(b.summary)"
+        return rule
     }
 
     /// Whether a program under this rule can be granted precise location (by its accuracy, or
@@ -157,7 +160,12 @@ public struct PolicyRule: Hashable, Sendable {
         authorization == .always && (accuracy == .approximate || offersPrecise)
     }
 
+    /// Whom the rules `narrowest` combined match, each named (a combined rule matches no one
+    /// itself: its own user, group and executable are empty).
+    var combinedSummary: String?
+
     var summary: String {
+        if let combinedSummary { return combinedSummary }
         var parts: [String] = []
         if let user { parts.append("user \(user)") }
         if let group { parts.append("group \(group)") }
