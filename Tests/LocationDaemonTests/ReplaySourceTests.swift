@@ -23,9 +23,18 @@ import Testing
 
         let loop = MultiThreadedEventLoopGroup.singleton.next()
         let counts = Counts()
+        // The loop's first input waits until a whole window is queued: the loop lags for sure
+        // (with a slow loop alone, a replay thread descheduled at the wrong moment queued 7).
+        let windowQueued = DispatchSemaphore(value: 0)
         let source = ReplaySource(path: path.path, speed: 0, loop: false, consumer: loop) { input in
-            counts.value.withLock { $0.submitted += 1; $0.maxQueued = max($0.maxQueued, $0.submitted - $0.handled) }
+            let submitted = counts.value.withLock {
+                $0.submitted += 1
+                $0.maxQueued = max($0.maxQueued, $0.submitted - $0.handled)
+                return $0.submitted
+            }
+            if submitted == ReplaySource.window { windowQueued.signal() }
             loop.execute {
+                if submitted == 1 { _ = windowQueued.wait(timeout: .now() + 20) }
                 usleep(200)  // a hub slower than the replay (the workload, not a wait for anything)
                 counts.value.withLock {
                     $0.handled += 1
