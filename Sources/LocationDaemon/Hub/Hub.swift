@@ -219,12 +219,7 @@ public final class Hub: Sendable {
         var programs = Set(s.engine.regionProgramIDs).union(s.engine.backgroundProgramIDs)
         if let queue { programs.formUnion(queue.programsWithEvents) }
         programs.formUnion(s.unwritten.programsWithEvents)
-        // The identities of programs that keep nothing are not needed (and are recorded again
-        // at their next session): kept, one row per program ever seen grew without end. Those of
-        // programs with an `always` subscription or a remembered background monitor stay: their
-        // hand-over, when the connection closes, is decided by them.
-        identities?.forgetAll(except: programs.union(s.rememberedBackground.keys)
-            .union(s.alwaysSubscriptions.values.map(\.program)))
+        identities?.forget { !needsIdentity($0, s) }
         for program in programs.sorted() {
             var who = identities?.recorded(program)
             if who == nil, program != ProgramID("unknown") {
@@ -270,12 +265,18 @@ public final class Hub: Sendable {
     /// open a session kept a row and an entry for good; executables' paths change over a
     /// device's life (versioned directories, snaps, AppImages), so that grew without end.
     public func programClosed(_ program: ProgramID) {
-        guard let identities, identities.recorded(program) != nil else { return }
-        let s = box.value
-        if s.engine.hasRegions(of: program) || s.engine.backgroundAccuracy(of: program) != nil
-            || s.rememberedBackground[program] != nil || queue?.hasEvents(of: program) == true
-            || s.unwritten.events(of: program) > 0 { return }
+        guard let identities, identities.recorded(program) != nil, !needsIdentity(program, box.value) else { return }
         identities.forget(program)
+    }
+
+    /// Whether `program`'s recorded identity is needed: it keeps something while away (regions,
+    /// a background monitor, remembered or running, queued or unwritten events), or it has an
+    /// `always` subscription open, whose hand-over the identity decides. The others are
+    /// recorded again at their next session (`programClosed`, `enforcePolicy`).
+    private func needsIdentity(_ program: ProgramID, _ s: State) -> Bool {
+        s.engine.hasRegions(of: program) || s.engine.backgroundAccuracy(of: program) != nil
+            || s.rememberedBackground[program] != nil || queue?.hasEvents(of: program) == true
+            || s.unwritten.events(of: program) > 0 || s.alwaysSubscriptions.values.contains { $0.program == program }
     }
 
     private func apply(_ rule: PolicyRule, to program: ProgramID) {

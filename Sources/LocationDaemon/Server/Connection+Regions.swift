@@ -42,7 +42,8 @@ enum ProgramIdentity {
 
     /// The kernel marks the link of a process whose executable was replaced since it started
     /// (a package upgrade) with " (deleted)": the program is still the one of that path, and its
-    /// regions, queue and rules must not change with the upgrade.
+    /// regions and queue must not change with the upgrade (a rule naming the path only narrows
+    /// what it gets until it restarts: `PeerIdentity.executableVerified`).
     static func path(ofLink link: String) -> String {
         link.hasSuffix(" (deleted)") ? String(link.dropLast(10)) : link
     }
@@ -113,7 +114,7 @@ extension Connection {
                     }
                     throw RegionError(.tooManyRegions, "\(current) registered + \(regions.count) would exceed this program's limit of \(limit) (policy rule '\(ruleName)'): add at most \(limit - current), remove some first (regions.remove), or raise max_regions in the rule")
                 }
-                if !regions.isEmpty, let uid = peer?.uid, !hub.policy.isOwner(identity) {
+                if !regions.isEmpty, let uid = peer?.uid, !hub.policy.isOwner(uid: uid) {
                     let limit = configuration.maxRegionsPerUser
                     let mine = hub.registeredRegions(ofUser: uid)
                     if mine + regions.count > limit {

@@ -38,10 +38,9 @@ public final class ProgramIdentities: @unchecked Sendable {
     /// before it existed read as verified, as they were matched then.
     static let unverifiedMark = "?"
 
-    /// Forgets the recorded identity of every program but those in `keeping` (the ones that keep
-    /// something while away); the rest are recorded again at their next session.
-    public func forgetAll(except keeping: Set<ProgramID>) {
-        for program in known.keys where !keeping.contains(program) { forget(program) }
+    /// Forgets the recorded identity of every program `unneeded` says is not needed.
+    public func forget(where unneeded: (ProgramID) -> Bool) {
+        for program in known.keys where unneeded(program) { forget(program) }
     }
 
     /// Forgets `program`'s recorded identity. A failed delete is reported; the row is then
