@@ -365,3 +365,43 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
+
+/// A stay's plane has no seam at the poles or the antimeridian: one stay at a pole is one
+/// visit, centred on it, as anywhere else (docs/semantics.md, "Centre and accuracy").
+@Suite struct VisitsAnywhereOnTheGlobeTests {
+    /// The point `distance` metres from `c` on bearing `bearing` (radians), on the sphere (at a
+    /// pole, bearings are measured from the meridian 0: the scatter stays isotropic there).
+    static func destination(_ c: Coordinate, _ distance: Double, _ bearing: Double) -> Coordinate {
+        let phi = Geodesy.radians(c.latitude), lambda = Geodesy.radians(c.longitude), d = distance / Geodesy.earthRadius
+        let up = SIMD3(cos(phi) * cos(lambda), cos(phi) * sin(lambda), sin(phi))
+        let east = SIMD3(-sin(lambda), cos(lambda), 0)
+        let north = SIMD3(-sin(phi) * cos(lambda), -sin(phi) * sin(lambda), cos(phi))
+        let p = up * cos(d) + (east * sin(bearing) + north * cos(bearing)) * sin(d)
+        return Coordinate(latitude: atan2(p.z, (p.x * p.x + p.y * p.y).squareRoot()) * 180 / .pi,
+                          longitude: atan2(p.y, p.x) * 180 / .pi)
+    }
+
+    /// An hour of 1 Hz fixes scattered (2-D normal, σ metres) around `truth`.
+    static func visits(at truth: Coordinate, sigma: Double, seed: UInt64) -> [Visit] {
+        var recorder = VisitRecorder()
+        var s = seed
+        func uniform() -> Double { Double(PrivacyGrid.splitMix(&s) >> 11) / Double(1 << 53) }
+        for i in 0..<3600 {
+            let r = sigma * (-2 * log(uniform() + 1e-12)).squareRoot()
+            recorder.feed(fix(at: Double(i), destination(truth, r, uniform() * 2 * .pi), accuracy: 2.45 * sigma))
+        }
+        return recorder.events.map(\.visit)
+    }
+
+    @Test(arguments: [Coordinate(latitude: -90, longitude: 0), Coordinate(latitude: 90, longitude: 0),
+                      Coordinate(latitude: -89.9995, longitude: 123), Coordinate(latitude: 0, longitude: 180),
+                      Coordinate(latitude: 10, longitude: 20)])
+    func aDeviceStandingStillIsOneVisitCentredWhereItStands(_ place: Coordinate) {
+        for seed: UInt64 in 1...6 {
+            let v = Self.visits(at: place, sigma: 20, seed: seed)
+            #expect(v.map(\.kind) == [.arrival], "seed \(seed)")
+            #expect(v.allSatisfy { Geodesy.distance($0.coordinate, place) < 3 }, "seed \(seed): \(v.map(\.coordinate))")
+            #expect(v.allSatisfy { $0.coordinate.isValid })
+        }
+    }
+}

@@ -53,10 +53,18 @@ public struct VisitDetector: Sendable {
         }
     }
 
-    /// One stay's running statistics in a local east/north plane (metres) around its first fix.
+    /// One stay's running statistics in a local east/north plane (metres) around its first fix:
+    /// the plane tangent to the globe there, points projected onto it along the Earth's radius.
+    /// A stay spans a few hundred metres, where that projection shortens distances by a few
+    /// parts in a billion; unlike a latitude/longitude grid scaled by cos(latitude) it has no
+    /// seam at the antimeridian and does not collapse near a pole (where every meridian meets,
+    /// so fixes either side of the pole became far apart or one point, and a device standing
+    /// at the South Pole station departed and arrived again, its centre 24 m off).
     @usableFromInline struct Stay: Hashable, Sendable {
-        var anchor: Coordinate
-        var metresPerDegreeLon: Double
+        /// Unit vectors: up (the first fix), east and north there.
+        var up: SIMD3<Double>
+        var east: SIMD3<Double>
+        var north: SIMD3<Double>
         var start: Timestamp
         var lastInside: Timestamp
         /// Last fix within the core radius of the centre (departure time).
@@ -68,32 +76,39 @@ public struct VisitDetector: Sendable {
         var m2: Double = 0
         var fastX: Double = 0, fastY: Double = 0
 
-        static let metresPerDegreeLat = Geodesy.earthRadius * Double.pi / 180
-
-        init(_ fix: Fix) {
-            anchor = fix.coordinate
-            metresPerDegreeLon = Stay.metresPerDegreeLat * cos(Geodesy.radians(fix.coordinate.latitude))
+        /// A stay starting at `fix`, whose unit vector is `unit`.
+        init(_ fix: Fix, _ unit: SIMD3<Double>) {
+            up = unit
+            // cos(latitude), and cos and sin of the longitude from the vector (at a pole, where
+            // every direction is south or north, east is taken along the meridian 0).
+            let h = (unit.x * unit.x + unit.y * unit.y).squareRoot()
+            let (cl, sl) = h > 1e-12 ? (unit.x / h, unit.y / h) : (1, 0)
+            east = SIMD3(-sl, cl, 0)
+            north = SIMD3(-unit.z * cl, -unit.z * sl, h)
             start = fix.time; lastInside = fix.time; lastCore = fix.time
         }
 
-        func local(_ c: Coordinate) -> (x: Double, y: Double) {
-            var dLon = c.longitude - anchor.longitude
-            if dLon > 180 { dLon -= 360 } else if dLon < -180 { dLon += 360 }
-            return (dLon * metresPerDegreeLon, (c.latitude - anchor.latitude) * Stay.metresPerDegreeLat)
+        /// `p` (a unit vector) in the stay's plane, metres east and north of its first fix. A
+        /// point on the far hemisphere would fold back onto the plane: it is put out of reach.
+        func local(_ p: SIMD3<Double>) -> (x: Double, y: Double) {
+            guard (p * up).sum() > 0 else { return (.infinity, .infinity) }
+            return (Geodesy.earthRadius * (p * east).sum(), Geodesy.earthRadius * (p * north).sum())
         }
 
-        func distanceFromCentre(_ c: Coordinate) -> Double {
-            let p = local(c)
-            let dx = p.x - meanX, dy = p.y - meanY
+        func distanceFromCentre(_ p: SIMD3<Double>) -> Double {
+            let q = local(p)
+            let dx = q.x - meanX, dy = q.y - meanY
             return (dx * dx + dy * dy).squareRoot()
         }
 
+        func distanceFromCentre(_ c: Coordinate) -> Double { distanceFromCentre(RegionIndex.unitVector(c)) }
+
         var centre: Coordinate {
-            // The plane is unwrapped across the antimeridian (`local`): a stay on it has its
-            // centre on the far side of ±180 from its anchor.
-            var longitude = anchor.longitude + meanX / metresPerDegreeLon
-            if longitude > 180 { longitude -= 360 } else if longitude < -180 { longitude += 360 }
-            return Coordinate(latitude: anchor.latitude + meanY / Stay.metresPerDegreeLat, longitude: longitude)
+            let x = meanX / Geodesy.earthRadius, y = meanY / Geodesy.earthRadius
+            let p = up * (1 - x * x - y * y).squareRoot() + east * x + north * y
+            let horizontal = (p.x * p.x + p.y * p.y).squareRoot()
+            return Coordinate(latitude: atan2(p.z, horizontal) * (180 / Double.pi),
+                              longitude: horizontal > 0 ? atan2(p.y, p.x) * (180 / Double.pi) : 0)
         }
 
         /// 95 % radius of the fixes around the centre: for a 2-D normal spread the 95 % radius
@@ -105,14 +120,14 @@ public struct VisitDetector: Sendable {
         /// average with that time constant runs beside the mean; when the two part by more than
         /// the core radius the mean restarts from the fast one, so a device on the move does not
         /// leave a trail of old fixes in the centre.
-        mutating func add(_ fix: Fix, distance: Double, radius: Double, coreRadius: Double, memory: Double = 0) {
-            let p0 = local(fix.coordinate)
+        mutating func add(_ fix: Fix, _ unit: SIMD3<Double>, distance: Double, radius: Double, coreRadius: Double, memory: Double = 0) {
+            let p = local(unit)
             if memory > 0 {
                 if count == 0 {
-                    fastX = p0.x; fastY = p0.y
+                    fastX = p.x; fastY = p.y
                 } else {
                     let a = 1 - exp(-max(0, fix.time - lastInside) / memory)
-                    fastX += a * (p0.x - fastX); fastY += a * (p0.y - fastY)
+                    fastX += a * (p.x - fastX); fastY += a * (p.y - fastY)
                     let dx = fastX - meanX, dy = fastY - meanY
                     if (dx * dx + dy * dy).squareRoot() > coreRadius {
                         meanX = fastX; meanY = fastY
@@ -125,7 +140,6 @@ public struct VisitDetector: Sendable {
             var w = 1 / (accuracy * accuracy)
             let half = radius / 2
             if count >= 3 && distance > half { w *= (half / distance) * (half / distance) }
-            let p = local(fix.coordinate)
             count += 1
             weight += w
             let dx = p.x - meanX, dy = p.y - meanY
@@ -186,15 +200,17 @@ public struct VisitDetector: Sendable {
             }
         }
         latest = fix.time  // from here on every fix is later than every one before it
-        guard var stay = current else { start(fix); return }
-        let d = stay.distanceFromCentre(fix.coordinate)
+        // Computed once: every plane below takes the fix as this vector.
+        let unit = RegionIndex.unitVector(fix.coordinate)
+        guard var stay = current else { start(fix, unit); return }
+        let d = stay.distanceFromCentre(unit)
         if d <= parameters.radius {
-            stay.add(fix, distance: d, radius: parameters.radius, coreRadius: parameters.coreRadius,
+            stay.add(fix, unit, distance: d, radius: parameters.radius, coreRadius: parameters.coreRadius,
                      memory: confirmed ? 0 : parameters.candidateMemory)
             // An unconfirmed stay whose centre has moved a radius from its first fix is a device
             // on the move: start afresh here. (Three radii: multipath wander does not get that far.)
             if !confirmed && (stay.meanX * stay.meanX + stay.meanY * stay.meanY).squareRoot() > 3 * parameters.radius {
-                start(fix)
+                start(fix, unit)
                 return
             }
             current = stay
@@ -211,19 +227,19 @@ public struct VisitDetector: Sendable {
         outsideCount += 1
         if outsideCount == 1 {
             firstOutside = fix.time
-            pending = Stay(fix)
-            pending!.add(fix, distance: 0, radius: parameters.radius, coreRadius: parameters.coreRadius)
+            pending = Stay(fix, unit)
+            pending!.add(fix, unit, distance: 0, radius: parameters.radius, coreRadius: parameters.coreRadius)
             pendingEarly.removeAll(keepingCapacity: true)
             remember(fix, in: &pendingEarly, stay: pending!)
         } else if var p = pending {
-            let dp = p.distanceFromCentre(fix.coordinate)
+            let dp = p.distanceFromCentre(unit)
             if dp <= parameters.radius {
-                p.add(fix, distance: dp, radius: parameters.radius, coreRadius: parameters.coreRadius,
+                p.add(fix, unit, distance: dp, radius: parameters.radius, coreRadius: parameters.coreRadius,
                       memory: parameters.candidateMemory)
                 remember(fix, in: &pendingEarly, stay: p)
             } else {
-                p = Stay(fix)
-                p.add(fix, distance: 0, radius: parameters.radius, coreRadius: parameters.coreRadius)
+                p = Stay(fix, unit)
+                p.add(fix, unit, distance: 0, radius: parameters.radius, coreRadius: parameters.coreRadius)
                 pendingEarly.removeAll(keepingCapacity: true)
                 remember(fix, in: &pendingEarly, stay: p)
             }
@@ -257,9 +273,9 @@ public struct VisitDetector: Sendable {
         emit(Visit(kind: .arrival, arrival: arrival, departure: nil, coordinate: s.centre, horizontalAccuracy: s.spread95))
     }
 
-    mutating func start(_ fix: Fix) {
-        var s = Stay(fix)
-        s.add(fix, distance: 0, radius: parameters.radius, coreRadius: parameters.coreRadius)
+    mutating func start(_ fix: Fix, _ unit: SIMD3<Double>) {
+        var s = Stay(fix, unit)
+        s.add(fix, unit, distance: 0, radius: parameters.radius, coreRadius: parameters.coreRadius)
         current = s
         confirmed = false
         outsideCount = 0
