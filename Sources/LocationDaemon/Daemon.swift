@@ -51,6 +51,7 @@ public enum Daemon {
         let lock = try options.databasePath.map { try DatabaseLock(database: $0) }
         defer { withExtendedLifetime(lock) {} }
         let database = try Database(path: options.databasePath ?? ":memory:")
+        try lock?.holdDatabaseFile()  // a file SQLite has just made
         let store = try RegionStore(database: database)
         let queue = try EventQueue(database: database, limit: options.queueLimit)
         let identities = try ProgramIdentities(database: database)

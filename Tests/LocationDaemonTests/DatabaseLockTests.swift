@@ -31,4 +31,36 @@ import Testing
         #expect(second.stderrText().contains("\(database) is in use by another locationd (pid \(first.pid ?? -1))"), "\(second.stderrText())")
         #expect(first.isRunning)
     }
+
+    /// Another name for the same file is the same database: a symbolic link to it (or to its
+    /// directory) and a hard link are refused while the first holder lives.
+    @Test func theSameFileUnderAnotherNameIsRefused() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("dblock-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir.appendingPathComponent("data"), withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let database = dir.appendingPathComponent("data/locationd.db").path
+        let first = try DatabaseLock(database: database)
+        // The file does not exist yet: the lock file alone stands for it.
+        let dirLink = dir.appendingPathComponent("linked").path
+        try #require(symlink(dir.appendingPathComponent("data").path, dirLink) == 0)
+        #expect(throws: StoreError(description: "\(dirLink)/locationd.db (the file \(database)) is in use by another locationd (pid \(getpid())): stop that one, or give this one its own --database (--database none keeps everything in memory)")) {
+            _ = try DatabaseLock(database: dirLink + "/locationd.db")
+        }
+        // Made (as SQLite makes it), then held by the first.
+        try Data("SQLite format 3\u{0}".utf8).write(to: URL(fileURLWithPath: database))
+        try first.holdDatabaseFile()
+        let fileLink = dir.appendingPathComponent("link.db").path
+        try #require(symlink(database, fileLink) == 0)
+        #expect(throws: StoreError(description: "\(fileLink) (the file \(database)) is in use by another locationd (pid \(getpid())): stop that one, or give this one its own --database (--database none keeps everything in memory)")) {
+            _ = try DatabaseLock(database: fileLink)
+        }
+        let hardLink = dir.appendingPathComponent("hard.db").path
+        try #require(link(database, hardLink) == 0)
+        #expect(throws: StoreError(description: "\(hardLink) is in use by another locationd, which reached it by another name (a hard link): stop that one, or give this one its own --database (--database none keeps everything in memory)")) {
+            _ = try DatabaseLock(database: hardLink)
+        }
+        // The hard link's own lock file was let go with its refusal.
+        #expect(throws: StoreError.self) { _ = try DatabaseLock(database: hardLink) }
+        withExtendedLifetime(first) {}
+    }
 }

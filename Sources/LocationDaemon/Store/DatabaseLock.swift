@@ -8,12 +8,23 @@ import Glibc
 /// file in the process is closed.
 final class DatabaseLock {
     let path: String
+    /// The database file with every link on its way resolved: what the lock stands for.
+    let file: String
     private let fd: CInt
+    /// The database file itself, `flock`ed too once it exists: another name for the same file
+    /// (a hard link) has a lock file of its own. Kept open until the daemon exits: closing any
+    /// descriptor of the file would drop SQLite's own locks on it.
+    private var fileFD: CInt = -1
 
     /// Takes the lock, or throws naming the pid that holds it.
     init(database: String) throws {
-        path = database + ".lock"
         try Database.makeDirectory(for: database)
+        // By the file it is, not the name given: a second daemon reaching the same file through
+        // a symbolic link (`/var/lib/locationd` linked to a data partition) took a lock file of
+        // its own, opened the same database and WAL, and the two gave out the same sequence
+        // numbers in one queue.
+        file = Self.resolved(database)
+        path = file + ".lock"
         fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             let code = errno
@@ -21,6 +32,7 @@ final class DatabaseLock {
             let why = unwritable.map { " (\($0.reason)); \($0.fix)" } ?? ": \(String(cString: strerror(code)))"
             throw StoreError(description: "\(path): cannot open the database's lock file\(why)", needsAdministrator: unwritable != nil)
         }
+        let named = file == database ? database : "\(database) (the file \(file))"
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             let e = errno
             var bytes = [UInt8](repeating: 0, count: 32)
@@ -30,12 +42,42 @@ final class DatabaseLock {
                 throw StoreError(description: "\(path): cannot lock the database: \(String(cString: strerror(e)))")
             }
             let holder = n > 0 ? String(decoding: bytes[..<n], as: UTF8.self).split(separator: "\n").first.map(String.init) ?? "?" : "?"
-            throw StoreError(description: "\(database) is in use by another locationd (pid \(holder)): stop that one, or give this one its own --database (--database none keeps everything in memory)")
+            throw StoreError(description: "\(named) is in use by another locationd (pid \(holder)): stop that one, or give this one its own --database (--database none keeps everything in memory)")
         }
         let line = Array("\(getpid())\n".utf8)
         _ = ftruncate(fd, 0)
         _ = pwrite(fd, line, line.count, 0)
+        do { try holdDatabaseFile(named: named) } catch { close(fd); throw error }
     }
 
-    deinit { close(fd) }
+    /// Locks the database file itself if it exists (at the start; again once the database is
+    /// open, for a file SQLite has just created). An `flock` and SQLite's POSIX locks do not
+    /// interact on Linux.
+    func holdDatabaseFile(named: String? = nil) throws {
+        guard fileFD < 0 else { return }
+        let d = open(file, O_RDONLY | O_CLOEXEC)
+        guard d >= 0 else { return }  // none yet (SQLite makes it), or not ours to read: the lock file still stands
+        guard flock(d, LOCK_EX | LOCK_NB) == 0 else {
+            close(d)
+            throw StoreError(description: "\(named ?? file) is in use by another locationd, which reached it by another name (a hard link): stop that one, or give this one its own --database (--database none keeps everything in memory)")
+        }
+        fileFD = d
+    }
+
+    /// `database` with its links resolved: the file's real path if it exists, else its
+    /// directory's real path and its name (a link that points nowhere yet is left as named).
+    static func resolved(_ database: String) -> String {
+        if let real = realpath(database, nil) { defer { free(real) }; return String(cString: real) }
+        let dir = Database.directory(of: database)
+        let name = database.split(separator: "/", omittingEmptySubsequences: false).last.map(String.init) ?? database
+        guard !name.isEmpty, let real = realpath(dir, nil) else { return database }
+        defer { free(real) }
+        let base = String(cString: real)
+        return base == "/" ? "/" + name : base + "/" + name
+    }
+
+    deinit {
+        close(fd)
+        if fileFD >= 0 { close(fileFD) }
+    }
 }
