@@ -334,6 +334,49 @@ import Testing
         #expect(daemon.stderrText.contains("error locationd: cannot store region registrations"), "\(daemon.stderrText.suffix(1000))")
     }
 
+    /// The -wal removed while the daemon runs (a "leftover" cleaned up by hand): commits went on
+    /// into the deleted WAL and were acknowledged, and a kill then lost them (regions added after
+    /// the removal were gone at the next start). Writes are refused instead, and a graceful
+    /// restart keeps everything acknowledged before.
+    @Test func aWALDeletedWhileRunningRefusesWritesAndAGracefulRestartKeepsEverything() async throws {
+        let dir = try SpawnedDaemon.makeDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let socket = dir.appendingPathComponent("locationd.sock").path
+        let daemon = try SpawnedDaemon(arguments: ["--socket", socket, "--gpsd", "127.0.0.1:1"], environment: [:], directory: dir)
+        defer { daemon.stop() }
+        try await DescriptorLimitTests.connect(daemon).close()
+        var client = try RawClient(path: daemon.socketPath)
+        func add(_ name: String) -> String? {
+            client.send(#"{"type":"regions.add","id":"\#(name)","regions":[{"id":"\#(name)","latitude":52.5,"longitude":13.4,"radius":100}]}"# + "\n")
+            return client.waitFor(#""id":"\#(name)""#)?.last
+        }
+        client.send(#"{"type":"session.start","id":1,"authorization":"always"}"# + "\n")
+        #expect(client.waitFor(#""type":"session""#) != nil)
+        #expect(add("before")?.contains(#""type":"regions.changed""#) == true)
+
+        let database = dir.appendingPathComponent("locationd.db").path
+        #expect(unlink(database + "-wal") == 0)
+        let refused = add("after")
+        #expect(refused?.contains(#""code":"storeFailed""#) == true, "\(refused ?? "no reply")")
+        #expect(refused?.contains("\(database)-wal was deleted or replaced while locationd ran") == true, "\(refused ?? "no reply")")
+        #expect(refused?.contains("restart it gracefully") == true, "\(refused ?? "no reply")")
+        client.close()
+
+        daemon.signal(SIGTERM)  // systemctl stop: the stop checkpoints the deleted WAL into the file
+        #expect(daemon.waitForExit(timeout: 20) == 0, "\(daemon.stderrText.suffix(1000))")
+        let restarted = try SpawnedDaemon(arguments: ["--socket", socket, "--gpsd", "127.0.0.1:1"], environment: [:], directory: dir)
+        defer { restarted.stop() }
+        try await DescriptorLimitTests.connect(restarted).close()
+        client = try RawClient(path: restarted.socketPath)
+        defer { client.close() }
+        client.send(#"{"type":"session.start","id":1,"authorization":"always"}"# + "\n")
+        #expect(client.waitFor(#""type":"session""#) != nil)
+        client.send(#"{"type":"regions.list","id":2}"# + "\n")
+        let list = client.waitFor(#""id":2"#)?.last ?? "no reply"
+        #expect(list.contains(#""id":"before""#), "\(list)")
+        #expect(!list.contains(#""id":"after""#), "\(list)")
+    }
+
     /// A graceful stop (SIGTERM: systemctl stop) leaves the database file whole on its own: the
     /// WAL is checkpointed into it. Every commit stayed in the -wal, the file itself holding only
     /// the empty schema, so the .db copied alone after a stop (a backup, a move to another

@@ -27,6 +27,8 @@ public final class Database: @unchecked Sendable {
     private(set) var handle: OpaquePointer?
     public let path: String
     private var depth = 0
+    /// The -wal and -shm files as opened (nil in memory, or where SQLite made none).
+    private var companions: [(path: String, identity: FileIdentity)] = []
 
     /// Opens (creating the file and its directory if needed) `path`; `:memory:` keeps
     /// everything in memory (`--database none`).
@@ -102,6 +104,9 @@ public final class Database: @unchecked Sendable {
         // Another process holding the write lock (busy): stamped at a later start.
         if version < Self.schemaVersion {
             do { try exec("PRAGMA user_version = \(Self.schemaVersion)") } catch where sqlite3_errcode(handle) == SQLITE_BUSY {}
+        }
+        if path != ":memory:" {
+            companions = [path + "-wal", path + "-shm"].compactMap { file in FileIdentity(path: file).map { (file, $0) } }
         }
     }
 
@@ -399,10 +404,21 @@ public final class Database: @unchecked Sendable {
     /// Refuses a write when the file at `path` is no longer the one open (deleted, or replaced,
     /// while the daemon ran): SQLite would go on writing to the deleted file and report success,
     /// and everything acknowledged from then on would be gone at the next start.
+    ///
+    /// The same for its -wal and -shm (SQLite's check looks at the main file only): commits go to
+    /// the WAL, so with it deleted (a "leftover" cleaned up by hand) every registration and queued
+    /// event was acknowledged and then lost at the next kill or crash. Unlike the main file, the
+    /// daemon still holds everything then: a graceful stop checkpoints the deleted WAL into the
+    /// database file.
     func checkNotMoved() throws {
         guard path != ":memory:" else { return }
         var moved: Int32 = 0
-        guard sqlite3_file_control(handle, "main", SQLITE_FCNTL_HAS_MOVED, &moved) == SQLITE_OK, moved != 0 else { return }
+        guard sqlite3_file_control(handle, "main", SQLITE_FCNTL_HAS_MOVED, &moved) == SQLITE_OK, moved != 0 else {
+            for (file, identity) in companions where FileIdentity(path: file) != identity {
+                throw StoreError(description: "\(file) was deleted or replaced while locationd ran; nothing is written until locationd restarts, or it would be lost at the next crash: restart it gracefully (systemctl restart locationd): its stop writes everything into \(path) first, and nothing is lost")
+            }
+            return
+        }
         throw StoreError(description: "\(path) was deleted or replaced while locationd ran; nothing is written to the deleted file, which the next start would not see: restart locationd (systemctl restart locationd) to open \(path) again (the regions and queued events in the deleted file are lost then, unless it is copied back first from the daemon's open descriptor: ls -l /proc/\(getpid())/fd)")
     }
 
