@@ -163,6 +163,21 @@ import Testing
         #expect(Self.error("[gpsd]\nport = 02947\n") == "locationd.toml:2: invalid number '02947' (TOML numbers: no leading zeros, a digit on both sides of '.' and of '_', integers within 64 bits)")
     }
 
+    /// Arrays nested past a small depth are refused with the line: `[` two hundred thousand times
+    /// overflowed the parser's stack (a debug build at about 2,000), and a reload of such a file
+    /// killed the daemon with nothing logged.
+    @Test func deeplyNestedArraysAreRefused() throws {
+        func nested(_ depth: Int) -> String { "a = " + String(repeating: "[", count: depth) + String(repeating: "]", count: depth) + "\n" }
+        #expect(try TOMLDocument.parse(nested(8), file: "f").entries.count == 1)
+        for depth in [9, 200_000] {
+            #expect(throws: ConfigError(file: "f", line: 2, message: "arrays nested more than 8 deep are not supported")) {
+                _ = try TOMLDocument.parse("\n" + nested(depth), file: "f")
+            }
+        }
+        #expect(Self.error("[log]\nlevel = " + String(repeating: "[", count: 200_000) + "\n")
+                == "locationd.toml:2: arrays nested more than 8 deep are not supported")
+    }
+
     /// A config file that is not UTF-8 is refused with the line of the first bad byte, not read
     /// with the byte replaced (a Latin-1 executable path would never match).
     @Test func aConfigFileThatIsNotUTF8IsRefused() throws {

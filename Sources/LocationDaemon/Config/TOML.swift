@@ -1,7 +1,7 @@
 /// A small TOML subset, enough for locationd.toml, with no dependency and no Foundation:
 /// `[table]` headers (one level), `key = value` with bare keys, basic ("…", with escapes) and
 /// literal ('…') strings, integers (decimal, `_` separators, `0x`/`0o`/`0b`), floats (incl.
-/// exponents, `inf`, `nan`), booleans, one-line arrays of those, and `#` comments.
+/// exponents, `inf`, `nan`), booleans, one-line arrays of those (nested at most 8 deep), and `#` comments.
 /// Not supported (an error names it): multi-line strings, dotted keys, inline tables, arrays of
 /// tables, dates. One nested form exists: `[policy.NAME]` tables (access rules).
 public enum TOMLValue: Equatable, Sendable, CustomStringConvertible {
@@ -219,7 +219,13 @@ private struct LineParser {
         return String(decoding: bytes[start..<index], as: UTF8.self)
     }
 
-    mutating func value() throws(ConfigError) -> TOMLValue {
+    /// How deep arrays may nest. No option takes even one level of nesting; the limit keeps the
+    /// recursion below from overflowing the stack (`[[[[…` on one line crashed the daemon,
+    /// a reload included, with nothing logged).
+    static let maxArrayDepth = 8
+
+    /// `depth`: the arrays the value is in.
+    mutating func value(depth: Int = 0) throws(ConfigError) -> TOMLValue {
         guard let c = peek, c != UInt8(ascii: "#") else { throw error("missing value after '='") }
         switch c {
         case UInt8(ascii: "\""):
@@ -234,13 +240,16 @@ private struct LineParser {
             defer { index += 1 }
             return .string(String(decoding: bytes[start..<index], as: UTF8.self))
         case UInt8(ascii: "["):
+            guard depth < Self.maxArrayDepth else {
+                throw error("arrays nested more than \(Self.maxArrayDepth) deep are not supported")
+            }
             index += 1
             var items: [TOMLValue] = []
             while true {
                 skipSpaces()
                 if peek == UInt8(ascii: "]") { index += 1; return .array(items) }
                 if peek == nil || peek == UInt8(ascii: "#") { throw error("unterminated array (arrays must fit on one line)") }
-                items.append(try value())
+                items.append(try value(depth: depth + 1))
                 skipSpaces()
                 if peek == UInt8(ascii: ",") { index += 1; continue }
                 if peek == UInt8(ascii: "]") { index += 1; return .array(items) }
