@@ -160,6 +160,16 @@ import Testing
         for (text, value) in good {
             #expect(try TOMLDocument.parse(text + "\n", file: "f").entries.first?.value == value, "\(text)")
         }
+        // Past a Double's range a literal read as inf ("'socket.flood_rate' is inf") or as 0.
+        #expect(Self.error("[socket]\nflood_rate = 1e400\n")
+                == "locationd.toml:2: number '1e400' is beyond the range of a float (±1.7976931348623157e308); write a smaller one")
+        #expect(Self.error("[socket]\nflood_rate = -1_0.5e99_999\n")
+                == "locationd.toml:2: number '-1_0.5e99_999' is beyond the range of a float (±1.7976931348623157e308); write a smaller one")
+        #expect(Self.error("[socket]\nflood_rate = 1e-400\n")
+                == "locationd.toml:2: number '1e-400' is too close to 0 for a float (the smallest is 5e-324): it would read as 0; write 0 or a larger one")
+        for (text, value) in [("a = 0.0e-400", 0.0), ("a = -0.0", -0.0), ("a = 1e-320", Double("1e-320")!), ("a = 1.7976931348623157e308", Double.greatestFiniteMagnitude)] {
+            #expect(try TOMLDocument.parse(text + "\n", file: "f").entries.first?.value == .float(value), "\(text)")
+        }
         #expect(Self.error("[gpsd]\nport = 02947\n") == "locationd.toml:2: invalid number '02947' (TOML numbers: no leading zeros, a digit on both sides of '.' and of '_', integers within 64 bits)")
     }
 

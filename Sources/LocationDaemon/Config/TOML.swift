@@ -266,7 +266,10 @@ private struct LineParser {
             if word == "true" { return .boolean(true) }
             if word == "false" { return .boolean(false) }
             if let i = Self.integer(word) { return .integer(i) }
-            if let d = Self.float(word) { return .float(d) }
+            if let d = Self.float(word) {
+                if let problem = Self.floatRangeProblem(word, d) { throw error(problem) }
+                return .float(d)
+            }
             if word.isEmpty { throw error("missing value") }
             if let first = word.utf8.first, (first >= 0x30 && first <= 0x39) || first == UInt8(ascii: "+") || first == UInt8(ascii: "-") || first == UInt8(ascii: ".") {
                 throw error("invalid number '\(word)' (TOML numbers: no leading zeros, a digit on both sides of '.' and of '_', integers within 64 bits)")
@@ -353,6 +356,19 @@ private struct LineParser {
         }
         guard isFloat(Array(word.utf8)), let digits = underscoresRemoved(Substring(word)) else { return nil }
         return Double(digits)
+    }
+
+    /// Why a float literal does not read as the number written, nil when it does: past the
+    /// range of a Double it became inf (then 'flood_rate' "is inf"), below it 0.
+    static func floatRangeProblem(_ word: String, _ value: Double) -> String? {
+        if value.isInfinite, !word.hasSuffix("inf") {
+            return "number '\(word)' is beyond the range of a float (±1.7976931348623157e308); write a smaller one"
+        }
+        let mantissa = word.utf8.prefix { $0 != UInt8(ascii: "e") && $0 != UInt8(ascii: "E") }
+        if value == 0, mantissa.contains(where: { $0 >= UInt8(ascii: "1") && $0 <= UInt8(ascii: "9") }) {
+            return "number '\(word)' is too close to 0 for a float (the smallest is 5e-324): it would read as 0; write 0 or a larger one"
+        }
+        return nil
     }
 
     /// TOML 1.0's float: `[+-]` integer part (`0`, or no leading zero), then a fraction `.digits`
