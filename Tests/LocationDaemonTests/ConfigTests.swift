@@ -90,6 +90,9 @@ import Testing
              "locationd.toml:2: 'gpsd.host' is \"gps:x\"; expected a host name, an IPv4 or an IPv6 address (the port goes in 'gpsd.port')"),
             ("[gpsd]\nhost = \"gps:70000\"\n",
              "locationd.toml:2: 'gpsd.host' is \"gps:70000\"; expected a host name, an IPv4 or an IPv6 address (the port goes in 'gpsd.port')"),
+            // Not an IPv6 address though it has its characters: it never resolved.
+            ("[gpsd]\nhost = \"1.2.3.4:2947:1\"\n",
+             "locationd.toml:2: 'gpsd.host' is \"1.2.3.4:2947:1\"; not an IPv6 address; expected a host name, an IPv4 or an IPv6 address alone, e.g. host = \"::1\" (the port goes in 'gpsd.port')"),
         ]
         for host in ["::1", "fe80::1%eth0", "gps.local", "192.0.2.1"] {
             #expect(Self.error("[gpsd]\nhost = \"\(host)\"\n") == nil, "\(host)")
@@ -215,10 +218,20 @@ import Testing
         #expect(throws: DaemonOptions.Failure.usage("--socket '\(long)' is 108 bytes long; at most 107 (a Unix socket address holds 108 bytes with its terminating NUL): choose a shorter path")) {
             try Self.load("", ["--socket", long])
         }
-        for bad in ["[::1", "[::1]2950", ":2947", "[]:2947", "host:0", "host:x", "localhost:2947:", "gps.local:29:47"] {
+        for bad in ["[::1", "[::1]2950", ":2947", "[]:2947", "host:0", "host:x"] {
             #expect(throws: DaemonOptions.Failure.usage("--gpsd '\(bad)': expected HOST, HOST:PORT, [IPv6] or [IPv6]:PORT with a port 1…65535")) {
                 try Self.load("", ["--gpsd", bad])
             }
+        }
+        // Two colons and no brackets: only an IPv6 address. "1.2.3.4:2947:1" (hex digits, dots
+        // and colons) was taken for one, and as a host name it never resolved.
+        for bad in ["localhost:2947:", "gps.local:29:47", "1.2.3.4:2947:1", "::1:2947:x", "1::2::3", "::1%", "12345::1"] {
+            #expect(throws: DaemonOptions.Failure.usage("--gpsd '\(bad)': expected HOST, HOST:PORT, [IPv6] or [IPv6]:PORT with a port 1…65535 ('\(bad)' is not an IPv6 address: an IPv6 address is written alone (::1), and with a port in brackets ([::1]:2947))")) {
+                try Self.load("", ["--gpsd", bad])
+            }
+        }
+        for good in ["::ffff:1.2.3.4", "2001:db8::1", "fe80::1%eth0", "::"] {
+            #expect(try Self.load("", ["--gpsd", good]).source == .gpsd(host: good, port: "2947"), "\(good)")
         }
         // A flag's value is not the next option: that would name the wrong mistake, or none.
         #expect(throws: DaemonOptions.Failure.usage("--socket needs a value before the option '--database' (a path that starts with '-' is written ./--database)")) {

@@ -232,7 +232,8 @@ public struct DaemonOptions: Sendable, Equatable {
             case "--gpsd":
                 let v = try value(arg)
                 guard let (host, port) = Self.hostAndPort(v), let p = Int(port), (1...65535).contains(p) else {
-                    throw .usage("--gpsd '\(v)': expected HOST, HOST:PORT, [IPv6] or [IPv6]:PORT with a port 1…65535")
+                    let ipv6 = !v.hasPrefix("[") && v.filter({ $0 == ":" }).count > 1 ? " ('\(v)' is not an IPv6 address: \(Self.ipv6Hint))" : ""
+                    throw .usage("--gpsd '\(v)': expected HOST, HOST:PORT, [IPv6] or [IPv6]:PORT with a port 1…65535\(ipv6)")
                 }
                 flags.append { $0.gpsdHost = host; $0.gpsdPort = p; $0.replayFile = "" }
                 sawGPSD = true
@@ -347,10 +348,10 @@ public struct DaemonOptions: Sendable, Equatable {
                 port = rest.dropFirst()
             }
         } else if text.filter({ $0 == ":" }).count > 1 {
-            // A bare IPv6 address (no port): only hex digits, colons, dots (an IPv4 tail) and a
-            // %zone; anything else with two colons is a mistake, not an address.
-            let address = text.split(separator: "%", maxSplits: 1).first ?? ""
-            guard address.allSatisfy({ $0.isHexDigit || $0 == ":" || $0 == "." }), !text.hasSuffix(":") || text.hasSuffix("::") else { return nil }
+            // A bare IPv6 address (no port), with an optional %zone; anything else with two
+            // colons is a mistake, not an address: "1.2.3.4:2947:1" was taken as a host name,
+            // which never resolved.
+            guard isIPv6Address(text) else { return nil }
             host = text[...]
         } else {
             let parts = text.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
@@ -360,11 +361,26 @@ public struct DaemonOptions: Sendable, Equatable {
         return host.isEmpty ? nil : (String(host), String(port))
     }
 
+    /// Whether `text` is an IPv6 address as getaddrinfo takes it: the address (inet_pton) and an
+    /// optional `%zone`.
+    static func isIPv6Address(_ text: String) -> Bool {
+        let parts = text.split(separator: "%", maxSplits: 1, omittingEmptySubsequences: false)
+        guard parts.count == 1 || !parts[1].isEmpty else { return false }
+        var address = in6_addr()
+        return inet_pton(AF_INET6, String(parts[0]), &address) == 1
+    }
+
+    /// What to write for a text with colons that is no IPv6 address.
+    static let ipv6Hint = "an IPv6 address is written alone (::1), and with a port in brackets ([::1]:2947)"
+
     /// Why `host` is not a `gpsd.host` (a name or an address alone), with what to write; nil
     /// when it is one. The `--gpsd` forms with a port or brackets were taken as a host name,
     /// which never resolved.
     @Sendable static func hostProblem(_ host: String) -> String? {
         guard let (name, port) = hostAndPort(host) else {
+            if !host.hasPrefix("["), host.filter({ $0 == ":" }).count > 1 {
+                return "not an IPv6 address; expected a host name, an IPv4 or an IPv6 address alone, e.g. host = \"::1\" (the port goes in 'gpsd.port')"
+            }
             return "expected a host name, an IPv4 or an IPv6 address (the port goes in 'gpsd.port')"
         }
         guard name != host else { return nil }
