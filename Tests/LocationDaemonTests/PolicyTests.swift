@@ -244,6 +244,10 @@ import Testing
              "locationd.toml:2: 'policy.nav.user' is -1; expected a user id 0…4294967295"),
             ("[policy.nav]\nuser = 0\nauthorization = 2\n",
              "locationd.toml:3: 'policy.nav.authorization' must be a string, not an integer"),
+            // A rule's key below the next header: it said "[policy.navit] has no authorization",
+            // on line 1, and did not name line 6.
+            ("[policy.navit]\nuser = \"root\"\n\n[gpsd]\nport = 2947\nauthorization = \"always\"\n",
+             "locationd.toml:6: unknown key 'gpsd.authorization'; expected one of host, port, device ('authorization' is a key of [policy.NAME] rules: move it above the [gpsd] header, into its rule)"),
             ("[policy.a.b]\n", "locationd.toml:1: nested tables ([policy.a.…]) are not supported"),
             ("[policy.nav]\nuser = 0\nauthorization = \"always\"\n[policy.nav]\n",
              "locationd.toml:4: duplicate table [policy.nav] (first defined on line 1)"),

@@ -117,10 +117,6 @@ public enum ConfigSchema {
                              users: (String) throws(Policy.LookupFailure) -> UInt32? = Policy.lookUpUser,
                              groups: (String) throws(Policy.LookupFailure) -> UInt32? = Policy.lookUpGroup) throws(ConfigError) {
         let tableNames = tables
-        // A user or group lookup that was not answered (exit 75, restarted) is reported only if
-        // the rest of the file is right: a mistake in it is for good (78), whatever the lookup.
-        var unanswered: ConfigError?
-        do { options.policy = try Policy.parse(document, file: file, users: users, groups: groups) } catch where error.temporary { unanswered = error }
         for header in document.tables where !tableNames.contains(header.name) && !header.name.hasPrefix("policy.") {
             if header.name == "policy" {
                 throw ConfigError(file: file, line: header.line,
@@ -136,14 +132,23 @@ public enum ConfigSchema {
             }
             guard let key = keys.first(where: { $0.table == entry.table && $0.key == entry.key }) else {
                 let expected = keys.filter { $0.table == entry.table }.map(\.key)
+                // A rule's key under the table after it (a header in between): the rule then
+                // had "no authorization", and this line was not named.
+                let misplaced = Policy.keys.contains(entry.key)
+                    ? " ('\(entry.key)' is a key of [policy.NAME] rules: move it above the [\(entry.table)] header, into its rule)" : ""
                 throw ConfigError(file: file, line: entry.line,
-                                  message: "unknown key '\(entry.path)'; expected one of \(expected.joined(separator: ", "))")
+                                  message: "unknown key '\(entry.path)'; expected one of \(expected.joined(separator: ", "))\(misplaced)")
             }
             if let problem = key.set(&options, entry.value) {
                 throw ConfigError(file: file, line: entry.line, message: problem)
             }
         }
-        if let unanswered { throw unanswered }
+        // The rules after the other tables: a key misplaced under one of those (a rule's
+        // `authorization` below the next header) is the mistake to name, not the rule it left
+        // without one. A user or group lookup that was not answered (exit 75, restarted) is
+        // thrown by the parse only if the rules are otherwise right, and so, being last here,
+        // only if the whole file is: a mistake in it is for good (78), whatever the lookup.
+        options.policy = try Policy.parse(document, file: file, users: users, groups: groups)
     }
 
     /// The effective configuration as a TOML document (what `--check-config` prints).
