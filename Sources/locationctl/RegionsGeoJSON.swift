@@ -90,7 +90,17 @@ enum RegionsGeoJSON {
             case let other: throw RuntimeError("\(at): geometry.coordinates[\(k)] (\(name)) must be a number, not \(other.kindName)")
             }
         }
-        return (try number(0, "longitude"), try number(1, "latitude"))
+        let (lon, lat) = (try number(0, "longitude"), try number(1, "latitude"))
+        // Checked here, not left to the region's decoding: that named `properties` for a
+        // coordinate, and said nothing of the order, the usual mistake (latitude first).
+        let swapped = abs(lat) <= 180 && abs(lon) <= 90 ? " (GeoJSON order is [longitude, latitude]: swapped?)" : " (GeoJSON order is [longitude, latitude])"
+        guard (-180...180).contains(lon) else {
+            throw RuntimeError("\(at): geometry.coordinates[0] (longitude) is \(JSONWriter.numberText(lon)); expected -180…180\(swapped)")
+        }
+        guard (-90...90).contains(lat) else {
+            throw RuntimeError("\(at): geometry.coordinates[1] (latitude) is \(JSONWriter.numberText(lat)); expected -90…90\(swapped)")
+        }
+        return (lon, lat)
     }
 
     static func export(_ records: [RegionRecord]) -> String {

@@ -108,6 +108,8 @@ import Testing
         try geometry(#"{"type":"Point","coordinates":[13.4,"52.5"]}"#).write(to: dir.appendingPathComponent("quoted.geojson"))
         try geometry(#"{"type":"Polygon","coordinates":[[[0,0],[1,0],[1,1],[0,0]]]}"#).write(to: dir.appendingPathComponent("polygon.geojson"))
         try geometry("null").write(to: dir.appendingPathComponent("nogeometry.geojson"))
+        try geometry(#"{"type":"Point","coordinates":[-33.9,151.2]}"#).write(to: dir.appendingPathComponent("swapped.geojson"))
+        try geometry(#"{"type":"Point","coordinates":[181,95]}"#).write(to: dir.appendingPathComponent("farout.geojson"))
         // Metadata deeper than a request line can carry: the daemon could not parse the request,
         // refused it without its id, and the import waited 10 s for a reply that never came.
         let deep = String(repeating: "[", count: 14) + String(repeating: "]", count: 14)
@@ -132,6 +134,12 @@ import Testing
              "Error: quoted.geojson: features[0]: geometry.coordinates[1] (latitude) must be a number, not the string \"52.5\": write it without quotes\n"),
             (["regions", "import", "polygon.geojson"], "Error: polygon.geojson: features[0]: geometry is a Polygon; expected a Point with [longitude, latitude]"),
             (["replay", "-", "--regions", "nogeometry.geojson"], "Error: nogeometry.geojson: features[0]: geometry is null; expected a Point"),
+            // A coordinate out of range is the geometry's, not the properties' (it said
+            // "features[0].properties: region x: latitude 151.2 is out of range").
+            (["regions", "import", "swapped.geojson"],
+             "Error: swapped.geojson: features[0]: geometry.coordinates[1] (latitude) is 151.2; expected -90…90 (GeoJSON order is [longitude, latitude]: swapped?)\n"),
+            (["replay", "-", "--regions", "farout.geojson"],
+             "Error: farout.geojson: features[0]: geometry.coordinates[0] (longitude) is 181; expected -180…180 (GeoJSON order is [longitude, latitude])\n"),
             (["regions", "import", "deep.geojson"],
              "Error: deep.geojson: features[0].properties (x): metadata is nested 14 levels deep; at most 13 (a protocol line holds 16, 3 of them around a region's metadata)\n"),
             (["regions", "import", "notafeature.geojson"], #"Error: notafeature.geojson: features[0]: type is "Polygon"; expected "Feature""#),
