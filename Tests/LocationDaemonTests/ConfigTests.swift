@@ -63,6 +63,23 @@ import Testing
             // Named as written, the long form too (it said \u0000 for it).
             ("[policy.a]\nuser = \"root\\U00000000x\"\n", "locationd.toml:2: \\U00000000 (NUL) in a string: no path, user or name locationd reads can hold it; remove it"),
             ("[gpsd]\nport = 007\n", "locationd.toml:2: invalid number '007' (TOML numbers: no leading zeros, a digit on both sides of '.' and of '_', integers within 64 bits)"),
+            // What an unquoted word was likely meant as: it said "invalid number '2024-05-01'"
+            // (the header promised "dates are not supported"), the same for a unit, and
+            // "strings must be quoted" for True.
+            ("[replay]\ndate = 2024-05-01\n",
+             "locationd.toml:2: 'replay.date' is the TOML date 2024-05-01; dates are not supported: quote it, date = \"2024-05-01\""),
+            ("[gpsd]\nport = 1979-05-27T07:32:00Z\n", "locationd.toml:2: dates are not supported ('1979-05-27T07:32:00Z')"),
+            ("[gpsd]\nport = 07:32:00\n", "locationd.toml:2: times of day are not supported ('07:32:00')"),
+            ("[daemon]\nshutdown_timeout = 5s\n",
+             "locationd.toml:2: '5s': write the number alone, without a unit (5); each option's unit is fixed, e.g. seconds or requests/s (docs/configuration.md)"),
+            ("[socket]\nflood_rate = 1/s\n",
+             "locationd.toml:2: '1/s': write the number alone, without a unit (1); each option's unit is fixed, e.g. seconds or requests/s (docs/configuration.md)"),
+            ("[socket]\nflood_rate = 1.5e2Hz\n",
+             "locationd.toml:2: '1.5e2Hz': write the number alone, without a unit (1.5e2); each option's unit is fixed, e.g. seconds or requests/s (docs/configuration.md)"),
+            ("[daemon]\nshutdown_timeout = 2.5 s  # x\n",
+             "locationd.toml:2: '2.5 s': write the number alone, without a unit (2.5); each option's unit is fixed, e.g. seconds or requests/s (docs/configuration.md)"),
+            ("[replay]\nloop = True\n", "locationd.toml:2: invalid value 'True'; a boolean is true or false (lower case, unquoted): write true"),
+            ("[replay]\nloop = no\n", "locationd.toml:2: invalid value 'no'; a boolean is true or false (lower case, unquoted): write false"),
             ("[gpsd.x]\n", "locationd.toml:1: nested tables ([gpsd.…]) are not supported"),
             ("[gpsd]\nhost.name = \"x\"\n", "locationd.toml:2: dotted keys ('host.…') are not supported; use a [table]"),
             ("[gpsd]\nhost = \"\"\"x\"\"\"\n", "locationd.toml:2: multi-line strings are not supported"),

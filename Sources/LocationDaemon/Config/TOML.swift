@@ -141,9 +141,23 @@ public struct TOMLDocument: Equatable, Sendable {
             guard p.peek == UInt8(ascii: "=") else { throw p.error("expected '=' after key '\(key)'") }
             p.index += 1
             p.skipSpaces()
-            let value = try p.value()
-            try p.expectEndOfLine(after: "the value of '\(key)'")
             let path = table.isEmpty ? key : "\(table).\(key)"
+            p.path = path
+            let valueStart = p.index
+            let value = try p.value()
+            switch value {
+            case .integer, .float:
+                // `30 s`: a unit after a space (without one, `30s` is a word value() names).
+                let number = String(decoding: p.bytes[valueStart..<p.index], as: UTF8.self)
+                p.skipSpaces()
+                if let c = p.peek, LineParser.isLetter(c) || c == UInt8(ascii: "/") {
+                    var rest = p.bytes[p.index...].prefix { $0 != UInt8(ascii: "#") }
+                    while let last = rest.last, last == 32 || last == 9 { rest = rest.dropLast() }
+                    throw p.error(LineParser.unitProblem(number + " " + String(decoding: rest, as: UTF8.self), number: number))
+                }
+            default: break
+            }
+            try p.expectEndOfLine(after: "the value of '\(key)'")
             if let first = seen[path] {
                 throw p.error("duplicate key '\(path)' (first set on line \(first))")
             }
@@ -159,6 +173,8 @@ private struct LineParser {
     let file: String
     let line: Int
     var index = 0
+    /// The key whose value is read (`table.key`), for messages that name what to write there.
+    var path = ""
 
     init(_ bytes: [UInt8], file: String, line: Int) {
         // A CRLF file's lines end in '\r'.
@@ -271,12 +287,55 @@ private struct LineParser {
                 return .float(d)
             }
             if word.isEmpty { throw error("missing value") }
+            if let problem = Self.wordProblem(word, path: path) { throw error(problem) }
             if let first = word.utf8.first, (first >= 0x30 && first <= 0x39) || first == UInt8(ascii: "+") || first == UInt8(ascii: "-") || first == UInt8(ascii: ".") {
                 throw error("invalid number '\(word)' (TOML numbers: no leading zeros, a digit on both sides of '.' and of '_', integers within 64 bits)")
             }
             throw error("invalid value '\(word)' (strings must be quoted)")
         }
     }
+
+    /// What an unquoted word that is no TOML value was likely meant as, and what to write; nil
+    /// when nothing more is known than that it is invalid. The header promises that dates are
+    /// named, and a unit or `True` read as "invalid number" or "strings must be quoted".
+    static func wordProblem(_ word: String, path: String) -> String? {
+        let b = Array(word.utf8)
+        func digits(_ range: Range<Int>) -> Bool { range.upperBound <= b.count && b[range].allSatisfy { $0 >= 0x30 && $0 <= 0x39 } }
+        if digits(0..<4), digits(5..<7), digits(8..<10), b[4] == UInt8(ascii: "-"), b[7] == UInt8(ascii: "-") {
+            let date = String(word.prefix(10))
+            if path == "replay.date" {
+                return "'replay.date' is the TOML date \(word); dates are not supported: quote it, date = \"\(date)\""
+            }
+            return "dates are not supported ('\(word)')"
+        }
+        if digits(0..<2), digits(3..<5), b[2] == UInt8(ascii: ":") {
+            return "times of day are not supported ('\(word)')"
+        }
+        switch word.lowercased() {
+        case "true", "yes", "on":
+            return "invalid value '\(word)'; a boolean is true or false (lower case, unquoted): write true"
+        case "false", "no", "off":
+            return "invalid value '\(word)'; a boolean is true or false (lower case, unquoted): write false"
+        default: break
+        }
+        // A number with a unit (`5s`, `1/s`, `10m`). Not after 0x/0o/0b: `0xZZ` is a bad number.
+        if !(word.hasPrefix("0x") || word.hasPrefix("0o") || word.hasPrefix("0b")) {
+            let number = String(decoding: b.prefix { ($0 >= 0x30 && $0 <= 0x39) || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "-")
+                || $0 == UInt8(ascii: "e") || $0 == UInt8(ascii: "E") }, as: UTF8.self)
+            let rest = b.dropFirst(number.utf8.count)
+            if let c = rest.first, isLetter(c) || c == UInt8(ascii: "/") || c == UInt8(ascii: "%"),
+               integer(number) != nil || float(number) != nil {
+                return unitProblem(word, number: number)
+            }
+        }
+        return nil
+    }
+
+    static func unitProblem(_ written: String, number: String) -> String {
+        "'\(written)': write the number alone, without a unit (\(number)); each option's unit is fixed, e.g. seconds or requests/s (docs/configuration.md)"
+    }
+
+    static func isLetter(_ c: UInt8) -> Bool { (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) }
 
     mutating func basicString() throws(ConfigError) -> String {
         index += 1
