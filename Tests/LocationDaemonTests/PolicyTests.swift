@@ -228,6 +228,11 @@ import Testing
             // A link (python3 → python3.11): /proc/PID/exe shows its target, so the link never matches.
             ("[policy.nav]\nexecutable = \"/usr/bin/python3\"\nauthorization = \"always\"\n",
              "locationd.toml:2: 'policy.nav.executable' is \"/usr/bin/python3\", which is \"\(URL(fileURLWithPath: "/usr/bin/python3").resolvingSymlinksInPath().path)\" once its links are resolved; /proc/PID/exe shows that path: write \"\(URL(fileURLWithPath: "/usr/bin/python3").resolvingSymlinksInPath().path)\""),
+            // A directory is never /proc/PID/exe: the rule matched no one and nothing said so.
+            ("[policy.nav]\nexecutable = \"/usr\"\nauthorization = \"always\"\n",
+             "locationd.toml:2: 'policy.nav.executable' is \"/usr\", a directory; name the program's file in it, as /proc/PID/exe shows it (e.g. \"/usr/bin/navit\")"),
+            ("[policy.nav]\nexecutable = \"/\"\nauthorization = \"always\"\n",
+             "locationd.toml:2: 'policy.nav.executable' is \"/\", a directory; name the program's file in it, as /proc/PID/exe shows it (e.g. \"/usr/bin/navit\")"),
             ("[policy.nav]\nuser = 0\n",
              "locationd.toml:1: [policy.nav] has no authorization; expected denied, when-in-use or always"),
             ("\n[policy.nav]\nauthorization = \"always\"\n",

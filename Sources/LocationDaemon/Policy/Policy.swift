@@ -294,6 +294,12 @@ public struct Policy: Hashable, Sendable {
                         throw fail(entry.line, "\(key) is \(TOMLValue.string(s)), which is \(TOMLValue.string(real)) once its links are resolved; /proc/PID/exe shows that path: write \(TOMLValue.string(real))")
                     }
                 }
+                // /proc/PID/exe is never a directory: a rule naming one ("/usr/bin", "/") matched
+                // no one, silently. A path that does not exist yet is taken (installed later).
+                var info = stat()
+                if stat(s, &info) == 0, info.st_mode & S_IFMT == S_IFDIR {
+                    throw fail(entry.line, "\(key) is \(TOMLValue.string(s)), a directory; name the program's file in it, as /proc/PID/exe shows it (e.g. \"/usr/bin/navit\")")
+                }
                 rule.executable = s
             case "authorization":
                 let s = try string()
