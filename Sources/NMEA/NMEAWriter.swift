@@ -22,8 +22,11 @@ public struct NMEAWriter: Sendable {
         public init() {}
     }
 
-    /// The sentences of one epoch with a position, CRLF-terminated.
+    /// The sentences of one epoch with a position, CRLF-terminated. A coordinate off the globe
+    /// (non-finite, or beyond ±90/±180) has no NMEA text: the epoch is written without a fix,
+    /// as a receiver would, rather than as fields a parser would misread.
     public func epoch(_ fix: Fix, quality: Quality = Quality()) -> String {
+        guard fix.coordinate.isValid else { return noFixEpoch(at: fix.time) }
         let c = CivilTime(fix.time)
         let time = two(c.hour) + two(c.minute) + two(c.second) + "." + two(c.nanosecond / 10_000_000)
         let date = two(c.day) + two(c.month) + two(c.year % 100)
@@ -68,9 +71,12 @@ public struct NMEAWriter: Sendable {
         return "$" + body + "*" + String(decoding: [hex[Int(sum >> 4)], hex[Int(sum & 15)]], as: UTF8.self) + "\r\n"
     }
 
-    /// NMEA's ddmm.mmmmm / dddmm.mmmmm with 5 decimals of minutes (≈ 2 cm).
+    /// NMEA's ddmm.mmmmm / dddmm.mmmmm with 5 decimals of minutes (≈ 2 cm). A value that does
+    /// not fit the field (non-finite, or more than 90° / 180°) is written as empty fields, the
+    /// way NMEA says "no value": `Int(a)` would trap on it.
     static func angle(_ value: Double, degreeDigits: Int, positive: String, negative: String) -> (String, String) {
         let a = abs(value)
+        guard a <= (degreeDigits == 2 ? 90 : 180) else { return ("", "") }
         var degrees = Int(a)
         var minutes100k = Int(((a - Double(degrees)) * 60 * 100_000).rounded())
         if minutes100k >= 60 * 100_000 { degrees += 1; minutes100k -= 60 * 100_000 }
@@ -84,10 +90,12 @@ public struct NMEAWriter: Sendable {
 
 private func two(_ n: Int) -> String { n < 10 ? "0\(n)" : "\(n)" }
 
-/// Fixed-point decimal text without Foundation (`String(format:)`).
+/// Fixed-point decimal text without Foundation (`String(format:)`); empty (NMEA's "no value")
+/// when the value is non-finite or too large for the `Int64` it is scaled into.
 private func fixed(_ value: Double, _ decimals: Int) -> String {
     var scale = 1.0
     for _ in 0..<decimals { scale *= 10 }
+    guard abs(value) * scale < 9.0e18 else { return "" }
     let scaled = Int64((abs(value) * scale).rounded())
     let s = Int64(scale)
     let intPart = String(scaled / s)

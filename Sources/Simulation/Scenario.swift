@@ -111,6 +111,10 @@ public struct Scenario: Sendable {
         }
     }
 
+    /// The largest `sigma`, `multipathSigma` and `outlierDistance`, metres: far beyond any
+    /// receiver's error, and small enough that a noisy fix stays a position on the globe.
+    public static let maximumNoiseMetres = 100_000.0
+
     /// Epochs a stay of `seconds` makes (at least one).
     static func stayEpochs(_ seconds: Double, _ dt: Double) -> Double { max(1, (seconds / dt).rounded()) }
 
@@ -178,11 +182,25 @@ public struct Scenario: Sendable {
         try known(o, ["sigma", "multipathSigma", "multipathSeconds", "outlierRate", "outlierDistance",
                       "lossFraction", "lossBurstSeconds"], in: what)
         var n = base
-        if let x = try number(o, "sigma") { n.sigma = x }
-        if let x = try number(o, "multipathSigma") { n.multipathSigma = x }
+        // Distances beyond `maximumNoiseMetres` are no receiver's error, and 1e300 overflowed
+        // the position into latitudes the NMEA writer could not write.
+        func metres(_ key: String) throws(ParseError) -> Double? {
+            guard let x = try number(o, key) else { return nil }
+            guard x >= 0 && x <= maximumNoiseMetres else {
+                throw ParseError("\(what).\(key) \(JSONWriter.numberText(x)) is out of range; expected 0…\(JSONWriter.numberText(maximumNoiseMetres)) metres")
+            }
+            return x
+        }
+        if let x = try metres("sigma") { n.sigma = x }
+        if let x = try metres("multipathSigma") { n.multipathSigma = x }
         if let x = try number(o, "multipathSeconds") { n.multipathSeconds = max(1, x) }
-        if let x = try number(o, "outlierRate") { n.outlierRate = x }
-        if let x = try number(o, "outlierDistance") { n.outlierDistance = x }
+        if let x = try number(o, "outlierRate") {
+            guard x >= 0 && x <= 1 else {
+                throw ParseError("\(what).outlierRate \(JSONWriter.numberText(x)) is out of range; expected a probability 0…1")
+            }
+            n.outlierRate = x
+        }
+        if let x = try metres("outlierDistance") { n.outlierDistance = x }
         if let x = try number(o, "lossFraction") {
             guard x >= 0 && x < 1 else { throw ParseError("\(what).lossFraction must be in [0, 1)") }
             n.lossFraction = x
