@@ -67,30 +67,35 @@ public struct Scenario: Sendable {
         guard case .object(let o) = value else { throw ParseError("a scenario is a JSON object") }
         try known(o, ["name", "description", "start", "origin", "sampleInterval", "seed", "minimumVisit",
                       "outdoor", "indoor", "legs"], in: "scenario")
-        guard let startText = try string(o, "start"), let start = ISO8601.parse(startText) else {
-            throw ParseError("scenario: start must be an ISO 8601 time")
+        guard let startText = try string(o, "start", in: "") else {
+            throw ParseError("start is required: the ISO 8601 time of the first epoch, such as 2026-03-10T07:00:00Z")
+        }
+        guard let start = ISO8601.parse(startText) else {
+            throw ParseError("start \(JSONWriter.quoted(startText)) \(timeProblem(startText))")
         }
         guard let originValue = o["origin"], let origin = try coordinate(originValue, "origin") else {
-            throw ParseError("scenario: origin {latitude, longitude} is required")
+            throw ParseError("origin {latitude, longitude} is required")
         }
-        var s = Scenario(name: try string(o, "name") ?? "scenario", description: try string(o, "description") ?? "",
-                         start: start, origin: origin)
-        if let v = try number(o, "sampleInterval") {
-            guard v > 0 && v <= 3600 else { throw ParseError("sampleInterval must be in (0, 3600] seconds") }
+        var s = Scenario(name: try string(o, "name", in: "") ?? "scenario",
+                         description: try string(o, "description", in: "") ?? "", start: start, origin: origin)
+        if let v = try number(o, "sampleInterval", in: "") {
+            guard v > 0 && v <= 3600 else {
+                throw ParseError("sampleInterval \(JSONWriter.numberText(v)) is out of range; expected more than 0 and at most 3600 seconds")
+            }
             s.sampleInterval = v
         }
-        if let v = try number(o, "seed") {
+        if let v = try number(o, "seed", in: "") {
             // JSON numbers are read as doubles: integers are exact up to 2^53.
             guard v <= 9_007_199_254_740_992, let seed = UInt64(exactly: v) else {
-                throw ParseError("seed must be an integer 0…9007199254740992")
+                throw ParseError("seed must be an integer 0…9007199254740992, not \(JSONWriter.numberText(v))")
             }
             s.seed = seed
         }
-        if let v = try number(o, "minimumVisit") { s.minimumVisit = v }
+        if let v = try number(o, "minimumVisit", in: "") { s.minimumVisit = v }
         if let n = o["outdoor"] { s.outdoor = try noise(n, base: Noise(), "outdoor") }
         s.indoor = s.outdoor
         if let n = o["indoor"] { s.indoor = try noise(n, base: s.outdoor, "indoor") }
-        guard case .array(let legs)? = o["legs"], !legs.isEmpty else { throw ParseError("scenario: legs must be a non-empty array") }
+        guard case .array(let legs)? = o["legs"], !legs.isEmpty else { throw ParseError("legs must be a non-empty array") }
         for (i, l) in legs.enumerated() { s.legs.append(try leg(l, "legs[\(i)]")) }
         try s.checkSize()
         return s
@@ -146,46 +151,79 @@ public struct Scenario: Sendable {
     }
 
     static func known(_ o: [String: JSONValue], _ keys: Set<String>, in what: String) throws(ParseError) {
-        for k in o.keys where !keys.contains(k) {
+        // Sorted: a dictionary's order changes from run to run, and so would the message.
+        for k in o.keys.sorted() where !keys.contains(k) {
             throw ParseError("\(what): unknown field \(JSONWriter.quoted(k)); expected one of \(keys.sorted().joined(separator: ", "))")
         }
     }
 
-    static func number(_ o: [String: JSONValue], _ key: String) throws(ParseError) -> Double? {
+    /// The JSON path of `key` in the object at `what` ("legs[3].speed"; `what` is empty at the top).
+    static func path(_ what: String, _ key: String) -> String { what.isEmpty ? key : "\(what).\(key)" }
+
+    /// A value as a message shows it: scalars as written, containers by kind.
+    static func shown(_ v: JSONValue) -> String {
+        switch v {
+        case .string(let s): JSONWriter.quoted(s)
+        case .number(let n): JSONWriter.numberText(n)
+        case .bool(let b): b ? "true" : "false"
+        case .null, .array, .object: v.kindName
+        }
+    }
+
+    static func number(_ o: [String: JSONValue], _ key: String, in what: String) throws(ParseError) -> Double? {
         switch o[key] {
         case nil, .null?: return nil
         case .number(let n)?:
-            guard n.isFinite else { throw ParseError("\(key) must be a finite number") }
+            guard n.isFinite else { throw ParseError("\(path(what, key)) must be a finite number") }
             return n
-        default: throw ParseError("\(key) must be a number")
+        case let v?: throw ParseError("\(path(what, key)) must be a number, not \(shown(v))")
         }
     }
 
-    static func string(_ o: [String: JSONValue], _ key: String) throws(ParseError) -> String? {
+    static func string(_ o: [String: JSONValue], _ key: String, in what: String) throws(ParseError) -> String? {
         switch o[key] {
         case nil, .null?: return nil
         case .string(let s)?: return s
-        default: throw ParseError("\(key) must be a string")
+        case let v?: throw ParseError("\(path(what, key)) must be a string, not \(shown(v))")
         }
     }
 
+    /// `nil` when latitude or longitude is missing.
     static func coordinate(_ v: JSONValue, _ what: String) throws(ParseError) -> Coordinate? {
-        guard case .object(let o) = v else { throw ParseError("\(what) must be an object") }
-        guard let lat = try number(o, "latitude"), let lon = try number(o, "longitude") else { return nil }
+        guard case .object(let o) = v else { throw ParseError("\(what) must be an object, not \(shown(v))") }
+        guard let lat = try number(o, "latitude", in: what), let lon = try number(o, "longitude", in: what) else { return nil }
         let c = Coordinate(latitude: lat, longitude: lon)
-        guard c.isValid else { throw ParseError("\(what) is not a valid position") }
+        guard c.isValid else {
+            throw ParseError("\(what) latitude \(JSONWriter.numberText(lat)), longitude \(JSONWriter.numberText(lon)) is off the globe; expected latitude −90…90 and longitude −180…180")
+        }
         return c
     }
 
+    /// Why ISO8601.parse refused `text`: a missing zone and a year beyond a `Timestamp` are the
+    /// likely slips, and "must be an ISO 8601 time" named neither.
+    static func timeProblem(_ text: String) -> String {
+        let b = Array(text.utf8)
+        let zoned = b.last == UInt8(ascii: "Z") || b.last == UInt8(ascii: "z")
+            || (b.count >= 6 && (b[b.count - 6] == UInt8(ascii: "+") || b[b.count - 6] == UInt8(ascii: "-"))
+                && b[b.count - 3] == UInt8(ascii: ":"))
+        if b.count >= 19, !zoned {
+            return "has no time zone; add Z for UTC or an offset such as +01:00"
+        }
+        if b.count >= 4, let year = Int(String(decoding: b[0..<4], as: UTF8.self)), !(1678...2261).contains(year) {
+            return "is out of range; a time must be in the years 1678–2261"
+        }
+        return "is not an ISO 8601 time; expected YYYY-MM-DDTHH:MM:SS[.fraction] and Z or ±HH:MM, with a real calendar date"
+    }
+
     static func noise(_ v: JSONValue, base: Noise, _ what: String) throws(ParseError) -> Noise {
-        guard case .object(let o) = v else { throw ParseError("\(what) must be an object") }
+        guard case .object(let o) = v else { throw ParseError("\(what) must be an object, not \(shown(v))") }
         try known(o, ["sigma", "multipathSigma", "multipathSeconds", "outlierRate", "outlierDistance",
                       "lossFraction", "lossBurstSeconds"], in: what)
         var n = base
         // Distances beyond `maximumNoiseMetres` are no receiver's error, and 1e300 overflowed
         // the position into latitudes the NMEA writer could not write.
         func metres(_ key: String) throws(ParseError) -> Double? {
-            guard let x = try number(o, key) else { return nil }
+            guard let x = try number(o, key, in: what) else { return nil }
             guard x >= 0 && x <= maximumNoiseMetres else {
                 throw ParseError("\(what).\(key) \(JSONWriter.numberText(x)) is out of range; expected 0…\(JSONWriter.numberText(maximumNoiseMetres)) metres")
             }
@@ -193,51 +231,78 @@ public struct Scenario: Sendable {
         }
         if let x = try metres("sigma") { n.sigma = x }
         if let x = try metres("multipathSigma") { n.multipathSigma = x }
-        if let x = try number(o, "multipathSeconds") { n.multipathSeconds = max(1, x) }
-        if let x = try number(o, "outlierRate") {
+        if let x = try number(o, "multipathSeconds", in: what) { n.multipathSeconds = max(1, x) }
+        if let x = try number(o, "outlierRate", in: what) {
             guard x >= 0 && x <= 1 else {
                 throw ParseError("\(what).outlierRate \(JSONWriter.numberText(x)) is out of range; expected a probability 0…1")
             }
             n.outlierRate = x
         }
         if let x = try metres("outlierDistance") { n.outlierDistance = x }
-        if let x = try number(o, "lossFraction") {
-            guard x >= 0 && x < 1 else { throw ParseError("\(what).lossFraction must be in [0, 1)") }
+        if let x = try number(o, "lossFraction", in: what) {
+            guard x >= 0 && x < 1 else {
+                throw ParseError("\(what).lossFraction \(JSONWriter.numberText(x)) is out of range; expected at least 0 and less than 1")
+            }
             n.lossFraction = x
         }
-        if let x = try number(o, "lossBurstSeconds") { n.lossBurstSeconds = max(1, x) }
+        if let x = try number(o, "lossBurstSeconds", in: what) { n.lossBurstSeconds = max(1, x) }
         return n
     }
 
     static func leg(_ v: JSONValue, _ what: String) throws(ParseError) -> Leg {
-        guard case .object(let o) = v else { throw ParseError("\(what) must be an object") }
-        if let seconds = try number(o, "stay") {
+        guard case .object(let o) = v else { throw ParseError("\(what) must be an object, not \(shown(v))") }
+        // One kind per leg: with two, one was silently dropped.
+        let kinds = ["stay", "walk", "cycle", "drive"].filter { o[$0] != nil }
+        guard kinds.count == 1 else {
+            throw ParseError(kinds.isEmpty ? "\(what) must have one of stay, walk, cycle or drive"
+                : "\(what) has \(kinds.joined(separator: " and ")); a leg is exactly one of stay, walk, cycle or drive: make each its own leg")
+        }
+        if kinds[0] == "stay" {
             try known(o, ["stay", "indoors", "place"], in: what)
-            guard seconds > 0 else { throw ParseError("\(what).stay must be positive seconds") }
-            var indoors = false
-            if case .bool(let b)? = o["indoors"] { indoors = b }
-            return .stay(seconds: seconds, indoors: indoors, place: try string(o, "place"))
+            guard let seconds = try number(o, "stay", in: what), seconds > 0 else {
+                throw ParseError("\(what).stay \(shown(o["stay"] ?? .null)) must be positive seconds")
+            }
+            let indoors: Bool
+            switch o["indoors"] {
+            case nil, .null?: indoors = false
+            case .bool(let b)?: indoors = b
+            case let other?: throw ParseError("\(what).indoors must be true or false, not \(shown(other))")
+            }
+            return .stay(seconds: seconds, indoors: indoors, place: try string(o, "place", in: what))
         }
         try known(o, ["walk", "cycle", "drive", "speed", "signal"], in: what)
-        for (key, mode, speed) in [("walk", Mode.walk, 1.4), ("cycle", .cycle, 5), ("drive", .drive, 12)] {
-            guard let t = o[key] else { continue }
-            guard case .object(let to) = t else { throw ParseError("\(what).\(key) must be an object") }
-            let target: Target
-            if let c = try coordinate(t, "\(what).\(key)") {
-                target = .coordinate(c)
-            } else {
-                target = .offset(north: try number(to, "north") ?? 0, east: try number(to, "east") ?? 0)
-            }
-            let v = try number(o, "speed") ?? speed
-            guard v > 0 else { throw ParseError("\(what).speed must be positive") }
-            let lost: Bool
-            switch try string(o, "signal") {
-            case nil, "ok"?: lost = false
-            case "lost"?: lost = true
-            case let other?: throw ParseError("\(what).signal \(JSONWriter.quoted(other)) must be ok or lost")
-            }
-            return .move(mode: mode, to: target, speed: v, signalLost: lost)
+        let key = kinds[0]
+        let (mode, speed): (Mode, Double) = key == "walk" ? (.walk, 1.4) : key == "cycle" ? (.cycle, 5) : (.drive, 12)
+        let target = try target(o[key] ?? .null, "\(what).\(key)")
+        let v = try number(o, "speed", in: what) ?? speed
+        guard v > 0 else { throw ParseError("\(what).speed \(JSONWriter.numberText(v)) must be positive metres per second") }
+        let lost: Bool
+        switch try string(o, "signal", in: what) {
+        case nil, "ok"?: lost = false
+        case "lost"?: lost = true
+        case let other?: throw ParseError("\(what).signal \(JSONWriter.quoted(other)) must be ok or lost")
         }
-        throw ParseError("\(what) must have stay, walk, cycle or drive")
+        return .move(mode: mode, to: target, speed: v, signalLost: lost)
+    }
+
+    /// A move's target: a position or an offset, never both and never a part of one (a typo
+    /// used to read as a move of zero metres).
+    static func target(_ v: JSONValue, _ what: String) throws(ParseError) -> Target {
+        guard case .object(let o) = v else { throw ParseError("\(what) must be an object, not \(shown(v))") }
+        try known(o, ["latitude", "longitude", "north", "east"], in: what)
+        let position = o["latitude"] != nil || o["longitude"] != nil
+        let offset = o["north"] != nil || o["east"] != nil
+        if position && offset {
+            throw ParseError("\(what) has both latitude/longitude and north/east; give a position or an offset, not both")
+        }
+        if position {
+            guard let c = try coordinate(v, what) else {
+                let missing = try number(o, "latitude", in: what) == nil ? "latitude" : "longitude"
+                throw ParseError("\(what).\(missing) is missing; a position needs both latitude and longitude")
+            }
+            return .coordinate(c)
+        }
+        guard offset else { throw ParseError("\(what) is empty; give {latitude, longitude} or {north, east} in metres") }
+        return .offset(north: try number(o, "north", in: what) ?? 0, east: try number(o, "east", in: what) ?? 0)
     }
 }
