@@ -31,13 +31,13 @@ public struct Scenario: Sendable {
     public enum Leg: Sendable {
         /// Stay at the current place. `indoors` uses the indoor noise model.
         case stay(seconds: Double, indoors: Bool, place: String?)
-        /// Move in a straight line to a point at a speed (m/s); `signalLost` writes no-fix epochs throughout.
+        /// Move along the great circle to a point at a speed (m/s); `signalLost` writes no-fix epochs throughout.
         case move(mode: Mode, to: Target, speed: Double, signalLost: Bool)
     }
 
     public enum Target: Sendable {
         case coordinate(Coordinate)
-        /// Metres north and east of the current position.
+        /// Metres north and east of the current position, along the great circle (`offset`).
         case offset(north: Double, east: Double)
     }
 
@@ -109,12 +109,42 @@ public struct Scenario: Sendable {
     static func destination(_ target: Target, from p: Coordinate) -> Coordinate {
         switch target {
         case .coordinate(let c): return c
-        case .offset(let north, let east):
-            let mPerDegLat = Geodesy.earthRadius * Double.pi / 180
-            return Coordinate(latitude: p.latitude + north / mPerDegLat,
-                              longitude: p.longitude + east / (mPerDegLat * cos(Geodesy.radians(p.latitude))))
+        case .offset(let north, let east): return offset(p, north: north, east: east)
         }
     }
+
+    /// The point `north` and `east` metres from `p`: that far along the great circle in that
+    /// direction. Degrees scaled by cos(latitude) went past ±180 and divided by zero at a pole.
+    public static func offset(_ p: Coordinate, north: Double, east: Double) -> Coordinate {
+        let d = (north * north + east * east).squareRoot() / Geodesy.earthRadius
+        guard d > 0 else { return p }
+        let theta = atan2(east, north)
+        let phi1 = Geodesy.radians(p.latitude), lambda1 = Geodesy.radians(p.longitude)
+        let sinPhi2 = min(1, max(-1, sin(phi1) * cos(d) + cos(phi1) * sin(d) * cos(theta)))
+        let lambda2 = lambda1 + atan2(sin(theta) * sin(d) * cos(phi1), cos(d) - sin(phi1) * sinPhi2)
+        return Coordinate(latitude: asin(sinPhi2) * 180 / Double.pi, longitude: remainder(lambda2 * 180 / Double.pi, 360))
+    }
+
+    /// The point a fraction `t` of the way from `a` to `b` along the great circle, at an even
+    /// pace: across ±180 the short way (linear longitude went round the globe) and over a pole.
+    public static func along(_ a: Coordinate, _ b: Coordinate, _ t: Double) -> Coordinate {
+        func unit(_ c: Coordinate) -> (Double, Double, Double) {
+            let phi = Geodesy.radians(c.latitude), lambda = Geodesy.radians(c.longitude)
+            return (cos(phi) * cos(lambda), cos(phi) * sin(lambda), sin(phi))
+        }
+        let u = unit(a), v = unit(b)
+        let omega = acos(min(1, max(-1, u.0 * v.0 + u.1 * v.1 + u.2 * v.2)))
+        guard omega > 1e-12 else { return t < 0.5 ? a : b }
+        let wa = sin((1 - t) * omega) / sin(omega), wb = sin(t * omega) / sin(omega)
+        let x = wa * u.0 + wb * v.0, y = wa * u.1 + wb * v.1, z = wa * u.2 + wb * v.2
+        let horizontal = (x * x + y * y).squareRoot()
+        return Coordinate(latitude: atan2(z, horizontal) * 180 / Double.pi,
+                          longitude: horizontal > 0 ? atan2(y, x) * 180 / Double.pi : a.longitude)
+    }
+
+    /// The farthest a move may go, metres: short of the antipode, where no one great circle
+    /// joins the ends and `along` would divide by sin(π).
+    static let maximumMove = Geodesy.earthRadius * Double.pi - 1000
 
     /// The largest `sigma`, `multipathSigma` and `outlierDistance`, metres: far beyond any
     /// receiver's error, and small enough that a noisy fix stays a position on the globe.
@@ -128,7 +158,7 @@ public struct Scenario: Sendable {
         max(1, (Geodesy.distance(a, b) / speed / dt).rounded())
     }
 
-    /// Walks the legs without noise: every move ends on the globe, and the whole scenario makes
+    /// Walks the legs without noise: no move ends near its antipode, and the whole scenario makes
     /// at most `maximumEpochs`.
     func checkSize() throws(ParseError) {
         var position = origin, epochs = 0.0
@@ -138,8 +168,8 @@ public struct Scenario: Sendable {
                 epochs += Self.stayEpochs(seconds, sampleInterval)
             case .move(_, let target, let speed, _):
                 let to = Self.destination(target, from: position)
-                guard to.isValid else {
-                    throw ParseError("legs[\(i)] ends at latitude \(to.latitude), longitude \(to.longitude), off the globe: choose a nearer target")
+                guard Geodesy.distance(position, to) <= Self.maximumMove else {
+                    throw ParseError("legs[\(i)] ends within 1 km of the antipode of where it starts, where no one great circle leads: add a leg in between")
                 }
                 epochs += Self.moveEpochs(position, to, speed: speed, sampleInterval)
                 position = to
@@ -303,6 +333,11 @@ public struct Scenario: Sendable {
             return .coordinate(c)
         }
         guard offset else { throw ParseError("\(what) is empty; give {latitude, longitude} or {north, east} in metres") }
-        return .offset(north: try number(o, "north", in: what) ?? 0, east: try number(o, "east", in: what) ?? 0)
+        let north = try number(o, "north", in: what) ?? 0, east = try number(o, "east", in: what) ?? 0
+        // Farther would wrap round the globe: surely a slip of a few zeros.
+        guard (north * north + east * east).squareRoot() <= maximumMove else {
+            throw ParseError("\(what) north \(JSONWriter.numberText(north)), east \(JSONWriter.numberText(east)) goes more than halfway round the globe (\(JSONWriter.numberText((maximumMove / 1000).rounded())) km); choose a nearer target")
+        }
+        return .offset(north: north, east: east)
     }
 }

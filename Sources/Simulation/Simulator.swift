@@ -80,7 +80,6 @@ public struct Simulator {
         var nmea: [UInt8] = []
         var truth: [TrueVisit] = []
         let dt = scenario.sampleInterval
-        let mPerDegLat = Geodesy.earthRadius * Double.pi / 180
         var position = scenario.origin
         var elapsed = 0.0          // seconds since start of the next epoch
         var mpNorth = 0.0, mpEast = 0.0
@@ -112,9 +111,7 @@ public struct Simulator {
                 let r = noise.outlierDistance * (0.5 + Double(rng.next() >> 11) / Double(1 << 53))
                 dn += r * cos(angle); de += r * sin(angle)
             }
-            let coordinate = Coordinate(
-                latitude: truthPosition.latitude + dn / mPerDegLat,
-                longitude: truthPosition.longitude + de / (mPerDegLat * cos(Geodesy.radians(truthPosition.latitude))))
+            let coordinate = Scenario.offset(truthPosition, north: dn, east: de)
             // The receiver's own error estimate knows its white noise and part of multipath,
             // never an outlier.
             let reported = (noise.sigma * noise.sigma + noise.multipathSigma * noise.multipathSigma / 4).squareRoot()
@@ -143,11 +140,12 @@ public struct Simulator {
                 let to = Scenario.destination(target, from: position)
                 let from = position
                 let steps = Int(Scenario.moveEpochs(from, to, speed: speed, dt))
-                let course = Self.bearing(from, to)
+                var course = Self.bearing(from, to)
                 for i in 1...steps {
-                    let f = Double(i) / Double(steps)
-                    position = Coordinate(latitude: from.latitude + (to.latitude - from.latitude) * f,
-                                          longitude: from.longitude + (to.longitude - from.longitude) * f)
+                    let previous = position
+                    position = Scenario.along(from, to, Double(i) / Double(steps))
+                    // A great circle's heading changes on the way (over a pole, by 180°).
+                    if Geodesy.distance(previous, position) > 0.01 { course = Self.bearing(previous, position) }
                     epoch(position, speed: speed, course: course, noise: scenario.outdoor, forcedLoss: signalLost)
                 }
             }

@@ -101,7 +101,8 @@ let bundledNames = ["demo", "commuter", "delivery", "hike", "parked-car"]
         (#""seed":1.5,"legs":[{"stay":60}]"#, "seed must be an integer 0…9007199254740992"),
         (#""legs":[{"stay":1e19}]"#, "legs[0]: the scenario makes more than 10000000 epochs by then; shorten it or raise sampleInterval"),
         (#""legs":[{"stay":60},{"walk":{"north":100},"speed":1e-300}]"#, "legs[1]: the scenario makes more than 10000000 epochs by then; shorten it or raise sampleInterval"),
-        (#""legs":[{"walk":{"north":1e9}}]"#, "off the globe: choose a nearer target"),
+        (#""legs":[{"walk":{"north":1e9}}]"#, "legs[0].walk north 1000000000, east 0 goes more than halfway round the globe (20014 km); choose a nearer target"),
+        (#""legs":[{"walk":{"latitude":-50,"longitude":-172}}]"#, "legs[0] ends within 1 km of the antipode of where it starts"),
     ])
     func outOfRangeValuesAreParseErrors(_ fields: String, _ message: String) {
         let text = #"{"start":"2026-01-01T00:00:00Z","origin":{"latitude":50,"longitude":8},"# + fields + "}"
