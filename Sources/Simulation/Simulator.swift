@@ -36,23 +36,56 @@ public struct TrueVisit: Hashable, Sendable {
         return String(decoding: out, as: UTF8.self)
     }
 
+    /// The visits of a truth file, one JSON object a line (`line`'s format). Every field is
+    /// checked: an unreadable departure used to read as "still there", a string `indoors` as
+    /// false. Errors give the line number, counting blank lines too.
     public static func parse(lines text: String) throws(Scenario.ParseError) -> [TrueVisit] {
         var visits: [TrueVisit] = []
         let parser = JSONParser(maxDepth: 4, maxBytes: 65_536)
-        for (n, line) in text.split(separator: "\n").enumerated() where !line.allSatisfy({ $0 == " " || $0 == "\r" }) {
-            guard case .object(let o)? = try? parser.parse(String(line)),
-                  case .string(let a)? = o["arrival"], let arrival = ISO8601.parse(a),
-                  case .number(let lat)? = o["latitude"], case .number(let lon)? = o["longitude"] else {
-                throw Scenario.ParseError("truth line \(n + 1): expected {arrival, departure, latitude, longitude}")
+        // Bytes, not Characters: "\r\n" is one Character and would not split at "\n".
+        for (n, bytes) in text.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).enumerated() {
+            var line = Array(bytes)
+            if line.last == UInt8(ascii: "\r") { line.removeLast() }
+            guard line.contains(where: { $0 != UInt8(ascii: " ") }) else { continue }
+            let at = "truth line \(n + 1)"
+            guard case .object(let o)? = try? parser.parse(line) else {
+                throw Scenario.ParseError("\(at) is not a JSON object; expected one visit a line, as simulate --truth writes them")
             }
-            var departure: Timestamp? = nil
-            if case .string(let d)? = o["departure"] { departure = ISO8601.parse(d) }
-            var place: String? = nil
-            if case .string(let p)? = o["place"] { place = p }
-            var indoors = false
-            if case .bool(let b)? = o["indoors"] { indoors = b }
-            visits.append(TrueVisit(place: place, arrival: arrival, departure: departure,
-                                    coordinate: Coordinate(latitude: lat, longitude: lon), indoors: indoors))
+            func time(_ key: String) throws(Scenario.ParseError) -> Timestamp? {
+                switch o[key] {
+                case nil, .null?: return nil
+                case .string(let t)?:
+                    guard let parsed = ISO8601.parse(t) else {
+                        throw Scenario.ParseError("\(at): \(key) \(JSONWriter.quoted(t)) \(Scenario.timeProblem(t))")
+                    }
+                    return parsed
+                case let v?: throw Scenario.ParseError("\(at): \(key) must be an ISO 8601 time or null, not \(Scenario.shown(v))")
+                }
+            }
+            guard let arrival = try time("arrival") else {
+                throw Scenario.ParseError("\(at): arrival is required, an ISO 8601 time")
+            }
+            let departure = try time("departure")
+            guard case .number(let lat)? = o["latitude"], case .number(let lon)? = o["longitude"] else {
+                throw Scenario.ParseError("\(at): latitude and longitude are required numbers")
+            }
+            let coordinate = Coordinate(latitude: lat, longitude: lon)
+            guard coordinate.isValid else {
+                throw Scenario.ParseError("\(at): latitude \(JSONWriter.numberText(lat)), longitude \(JSONWriter.numberText(lon)) is off the globe")
+            }
+            let place: String?
+            switch o["place"] {
+            case nil, .null?: place = nil
+            case .string(let p)?: place = p
+            case let v?: throw Scenario.ParseError("\(at): place must be a string or null, not \(Scenario.shown(v))")
+            }
+            let indoors: Bool
+            switch o["indoors"] {
+            case nil, .null?: indoors = false
+            case .bool(let b)?: indoors = b
+            case let v?: throw Scenario.ParseError("\(at): indoors must be true or false, not \(Scenario.shown(v))")
+            }
+            visits.append(TrueVisit(place: place, arrival: arrival, departure: departure, coordinate: coordinate, indoors: indoors))
         }
         return visits
     }
