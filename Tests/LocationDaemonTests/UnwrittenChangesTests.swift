@@ -45,7 +45,32 @@ import Testing
         let gaveUp = unwritten.failed(at: t0 + .seconds(3600))
         #expect(gaveUp, "given up")
         #expect(unwritten.events.isEmpty && unwritten.states.isEmpty && unwritten.lost == [a: 1, b: 1])
+        #expect(unwritten.stale == [a], "its current states are to be written")
         #expect(!unwritten.isEmpty, "the lost counts still have to be written")
+    }
+
+    /// Region states given up after six failed writes were simply dropped: the database kept the
+    /// state from before, and a restart then sent a transition again (an `exit` the program had
+    /// already had). Once writing works, the program's current states are written.
+    @Test func statesGivenUpAreWrittenFromMemoryOnceWritingWorks() async throws {
+        let dir = try Away.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("locationd.db").path
+        let program = Away.tracker.program
+        let log = CapturedLog()
+        try await Away.withHub(path: path, logger: log.logger) { hub in
+            let holder = try await Self.enterHomeWhileLocked(hub, path: path)  // attempt 1: inside
+            for k in 0..<4 {  // leaves, enters, leaves, enters: attempts 2–5
+                try await Away.feed(hub, seconds: (20 + 10 * k)..<(23 + 10 * k), metresNorth: k % 2 == 0 ? 1000 : 0)
+            }
+            try await hub.eventLoop.submit { hub.writeUnwritten() }.get()  // attempt 6 gives up
+            #expect(log.messages(.error).filter { $0.hasPrefix("store: writes keep failing") }.count == 1, "\(log.entries)")
+            try holder.exec("COMMIT")
+            try await hub.eventLoop.submit { hub.writeUnwritten() }.get()
+        }
+        let stored = try RegionStore(database: Database(path: path)).load()
+        #expect(stored.first { $0.program == program }?.records.map(\.state) == [.inside], "the state sent last, not the one from before the failures")
+        #expect(log.messages(.notice).contains { $0.hasPrefix("store: the region states given up earlier are written") }, "\(log.entries)")
     }
 
     @Test func theLatestStateOfARegionIsKeptUntilItsProgramsRegionsAreWrittenAgain() {
@@ -156,7 +181,7 @@ import Testing
             try holder.exec("COMMIT")
         }
         #expect(log.messages(.error).filter { $0.hasPrefix("store: stopping") }
-                == ["store: stopping with changes that could not be written; lost: 6 background events (6 of them given up or dropped earlier) and the region states of 0 programs"],
+                == ["store: stopping with changes that could not be written; lost: 6 background events (6 of them given up or dropped earlier) and the region states of 1 programs"],
                 "\(log.entries)")
     }
 

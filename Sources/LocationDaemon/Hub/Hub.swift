@@ -508,11 +508,39 @@ public final class Hub: Sendable {
                 }
             }
             if !s.unwritten.isEmpty {
-                logger.notice("store: earlier fixes' region states and background events written", metadata: ["events": "\(s.unwritten.events.count)"])
+                if !s.unwritten.events.isEmpty || !s.unwritten.states.isEmpty || !s.unwritten.lost.isEmpty {
+                    logger.notice("store: earlier fixes' region states and background events written", metadata: ["events": "\(s.unwritten.events.count)"])
+                }
                 s.unwritten.removeAll()
             }
         } catch {
             held(s, failure: error, states: changes, events: events)
+            return
+        }
+        if !s.unwritten.stale.isEmpty { rewriteStale(s) }
+    }
+
+    /// Writes the current region states of the programs whose held states were given up, one
+    /// transaction each: after a restart none repeats a transition sent meanwhile.
+    private func rewriteStale(_ s: State) {
+        guard let regionStore else { return }
+        var written: Set<ProgramID> = []
+        var failure: (any Error)?
+        for program in s.unwritten.stale {
+            do {
+                try regionStore.writeStates(of: program, s.engine.regionRecords(of: program))
+                written.insert(program)
+            } catch {
+                failure = error
+            }
+        }
+        s.unwritten.staleWritten(written)
+        if let failure {
+            s.unwritten.staleFailed(at: .now)
+            logger.error("store: cannot write the region states given up earlier; tried again later",
+                         metadata: ["error": "\(failure)", "programs": "\(s.unwritten.stale.count)"])
+        } else {
+            logger.notice("store: the region states given up earlier are written", metadata: ["programs": "\(written.count)"])
         }
     }
 
@@ -540,7 +568,7 @@ public final class Hub: Sendable {
         s.unwritten.keep(states: states, events: events, limit: queue?.limit ?? Int.max)
         let waiting = s.unwritten.events.count
         if s.unwritten.failed(at: .now) {
-            logger.error("store: writes keep failing; the held background events are counted as lost (an overflow will say so) and the held region states dropped",
+            logger.error("store: writes keep failing; the held background events are counted as lost (an overflow will say so), and the held region states are written from memory once writing works",
                          metadata: ["error": "\(error)", "events": "\(waiting)"])
         } else {
             logger.error("cannot store a fix's region states and background events; kept to be written later",
@@ -684,8 +712,9 @@ public final class Hub: Sendable {
             // Events given up earlier are lost too: only their overflow notice was still to be
             // written, and it is not.
             let u = s.unwritten
-            logger.error("store: stopping with changes that could not be written; lost: \(u.events.count + u.lostEventCount) background events (\(u.lostEventCount) of them given up or dropped earlier) and the region states of \(u.states.count) programs",
-                         metadata: ["events": "\(u.events.count + u.lostEventCount)", "programs with states": "\(u.states.count)"])
+            let programs = Set(u.states.keys).union(u.stale).count
+            logger.error("store: stopping with changes that could not be written; lost: \(u.events.count + u.lostEventCount) background events (\(u.lostEventCount) of them given up or dropped earlier) and the region states of \(programs) programs",
+                         metadata: ["events": "\(u.events.count + u.lostEventCount)", "programs with states": "\(programs)"])
         }
     }
 

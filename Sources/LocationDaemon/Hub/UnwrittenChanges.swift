@@ -16,6 +16,11 @@ struct UnwrittenChanges {
     private(set) var events: [ProgramEvent] = []
     /// Per program, events dropped from `events` at the bound, all older than the ones kept.
     private(set) var lost: [ProgramID: Int] = [:]
+    /// Programs whose held states were given up: the database may still have older ones, and a
+    /// restart would then repeat a transition already sent. Their current states (the engine's)
+    /// are written once writing works again, on their own (`Hub.rewriteStale`), so that an error
+    /// tied to them does not block the other writes.
+    private(set) var stale: Set<ProgramID> = []
 
     /// Failed attempts in a row since the last write that worked, and when the last one was.
     private(set) var failures = 0
@@ -29,7 +34,7 @@ struct UnwrittenChanges {
     /// that stays (a constraint, a bad page) must not block every later fix's writes.
     static let attemptsBeforeGivingUp = 6
 
-    var isEmpty: Bool { states.isEmpty && events.isEmpty && lost.isEmpty }
+    var isEmpty: Bool { states.isEmpty && events.isEmpty && lost.isEmpty && stale.isEmpty }
 
     /// Events already counted as lost whose `overflow` is not written yet.
     var lostEventCount: Int { lost.values.reduce(0, +) }
@@ -48,6 +53,7 @@ struct UnwrittenChanges {
         guard failures >= Self.attemptsBeforeGivingUp else { return false }
         for e in events { lost[e.program, default: 0] += 1 }
         events = []
+        stale.formUnion(states.keys)
         states = [:]
         failures = 0
         return true
@@ -101,6 +107,7 @@ struct UnwrittenChanges {
         if states[program]?.isEmpty == true { states[program] = nil }
     }
 
+    /// What was held is written (the stale programs are written apart).
     mutating func removeAll() {
         states = [:]
         events = []
@@ -108,4 +115,9 @@ struct UnwrittenChanges {
         failures = 0
         lastAttempt = nil
     }
+
+    /// The stale programs' states were written, or the attempt failed at `now` (tried again a
+    /// `retryInterval` later, not at every fix).
+    mutating func staleWritten(_ programs: Set<ProgramID>) { stale.subtract(programs) }
+    mutating func staleFailed(at now: ContinuousClock.Instant) { lastAttempt = now }
 }
