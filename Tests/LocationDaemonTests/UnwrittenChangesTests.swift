@@ -73,6 +73,38 @@ import Testing
         #expect(log.messages(.notice).contains { $0.hasPrefix("store: the region states given up earlier are written") }, "\(log.entries)")
     }
 
+    /// A program's identity whose write failed (the disk full at its session's start) was never
+    /// written: it was written only when it changed. Away after its connection closed, a restart
+    /// then found no identity, discarded its queue and suspended its regions. Written at the
+    /// next write that works, or when its last connection closes, whichever comes first.
+    @Test(arguments: [false, true])
+    func anIdentityWhoseWriteFailedIsWrittenLater(byTheNextWrite: Bool) async throws {
+        let dir = try Away.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("locationd.db").path
+        let program = Away.tracker.program
+        try await Away.withHub(path: path) { hub in
+            let holder = try Database(path: path)
+            try holder.exec("BEGIN IMMEDIATE")
+            try await hub.eventLoop.submit {
+                hub.policy = Away.policy(.always, .precise)
+                hub.programSeen(Away.tracker, rule: hub.policy.rule(for: Away.tracker))
+            }.get()
+            try holder.exec("COMMIT")
+            #expect(try ProgramIdentities(database: Database(path: path)).recorded(program) == nil, "the write failed")
+            try await hub.eventLoop.submit {
+                _ = try hub.addRegions([Region(id: "home", center: Away.home, radius: 100)], for: program)
+            }.get()
+            if byTheNextWrite {
+                try await Away.feed(hub, seconds: 0..<1, metresNorth: 1000)  // the initial state, written
+            } else {
+                try await hub.eventLoop.submit { hub.programClosed(program) }.get()
+            }
+        }
+        let recorded = try ProgramIdentities(database: Database(path: path)).recorded(program)
+        #expect(recorded?.uid == Away.tracker.uid && recorded?.executable == Away.tracker.executable)
+    }
+
     @Test func theLatestStateOfARegionIsKeptUntilItsProgramsRegionsAreWrittenAgain() {
         let home = Region(id: "home", center: Away.home, radius: 100)
         var unwritten = UnwrittenChanges()

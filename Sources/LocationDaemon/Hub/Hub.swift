@@ -265,8 +265,10 @@ public final class Hub: Sendable {
     /// open a session kept a row and an entry for good; executables' paths change over a
     /// device's life (versioned directories, snaps, AppImages), so that grew without end.
     public func programClosed(_ program: ProgramID) {
-        guard let identities, identities.recorded(program) != nil, !needsIdentity(program, box.value) else { return }
-        identities.forget(program)
+        guard let identities, identities.recorded(program) != nil else { return }
+        guard needsIdentity(program, box.value) else { return identities.forget(program) }
+        // Away from now on: its identity is what a restart matches it by.
+        if identities.hasUnsaved { identities.writeUnsaved() }
     }
 
     /// Whether `program`'s recorded identity is needed: it keeps something while away (regions,
@@ -518,6 +520,7 @@ public final class Hub: Sendable {
             return
         }
         if !s.unwritten.stale.isEmpty { rewriteStale(s) }
+        if let identities, identities.hasUnsaved { identities.writeUnsaved() }
     }
 
     /// Writes the current region states of the programs whose held states were given up, one
@@ -708,6 +711,7 @@ public final class Hub: Sendable {
         s.engine.releaseHeldVisits()
         if s.engine.hasProgramEvents { persist(s) }
         if !s.unwritten.isEmpty { commit(s, states: [], events: []) }
+        if let identities, identities.hasUnsaved { identities.writeUnsaved() }
         if !s.unwritten.isEmpty {
             // Events given up earlier are lost too: only their overflow notice was still to be
             // written, and it is not.

@@ -11,6 +11,9 @@ import LocationCore
 public final class ProgramIdentities: @unchecked Sendable {
     public let database: Database
     private var known: [ProgramID: PeerIdentity] = [:]
+    /// Recorded in memory but not in the database (the write failed): written again at the
+    /// next chance (`writeUnsaved`), or a restart would find no identity for an away program.
+    private var unsaved: Set<ProgramID> = []
 
     public init(database: Database) throws {
         self.database = database
@@ -48,6 +51,7 @@ public final class ProgramIdentities: @unchecked Sendable {
     /// something).
     public func forget(_ program: ProgramID) {
         guard known.removeValue(forKey: program) != nil else { return }
+        unsaved.remove(program)
         do {
             let delete = try database.prepare("DELETE FROM program_identity WHERE program = ?")
             defer { sqlite3_finalize(delete) }
@@ -63,13 +67,31 @@ public final class ProgramIdentities: @unchecked Sendable {
 
     /// Remembers `identity` as its program's (one of its processes asked for a session). The
     /// pid is not kept: it names a process, and is reused once that process is gone. A failed
-    /// write is reported and the identity kept in memory (it decides until the next restart).
+    /// write is reported and the identity kept in memory (it decides until the next restart),
+    /// and written again at the next chance (`writeUnsaved`).
     public func record(_ identity: PeerIdentity) {
         var kept = identity
         kept.pid = 0
         let program = identity.program
-        guard known[program] != kept else { return }
+        guard known[program] != kept || unsaved.contains(program) else { return }
         known[program] = kept
+        write(program, kept)
+    }
+
+    /// Whether an identity is recorded in memory only.
+    public var hasUnsaved: Bool { !unsaved.isEmpty }
+
+    /// Tries again to write the identities whose write failed. *Reason:* the identity was only
+    /// ever written when it changed, so after one failure (a full disk at the session's start)
+    /// the row never came, and a restart then discarded the away program's queue and suspended
+    /// its regions as if it had never been recorded.
+    public func writeUnsaved() {
+        for program in unsaved {
+            if let kept = known[program] { write(program, kept) } else { unsaved.remove(program) }
+        }
+    }
+
+    private func write(_ program: ProgramID, _ kept: PeerIdentity) {
         do {
             let upsert = try database.prepare("""
                 INSERT INTO program_identity (program, uid, gid, groups, executable) VALUES (?, ?, ?, ?, ?)
@@ -87,8 +109,10 @@ public final class ProgramIdentities: @unchecked Sendable {
                 sqlite3_bind_null(upsert, 5)
             }
             try database.run(upsert)
+            unsaved.remove(program)
         } catch {
-            database.report("program identity", error)
+            // Once per program until it is written: the retries come with every later write.
+            if unsaved.insert(program).inserted { database.report("program identity", error) }
         }
     }
 }
