@@ -382,6 +382,27 @@ struct GPSDSourceLogicTests {
         #expect(notable[3] == .init(level: .notice, message: "connected to gpsd at 127.0.0.1:\(port) again"))
     }
 
+    /// A gpsd that sends its banner and then fails every connection (closes, or sends a line
+    /// over the limit) is retried with a growing delay and warned about once: the banner alone
+    /// used to count as gpsd being back, so each attempt was a new warning, a "connected again"
+    /// notice and a retry at the shortest delay (49 of each in 6 s).
+    @Test(arguments: [false, true])
+    func aGPSDThatFailsAfterItsBannerIsRetriedWithBackoffAndWarnedOnce(longLine: Bool) async throws {
+        let port = Int(try GPSDHarness.freePort())
+        let step: FakeGPSD.Step = longLine
+            ? FakeGPSD.Step(chunks: [Array((Self.version + "\r\n").utf8), Array(repeating: UInt8(ascii: "x"), count: 70_000)], close: false)
+            : .lines([Self.version], close: true)
+        let gpsd = try FakeGPSD(port: port, steps: Array(repeating: step, count: 10_000))
+        defer { gpsd.shutdown() }
+        let log = CapturedLog()
+        let source = Self.source(port: port, log: log)
+        source.start()
+        defer { source.stop() }
+        #expect(await waitUntil { source.statistics.connectionsLost >= 5 })
+        #expect(source.statistics.lastRetryDelay == 0.004, "\(source.statistics)")
+        #expect(log.notable.count == 1 && log.notable.first?.level == .warning, "\(log.notable)")
+    }
+
     /// A new reason is a new warning: refused, then a gpsd that closes every connection before
     /// saying anything (its client limit), then refused again.
     @Test func aChangedReasonIsWarnedAgain() async throws {

@@ -156,6 +156,9 @@ public final class GPSDSource: Sendable {
         var idleCheck: RepeatedTask?
         /// Whether the connection has sent a line (gpsd's VERSION banner comes at once).
         var heard = false
+        /// Whether it has sent more than the banner (the answer to the watch request, a
+        /// report): only then is gpsd taken as back (`received`).
+        var proven = false
         /// The reason last warned about, nil when none was or gpsd has spoken since: a retry
         /// that fails the same way is not logged again.
         var problem: String?
@@ -279,6 +282,7 @@ public final class GPSDSource: Sendable {
         s.generation += 1
         s.connecting = true
         s.heard = false
+        s.proven = false
         let generation = s.generation
         let port: Int
         switch Self.portNumber(configuration.port) {
@@ -465,18 +469,25 @@ public final class GPSDSource: Sendable {
     fileprivate func received(_ line: UnsafeRawBufferPointer, generation: Int) {
         let s = state.value
         guard generation == s.generation, s.channel != nil || s.connecting else { return }
-        if !s.heard {
-            s.heard = true
-            // Only a gpsd that speaks resets the backoff, not a connection that is accepted:
-            // one that accepts and closes at once (at its client limit, or not gpsd) would
-            // otherwise be retried at the shortest delay forever.
-            s.backoff.reset()
-            if s.problem != nil {
-                logger.notice("connected to gpsd at \(configuration.address) again\(s.failures > 0 ? " after \(s.failures) failed attempts" : "")")
-                s.problem = nil
+        if !s.proven {
+            if s.heard || !Self.isBanner(line) {
+                // Only a gpsd that speaks beyond its banner resets the backoff and is news, not
+                // a connection that is accepted: one that accepts and closes at once (at its
+                // client limit, or not gpsd) would otherwise be retried at the shortest delay
+                // forever, and one that sends its banner and then fails (a line over the limit,
+                // a close) was warned about and "connected again" ten times a second.
+                s.proven = true
+                s.backoff.reset()
+                if s.problem != nil {
+                    logger.notice("connected to gpsd at \(configuration.address) again\(s.failures > 0 ? " after \(s.failures) failed attempts" : "")")
+                    s.problem = nil
+                }
+                s.failures = 0
             }
-            s.failures = 0
-            report(.connected)
+            if !s.heard {
+                s.heard = true
+                report(.connected)
+            }
         }
         switch s.decoder.decode(line) {
         case .tpv(let tpv):
@@ -523,6 +534,12 @@ public final class GPSDSource: Sendable {
         case .other:
             count { $0.messages += 1 }
         }
+    }
+
+    /// Whether `line` is gpsd's VERSION banner, the first line of every connection.
+    static func isBanner(_ line: UnsafeRawBufferPointer) -> Bool {
+        let prefix = #"{"class":"VERSION""#.utf8
+        return line.count >= prefix.count && zip(line, prefix).allSatisfy { $0 == $1 }
     }
 
     /// "2947" → 2947; a service name ("gpsd") through /etc/services, as libgps's getaddrinfo would.
