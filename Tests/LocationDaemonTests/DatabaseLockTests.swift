@@ -56,11 +56,27 @@ import Testing
         }
         let hardLink = dir.appendingPathComponent("hard.db").path
         try #require(link(database, hardLink) == 0)
-        #expect(throws: StoreError(description: "\(hardLink) is in use by another locationd, which reached it by another name (a hard link): stop that one, or give this one its own --database (--database none keeps everything in memory)")) {
-            _ = try DatabaseLock(database: hardLink)
+        let byHardLink = StoreError(description: "\(hardLink) is in use by another locationd, which reached it by another name (a hard link, or a symbolic link made after it started): stop that one, or give this one its own --database (--database none keeps everything in memory)")
+        #expect(throws: byHardLink) { _ = try DatabaseLock(database: hardLink) }
+        // The hard link's own lock file was let go with its refusal (held, this would say it is
+        // in use by this pid).
+        #expect(throws: byHardLink) { _ = try DatabaseLock(database: hardLink) }
+        withExtendedLifetime(first) {}
+    }
+
+    /// A link to a database not made yet: the lock is the file's from the first start on.
+    @Test func aLinkToAFileNotMadeYetLocksTheFile() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("dblock-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir.appendingPathComponent("data"), withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let database = dir.appendingPathComponent("data/locationd.db").path
+        let linkPath = dir.appendingPathComponent("link.db").path
+        try #require(symlink("data/locationd.db", linkPath) == 0)
+        let first = try DatabaseLock(database: linkPath)
+        #expect(first.path == database + ".lock")
+        #expect(throws: StoreError(description: "\(database) is in use by another locationd (pid \(getpid())): stop that one, or give this one its own --database (--database none keeps everything in memory)")) {
+            _ = try DatabaseLock(database: database)
         }
-        // The hard link's own lock file was let go with its refusal.
-        #expect(throws: StoreError.self) { _ = try DatabaseLock(database: hardLink) }
         withExtendedLifetime(first) {}
     }
 }

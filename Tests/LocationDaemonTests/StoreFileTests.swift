@@ -338,11 +338,21 @@ import Testing
     /// into the deleted WAL and were acknowledged, and a kill then lost them (regions added after
     /// the removal were gone at the next start). Writes are refused instead, and a graceful
     /// restart keeps everything acknowledged before.
-    @Test func aWALDeletedWhileRunningRefusesWritesAndAGracefulRestartKeepsEverything() async throws {
+    /// (Given as a symbolic link, the WAL is beside the file it points to: checked there.)
+    @Test(arguments: [false, true])
+    func aWALDeletedWhileRunningRefusesWritesAndAGracefulRestartKeepsEverything(throughALink: Bool) async throws {
         let dir = try SpawnedDaemon.makeDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let socket = dir.appendingPathComponent("locationd.sock").path
-        let daemon = try SpawnedDaemon(arguments: ["--socket", socket, "--gpsd", "127.0.0.1:1"], environment: [:], directory: dir)
+        let database = dir.appendingPathComponent(throughALink ? "data/locationd.db" : "locationd.db").path
+        var given = database
+        if throughALink {
+            try FileManager.default.createDirectory(at: dir.appendingPathComponent("data"), withIntermediateDirectories: true)
+            given = dir.appendingPathComponent("link.db").path
+            try #require(symlink(database, given) == 0)
+        }
+        let arguments = ["--socket", socket, "--gpsd", "127.0.0.1:1", "--database", given]
+        let daemon = try SpawnedDaemon(arguments: arguments, environment: [:], directory: dir)
         defer { daemon.stop() }
         try await DescriptorLimitTests.connect(daemon).close()
         var client = try RawClient(path: daemon.socketPath)
@@ -354,7 +364,6 @@ import Testing
         #expect(client.waitFor(#""type":"session""#) != nil)
         #expect(add("before")?.contains(#""type":"regions.changed""#) == true)
 
-        let database = dir.appendingPathComponent("locationd.db").path
         #expect(unlink(database + "-wal") == 0)
         let refused = add("after")
         #expect(refused?.contains(#""code":"storeFailed""#) == true, "\(refused ?? "no reply")")
@@ -364,7 +373,7 @@ import Testing
 
         daemon.signal(SIGTERM)  // systemctl stop: the stop checkpoints the deleted WAL into the file
         #expect(daemon.waitForExit(timeout: 20) == 0, "\(daemon.stderrText.suffix(1000))")
-        let restarted = try SpawnedDaemon(arguments: ["--socket", socket, "--gpsd", "127.0.0.1:1"], environment: [:], directory: dir)
+        let restarted = try SpawnedDaemon(arguments: arguments, environment: [:], directory: dir)
         defer { restarted.stop() }
         try await DescriptorLimitTests.connect(restarted).close()
         client = try RawClient(path: restarted.socketPath)

@@ -106,7 +106,9 @@ public final class Database: @unchecked Sendable {
             do { try exec("PRAGMA user_version = \(Self.schemaVersion)") } catch where sqlite3_errcode(handle) == SQLITE_BUSY {}
         }
         if path != ":memory:" {
-            companions = [path + "-wal", path + "-shm"].compactMap { file in FileIdentity(path: file).map { (file, $0) } }
+            // Where SQLite put them: beside the file itself when `path` is a link to it.
+            let file = sqlite3_db_filename(handle, "main").map { String(cString: $0) } ?? path
+            companions = [file + "-wal", file + "-shm"].compactMap { f in FileIdentity(path: f).map { (f, $0) } }
         }
     }
 

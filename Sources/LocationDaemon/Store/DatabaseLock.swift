@@ -33,11 +33,12 @@ final class DatabaseLock {
             throw StoreError(description: "\(path): cannot open the database's lock file\(why)", needsAdministrator: unwritable != nil)
         }
         let named = file == database ? database : "\(database) (the file \(file))"
+        // From here on a throw runs `deinit`, which closes `fd`: closing it here as well closed
+        // whatever descriptor another thread had been given that number meanwhile.
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             let e = errno
             var bytes = [UInt8](repeating: 0, count: 32)
             let n = pread(fd, &bytes, bytes.count, 0)
-            close(fd)
             guard e == EWOULDBLOCK else {
                 throw StoreError(description: "\(path): cannot lock the database: \(String(cString: strerror(e)))")
             }
@@ -47,7 +48,7 @@ final class DatabaseLock {
         let line = Array("\(getpid())\n".utf8)
         _ = ftruncate(fd, 0)
         _ = pwrite(fd, line, line.count, 0)
-        do { try holdDatabaseFile(named: named) } catch { close(fd); throw error }
+        try holdDatabaseFile(named: named)
     }
 
     /// Locks the database file itself if it exists (at the start; again once the database is
@@ -58,16 +59,30 @@ final class DatabaseLock {
         let d = open(file, O_RDONLY | O_CLOEXEC)
         guard d >= 0 else { return }  // none yet (SQLite makes it), or not ours to read: the lock file still stands
         guard flock(d, LOCK_EX | LOCK_NB) == 0 else {
+            let e = errno
             close(d)
-            throw StoreError(description: "\(named ?? file) is in use by another locationd, which reached it by another name (a hard link): stop that one, or give this one its own --database (--database none keeps everything in memory)")
+            // Only a lock held elsewhere is another daemon: where `flock` is emulated or refused
+            // (NFS, CIFS) the lock file alone stands, as it always did.
+            guard e == EWOULDBLOCK else { return }
+            throw StoreError(description: "\(named ?? file) is in use by another locationd, which reached it by another name (a hard link, or a symbolic link made after it started): stop that one, or give this one its own --database (--database none keeps everything in memory)")
         }
         fileFD = d
     }
 
     /// `database` with its links resolved: the file's real path if it exists, else its
-    /// directory's real path and its name (a link that points nowhere yet is left as named).
+    /// directory's real path and its name (a link to a file not made yet is followed).
     static func resolved(_ database: String) -> String {
+        var database = database
         if let real = realpath(database, nil) { defer { free(real) }; return String(cString: real) }
+        // A link to a file not made yet (SQLite makes it where the link points): followed, or
+        // the first start would lock by the link's name and later ones by the file's.
+        for _ in 0..<40 {
+            var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+            let n = readlink(database, &buffer, buffer.count - 1)
+            guard n > 0 else { break }
+            let target = String(decoding: buffer[..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            database = target.hasPrefix("/") ? target : Database.directory(of: database) + "/" + target
+        }
         let dir = Database.directory(of: database)
         let name = database.split(separator: "/", omittingEmptySubsequences: false).last.map(String.init) ?? database
         guard !name.isEmpty, let real = realpath(dir, nil) else { return database }
