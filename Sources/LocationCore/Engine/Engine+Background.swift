@@ -63,9 +63,9 @@ public struct ProgramEvent: Hashable, Sendable {
         return monitor.extras
     }
 
-    mutating func handle(_ fix: Fix, privacy: ApproximateLocation, into out: inout [ProgramEvent]) {
+    mutating func handle(_ fix: Fix, unit: SIMD3<Double>, privacy: ApproximateLocation, into out: inout [ProgramEvent]) {
         for p in order {
-            monitors[p]!.extras.offer(fix, privacy: privacy) { out.append(ProgramEvent(program: p, event: $0)) }
+            monitors[p]!.extras.offer(fix, unit: unit, privacy: privacy) { out.append(ProgramEvent(program: p, event: $0)) }
         }
     }
 

@@ -127,6 +127,8 @@ public struct Engine: Sendable {
         let publications = privacy.publications
         privacy.offer(fix)
         showApproximate(since: publications, into: &out)
+        // Once per fix, for every visit detector's plane.
+        let unit = RegionIndex.unitVector(fix.coordinate)
         for i in subscriptions.indices {
             // Approximate subscriptions hear of locations only at publications (above).
             if !subscriptions[i].approximate, subscriptions[i].filter.options.events.contains(.location),
@@ -135,11 +137,11 @@ public struct Engine: Sendable {
             }
             if subscriptions[i].extras != nil {
                 let id = subscriptions[i].id
-                subscriptions[i].extras!.offer(fix, privacy: privacy) { out.append(Delivery(subscriber: id, event: $0)) }
+                subscriptions[i].extras!.offer(fix, unit: unit, privacy: privacy) { out.append(Delivery(subscriber: id, event: $0)) }
             }
         }
         regionPrograms.handle(fix, into: &out, unbound: &programEvents)
-        background.handle(fix, privacy: privacy, into: &programEvents)
+        background.handle(fix, unit: unit, privacy: privacy, into: &programEvents)
     }
 
     /// Convenience for tests and tools: the deliveries of one input.

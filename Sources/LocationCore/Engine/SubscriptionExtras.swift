@@ -53,23 +53,24 @@ public struct EventKinds: OptionSet, Hashable, Sendable {
         visitsAwaitPublication = approximate && visits != nil
     }
 
-    /// Runs the fix through the detectors, passing each event to `emit` (a subscriber's
-    /// delivery, or a program's queue when it runs in the background).
+    /// Runs the fix (`unit`: its unit vector, computed once per fix) through the detectors,
+    /// passing each event to `emit` (a subscriber's delivery, or a program's queue when it runs
+    /// in the background).
     /// Approximate subscriptions: visits are detected on precise fixes and held for the next
     /// publication; significant changes run on what is published. Both go out from
     /// `offerPublished`, not here.
     @inline(__always)
-    mutating func offer(_ fix: Fix, privacy: ApproximateLocation, emit: (Event) -> Void) {
+    mutating func offer(_ fix: Fix, unit: SIMD3<Double>, privacy: ApproximateLocation, emit: (Event) -> Void) {
         if visits != nil {
             if approximate {
                 if visitsAwaitPublication { return }
                 // Swapped out and back: no copy of the (usually empty) array per fix.
                 var held: [Visit] = []
                 swap(&held, &heldVisits)
-                visits!.offer(fix) { held.append($0) }
+                visits!.offer(fix, unit: unit) { held.append($0) }
                 swap(&held, &heldVisits)
             } else {
-                visits!.offer(fix) { emit(.visit($0)) }
+                visits!.offer(fix, unit: unit) { emit(.visit($0)) }
             }
         }
         if !approximate, significant != nil, let f = significant!.offer(fix) {

@@ -61,10 +61,10 @@ public struct VisitDetector: Sendable {
     /// so fixes either side of the pole became far apart or one point, and a device standing
     /// at the South Pole station departed and arrived again, its centre 24 m off).
     @usableFromInline struct Stay: Hashable, Sendable {
-        /// Unit vectors: up (the first fix), east and north there.
-        var up: SIMD3<Double>
-        var east: SIMD3<Double>
-        var north: SIMD3<Double>
+        /// The first fix's latitude and longitude as cosines and sines: its unit vector (up) and
+        /// the east and north ones there follow from them (four numbers, not nine: a stay is
+        /// copied at every fix).
+        var cosLat: Double, sinLat: Double, cosLon: Double, sinLon: Double
         var start: Timestamp
         var lastInside: Timestamp
         /// Last fix within the core radius of the centre (departure time).
@@ -78,21 +78,23 @@ public struct VisitDetector: Sendable {
 
         /// A stay starting at `fix`, whose unit vector is `unit`.
         init(_ fix: Fix, _ unit: SIMD3<Double>) {
-            up = unit
-            // cos(latitude), and cos and sin of the longitude from the vector (at a pole, where
-            // every direction is south or north, east is taken along the meridian 0).
+            // At a pole, where every direction is south or north, east is taken along the
+            // meridian 0.
             let h = (unit.x * unit.x + unit.y * unit.y).squareRoot()
-            let (cl, sl) = h > 1e-12 ? (unit.x / h, unit.y / h) : (1, 0)
-            east = SIMD3(-sl, cl, 0)
-            north = SIMD3(-unit.z * cl, -unit.z * sl, h)
+            cosLat = h; sinLat = unit.z
+            (cosLon, sinLon) = h > 1e-12 ? (unit.x / h, unit.y / h) : (1, 0)
             start = fix.time; lastInside = fix.time; lastCore = fix.time
         }
 
-        /// `p` (a unit vector) in the stay's plane, metres east and north of its first fix. A
-        /// point on the far hemisphere would fold back onto the plane: it is put out of reach.
+        /// `p` (a unit vector) in the stay's plane, metres east and north of its first fix:
+        /// its components along east (−sin λ, cos λ, 0) and north (−sin φ cos λ, −sin φ sin λ,
+        /// cos φ). A point on the far hemisphere would fold back onto the plane: it is put out
+        /// of reach.
         func local(_ p: SIMD3<Double>) -> (x: Double, y: Double) {
-            guard (p * up).sum() > 0 else { return (.infinity, .infinity) }
-            return (Geodesy.earthRadius * (p * east).sum(), Geodesy.earthRadius * (p * north).sum())
+            let along = p.x * cosLon + p.y * sinLon  // towards the first fix's meridian
+            guard cosLat * along + sinLat * p.z > 0 else { return (.infinity, .infinity) }
+            return (Geodesy.earthRadius * (p.y * cosLon - p.x * sinLon),
+                    Geodesy.earthRadius * (cosLat * p.z - sinLat * along))
         }
 
         func distanceFromCentre(_ p: SIMD3<Double>) -> Double {
@@ -101,11 +103,12 @@ public struct VisitDetector: Sendable {
             return (dx * dx + dy * dy).squareRoot()
         }
 
-        func distanceFromCentre(_ c: Coordinate) -> Double { distanceFromCentre(RegionIndex.unitVector(c)) }
-
         var centre: Coordinate {
             let x = meanX / Geodesy.earthRadius, y = meanY / Geodesy.earthRadius
-            let p = up * (1 - x * x - y * y).squareRoot() + east * x + north * y
+            let u = (1 - x * x - y * y).squareRoot()
+            // u·up + x·east + y·north
+            let along = u * cosLat - y * sinLat
+            let p = SIMD3(along * cosLon - x * sinLon, along * sinLon + x * cosLon, u * sinLat + y * cosLat)
             let horizontal = (p.x * p.x + p.y * p.y).squareRoot()
             return Coordinate(latitude: atan2(p.z, horizontal) * (180 / Double.pi),
                               longitude: horizontal > 0 ? atan2(p.y, p.x) * (180 / Double.pi) : 0)
@@ -162,8 +165,8 @@ public struct VisitDetector: Sendable {
     @usableFromInline var pending: Stay?
     /// Early fixes of the current (unconfirmed) stay, one per `dwell / capacity` seconds, to
     /// back-date the arrival to the first fix near the final centre. Fixed capacity.
-    @usableFromInline var early: [(time: Timestamp, coordinate: Coordinate)]
-    @usableFromInline var pendingEarly: [(time: Timestamp, coordinate: Coordinate)]
+    @usableFromInline var early: [(time: Timestamp, unit: SIMD3<Double>)]
+    @usableFromInline var pendingEarly: [(time: Timestamp, unit: SIMD3<Double>)]
     static let earlyCapacity = 64
     /// The receiver's clock can jump back (gpsd's bt451 log: 52 minutes). The detector then
     /// takes the fix as one second after the latest and keeps that shift for the fixes after it
@@ -185,6 +188,12 @@ public struct VisitDetector: Sendable {
 
     /// Offers one fix; calls `emit` with an arrival or departure when one is decided.
     public mutating func offer(_ received: Fix, _ emit: (Visit) -> Void) {
+        offer(received, unit: RegionIndex.unitVector(received.coordinate), emit)
+    }
+
+    /// The same, with the fix's unit vector (`RegionIndex.unitVector`) computed once per fix by
+    /// the caller for every detector: each stay's plane takes the fix as this vector.
+    public mutating func offer(_ received: Fix, unit: SIMD3<Double>, _ emit: (Visit) -> Void) {
         if let a = received.horizontalAccuracy, a > parameters.maximumAccuracy { return }
         var fix = received
         fix.time.nanoseconds &+= clockShift
@@ -200,8 +209,6 @@ public struct VisitDetector: Sendable {
             }
         }
         latest = fix.time  // from here on every fix is later than every one before it
-        // Computed once: every plane below takes the fix as this vector.
-        let unit = RegionIndex.unitVector(fix.coordinate)
         guard var stay = current else { start(fix, unit); return }
         let d = stay.distanceFromCentre(unit)
         if d <= parameters.radius {
@@ -219,7 +226,7 @@ public struct VisitDetector: Sendable {
             if confirmed {
                 return
             }
-            remember(fix, in: &early, stay: stay)
+            remember(fix, unit, in: &early, stay: stay)
             confirmIfDwelt(emit)
             return
         }
@@ -230,18 +237,18 @@ public struct VisitDetector: Sendable {
             pending = Stay(fix, unit)
             pending!.add(fix, unit, distance: 0, radius: parameters.radius, coreRadius: parameters.coreRadius)
             pendingEarly.removeAll(keepingCapacity: true)
-            remember(fix, in: &pendingEarly, stay: pending!)
+            remember(fix, unit, in: &pendingEarly, stay: pending!)
         } else if var p = pending {
             let dp = p.distanceFromCentre(unit)
             if dp <= parameters.radius {
                 p.add(fix, unit, distance: dp, radius: parameters.radius, coreRadius: parameters.coreRadius,
                       memory: parameters.candidateMemory)
-                remember(fix, in: &pendingEarly, stay: p)
+                remember(fix, unit, in: &pendingEarly, stay: p)
             } else {
                 p = Stay(fix, unit)
                 p.add(fix, unit, distance: 0, radius: parameters.radius, coreRadius: parameters.coreRadius)
                 pendingEarly.removeAll(keepingCapacity: true)
-                remember(fix, in: &pendingEarly, stay: p)
+                remember(fix, unit, in: &pendingEarly, stay: p)
             }
             pending = p
         }
@@ -281,7 +288,7 @@ public struct VisitDetector: Sendable {
         outsideCount = 0
         pending = nil
         early.removeAll(keepingCapacity: true)
-        remember(fix, in: &early, stay: s)
+        remember(fix, unit, in: &early, stay: s)
     }
 
     /// Keeps at most `earlyCapacity` early fixes of `stay`, spaced `dwell / capacity` apart. When
@@ -289,19 +296,19 @@ public struct VisitDetector: Sendable {
     /// a stay that followed the device on a slow walk (its centre moves, unconfirmed) would
     /// otherwise fill the buffer with the walk, and the fixes near where it stops — its arrival —
     /// would never be kept. The oldest fix near the centre stays: it is the arrival.
-    func remember(_ fix: Fix, in buffer: inout [(time: Timestamp, coordinate: Coordinate)], stay: Stay) {
+    func remember(_ fix: Fix, _ unit: SIMD3<Double>, in buffer: inout [(time: Timestamp, unit: SIMD3<Double>)], stay: Stay) {
         if let last = buffer.last, fix.time - last.time < parameters.dwell / Double(Self.earlyCapacity) { return }
         if buffer.count == Self.earlyCapacity {
-            guard stay.distanceFromCentre(buffer[0].coordinate) > parameters.coreRadius else { return }
+            guard stay.distanceFromCentre(buffer[0].unit) > parameters.coreRadius else { return }
             buffer.removeFirst()  // 64 entries moved, in place: no allocation
         }
-        buffer.append((fix.time, fix.coordinate))
+        buffer.append((fix.time, unit))
     }
 
     /// The first remembered fix within the core radius of the stay's centre (the stay's first
     /// own fix); `nil` when none is — the device was moving through, not staying.
     func arrivalTime(of stay: Stay) -> Timestamp? {
-        for e in early where stay.distanceFromCentre(e.coordinate) <= parameters.coreRadius {
+        for e in early where stay.distanceFromCentre(e.unit) <= parameters.coreRadius {
             return max(e.time, stay.start)
         }
         return nil
