@@ -233,6 +233,10 @@ import Testing
              "locationd.toml:2: 'policy.nav.executable' is \"/usr\", a directory; name the program's file in it, as /proc/PID/exe shows it (e.g. \"/usr/bin/navit\")"),
             ("[policy.nav]\nexecutable = \"/\"\nauthorization = \"always\"\n",
              "locationd.toml:2: 'policy.nav.executable' is \"/\", a directory; name the program's file in it, as /proc/PID/exe shows it (e.g. \"/usr/bin/navit\")"),
+            // A link to a directory (Debian's /bin → usr/bin) is a directory too, not a link to
+            // write out (which the next run refused as a directory).
+            ("[policy.nav]\nexecutable = \"/bin\"\nauthorization = \"always\"\n",
+             "locationd.toml:2: 'policy.nav.executable' is \"/bin\", a directory; name the program's file in it, as /proc/PID/exe shows it (e.g. \"/usr/bin/navit\")"),
             ("[policy.nav]\nuser = 0\n",
              "locationd.toml:1: [policy.nav] has no authorization; expected denied, when-in-use or always"),
             ("\n[policy.nav]\nauthorization = \"always\"\n",
@@ -252,7 +256,7 @@ import Testing
             // A rule's key below the next header: it said "[policy.navit] has no authorization",
             // on line 1, and did not name line 6.
             ("[policy.navit]\nuser = \"root\"\n\n[gpsd]\nport = 2947\nauthorization = \"always\"\n",
-             "locationd.toml:6: unknown key 'gpsd.authorization'; expected one of host, port, device ('authorization' is a key of [policy.NAME] rules: move it above the [gpsd] header, into its rule)"),
+             "locationd.toml:6: unknown key 'gpsd.authorization'; expected one of host, port, device ('authorization' is a key of [policy.NAME] rules: move it into the [policy.NAME] rule it belongs to: a rule's keys come before the next table's header)"),
             ("[policy.a.b]\n", "locationd.toml:1: nested tables ([policy.a.…]) are not supported"),
             ("[policy.nav]\nuser = 0\nauthorization = \"always\"\n[policy.nav]\n",
              "locationd.toml:4: duplicate table [policy.nav] (first defined on line 1)"),

@@ -135,7 +135,7 @@ public enum ConfigSchema {
                 // A rule's key under the table after it (a header in between): the rule then
                 // had "no authorization", and this line was not named.
                 let misplaced = Policy.keys.contains(entry.key)
-                    ? " ('\(entry.key)' is a key of [policy.NAME] rules: move it above the [\(entry.table)] header, into its rule)" : ""
+                    ? " ('\(entry.key)' is a key of [policy.NAME] rules: move it into the [policy.NAME] rule it belongs to: a rule's keys come before the next table's header)" : ""
                 throw ConfigError(file: file, line: entry.line,
                                   message: "unknown key '\(entry.path)'; expected one of \(expected.joined(separator: ", "))\(misplaced)")
             }

@@ -287,18 +287,20 @@ public struct Policy: Hashable, Sendable {
                 if s.count > 1 && (parts.contains { $0.isEmpty || $0 == "." || $0 == ".." }) {
                     throw fail(entry.line, "\(key) is \(TOMLValue.string(s)); write the path without '.', '..', '//' or a trailing '/', as /proc/PID/exe shows it")
                 }
+                // /proc/PID/exe is never a directory: a rule naming one ("/usr/bin", "/") matched
+                // no one, silently. Checked before the links: a link to one ("/bin") was told to
+                // write the directory it resolves to, refused next. A path that does not exist
+                // yet is taken (installed later).
+                var info = stat()
+                if stat(s, &info) == 0, info.st_mode & S_IFMT == S_IFDIR {
+                    throw fail(entry.line, "\(key) is \(TOMLValue.string(s)), a directory; name the program's file in it, as /proc/PID/exe shows it (e.g. \"/usr/bin/navit\")")
+                }
                 if let resolved = realpath(s, nil) {
                     defer { free(resolved) }
                     let real = String(cString: resolved)
                     if real != s {
                         throw fail(entry.line, "\(key) is \(TOMLValue.string(s)), which is \(TOMLValue.string(real)) once its links are resolved; /proc/PID/exe shows that path: write \(TOMLValue.string(real))")
                     }
-                }
-                // /proc/PID/exe is never a directory: a rule naming one ("/usr/bin", "/") matched
-                // no one, silently. A path that does not exist yet is taken (installed later).
-                var info = stat()
-                if stat(s, &info) == 0, info.st_mode & S_IFMT == S_IFDIR {
-                    throw fail(entry.line, "\(key) is \(TOMLValue.string(s)), a directory; name the program's file in it, as /proc/PID/exe shows it (e.g. \"/usr/bin/navit\")")
                 }
                 rule.executable = s
             case "authorization":
