@@ -237,7 +237,7 @@ import Testing
         #expect(throws: StoreError.self) { try RegionStore(path: path).load() }
         // The error that stops the start names the fix.
         do { _ = try RegionStore(path: path).load() } catch {
-            #expect("\(error)".hasSuffix("database disk image is malformed; \(Self.damagedFix(path))"), "\(error)")
+            #expect("\(error)".hasSuffix("; \(Self.damagedFix(path))"), "\(error)")
         }
     }
 
@@ -245,6 +245,38 @@ import Testing
         "the file is damaged or not a SQLite database: stop locationd and put back a copy of it, or move it away " +
             "to start with an empty one (its regions and queued events are lost; sqlite3 \(path) .recover may save some), " +
             #"or set [store] database to another file ("none" keeps everything in memory)"#
+    }
+
+    /// A damaged page the start does not read (the queue's, say): the daemon started, then every
+    /// write that touched it failed and every queued event was lost at the stop. The start reads
+    /// every page once (`PRAGMA quick_check`) and is refused, naming the fix, the file untouched.
+    @Test func aDamagedPageAnywhereFailsTheStartUntouched() throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("locationd.db").path
+        do {
+            let database = try Database(path: path)
+            try database.exec("CREATE TABLE filler (n INTEGER PRIMARY KEY, text TEXT NOT NULL)")
+            try database.transaction {
+                for n in 0..<2000 { try database.exec("INSERT INTO filler VALUES (\(n), '\(String(repeating: "x", count: 100))')") }
+            }
+            try database.checkpoint()
+        }
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+        let pageSize = 4096
+        try #require(bytes.count > 20 * pageSize)
+        for i in 0..<pageSize { bytes[10 * pageSize + i] = UInt8(truncatingIfNeeded: i &* 2654435761 >> 7) }
+        try bytes.write(to: URL(fileURLWithPath: path))
+        do {
+            _ = try Database(path: path)
+            Issue.record("a damaged file opened")
+        } catch let error as StoreError {
+            #expect(error.description.hasPrefix("\(path): the file is damaged ("), "\(error)")
+            #expect(!error.description.contains("\n") && !error.description.contains("***"), "\(error)")
+            #expect(error.description.hasSuffix(Database.damagedFix(path)), "\(error)")
+            #expect(error.needsAdministrator)
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == bytes)
     }
 
     /// `[store] database` (`--database`) naming a directory, its own state directory say: the

@@ -85,6 +85,7 @@ public final class Database: @unchecked Sendable {
         if version > Self.schemaVersion {
             throw StoreError(description: "\(path) was written by a newer locationd (its tables are version \(version); this one reads version \(Self.schemaVersion) only): run the newer locationd again, or set [store] database to another file (\"none\" keeps everything in memory); nothing in it was changed", needsAdministrator: true)
         }
+        if path != ":memory:" { try checkWhole() }
         // Opens (or creates, beside the file) the -wal and -shm files; the read above did for a
         // file already in WAL mode.
         try writable { try exec("PRAGMA journal_mode=WAL") }
@@ -120,6 +121,22 @@ public final class Database: @unchecked Sendable {
     /// (`PRAGMA user_version`). 0 is a new file or one from before versions were stamped (the
     /// same tables); it is stamped at open.
     static let schemaVersion: Int64 = 1
+
+    /// Reads every page once (`PRAGMA quick_check`): a damaged page the start does not read (a
+    /// queue's table, say) let the daemon start, then fail every write that touched it and lose
+    /// every queued event at the stop. Refused at the start instead, naming the fix, with the
+    /// file left as it is. What the check read is given back (the idle footprint).
+    private func checkWhole() throws {
+        defer { sqlite3_db_release_memory(handle) }
+        let stmt = try prepare("PRAGMA quick_check(1)")
+        defer { sqlite3_finalize(stmt) }
+        guard try step(stmt) else { return }
+        let text = sqlite3_column_text(stmt, 0).map { String(cString: $0) } ?? "ok"
+        guard text != "ok" else { return }
+        // One line for the log: SQLite's first problem, without its "*** in database main ***".
+        let verdict = text.split(whereSeparator: \.isNewline).filter { !$0.hasPrefix("***") }.joined(separator: " ")
+        throw StoreError(description: "\(path): the file is damaged (\(verdict)); \(Self.damagedFix(path))", needsAdministrator: true)
+    }
 
     /// The file's stamp (`PRAGMA user_version`). A file a newer daemon wrote (after a downgrade)
     /// is refused, left as it is: read as this daemon's own, its tables would be misread or
