@@ -242,7 +242,8 @@ import Testing
         }
         // Two colons and no brackets: only an IPv6 address. "1.2.3.4:2947:1" (hex digits, dots
         // and colons) was taken for one, and as a host name it never resolved.
-        for bad in ["localhost:2947:", "gps.local:29:47", "1.2.3.4:2947:1", "::1:2947:x", "1::2::3", "::1%", "12345::1"] {
+        for bad in ["localhost:2947:", "gps.local:29:47", "1.2.3.4:2947:1", "::1:2947:x", "1::2::3", "::1%", "12345::1",
+                    "fe80::1%lo:2947"] {
             #expect(throws: DaemonOptions.Failure.usage("--gpsd '\(bad)': expected HOST, HOST:PORT, [IPv6] or [IPv6]:PORT with a port 1…65535 ('\(bad)' is not an IPv6 address: an IPv6 address is written alone (::1), and with a port in brackets ([::1]:2947))")) {
                 try Self.load("", ["--gpsd", bad])
             }

@@ -362,10 +362,13 @@ public struct DaemonOptions: Sendable, Equatable {
     }
 
     /// Whether `text` is an IPv6 address as getaddrinfo takes it: the address (inet_pton) and an
-    /// optional `%zone`.
+    /// optional `%zone`, an interface name (no ':', '/' or blank in one, as Linux's
+    /// `dev_valid_name` says, at most 15 bytes) or index: "fe80::1%lo:2947" is a port written
+    /// without brackets, which was taken as part of the zone and dropped.
     static func isIPv6Address(_ text: String) -> Bool {
         let parts = text.split(separator: "%", maxSplits: 1, omittingEmptySubsequences: false)
-        guard parts.count == 1 || !parts[1].isEmpty else { return false }
+        guard parts.count == 1 || (!parts[1].isEmpty && parts[1].utf8.count <= 15
+                                   && !parts[1].contains { $0 == ":" || $0 == "/" || $0.isWhitespace }) else { return false }
         var address = in6_addr()
         return inet_pton(AF_INET6, String(parts[0]), &address) == 1
     }
