@@ -73,12 +73,40 @@ import Testing
         #expect(log.messages(.notice).contains { $0.hasPrefix("store: the region states given up earlier are written") }, "\(log.entries)")
     }
 
+    /// Writing the stale programs' states keeps failing (an error tied to their rows): tried at
+    /// most every 10 s and logged once, not at every backlog read and commit (an error each
+    /// time); a graceful stop makes the last attempt.
+    @Test func aStaleWriteThatKeepsFailingIsLoggedOnceAndTriedAtTheStop() async throws {
+        let dir = try Away.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("locationd.db").path
+        let program = Away.tracker.program
+        let log = CapturedLog()
+        try await Away.withHub(path: path, logger: log.logger) { hub in
+            let holder = try await Self.enterHomeWhileLocked(hub, path: path)  // attempt 1: inside
+            for k in 0..<4 {
+                try await Away.feed(hub, seconds: (20 + 10 * k)..<(23 + 10 * k), metresNorth: k % 2 == 0 ? 1000 : 0)
+            }
+            try await hub.eventLoop.submit { hub.writeUnwritten() }.get()  // attempt 6 gives up
+            try holder.exec("CREATE TRIGGER refuse BEFORE UPDATE ON regions BEGIN SELECT RAISE(ABORT, 'refused'); END")
+            try holder.exec("COMMIT")
+            for _ in 0..<5 { try await hub.eventLoop.submit { hub.writeUnwritten() }.get() }
+            #expect(log.messages(.error).filter { $0.hasPrefix("store: cannot write the region states given up earlier") }.count == 1, "\(log.entries)")
+            try holder.exec("DROP TRIGGER refuse")
+            try await hub.eventLoop.submit { hub.releaseHeldVisits() }.get()  // the stop: due or not
+        }
+        let stored = try RegionStore(database: Database(path: path)).load()
+        #expect(stored.first { $0.program == program }?.records.map(\.state) == [.inside])
+    }
+
     /// A program's identity whose write failed (the disk full at its session's start) was never
     /// written: it was written only when it changed. Away after its connection closed, a restart
     /// then found no identity, discarded its queue and suspended its regions. Written at the
     /// next write that works, or when its last connection closes, whichever comes first.
-    @Test(arguments: [false, true])
-    func anIdentityWhoseWriteFailedIsWrittenLater(byTheNextWrite: Bool) async throws {
+    enum Retry: CaseIterable, Sendable { case theNextWrite, itsLastConnectionClosing, aFixThatWritesNothing }
+
+    @Test(arguments: Retry.allCases)
+    func anIdentityWhoseWriteFailedIsWrittenLater(by retry: Retry) async throws {
         let dir = try Away.directory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let path = dir.appendingPathComponent("locationd.db").path
@@ -92,13 +120,19 @@ import Testing
             }.get()
             try holder.exec("COMMIT")
             #expect(try ProgramIdentities(database: Database(path: path)).recorded(program) == nil, "the write failed")
-            try await hub.eventLoop.submit {
-                _ = try hub.addRegions([Region(id: "home", center: Away.home, radius: 100)], for: program)
-            }.get()
-            if byTheNextWrite {
+            switch retry {
+            case .theNextWrite:
+                try await hub.eventLoop.submit {
+                    _ = try hub.addRegions([Region(id: "home", center: Away.home, radius: 100)], for: program)
+                }.get()
                 try await Away.feed(hub, seconds: 0..<1, metresNorth: 1000)  // the initial state, written
-            } else {
-                try await hub.eventLoop.submit { hub.programClosed(program) }.get()
+            case .itsLastConnectionClosing:
+                try await hub.eventLoop.submit {
+                    _ = try hub.addRegions([Region(id: "home", center: Away.home, radius: 100)], for: program)
+                    hub.programClosed(program)
+                }.get()
+            case .aFixThatWritesNothing:
+                try await Away.feed(hub, seconds: 0..<1, metresNorth: 1000)  // no regions: nothing to write
             }
         }
         let recorded = try ProgramIdentities(database: Database(path: path)).recorded(program)

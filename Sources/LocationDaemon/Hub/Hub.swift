@@ -487,6 +487,9 @@ public final class Hub: Sendable {
         let changes = regionStore == nil ? [] : s.engine.drainRegionChanges()
         if privacyCells != nil, s.engine.privacy.cell != s.storedCell { storePrivacyCell(s) }
         if changes.isEmpty && s.programEvents.isEmpty {
+            // An identity whose write failed waits for no other write (a device standing still
+            // writes nothing).
+            if let identities, identities.hasUnsaved { identities.writeUnsaved(pacedAt: .now) }
             // The common case: nothing to write, nothing held (one comparison per fix).
             guard !s.unwritten.isEmpty, s.unwritten.isDue(.now) else { return }
         }
@@ -519,31 +522,44 @@ public final class Hub: Sendable {
             held(s, failure: error, states: changes, events: events)
             return
         }
-        if !s.unwritten.stale.isEmpty { rewriteStale(s) }
+        if s.unwritten.staleDue(.now) { rewriteStale(s) }
         if let identities, identities.hasUnsaved { identities.writeUnsaved() }
     }
 
-    /// Writes the current region states of the programs whose held states were given up, one
-    /// transaction each: after a restart none repeats a transition sent meanwhile.
+    /// Writes the current region states of the programs whose held states were given up: after
+    /// a restart none repeats a transition sent meanwhile. One transaction for all of them (one
+    /// sync to the disk, not one per program, on the loop); if that fails, one per program, so
+    /// that an error tied to one does not hold back the others. Tried at most every 10 s while
+    /// it fails, logged once.
     private func rewriteStale(_ s: State) {
         guard let regionStore else { return }
+        let programs = s.unwritten.stale
         var written: Set<ProgramID> = []
         var failure: (any Error)?
-        for program in s.unwritten.stale {
-            do {
-                try regionStore.writeStates(of: program, s.engine.regionRecords(of: program))
-                written.insert(program)
-            } catch {
-                failure = error
+        do {
+            try regionStore.database.transaction {
+                for program in programs { try regionStore.writeStates(of: program, s.engine.regionRecords(of: program)) }
+            }
+            written = programs
+        } catch {
+            for program in programs {
+                do {
+                    try regionStore.writeStates(of: program, s.engine.regionRecords(of: program))
+                    written.insert(program)
+                } catch {
+                    failure = error
+                }
             }
         }
+        let logged = s.unwritten.staleFailureLogged
         s.unwritten.staleWritten(written)
         if let failure {
-            s.unwritten.staleFailed(at: .now)
-            logger.error("store: cannot write the region states given up earlier; tried again later",
-                         metadata: ["error": "\(failure)", "programs": "\(s.unwritten.stale.count)"])
+            if s.unwritten.staleFailed(at: .now) {
+                logger.error("store: cannot write the region states given up earlier; tried again every 10 s (logged once)",
+                             metadata: ["error": "\(failure)", "programs": "\(s.unwritten.stale.count)"])
+            }
         } else {
-            logger.notice("store: the region states given up earlier are written", metadata: ["programs": "\(written.count)"])
+            logger.notice("store: the region states given up earlier are written\(logged ? " after failed attempts" : "")", metadata: ["programs": "\(written.count)"])
         }
     }
 
@@ -711,7 +727,13 @@ public final class Hub: Sendable {
         s.engine.releaseHeldVisits()
         if s.engine.hasProgramEvents { persist(s) }
         if !s.unwritten.isEmpty { commit(s, states: [], events: []) }
-        if let identities, identities.hasUnsaved { identities.writeUnsaved() }
+        if s.unwritten.staleDue(.now) == false, !s.unwritten.stale.isEmpty { rewriteStale(s) }  // due or not: the last chance
+        if let identities, identities.hasUnsaved {
+            identities.writeUnsaved()
+            if identities.hasUnsaved {
+                logger.error("store: stopping with the identities of \(identities.unsavedCount) programs unwritten; after the restart their regions and queued events are kept or dropped by their uid and executable alone (their groups are lost)")
+            }
+        }
         if !s.unwritten.isEmpty {
             // Events given up earlier are lost too: only their overflow notice was still to be
             // written, and it is not.

@@ -21,6 +21,11 @@ struct UnwrittenChanges {
     /// are written once writing works again, on their own (`Hub.rewriteStale`), so that an error
     /// tied to them does not block the other writes.
     private(set) var stale: Set<ProgramID> = []
+    /// When writing the stale programs last failed (they are tried at most every
+    /// `retryInterval`, on their own pace: a commit of other changes that works does not make
+    /// them due), and whether that failure was logged (once until they are written).
+    private var staleAttempt: ContinuousClock.Instant?
+    private(set) var staleFailureLogged = false
 
     /// Failed attempts in a row since the last write that worked, and when the last one was.
     private(set) var failures = 0
@@ -36,12 +41,20 @@ struct UnwrittenChanges {
 
     var isEmpty: Bool { states.isEmpty && events.isEmpty && lost.isEmpty && stale.isEmpty }
 
+    /// Whether the stale programs should be written at `now`.
+    func staleDue(_ now: ContinuousClock.Instant) -> Bool {
+        guard !stale.isEmpty else { return false }
+        guard let staleAttempt else { return true }
+        return now - staleAttempt >= Self.retryInterval
+    }
+
     /// Events already counted as lost whose `overflow` is not written yet.
     var lostEventCount: Int { lost.values.reduce(0, +) }
 
     /// Whether a fix with nothing of its own to write should try again at `now`.
     func isDue(_ now: ContinuousClock.Instant) -> Bool {
         guard !isEmpty else { return false }
+        if states.isEmpty && events.isEmpty && lost.isEmpty { return staleDue(now) }
         guard let lastAttempt else { return true }
         return now - lastAttempt >= Self.retryInterval
     }
@@ -118,6 +131,14 @@ struct UnwrittenChanges {
 
     /// The stale programs' states were written, or the attempt failed at `now` (tried again a
     /// `retryInterval` later, not at every fix).
-    mutating func staleWritten(_ programs: Set<ProgramID>) { stale.subtract(programs) }
-    mutating func staleFailed(at now: ContinuousClock.Instant) { lastAttempt = now }
+    mutating func staleWritten(_ programs: Set<ProgramID>) {
+        stale.subtract(programs)
+        if stale.isEmpty { staleAttempt = nil; staleFailureLogged = false }
+    }
+    /// Returns whether this failure is the first since they were last written (to be logged).
+    mutating func staleFailed(at now: ContinuousClock.Instant) -> Bool {
+        staleAttempt = now
+        defer { staleFailureLogged = true }
+        return !staleFailureLogged
+    }
 }

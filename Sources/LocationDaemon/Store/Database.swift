@@ -51,7 +51,9 @@ public final class Database: @unchecked Sendable {
                     throw StoreError(description: "\(path): file is not a database; \(Self.damagedFix(path))", needsAdministrator: true)
                 }
             }
-            for file in [path, path + "-wal", path + "-shm"] {
+            // Beside the file itself when `path` is a link to it (where SQLite keeps them).
+            let real = realpath(path, nil).map { p in defer { free(p) }; return String(cString: p) } ?? path
+            for file in [path, real + "-wal", real + "-shm"] {
                 var st = stat()
                 // Not the group's either: the daemon's group is its socket users' too.
                 if stat(file, &st) == 0, st.st_mode & 0o077 != 0 { _ = chmod(file, st.st_mode & 0o700) }

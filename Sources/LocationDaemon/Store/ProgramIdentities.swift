@@ -1,4 +1,5 @@
 import CSQLite
+import Logging
 import LocationCore
 
 /// The identity each program had in its latest session: uid, groups and executable.
@@ -80,6 +81,17 @@ public final class ProgramIdentities: @unchecked Sendable {
 
     /// Whether an identity is recorded in memory only.
     public var hasUnsaved: Bool { !unsaved.isEmpty }
+    /// How many are.
+    public var unsavedCount: Int { unsaved.count }
+    private var lastAttempt: ContinuousClock.Instant?
+
+    /// `writeUnsaved` at most every `UnwrittenChanges.retryInterval`: from the fixes, so an
+    /// identity is written even while nothing else is (a device standing still).
+    func writeUnsaved(pacedAt now: ContinuousClock.Instant) {
+        if let lastAttempt, now - lastAttempt < UnwrittenChanges.retryInterval { return }
+        lastAttempt = now
+        writeUnsaved()
+    }
 
     /// Tries again to write the identities whose write failed. *Reason:* the identity was only
     /// ever written when it changed, so after one failure (a full disk at the session's start)
@@ -109,7 +121,9 @@ public final class ProgramIdentities: @unchecked Sendable {
                 sqlite3_bind_null(upsert, 5)
             }
             try database.run(upsert)
-            unsaved.remove(program)
+            if unsaved.remove(program) != nil {
+                Logger(label: "locationd").notice("database: program identity written after an earlier failure", metadata: ["program": "\(program.rawValue)"])
+            }
         } catch {
             // Once per program until it is written: the retries come with every later write.
             if unsaved.insert(program).inserted { database.report("program identity", error) }
