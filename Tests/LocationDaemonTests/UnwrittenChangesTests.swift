@@ -59,11 +59,7 @@ import Testing
         let program = Away.tracker.program
         let log = CapturedLog()
         try await Away.withHub(path: path, logger: log.logger) { hub in
-            let holder = try await Self.enterHomeWhileLocked(hub, path: path)  // attempt 1: inside
-            for k in 0..<4 {  // leaves, enters, leaves, enters: attempts 2–5
-                try await Away.feed(hub, seconds: (20 + 10 * k)..<(23 + 10 * k), metresNorth: k % 2 == 0 ? 1000 : 0)
-            }
-            try await hub.eventLoop.submit { hub.writeUnwritten() }.get()  // attempt 6 gives up
+            let holder = try await Self.giveUpInsideWhileLocked(hub, path: path)
             #expect(log.messages(.error).filter { $0.hasPrefix("store: writes keep failing") }.count == 1, "\(log.entries)")
             try holder.exec("COMMIT")
             try await hub.eventLoop.submit { hub.writeUnwritten() }.get()
@@ -83,11 +79,7 @@ import Testing
         let program = Away.tracker.program
         let log = CapturedLog()
         try await Away.withHub(path: path, logger: log.logger) { hub in
-            let holder = try await Self.enterHomeWhileLocked(hub, path: path)  // attempt 1: inside
-            for k in 0..<4 {
-                try await Away.feed(hub, seconds: (20 + 10 * k)..<(23 + 10 * k), metresNorth: k % 2 == 0 ? 1000 : 0)
-            }
-            try await hub.eventLoop.submit { hub.writeUnwritten() }.get()  // attempt 6 gives up
+            let holder = try await Self.giveUpInsideWhileLocked(hub, path: path)
             try holder.exec("CREATE TRIGGER refuse BEFORE UPDATE ON regions BEGIN SELECT RAISE(ABORT, 'refused'); END")
             try holder.exec("COMMIT")
             for _ in 0..<5 { try await hub.eventLoop.submit { hub.writeUnwritten() }.get() }
@@ -177,6 +169,18 @@ import Testing
         let holder = try Database(path: path)
         try holder.exec("BEGIN IMMEDIATE")
         try await Away.feed(hub, seconds: 5..<8, metresNorth: 0)  // enters home; cannot be written
+        return holder
+    }
+
+    /// `enterHomeWhileLocked`, then leaves, enters, leaves and enters (attempts 2–5) and tries
+    /// once more without a fix (attempt 6): the held states are given up with the tracker inside
+    /// and the database still saying `outside`. The lock is still held.
+    static func giveUpInsideWhileLocked(_ hub: Hub, path: String) async throws -> Database {
+        let holder = try await enterHomeWhileLocked(hub, path: path)
+        for k in 0..<4 {
+            try await Away.feed(hub, seconds: (20 + 10 * k)..<(23 + 10 * k), metresNorth: k % 2 == 0 ? 1000 : 0)
+        }
+        try await hub.eventLoop.submit { hub.writeUnwritten() }.get()
         return holder
     }
 
