@@ -727,7 +727,7 @@ public final class Hub: Sendable {
         s.engine.releaseHeldVisits()
         if s.engine.hasProgramEvents { persist(s) }
         if !s.unwritten.isEmpty { commit(s, states: [], events: []) }
-        if s.unwritten.staleDue(.now) == false, !s.unwritten.stale.isEmpty { rewriteStale(s) }  // due or not: the last chance
+        if !s.unwritten.stale.isEmpty { rewriteStale(s) }  // still there: the last chance, due or not
         if let identities, identities.hasUnsaved {
             identities.writeUnsaved()
             if identities.hasUnsaved {
