@@ -128,7 +128,7 @@ public struct Engine: Sendable {
         privacy.offer(fix)
         showApproximate(since: publications, into: &out)
         // Once per fix, for every visit detector's plane.
-        let unit = RegionIndex.unitVector(fix.coordinate)
+        let unit = Geodesy.unitVector(fix.coordinate)
         for i in subscriptions.indices {
             // Approximate subscriptions hear of locations only at publications (above).
             if !subscriptions[i].approximate, subscriptions[i].filter.options.events.contains(.location),

@@ -27,7 +27,7 @@ public struct RegionIndex: Sendable {
 
     /// Builds the tree over `centers`/`radii` (index i = region slot i).
     public init(centers: [Coordinate], radii: [Double]) {
-        self.points = centers.map(RegionIndex.unitVector)
+        self.points = centers.map(Geodesy.unitVector)
         self.radii = radii
         self.order = (0..<Int32(centers.count)).map { $0 }
         if !centers.isEmpty {
@@ -37,12 +37,6 @@ public struct RegionIndex: Sendable {
     }
 
     public var count: Int { points.count }
-
-    static func unitVector(_ c: Coordinate) -> SIMD3<Double> {
-        let phi = Geodesy.radians(c.latitude), lambda = Geodesy.radians(c.longitude)
-        let cp = cos(phi)
-        return SIMD3(cp * cos(lambda), cp * sin(lambda), sin(phi))
-    }
 
     /// Great-circle distance for a chord between unit vectors.
     static func arc(chord: Double) -> Double {
@@ -89,7 +83,7 @@ public struct RegionIndex: Sendable {
     /// with a boundary distance ≤ `within`; as (key, slot) sorted by key (ties by slot).
     public func nearest(to point: Coordinate, k: Int, within: Double = 0) -> [(key: Double, slot: Int)] {
         guard !nodes.isEmpty else { return [] }
-        let p = RegionIndex.unitVector(point)
+        let p = Geodesy.unitVector(point)
         var found: [(key: Double, slot: Int)] = []
         var best = MaxHeap()  // the k smallest keys seen
         var queue = MinHeap()

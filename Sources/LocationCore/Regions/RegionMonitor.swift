@@ -420,11 +420,11 @@ public enum RegionGeometry {
     public static func segmentCrossing(from a: Coordinate, to b: Coordinate, center: Coordinate, radius: Double)
         -> (enter: Double, exit: Double, closest: Double)? {
         let phi = Geodesy.radians(center.latitude), lambda = Geodesy.radians(center.longitude)
-        let c = RegionIndex.unitVector(center)
+        let c = Geodesy.unitVector(center)
         let e = SIMD3(-sin(lambda), cos(lambda), 0)
         let n = SIMD3(-sin(phi) * cos(lambda), -sin(phi) * sin(lambda), cos(phi))
-        let (ax, ay) = plane(RegionIndex.unitVector(a), c, e, n)
-        let (bx, by) = plane(RegionIndex.unitVector(b), c, e, n)
+        let (ax, ay) = plane(Geodesy.unitVector(a), c, e, n)
+        let (bx, by) = plane(Geodesy.unitVector(b), c, e, n)
         let dx = bx - ax, dy = by - ay
         let len2 = dx * dx + dy * dy
         guard len2 > 0 else { return nil }
@@ -444,7 +444,7 @@ public enum RegionGeometry {
     /// The point a fraction `t` of the way from `a` to `b`, along the great circle (a straight
     /// line in latitude and longitude would miss a pole the two lie either side of).
     public static func interpolate(_ a: Coordinate, _ b: Coordinate, _ t: Double) -> Coordinate {
-        let p = RegionIndex.unitVector(a) * (1 - t) + RegionIndex.unitVector(b) * t
+        let p = Geodesy.unitVector(a) * (1 - t) + Geodesy.unitVector(b) * t
         let horizontal = (p.x * p.x + p.y * p.y).squareRoot()
         return Coordinate(latitude: atan2(p.z, horizontal) * (180 / Double.pi),
                           longitude: horizontal > 0 ? atan2(p.y, p.x) * (180 / Double.pi) : 0)

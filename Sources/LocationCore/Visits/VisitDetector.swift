@@ -188,10 +188,10 @@ public struct VisitDetector: Sendable {
 
     /// Offers one fix; calls `emit` with an arrival or departure when one is decided.
     public mutating func offer(_ received: Fix, _ emit: (Visit) -> Void) {
-        offer(received, unit: RegionIndex.unitVector(received.coordinate), emit)
+        offer(received, unit: Geodesy.unitVector(received.coordinate), emit)
     }
 
-    /// The same, with the fix's unit vector (`RegionIndex.unitVector`) computed once per fix by
+    /// The same, with the fix's unit vector (`Geodesy.unitVector`) computed once per fix by
     /// the caller for every detector: each stay's plane takes the fix as this vector.
     public mutating func offer(_ received: Fix, unit: SIMD3<Double>, _ emit: (Visit) -> Void) {
         if let a = received.horizontalAccuracy, a > parameters.maximumAccuracy { return }
