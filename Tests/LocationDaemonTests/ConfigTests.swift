@@ -79,7 +79,7 @@ import Testing
             ("[daemon]\nshutdown_timeout = 2.5 s  # x\n",
              "locationd.toml:2: '2.5 s': write the number alone, without a unit (2.5); each option's unit is fixed, e.g. seconds or requests/s (docs/configuration.md)"),
             ("[replay]\nloop = True\n", "locationd.toml:2: invalid value 'True'; a boolean is true or false (lower case, unquoted): write true"),
-            ("[replay]\nloop = no\n", "locationd.toml:2: invalid value 'no'; a boolean is true or false (lower case, unquoted): write false"),
+            ("[replay]\nloop = no\n", "locationd.toml:2: invalid value 'no'; a boolean is true or false (lower case, unquoted): write false; a string is quoted: \"no\""),
             ("[gpsd.x]\n", "locationd.toml:1: nested tables ([gpsd.…]) are not supported"),
             ("[gpsd]\nhost.name = \"x\"\n", "locationd.toml:2: dotted keys ('host.…') are not supported; use a [table]"),
             ("[gpsd]\nhost = \"\"\"x\"\"\"\n", "locationd.toml:2: multi-line strings are not supported"),

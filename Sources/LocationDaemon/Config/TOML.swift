@@ -312,10 +312,12 @@ private struct LineParser {
             return "times of day are not supported ('\(word)')"
         }
         switch word.lowercased() {
-        case "true", "yes", "on":
-            return "invalid value '\(word)'; a boolean is true or false (lower case, unquoted): write true"
-        case "false", "no", "off":
-            return "invalid value '\(word)'; a boolean is true or false (lower case, unquoted): write false"
+        case "true", "false":
+            return "invalid value '\(word)'; a boolean is true or false (lower case, unquoted): write \(word.lowercased())"
+        case "yes", "on", "no", "off":
+            // Meant as a boolean, or as a string (a key that takes one): both are said.
+            let boolean = ["yes", "on"].contains(word.lowercased()) ? "true" : "false"
+            return "invalid value '\(word)'; a boolean is true or false (lower case, unquoted): write \(boolean); a string is quoted: \"\(word)\""
         default: break
         }
         // A number with a unit (`5s`, `1/s`, `10m`). Not after 0x/0o/0b: `0xZZ` is a bad number.

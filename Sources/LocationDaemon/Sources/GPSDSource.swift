@@ -159,8 +159,8 @@ public final class GPSDSource: Sendable {
         /// Whether it has sent more than the banner (the answer to the watch request, a
         /// report): only then is gpsd taken as back (`received`).
         var proven = false
-        /// The reason last warned about, nil when none was or gpsd has spoken since: a retry
-        /// that fails the same way is not logged again.
+        /// The reason last warned about, nil when none was or gpsd has spoken beyond its banner
+        /// since (`proven`): a retry that fails the same way is not logged again.
         var problem: String?
         /// Failed connection attempts since gpsd last spoke.
         var failures = 0

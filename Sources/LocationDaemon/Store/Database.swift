@@ -27,7 +27,7 @@ public final class Database: @unchecked Sendable {
     private(set) var handle: OpaquePointer?
     public let path: String
     private var depth = 0
-    /// The -wal and -shm files as opened (nil in memory, or where SQLite made none).
+    /// The -wal and -shm files as opened (none in memory, or where SQLite made none).
     private var companions: [(path: String, identity: FileIdentity)] = []
 
     /// Opens (creating the file and its directory if needed) `path`; `:memory:` keeps
