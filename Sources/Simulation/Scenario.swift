@@ -128,18 +128,13 @@ public struct Scenario: Sendable {
     /// The point a fraction `t` of the way from `a` to `b` along the great circle, at an even
     /// pace: across ±180 the short way (linear longitude went round the globe) and over a pole.
     public static func along(_ a: Coordinate, _ b: Coordinate, _ t: Double) -> Coordinate {
-        func unit(_ c: Coordinate) -> (Double, Double, Double) {
-            let phi = Geodesy.radians(c.latitude), lambda = Geodesy.radians(c.longitude)
-            return (cos(phi) * cos(lambda), cos(phi) * sin(lambda), sin(phi))
-        }
-        let u = unit(a), v = unit(b)
-        let omega = acos(min(1, max(-1, u.0 * v.0 + u.1 * v.1 + u.2 * v.2)))
+        let u = Geodesy.unitVector(a), v = Geodesy.unitVector(b)
+        let omega = acos(min(1, max(-1, (u * v).sum())))
         guard omega > 1e-12 else { return t < 0.5 ? a : b }
-        let wa = sin((1 - t) * omega) / sin(omega), wb = sin(t * omega) / sin(omega)
-        let x = wa * u.0 + wb * v.0, y = wa * u.1 + wb * v.1, z = wa * u.2 + wb * v.2
-        let horizontal = (x * x + y * y).squareRoot()
-        return Coordinate(latitude: atan2(z, horizontal) * 180 / Double.pi,
-                          longitude: horizontal > 0 ? atan2(y, x) * 180 / Double.pi : a.longitude)
+        let p = u * (sin((1 - t) * omega) / sin(omega)) + v * (sin(t * omega) / sin(omega))
+        let horizontal = (p.x * p.x + p.y * p.y).squareRoot()
+        return Coordinate(latitude: atan2(p.z, horizontal) * 180 / Double.pi,
+                          longitude: horizontal > 0 ? atan2(p.y, p.x) * 180 / Double.pi : a.longitude)
     }
 
     /// The farthest a move may go, metres: short of the antipode, where no one great circle

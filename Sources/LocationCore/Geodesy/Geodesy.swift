@@ -18,7 +18,7 @@ public enum Geodesy {
     /// The point on the unit sphere (x towards 0°N 0°E, z towards the North Pole): the region
     /// index, region crossings and visits' planes work on these, with no seam at the
     /// antimeridian or the poles.
-    static func unitVector(_ c: Coordinate) -> SIMD3<Double> {
+    public static func unitVector(_ c: Coordinate) -> SIMD3<Double> {
         let phi = radians(c.latitude), lambda = radians(c.longitude)
         let cp = cos(phi)
         return SIMD3(cp * cos(lambda), cp * sin(lambda), sin(phi))
