@@ -250,6 +250,46 @@ import Testing
         #expect(grid.columns(row: row) == 1 || cellWidth >= grid.cellSize, "\(cellWidth) m")
     }
 
+    /// A fix the grid calls `margin` inside its cell is that far from every point outside it,
+    /// measured on the globe: the hysteresis promises 500 m, not 500 m of a column's share of
+    /// its row. Columns are cut at a row's middle latitude, so near a pole a row's poleward
+    /// edge is a third narrower than its middle; a fraction of the column there is fewer metres.
+    @Test func aFixCalledMarginInsideIsThatFarFromTheCellsEdgesNearThePoles() {
+        func destination(_ c: Coordinate, bearing: Double, metres: Double) -> Coordinate {
+            let phi = c.latitude * .pi / 180, lambda = c.longitude * .pi / 180
+            let d = metres / Geodesy.earthRadius, theta = bearing * .pi / 180
+            let phi2 = asin(sin(phi) * cos(d) + cos(phi) * sin(d) * cos(theta))
+            let lambda2 = lambda + atan2(sin(theta) * sin(d) * cos(phi), cos(d) - sin(phi) * sin(phi2))
+            var longitude = lambda2 * 180 / .pi
+            longitude -= 360 * ((longitude + 180) / 360).rounded(.down)
+            return Coordinate(latitude: phi2 * 180 / .pi, longitude: longitude)
+        }
+        var checked = 0
+        for secret: UInt64 in [Self.secret, 1, 7, 42] {
+            let grid = PrivacyGrid(secret: secret)
+            for north in [true, false] {
+                for degreesFromPole in stride(from: 0.02, through: 0.3, by: 0.0023) {
+                    for longitude in stride(from: -180.0, to: 180.0, by: 1.3) {
+                        let c = Coordinate(latitude: north ? 90 - degreesFromPole : -90 + degreesFromPole, longitude: longitude)
+                        let (cell, inset) = grid.cell(of: c)
+                        guard inset >= grid.margin else { continue }
+                        checked += 1
+                        for bearing in stride(from: 0.0, to: 360, by: 15) {
+                            // 1 % short: the grid's metres per degree are the equator's, 0.1 % more
+                            // than the mean sphere's.
+                            let d = destination(c, bearing: bearing, metres: grid.margin * 0.99)
+                            guard grid.cell(of: d).cell == cell else {
+                                Issue.record("secret \(secret): \(c) is called \(inset) m inside its cell, but \(d), \(Geodesy.distance(c, d)) m away, is in another")
+                                return
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        #expect(checked > 500)
+    }
+
     /// Walking out of a cell near a pole (to just inside the hysteresis margin) and round the
     /// pole, the device is never farther from its cell's centre than that cell's reported
     /// accuracy (what is shown is the cell at its epoch's start, when the same holds).

@@ -97,13 +97,24 @@ public struct PrivacyGrid: Hashable, Sendable {
         let (y, x, n) = position(of: c, row: row)
         let column = Int(x.rounded(.down))
         let fy = y - Double(row), fx = x - Double(column)
+        // In metres on the globe, which is what the hysteresis promises. A fraction of the
+        // column is not: columns are cut at the row's middle latitude, so towards a pole a row's
+        // poleward edge is narrower than its middle (a third narrower next to a polar cap).
+        let rowMetres = rowHeight * .pi / 180 * Geodesy.earthRadius
         let inset: Double
         if row == capRow(north: true) {
-            inset = fy * cellSize  // a cap's one edge is on the equator's side
+            inset = fy * rowMetres  // a cap's one edge is on the equator's side
         } else if row == capRow(north: false) {
-            inset = (1 - fy) * cellSize
+            inset = (1 - fy) * rowMetres
         } else {
-            inset = min(fy, 1 - fy, fx, 1 - fx) * cellSize
+            // A column's edge is a meridian: the distance to its great circle, R·asin(cos φ·sin Δλ),
+            // is never more than to the edge itself.
+            let columnRadians = 2 * Double.pi / Double(n)
+            let cosLatitude = cos(c.latitude * .pi / 180)
+            func toMeridian(_ f: Double) -> Double {
+                Geodesy.earthRadius * asin(min(1, cosLatitude * sin(min(f * columnRadians, .pi / 2))))
+            }
+            inset = min(min(fy, 1 - fy) * rowMetres, toMeridian(fx), toMeridian(1 - fx))
         }
         return (Cell(row: row, column: ((column % n) + n) % n), inset)
     }
