@@ -62,6 +62,19 @@ func run(_ monitor: inout RegionMonitor, _ fixes: [Fix]) -> [RegionEvent] {
         #expect(m.count == 0)
     }
 
+    /// A program restored over a registration limit lowered since (`[regions] max_registered`)
+    /// may still send an empty add (`regions import` sends one to learn the count): it registers
+    /// nothing, so the limit has nothing to refuse. One region more is refused.
+    @Test func anEmptyAddIsNotRefusedOverALoweredLimit() throws {
+        var m = RegionMonitor(limits: .init(maxActive: 20, maxRegistered: 2))
+        try m.restore((0..<3).map { RegionRecord(region: Region(id: "r\($0)", center: origin, radius: 100), state: .unknown) })
+        try m.add([])
+        #expect(m.count == 3)
+        do { try m.add([Region(id: "a", center: origin, radius: 100)]); Issue.record("limit ignored") } catch {
+            #expect(error.code == .tooManyRegions)
+        }
+    }
+
     @Test func initialStateIsReportedOnlyWhenAskedAndOnlyByADecidingFix() throws {
         var m = RegionMonitor()
         try m.add([Region(id: "asked", center: origin, radius: 200, notifyInitialState: true),

@@ -134,7 +134,9 @@ public struct RegionMonitor: Sendable {
             if slotByID[r.id] != nil { throw RegionError(.duplicateRegion, "region \(r.id) is already registered; remove it first (regions.remove) to change it, or give the new one another id") }
             if !seen.insert(r.id).inserted { throw RegionError(.duplicateRegion, "region \(r.id) is given twice in this request; give each region its own id") }
         }
-        if limited, slots.count + regions.count > limits.maxRegistered {
+        // An empty add registers nothing, so a program over a limit lowered since is not refused
+        // it (docs/protocol.md, `regions.add`).
+        if limited, !regions.isEmpty, slots.count + regions.count > limits.maxRegistered {
             throw RegionError(.tooManyRegions, "\(slots.count) registered + \(regions.count) new is more than the limit of \(limits.maxRegistered) regions per program")
         }
     }
