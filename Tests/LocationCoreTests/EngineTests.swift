@@ -138,6 +138,37 @@ import LocationCore
         #expect(out.locations(for: SubscriberID(1)).count == 1)
     }
 
+    /// A new subscriber's status is the one the others were sent at the change, time included:
+    /// the time at which the state was entered, not the last fix's (a `disconnected` stamped
+    /// with a fix from before gpsd went away says the fix was lost later than it was).
+    @Test func aNewSubscribersStatusCarriesTheTimeOfTheChange() {
+        func status(_ out: [Delivery], _ id: SubscriberID) -> (SourceState, Timestamp?)? {
+            for d in out where d.subscriber == id { if case .status(let s, let t) = d.event { return (s, t) } }
+            return nil
+        }
+        var engine = Engine()
+        let live = SubscriberID(1)
+        _ = engine.handle(.subscribe(live, SubscriptionOptions()))
+        _ = engine.handle(.fix(fix(at: 0, origin)))
+        let entered = engine.handle(.fix(fix(at: 1, origin)))  // no change: no status
+        #expect(entered.statuses.isEmpty)
+        var id: UInt64 = 10
+        func joiner() -> (SourceState, Timestamp?)? {
+            id += 1
+            return status(engine.handle(.subscribe(SubscriberID(id), SubscriptionOptions())), SubscriberID(id))
+        }
+        let fixing = joiner()
+        #expect(fixing?.0 == .fix && fixing?.1 == t0, "fix since the first fix: \(String(describing: fixing))")
+        for (input, expected) in [(EngineInput.source(.disconnected), SourceState.disconnected), (.source(.connected), .connected), (.noFix(nil), .noFix)] {
+            let told = status(engine.handle(input), live)
+            let joined = joiner()
+            #expect(told?.0 == expected && joined?.0 == expected)
+            #expect(joined?.1 == told?.1, "\(expected): a live subscriber was told \(String(describing: told?.1)), a new one \(String(describing: joined?.1))")
+        }
+        _ = engine.handle(.noFix(t0.adding(seconds: 5)))  // no change: the time stays the change's
+        #expect(joiner()?.1 == nil)
+    }
+
     @Test func statusPrecedesTheFixThatCausedIt() {
         var engine = Engine()
         let a = SubscriberID(7)

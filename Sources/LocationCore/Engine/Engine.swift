@@ -17,6 +17,9 @@ public struct Engine: Sendable {
     @usableFromInline var subscriptions: [Subscription] = []
     @usableFromInline var indexByID: [SubscriberID: Int] = [:]
     public private(set) var sourceState: SourceState = .disconnected
+    /// The time `sourceState` was entered at (the input's that changed it), told to a new
+    /// subscriber as it was told to the others then.
+    public private(set) var sourceStateTime: Timestamp?
     /// The most recent fix seen, delivered or not.
     public private(set) var lastFix: Fix?
     /// Geofences per program, and which program each subscriber belongs to (Engine+Regions.swift).
@@ -96,7 +99,7 @@ public struct Engine: Sendable {
             // an approximate one the published state and location (a new subscription shows
             // nothing that was not already published).
             guard sub.approximate else {
-                out.append(Delivery(subscriber: id, event: .status(sourceState, time: lastFix?.time)))
+                out.append(Delivery(subscriber: id, event: .status(sourceState, time: sourceStateTime)))
                 sendHeldVisits(of: &previous, to: i, into: &out)
                 return
             }
@@ -155,6 +158,7 @@ public struct Engine: Sendable {
     @usableFromInline mutating func setState(_ state: SourceState, time: Timestamp?, into out: inout [Delivery]) {
         guard state != sourceState else { return }
         sourceState = state
+        sourceStateTime = time
         for s in subscriptions where !s.approximate {
             out.append(Delivery(subscriber: s.id, event: .status(state, time: time)))
         }
