@@ -44,6 +44,7 @@ public enum Daemon {
         defer { signals.cancel() }
         raiseDescriptorLimit(logger: logger)
         if !ProgramIdentity.canIdentifyOtherUsers() { logger.warning("\(ProgramIdentity.cannotIdentifyWarning)") }
+        for warning in options.warnings { logger.warning("\(warning)") }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let loop = group.next()
         // `--database none` keeps the same tables in memory: nothing survives a restart.
@@ -332,6 +333,7 @@ final class DaemonService: Sendable {
         do {
             let new = try old.reloaded()
             let changes = ConfigSchema.changes(from: old, to: new)
+            for warning in new.warnings { logger.warning("reload: \(warning)") }
             var kept = old
             for change in changes {
                 let meta: Logger.Metadata = ["key": "\(change.key.path)", "old": "\(change.old)", "new": "\(change.new)"]

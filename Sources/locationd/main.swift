@@ -23,6 +23,11 @@ do {
         print("locationd \(Daemon.version)")
         exit(0)
     case .checkConfig(let checked):
+        // Standard error, as errors go: standard output stays the effective configuration.
+        for warning in checked.warnings {
+            let line = "locationd: warning: \(warning)\n"
+            _ = line.withCString { write(STDERR_FILENO, $0, strlen($0)) }
+        }
         print("# \(checked.configFile.map { "\($0): valid" } ?? "no config file; defaults"), with command-line flags applied")
         print(ConfigSchema.render(checked), terminator: "")
         exit(0)

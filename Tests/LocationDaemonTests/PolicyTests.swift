@@ -211,6 +211,19 @@ import Testing
         #expect(why == "policy rule 'tracker+default' (tracker: executable \(impostor); default: everyone) denies location access")
     }
 
+    /// A rule's executable that does not exist is taken (the program may be installed later),
+    /// with a warning naming the line, the rule and the path: a typo matched no one, silently.
+    @Test func aMissingExecutableIsTakenWithAWarning() throws {
+        let missing = "/usr/bin/navti-\(UUID().uuidString.prefix(8))"
+        let o = try ConfigTests.load("[policy.nav]\nuser = 0\nexecutable = \"\(missing)\"\nauthorization = \"always\"\n")
+        #expect(o.policy.rules.map(\.executable) == [missing])
+        #expect(o.warnings.map(\.description) == [
+            "locationd.toml:3: 'policy.nav.executable' is \"\(missing)\", which does not exist: rule 'nav' matches no program until one is installed at that path; check the spelling (taken as written, for a program installed later)"])
+        // In a directory that does not exist either (ENOTDIR for a file on the way: the same).
+        #expect(try ConfigTests.load("[policy.nav]\nexecutable = \"/etc/hostname/navit\"\nauthorization = \"always\"\n").warnings.count == 1)
+        #expect(try ConfigTests.load("[policy.nav]\nexecutable = \"/usr/bin/env\"\nauthorization = \"always\"\n").warnings.isEmpty)
+    }
+
     @Test func everyBadPolicyHasItsMessage() {
         let cases: [(String, String)] = [
             ("[policy.nav]\nuser = 0\nauthorization = \"alway\"\n",
@@ -666,5 +679,20 @@ import Testing
         let ok = try LocationCtlReplayTests.run(["policy", "check", good.path])
         #expect(ok.status == 0, "\(ok.err)")
         #expect(ok.out.contains("[policy.nav]\nuser = 0\nauthorization = \"always\"\naccuracy = \"precise\""))
+    }
+
+    /// A rule naming an executable that does not exist is valid (exit 0), and the check warns on
+    /// standard error, naming the file, line, rule and path; standard output is the rules.
+    @Test func policyCheckWarnsOfAMissingExecutable() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("policy-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("locationd.toml")
+        let missing = dir.appendingPathComponent("navti").path
+        try "[policy.nav]\nexecutable = \"\(missing)\"\nauthorization = \"always\"\n".write(to: file, atomically: true, encoding: .utf8)
+        let check = try LocationCtlReplayTests.run(["policy", "check", file.path])
+        #expect(check.status == 0, "\(check.err)")
+        #expect(check.err == "locationd: warning: \(file.path):2: 'policy.nav.executable' is \"\(missing)\", which does not exist: rule 'nav' matches no program until one is installed at that path; check the spelling (taken as written, for a program installed later)\n")
+        #expect(check.out.contains("[policy.nav]\nexecutable = \"\(missing)\"\nauthorization = \"always\""), "\(check.out)")
     }
 }

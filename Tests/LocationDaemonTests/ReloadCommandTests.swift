@@ -91,6 +91,31 @@ import Testing
         #expect(try await fourth.startSession(.always).authorization == .always)
     }
 
+    /// A rule naming an executable that does not exist is taken, and the log says so at start
+    /// and at each reload that still names it (a typo matched no one, silently).
+    @Test func aMissingExecutableIsLoggedAtStartAndReload() throws {
+        let dir = try SpawnedDaemon.makeDirectory()
+        let notify = try DatagramSocket(path: dir.appendingPathComponent("notify.sock").path)
+        let config = dir.appendingPathComponent("locationd.toml")
+        let missing = dir.appendingPathComponent("navti").path
+        func rule(_ line: String) throws {
+            try "[policy.nav]\n\(line)executable = \"\(missing)\"\nauthorization = \"always\"\n".write(to: config, atomically: true, encoding: .utf8)
+        }
+        try rule("")
+        let daemon = try SpawnedDaemon(
+            arguments: ["--config", config.path, "--socket", dir.appendingPathComponent("locationd.sock").path, "--gpsd", "127.0.0.1:1"],
+            environment: ["NOTIFY_SOCKET": notify.path, "RUNTIME_DIRECTORY": dir.path], directory: dir)
+        defer { daemon.stop() }
+        _ = try SystemdTests.read(notify) { SystemdTests.lines($0).contains("READY=1") }
+        let warning = "'policy.nav.executable' is \"\(missing)\", which does not exist: rule 'nav' matches no program until one is installed at that path"
+        #expect(daemon.stderrText.contains("\(config.path):2: \(warning)"), "\(daemon.stderrText)")
+
+        try rule("accuracy = \"precise\"\n")
+        let reloaded = try Self.reload(daemon.pid, dir)
+        #expect(reloaded.status == 0, "\(reloaded)")
+        #expect(daemon.stderrText.contains("reload: \(config.path):3: \(warning)"), "\(daemon.stderrText)")
+    }
+
     /// The reload held open: the config file is a FIFO, so the daemon's reload waits in open(2)
     /// until the test writes the new file. After RELOADING=1 locationctl must go on waiting (its
     /// stderr pipe stays open); once the file is written it exits 0, with the new level already

@@ -148,7 +148,9 @@ public enum ConfigSchema {
         // without one. A user or group lookup that was not answered (exit 75, restarted) is
         // thrown by the parse only if the rules are otherwise right, and so, being last here,
         // only if the whole file is: a mistake in it is for good (78), whatever the lookup.
-        options.policy = try Policy.parse(document, file: file, users: users, groups: groups)
+        var warnings: [ConfigError] = []
+        options.policy = try Policy.parse(document, file: file, users: users, groups: groups) { warnings.append($0) }
+        options.warnings += warnings
     }
 
     /// The effective configuration as a TOML document (what `--check-config` prints).

@@ -68,6 +68,10 @@ public struct DaemonOptions: Sendable, Equatable {
 
     /// The config file these options were read from, if any.
     public var configFile: String?
+    /// What the config file says that is taken but likely a mistake (a rule's executable that
+    /// does not exist), `FILE:LINE: …`: printed by --check-config, logged at start and reload.
+    /// Not part of the configuration (`==` leaves it out).
+    public var warnings: [ConfigError] = []
     /// The command line (reparsed on reload so flags keep overriding the file).
     public var arguments: [String] = []
 

@@ -228,9 +228,11 @@ public struct Policy: Hashable, Sendable {
     public static let keys = ["user", "group", "executable", "authorization", "accuracy", "purposes", "max_regions"]
 
     /// Builds the policy from the `[policy.NAME]` tables of a document (others are ignored).
+    /// `warn` is told what is taken but likely a mistake (`DaemonOptions.warnings`).
     public static func parse(_ document: TOMLDocument, file: String,
                              users: (String) throws(LookupFailure) -> UInt32? = lookUpUser,
-                             groups: (String) throws(LookupFailure) -> UInt32? = lookUpGroup) throws(ConfigError) -> Policy {
+                             groups: (String) throws(LookupFailure) -> UInt32? = lookUpGroup,
+                             warn: (ConfigError) -> Void = { _ in }) throws(ConfigError) -> Policy {
         var policy = Policy()
         var byName: [String: PolicyRule] = [:]
         var order: [String] = []
@@ -290,10 +292,15 @@ public struct Policy: Hashable, Sendable {
                 // /proc/PID/exe is never a directory: a rule naming one ("/usr/bin", "/") matched
                 // no one, silently. Checked before the links: a link to one ("/bin") was told to
                 // write the directory it resolves to, refused next. A path that does not exist
-                // yet is taken (installed later).
+                // yet is taken (installed later), with a warning: a typo matched no one, silently.
                 var info = stat()
-                if stat(s, &info) == 0, info.st_mode & S_IFMT == S_IFDIR {
+                let found = stat(s, &info) == 0
+                let missing = !found && (errno == ENOENT || errno == ENOTDIR)
+                if found, info.st_mode & S_IFMT == S_IFDIR {
                     throw fail(entry.line, "\(key) is \(TOMLValue.string(s)), a directory; name the program's file in it, as /proc/PID/exe shows it (e.g. \"/usr/bin/navit\")")
+                }
+                if missing {
+                    warn(fail(entry.line, "\(key) is \(TOMLValue.string(s)), which does not exist: rule '\(name)' matches no program until one is installed at that path; check the spelling (taken as written, for a program installed later)"))
                 }
                 if let resolved = realpath(s, nil) {
                     defer { free(resolved) }
