@@ -145,19 +145,26 @@ public struct TOMLDocument: Equatable, Sendable {
             p.path = path
             let valueStart = p.index
             let value = try p.value()
-            switch value {
-            case .integer, .float:
-                // `30 s`: a unit after a space (without one, `30s` is a word value() names).
-                let number = String(decoding: p.bytes[valueStart..<p.index], as: UTF8.self)
-                p.skipSpaces()
-                if let c = p.peek, LineParser.isLetter(c) || c == UInt8(ascii: "/") {
-                    var rest = p.bytes[p.index...].prefix { $0 != UInt8(ascii: "#") }
-                    while let last = rest.last, last == 32 || last == 9 { rest = rest.dropLast() }
-                    throw p.error(LineParser.unitProblem(number + " " + String(decoding: rest, as: UTF8.self), number: number))
+            let written = String(decoding: p.bytes[valueStart..<p.index], as: UTF8.self)
+            p.skipSpaces()
+            if !p.atEndOrComment {
+                var rest = p.bytes[p.index...].prefix { $0 != UInt8(ascii: "#") }
+                while let last = rest.last, last == 32 || last == 9 { rest = rest.dropLast() }
+                let tail = String(decoding: rest, as: UTF8.self)
+                switch value {
+                case .integer, .float:
+                    // `30 s`: a unit after a space (without one, `30s` is a word value() names).
+                    if LineParser.isUnit(tail) { throw p.error(LineParser.unitProblem(written + " " + tail, number: written)) }
+                default: break
                 }
-            default: break
+                // Anything else (`port = 2947 foo`) is no unit, which it was said to be: a comment
+                // without its '#', or a string left unquoted.
+                let quote = switch value {
+                case .string, .array: ""
+                default: ", and a string is quoted whole (\(key) = \(TOMLValue.quote(written + " " + tail)))"
+                }
+                throw p.error("unexpected '\(tail)' after the value of '\(key)' (\(written)); a value ends the line: a comment starts with '#' (\(key) = \(written)  # \(tail))\(quote)")
             }
-            try p.expectEndOfLine(after: "the value of '\(key)'")
             if let first = seen[path] {
                 throw p.error("duplicate key '\(path)' (first set on line \(first))")
             }
@@ -325,13 +332,26 @@ private struct LineParser {
             let number = String(decoding: b.prefix { ($0 >= 0x30 && $0 <= 0x39) || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "-")
                 || $0 == UInt8(ascii: "e") || $0 == UInt8(ascii: "E") }, as: UTF8.self)
             let rest = b.dropFirst(number.utf8.count)
-            if let c = rest.first, isLetter(c) || c == UInt8(ascii: "/") || c == UInt8(ascii: "%"),
-               integer(number) != nil || float(number) != nil {
+            if isUnit(String(decoding: rest, as: UTF8.self)), integer(number) != nil || float(number) != nil {
                 return unitProblem(word, number: number)
             }
         }
         return nil
     }
+
+    /// Whether `text`, written after a number, reads as a unit (`s`, `ms`, `/s`, `Hz`, `km`, …):
+    /// only then is the number told to stand alone; other text (`2947 foo`) is no unit.
+    static func isUnit(_ text: String) -> Bool {
+        let t = text.lowercased()
+        if t.hasPrefix("/") { return t.count > 1 }
+        return units.contains(t) || (t.hasSuffix("/s") && units.contains(String(t.dropLast(2))))
+    }
+
+    static let units: Set<String> = [
+        "s", "sec", "secs", "second", "seconds", "ms", "msec", "millisecond", "milliseconds", "us", "µs",
+        "m", "min", "mins", "minute", "minutes", "h", "hr", "hrs", "hour", "hours", "d", "day", "days",
+        "hz", "khz", "km", "%", "b", "kb", "kib", "mb", "mib", "req", "reqs", "request", "requests", "rps",
+    ]
 
     static func unitProblem(_ written: String, number: String) -> String {
         "'\(written)': write the number alone, without a unit (\(number)); each option's unit is fixed, e.g. seconds or requests/s (docs/configuration.md)"
