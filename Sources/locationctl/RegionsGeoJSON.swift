@@ -38,6 +38,13 @@ enum RegionsGeoJSON {
             guard case .object(var p)? = f["properties"] else {
                 throw RuntimeError("\(at): properties is \(f["properties"]?.kindName ?? "missing"); a region needs an object with radius (metres), and id unless the feature has one")
             }
+            // Other properties (name, stroke, …) are the file's own and ignored, but one a letter
+            // or two from a region's was a typo that registered the region with the default.
+            for key in p.keys.sorted() {
+                if let meant = meant(key) {
+                    throw RuntimeError("\(at).properties: \(JSONWriter.quoted(key)) is no region property; did you mean \(JSONWriter.quoted(meant))? Rename it: as written it is ignored and the region registered without it (properties a region does not take, such as name or stroke, are ignored)")
+                }
+            }
             let id: String
             // The feature's own `id` (RFC 7946) when the properties have none or a null one.
             switch p["id"].flatMap({ $0 == .null ? nil : $0 }) ?? f["id"] {
@@ -61,6 +68,47 @@ enum RegionsGeoJSON {
             }
         }
         return regions
+    }
+
+    /// What a feature's properties give a region (docs/regions.md, "GeoJSON").
+    static let propertyKeys = ["id", "radius", "dwell", "notifyOnEntry", "notifyOnExit", "notifyInitialState", "metadata"]
+
+    /// The region property `key` is a near miss of, nil when it is one or not close to one: the
+    /// same letters but for case, `_`, `-` and spaces (`notify_on_entry`), or, for a property of
+    /// five letters or more, one edit away (two from one of eight or more: `notifyOnEnter`). A
+    /// transposition counts as one edit.
+    static func meant(_ key: String) -> String? {
+        // `state` is what export adds, and import drops.
+        guard !propertyKeys.contains(key), key != "state" else { return nil }
+        func folded(_ s: String) -> [Unicode.Scalar] {
+            s.lowercased().unicodeScalars.filter { $0 != "_" && $0 != "-" && $0 != " " }
+        }
+        let k = folded(key)
+        return propertyKeys.first { known in
+            let n = folded(known)
+            if k == n { return true }
+            let allowed = n.count >= 8 ? 2 : n.count >= 5 ? 1 : 0
+            return allowed > 0 && abs(k.count - n.count) <= allowed && editDistance(k, n) <= allowed
+        }
+    }
+
+    /// Optimal string alignment distance: insertions, deletions, substitutions and swaps of two
+    /// neighbours.
+    static func editDistance(_ a: [Unicode.Scalar], _ b: [Unicode.Scalar]) -> Int {
+        guard !a.isEmpty, !b.isEmpty else { return max(a.count, b.count) }
+        var d = [[Int]](repeating: [Int](repeating: 0, count: b.count + 1), count: a.count + 1)
+        for i in 0...a.count { d[i][0] = i }
+        for j in 0...b.count { d[0][j] = j }
+        for i in 1...a.count {
+            for j in 1...b.count {
+                let cost = a[i - 1] == b[j - 1] ? 0 : 1
+                d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
+                if i > 1, j > 1, a[i - 1] == b[j - 2], a[i - 2] == b[j - 1] {
+                    d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1)
+                }
+            }
+        }
+        return d[a.count][b.count]
     }
 
     /// A Point geometry's `[longitude, latitude]`; errors say what the feature has instead.

@@ -118,7 +118,21 @@ import Testing
             .write(to: dir.appendingPathComponent("notafeature.geojson"))
         try Data(#"{"type":"FeatureCollection","features":[{"type":"Feature","geometry":{"type":"Point","coordinates":[13.4,52.5]},"properties":null}]}"#.utf8)
             .write(to: dir.appendingPathComponent("noproperties.geojson"))
+        // A property a letter or two from a region's: the region was registered with the
+        // default (notifyOnEntry true) and nothing said so. Others are the file's own.
+        let foreign = #""name":"Home","stroke":"red","marker-color":"blue","title":"t","description":"d","date":"2024-05-01","radius_km":1"#
+        try Data(#"{"type":"FeatureCollection","features":[\#(feature),"radius":50,\#(foreign),"notifyOnEnter":false}}]}"#.utf8)
+            .write(to: dir.appendingPathComponent("typo.geojson"))
+        try Data(#"{"type":"FeatureCollection","features":[\#(feature),"radius":50,\#(foreign),"notify_on_exit":false}}]}"#.utf8)
+            .write(to: dir.appendingPathComponent("snake.geojson"))
+        try Data(#"{"type":"FeatureCollection","features":[\#(feature),"radius":50,\#(foreign),"notifyOnEntry":false,"state":"inside"}}]}"#.utf8)
+            .write(to: dir.appendingPathComponent("foreign.geojson"))
+        let accepted = try Self.run(["replay", "/dev/null", "--regions", "foreign.geojson"], directory: dir)
+        #expect(accepted.status == 0, "\(accepted.err)")
         let runtime: [([String], String)] = [
+            (["regions", "import", "typo.geojson"],
+             #"Error: typo.geojson: features[0].properties: "notifyOnEnter" is no region property; did you mean "notifyOnEntry"? Rename it: as written it is ignored and the region registered without it (properties a region does not take, such as name or stroke, are ignored)"#),
+            (["replay", "-", "--regions", "snake.geojson"], #"Error: snake.geojson: features[0].properties: "notify_on_exit" is no region property; did you mean "notifyOnExit"?"#),
             (["evaluate", "nosuch"], "no scenario 'nosuch'"),
             (["simulate", "nosuch"], "no scenario 'nosuch'"),
             (["simulate", "bad.json"], "bad.json: "),
