@@ -32,6 +32,22 @@ public struct JSONError: Error, Hashable, Sendable, CustomStringConvertible {
     public var reason: String
     public init(offset: Int, reason: String) { self.offset = offset; self.reason = reason }
     public var description: String { "\(reason) at byte \(offset)" }
+
+    /// Where the error is in `text` as an editor shows it, for files a person edits (a request
+    /// keeps the byte offset: it is one line): the line, and the column in characters (a UTF-8
+    /// sequence counts one, a tab too), both from 1.
+    public func position(in text: some Collection<UInt8>) -> (line: Int, column: Int) {
+        var line = 1, column = 1
+        for b in text.prefix(offset) {
+            if b == 0x0A {
+                line += 1
+                column = 1
+            } else if b & 0xC0 != 0x80 {
+                column += 1
+            }
+        }
+        return (line, column)
+    }
 }
 
 /// A strict RFC 8259 parser with limits, written for the protocol (no Foundation).

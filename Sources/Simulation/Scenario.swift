@@ -56,13 +56,21 @@ public struct Scenario: Sendable {
 
     public struct ParseError: Error, CustomStringConvertible, Sendable {
         public var description: String
-        init(_ d: String) { description = d }
+        /// Where in the file, when the JSON itself is wrong (the parser's byte offset as an
+        /// editor counts it, `JSONError.position`); nil for a value that is.
+        public var position: (line: Int, column: Int)?
+        init(_ d: String, at position: (line: Int, column: Int)? = nil) { description = d; self.position = position }
+
+        /// `FILE:LINE:COLUMN: problem`, or `FILE: problem` without a position.
+        public func described(file: String) -> String {
+            position.map { "\(file):\($0.line):\($0.column): \(description)" } ?? "\(file): \(description)"
+        }
     }
 
     public static func parse(_ text: String) throws(ParseError) -> Scenario {
         let value: JSONValue
         do { value = try JSONParser(maxDepth: 16, maxBytes: 1 << 24).parse(text) } catch {
-            throw ParseError("scenario is not valid JSON: \(error)")
+            throw ParseError("not JSON: \(error.reason)", at: error.position(in: text.utf8))
         }
         guard case .object(let o) = value else { throw ParseError("a scenario is a JSON object") }
         try known(o, ["name", "description", "start", "origin", "sampleInterval", "seed", "minimumVisit",

@@ -48,7 +48,11 @@ public struct TrueVisit: Hashable, Sendable {
             if line.last == UInt8(ascii: "\r") { line.removeLast() }
             guard line.contains(where: { $0 != UInt8(ascii: " ") }) else { continue }
             let at = "truth line \(n + 1)"
-            guard case .object(let o)? = try? parser.parse(line) else {
+            let value: JSONValue
+            do { value = try parser.parse(line) } catch {
+                throw Scenario.ParseError("not JSON: \(error.reason)", at: (n + 1, error.position(in: line).column))
+            }
+            guard case .object(let o) = value else {
                 throw Scenario.ParseError("\(at) is not a JSON object; expected one visit a line, as simulate --truth writes them")
             }
             func time(_ key: String) throws(Scenario.ParseError) -> Timestamp? {

@@ -47,7 +47,7 @@ struct Evaluate: ParsableCommand {
         } else {
             nmea = try readFileBytes(log!, what: "NMEA log")
             let truthText = String(decoding: try readFileBytes(truth!, what: "truth file"), as: UTF8.self)
-            do { trueVisits = try TrueVisit.parse(lines: truthText) } catch { throw RuntimeError("\(truth!): \(error)") }
+            do { trueVisits = try TrueVisit.parse(lines: truthText) } catch { throw RuntimeError(error.described(file: truth!)) }
         }
         let detected = detectVisits(nmea: nmea, parameters: parameters)
         let end = lastFixTime(nmea) ?? Timestamp(nanoseconds: 0)

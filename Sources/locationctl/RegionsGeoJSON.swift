@@ -13,7 +13,8 @@ enum RegionsGeoJSON {
         let bytes = try readFileBytes(path, what: "GeoJSON file")
         let value: JSONValue
         do { value = try JSONParser(maxDepth: 32, maxBytes: 1 << 28).parse(bytes) } catch {
-            throw RuntimeError("\(path): not JSON: \(error)")
+            let at = error.position(in: bytes)
+            throw RuntimeError("\(path):\(at.line):\(at.column): not JSON: \(error.reason)")
         }
         return try parse(value, name: path)
     }

@@ -57,7 +57,7 @@ func loadScenario(_ name: String) throws -> Scenario {
         let known = Scenario.bundledNames.joined(separator: ", ")
         throw RuntimeError("no scenario '\(name)': no file '\(name)', and no \(name).json in \(looked); give a scenario file's path or one of: \(known)")
     }
-    do { return try Scenario.parse(text) } catch { throw RuntimeError("\(source): \(error)") }
+    do { return try Scenario.parse(text) } catch { throw RuntimeError(error.described(file: source)) }
 }
 
 extension Scenario {

@@ -99,6 +99,7 @@ import Testing
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
         try Data("not json".utf8).write(to: dir.appendingPathComponent("bad.json"))
+        try Data("{\n \"type\": \"FeatureCollection\",\n \"features\": [,]\n}\n".utf8).write(to: dir.appendingPathComponent("broken.geojson"))
         let feature = #"{"type":"Feature","geometry":{"type":"Point","coordinates":[13.4,52.5]},"properties":{"id":"x""#
         try Data(#"{"type":"FeatureCollection","features":[\#(feature),"radius":5}}]}"#.utf8).write(to: dir.appendingPathComponent("small.geojson"))
         try Data(#"{"type":"FeatureCollection","features":[\#(feature)}}]}"#.utf8).write(to: dir.appendingPathComponent("noradius.geojson"))
@@ -135,7 +136,9 @@ import Testing
             (["replay", "-", "--regions", "snake.geojson"], #"Error: snake.geojson: features[0].properties: "notify_on_exit" is no region property; did you mean "notifyOnExit"?"#),
             (["evaluate", "nosuch"], "no scenario 'nosuch'"),
             (["simulate", "nosuch"], "no scenario 'nosuch'"),
-            (["simulate", "bad.json"], "bad.json: "),
+            // JSON that does not parse: where, as line and column (it said "at byte 4").
+            (["simulate", "bad.json"], "Error: bad.json:1:1: not JSON: invalid literal; expected null\n"),
+            (["regions", "import", "broken.geojson"], "Error: broken.geojson:3:15: not JSON: unexpected ','; expected a value\n"),
             (["simulate", "demo", "--output", "/nonexistent/demo.nmea"], "/nonexistent/demo.nmea: cannot write: No such file or directory"),
             (["evaluate", "--log", "missing.nmea", "--truth", "missing.truth"], "missing.nmea: cannot open NMEA log: No such file or directory"),
             (["replay", "-", "--regions", "missing.geojson"], "missing.geojson: cannot open GeoJSON file: No such file or directory"),

@@ -4,6 +4,18 @@ import Testing
 @Suite struct JSONParserTests {
     let p = JSONParser()
 
+    /// A file's error is shown at its line and column (a byte offset is no help in an editor):
+    /// columns count characters, not bytes; an error at the end is after the last one.
+    @Test func errorPositionIsLineAndColumn() {
+        func position(_ text: String) -> (line: Int, column: Int)? {
+            do { _ = try JSONParser().parse(text); return nil } catch { return error.position(in: text.utf8) }
+        }
+        #expect(position("{\n \"a\": 1,\n \"b\": [,]\n}").map { [$0.line, $0.column] } == [3, 8])
+        #expect(position("{\"ü\": x}").map { [$0.line, $0.column] } == [1, 7])
+        #expect(position("[1,\r\n\t2").map { [$0.line, $0.column] } == [2, 3])
+        #expect(position("nul").map { [$0.line, $0.column] } == [1, 1])
+    }
+
     @Test func scalars() throws {
         #expect(try p.parse("null") == .null)
         #expect(try p.parse(" true ") == .bool(true))

@@ -79,6 +79,23 @@ let bundledNames = ["demo", "commuter", "delivery", "hike", "parked-car"]
         #expect(zip(parsed, out.truth).allSatisfy { Geodesy.distance($0.coordinate, $1.coordinate) < 0.01 })
     }
 
+    /// A scenario that is not JSON is shown at the line and column of the mistake (it said "at
+    /// byte 113"); a value that is wrong has no position.
+    @Test func brokenJSONIsShownAtItsLineAndColumn() {
+        do {
+            _ = try Scenario.parse("{\n  \"name\": \"x\",\n  \"legs\": [{\"stay\": 60},]\n}\n")
+            Issue.record("accepted")
+        } catch {
+            #expect(error.described(file: "s.json") == "s.json:3:25: not JSON: unexpected ']'; expected a value")
+        }
+        do {
+            _ = try Scenario.parse("{\"legs\":[]}")
+            Issue.record("accepted")
+        } catch {
+            #expect(error.position == nil && error.described(file: "s.json").hasPrefix("s.json: "))
+        }
+    }
+
     @Test func badScenariosAreClearErrors() {
         #expect(throws: Scenario.ParseError.self) { try Scenario.parse("{\"legs\":[]}") }
         do {

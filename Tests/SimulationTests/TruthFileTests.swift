@@ -39,6 +39,17 @@ import Testing
         #expect(visits.count == 2)
         #expect(visits.map(\.departure) == [Timestamp(seconds: 1_773_138_173), nil])
         #expect(visits.allSatisfy { $0.indoors && $0.place == "office" })
-        #expect(Self.message("\n\nnot json\n") == "truth line 3 is not a JSON object; expected one visit a line, as simulate --truth writes them")
+        #expect(Self.message("\n\n[1]\n") == "truth line 3 is not a JSON object; expected one visit a line, as simulate --truth writes them")
+    }
+
+    /// JSON that does not parse is shown at its line and column, as for the other JSON files
+    /// locationctl reads (it said "is not a JSON object", without the reason or where).
+    @Test func brokenJSONIsShownAtItsLineAndColumn() {
+        do {
+            _ = try TrueVisit.parse(lines: Self.good + "\n\n{\"arrival\": \"2026-03-10T07:22:53Z\" \"latitude\": 1}\n")
+            Issue.record("accepted")
+        } catch {
+            #expect(error.described(file: "t.jsonl") == "t.jsonl:3:36: not JSON: unexpected '\"'; expected ',' or '}'")
+        }
     }
 }
