@@ -99,7 +99,13 @@ public struct Scenario: Sendable {
             }
             s.seed = seed
         }
-        if let v = try number(o, "minimumVisit", in: "") { s.minimumVisit = v }
+        if let v = try number(o, "minimumVisit", in: "") {
+            // Longer than any stay (1e300) made no true visit at all, silently.
+            guard v >= 0 && v <= maximumVisitSeconds else {
+                throw ParseError("minimumVisit \(JSONWriter.numberText(v)) is out of range; expected 0…\(JSONWriter.numberText(maximumVisitSeconds)) seconds")
+            }
+            s.minimumVisit = v
+        }
         if let n = o["outdoor"] { s.outdoor = try noise(n, base: Noise(), "outdoor") }
         s.indoor = s.outdoor
         if let n = o["indoor"] { s.indoor = try noise(n, base: s.outdoor, "indoor") }
@@ -152,6 +158,14 @@ public struct Scenario: Sendable {
     /// The largest `sigma`, `multipathSigma` and `outlierDistance`, metres: far beyond any
     /// receiver's error, and small enough that a noisy fix stays a position on the globe.
     public static let maximumNoiseMetres = 100_000.0
+
+    /// The longest `minimumVisit`, seconds: a week, as a region's `dwell` and `evaluate --dwell`.
+    public static let maximumVisitSeconds = 604_800.0
+
+    /// The longest `multipathSeconds` and `lossBurstSeconds`: a day. Far longer, the model
+    /// stood still without a word: a correlation time of 1e17 s froze the multipath offset at
+    /// 0 (whatever multipathSigma), a burst of 1e300 s never began (whatever lossFraction).
+    public static let maximumNoiseSeconds = 86_400.0
 
     /// Epochs a stay of `seconds` makes (at least one).
     static func stayEpochs(_ seconds: Double, _ dt: Double) -> Double { max(1, (seconds / dt).rounded()) }
@@ -264,7 +278,15 @@ public struct Scenario: Sendable {
         }
         if let x = try metres("sigma") { n.sigma = x }
         if let x = try metres("multipathSigma") { n.multipathSigma = x }
-        if let x = try number(o, "multipathSeconds", in: what) { n.multipathSeconds = max(1, x) }
+        // Below a second counts as one (the model divides by it).
+        func seconds(_ key: String) throws(ParseError) -> Double? {
+            guard let x = try number(o, key, in: what) else { return nil }
+            guard x >= 0 && x <= maximumNoiseSeconds else {
+                throw ParseError("\(what).\(key) \(JSONWriter.numberText(x)) is out of range; expected 0…\(JSONWriter.numberText(maximumNoiseSeconds)) seconds")
+            }
+            return max(1, x)
+        }
+        if let x = try seconds("multipathSeconds") { n.multipathSeconds = x }
         if let x = try number(o, "outlierRate", in: what) {
             guard x >= 0 && x <= 1 else {
                 throw ParseError("\(what).outlierRate \(JSONWriter.numberText(x)) is out of range; expected a probability 0…1")
@@ -278,7 +300,7 @@ public struct Scenario: Sendable {
             }
             n.lossFraction = x
         }
-        if let x = try number(o, "lossBurstSeconds", in: what) { n.lossBurstSeconds = max(1, x) }
+        if let x = try seconds("lossBurstSeconds") { n.lossBurstSeconds = x }
         return n
     }
 

@@ -120,6 +120,15 @@ let bundledNames = ["demo", "commuter", "delivery", "hike", "parked-car"]
         (#""legs":[{"stay":60},{"walk":{"north":100},"speed":1e-300}]"#, "legs[1]: the scenario makes more than 10000000 epochs by then; shorten it or raise sampleInterval"),
         (#""legs":[{"walk":{"north":1e9}}]"#, "legs[0].walk north 1000000000, east 0 goes more than halfway round the globe (20014 km); choose a nearer target"),
         (#""legs":[{"walk":{"latitude":-50,"longitude":-172}}]"#, "legs[0] ends within 1 km of the antipode of where it starts"),
+        // Beyond what a scenario can mean, each silently switched part of it off: no true visit,
+        // multipath frozen at 0, no fix ever lost.
+        (#""minimumVisit":1e300,"legs":[{"stay":60}]"#, "minimumVisit 1e+300 is out of range; expected 0…604800 seconds"),
+        (#""minimumVisit":-1,"legs":[{"stay":60}]"#, "minimumVisit -1 is out of range; expected 0…604800 seconds"),
+        (#""outdoor":{"multipathSigma":20,"multipathSeconds":1e17},"legs":[{"stay":60}]"#,
+         "outdoor.multipathSeconds 1e+17 is out of range; expected 0…86400 seconds"),
+        (#""indoor":{"lossFraction":0.5,"lossBurstSeconds":1e300},"legs":[{"stay":60}]"#,
+         "indoor.lossBurstSeconds 1e+300 is out of range; expected 0…86400 seconds"),
+        (#""outdoor":{"lossBurstSeconds":-5},"legs":[{"stay":60}]"#, "outdoor.lossBurstSeconds -5 is out of range; expected 0…86400 seconds"),
     ])
     func outOfRangeValuesAreParseErrors(_ fields: String, _ message: String) {
         let text = #"{"start":"2026-01-01T00:00:00Z","origin":{"latitude":50,"longitude":8},"# + fields + "}"
