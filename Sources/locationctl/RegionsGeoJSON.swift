@@ -75,8 +75,8 @@ enum RegionsGeoJSON {
     static let propertyKeys = ["id", "radius", "dwell", "notifyOnEntry", "notifyOnExit", "notifyInitialState", "metadata"]
 
     /// The region property `key` is a near miss of, nil when it is one or not close to one: the
-    /// same letters but for case, `_`, `-` and spaces (`notify_on_entry`), or, for a property of
-    /// five letters or more, one edit away (two from one of eight or more: `notifyOnEnter`). A
+    /// same letters but for case, `_`, `-` and spaces (`notify_on_entry`), or one edit away,
+    /// for a property of five letters or more (two from one of eight or more: `notifyOnEnter`). A
     /// transposition counts as one edit.
     static func meant(_ key: String) -> String? {
         // `state` is what export adds, and import drops.
@@ -87,7 +87,8 @@ enum RegionsGeoJSON {
         let k = folded(key)
         return propertyKeys.first { known in
             let n = folded(known)
-            if k == n { return true }
+            // Not `id`: exports carry their own `_id` or `ID` (a database's key), which is no typo.
+            if k == n { return n.count >= 5 }
             let allowed = n.count >= 8 ? 2 : n.count >= 5 ? 1 : 0
             return allowed > 0 && abs(k.count - n.count) <= allowed && editDistance(k, n) <= allowed
         }
