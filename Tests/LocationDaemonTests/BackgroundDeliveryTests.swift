@@ -424,4 +424,46 @@ struct BackgroundDeliveryTests {
         client.close()
         await h.stop()
     }
+
+    /// A visit the approximate background monitor held for its publication is newer than what
+    /// waits in the queue: taken back into a precise subscription with visits, it is sent after
+    /// the backlog, not before it (it went out first: a departure before its queued arrival).
+    @Test func aVisitHeldInTheBackgroundComesAfterTheBacklog() async throws {
+        let queue = try EventQueue(database: try Database(path: ":memory:"), limit: 100)
+        let h = try await ServerHarness.start(queue: queue)
+        defer { h.stopIfRunning() }
+        let program = PeerIdentity.resolve(PeerCredentials(pid: getpid(), uid: getuid(), gid: getgid())).program
+        let t0 = CivilTime(year: 2026, month: 6, day: 1, hour: 8).timestamp
+        let here = Coordinate(latitude: 48.1, longitude: 11.5)
+        let earlier = Visit(kind: .arrival, arrival: t0.adding(seconds: -7200), departure: nil, coordinate: here, horizontalAccuracy: 20)
+        let approximate = {
+            var o = SubscriptionOptions(events: [.visits])
+            o.accuracy = .approximate
+            return o
+        }()
+        try await h.hub.eventLoop.submit {
+            h.hub.restoreBackground(program, options: approximate)
+            try queue.append([ProgramEvent(program: program, event: .visit(earlier))])
+        }.get()
+        // Parked 400 s: the arrival is detected at about 300 s and held for the publication at 600 s.
+        for i in 0..<400 { h.hub.submit(.fix(Fix(time: t0.adding(seconds: Double(i)), coordinate: here, mode: .threeD, horizontalAccuracy: 5))) }
+        await h.hub.processed()
+        let client = try await LocationClient.connect(path: h.path)
+        try await client.startSession(.always)
+        var reader = MessageReader(client)
+        try client.send(.subscribe(id: .string("s"), options: SubscriptionOptions(events: [.visits])))
+        let seen = try await reader.read(timeout: 10) { seen in
+            seen.contains { if case .queued = $0 { true } else { false } } && seen.contains { if case .visit = $0 { true } else { false } }
+        }
+        let order = seen.compactMap { m -> String? in
+            switch m {
+            case .queued(let seq, _): "queued \(seq)"
+            case .visit(let v): "live \(v.kind.rawValue)"
+            default: nil
+            }
+        }
+        #expect(order == ["queued 1", "live arrival"], "\(seen)")
+        client.close()
+        await h.stop()
+    }
 }

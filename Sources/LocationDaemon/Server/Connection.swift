@@ -490,13 +490,15 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
     /// An `always` program subscribed: its background detectors carry over to this
     /// subscription, and what waited in its queue is written now, before any newer event.
     func takeBackground() {
-        hub.takeBack(program, into: id)
-        guard context != nil, let queue = hub.queue else { return }
+        guard context != nil, let queue = hub.queue else { return hub.takeBack(program, into: id) }
         hub.writeUnwritten()
         if backlog == nil { flushPending() }
         // From the start again on a new subscribe: until acknowledged, every subscribe gets all
         // of it (docs/protocol.md, "Background delivery").
         backlog = (0, queue.lastSeq(of: program))
+        // After the backlog is set: visits the background monitor held for a publication, which
+        // the take-back sends at once, are newer than what is queued and wait behind it.
+        hub.takeBack(program, into: id)
         writeBacklog()
     }
 
