@@ -142,6 +142,40 @@ import Testing
         await h.stop()
     }
 
+    /// The program's session leaves `always` (its own `session.start`, the rule still allowing
+    /// it; or a reload) while its backlog is being written: what waited behind the backlog is written before
+    /// the reply, and the rest of the backlog stays queued. It went on being written, numbered,
+    /// to a session that may not acknowledge it.
+    @Test func aSessionLeavingAlwaysStopsTheBacklogBeforeTheReply() async throws {
+        let rule = PolicyRule(name: "me", user: getuid(), authorization: .always, accuracy: .precise)
+        let (h, queue, program, dir) = try await Self.harness(rule: rule)
+        defer { h.stopIfRunning(); try? FileManager.default.removeItem(at: dir) }
+        let slow = try await Self.stalledSubscriber(h)
+        let (event, line) = Self.later("later")
+        try await h.hub.eventLoop.submit { for c in h.server.registry.all { c.deliver(.region(event), encoded: line) } }.get()
+        // Handled while the backlog is in progress, as for a client that reads as fast as it is
+        // written (this one does not, so its request would wait until the backlog is through).
+        try await h.hub.eventLoop.submit {
+            for c in h.server.registry.all { c.startSession(requested: .whenInUse, purpose: nil, id: .number(3)) }
+        }.get()
+        var replied = false, laterBefore = false, numberedAfter = 0
+        while let line = slow.readLine() {
+            if line.contains(#""type":"session""#), line.contains(#""id":3"#) {
+                replied = true
+                slow.send(#"{"type":"status","id":9}"# + "\n")
+                continue
+            }
+            if line.contains(#""type":"status""#), line.contains(#""id":9"#) { break }
+            if line.contains(#""region":"later""#) { laterBefore = !replied }
+            if replied, line.contains(#""seq":"#) { numberedAfter += 1 }
+        }
+        #expect(replied && laterBefore)
+        #expect(numberedAfter == 0, "\(numberedAfter) queued events written to the when-in-use session")
+        // Nothing was acknowledged: the whole queue is still there for the next always session.
+        #expect(try await h.hub.eventLoop.submit { queue.count(of: program) }.get() == Self.events)
+        await h.stop()
+    }
+
     /// Events queued while the backlog is being written (another connection of the program went
     /// away) are the next subscribe's: not written ahead of an older live event; and events the
     /// queue's bound drops meanwhile are told by an `overflow`, not skipped in silence.

@@ -469,6 +469,9 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
             subscribe(requestedOptions)
             return
         }
+        // No longer always: the rest of the backlog stays queued (it may not be acknowledged
+        // now), and what waited behind it, made under the old grant, goes before the news.
+        if old?.authorization == .always && session.grant.authorization != .always { stopBacklog() }
         announce()
         if old?.authorization != .always && session.grant.authorization == .always {
             hub.subscriptionKept(id, of: program, always: effectiveOptions(requestedOptions, session.grant))
