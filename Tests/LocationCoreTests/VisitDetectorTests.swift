@@ -296,6 +296,23 @@ struct VisitRecorder {
         #expect(s.offer(fix(at: 0, origin, accuracy: 900)) == nil)
         #expect(s.offer(fix(at: 1, origin, accuracy: 20)) != nil)
     }
+
+    /// A subscription that set `desiredAccuracy` is not handed a significant change of unknown
+    /// accuracy, as it is not handed such a location: it cannot be shown to meet the request.
+    /// Without one, fixes of unknown accuracy pass (many receivers never say).
+    @Test func unknownAccuracyFailsASetDesiredAccuracy() {
+        func significant(desired: Double?) -> [Fix] {
+            var engine = Engine()
+            var o = SubscriptionOptions(events: [.significant])
+            o.desiredAccuracy = desired
+            var out: [Delivery] = []
+            engine.handle(.subscribe(SubscriberID(1), o), into: &out)
+            for i in 0..<5 { engine.handle(.fix(fix(at: Double(i), origin, accuracy: nil)), into: &out) }
+            return out.compactMap { if case .significant(let f) = $0.event { f } else { nil } }
+        }
+        #expect(significant(desired: 50).isEmpty)
+        #expect(significant(desired: nil).count == 1)
+    }
 }
 
 @Suite struct EngineEventKindTests {

@@ -40,12 +40,16 @@ public struct EventKinds: OptionSet, Hashable, Sendable {
         if options.events.contains(.significant) {
             var p = options.significantParameters
             // A program asking for 20 m is not handed an 80 m significant change either.
-            if let a = options.desiredAccuracy { p.maximumAccuracy = min(p.maximumAccuracy, a) }
+            if let a = options.desiredAccuracy {
+                p.maximumAccuracy = min(p.maximumAccuracy, a)
+                p.requiresKnownAccuracy = true
+            }
             if options.accuracy == .approximate {
                 // Unused on published cells (`offerPublished`: no gate, no confirmation), and the
                 // same for every approximate detector, so that one is handed back (`adopt`).
                 p.maximumAccuracy = .infinity
                 p.maximumSpeed = .infinity
+                p.requiresKnownAccuracy = false
             }
             significant = SignificantChange(parameters: p)
         }

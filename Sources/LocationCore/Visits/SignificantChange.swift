@@ -12,6 +12,9 @@ public struct SignificantChange: Hashable, Sendable {
         public var maximumAccuracy: Double
         /// The fastest plausible ground speed between a candidate and its confirming fix, m/s.
         public var maximumSpeed: Double
+        /// Whether a fix of unknown accuracy is ignored too: set for a subscription that asked
+        /// for an accuracy (`desiredAccuracy`), which such a fix cannot be shown to meet.
+        public var requiresKnownAccuracy = false
 
         public init(distance: Double = 500, interval: Double = 300, maximumAccuracy: Double = 200, maximumSpeed: Double = 70) {
             self.distance = distance; self.interval = interval
@@ -28,7 +31,11 @@ public struct SignificantChange: Hashable, Sendable {
 
     /// Offers a fix; returns the fix to deliver as a significant change, if any.
     public mutating func offer(_ fix: Fix) -> Fix? {
-        if let a = fix.horizontalAccuracy, a > parameters.maximumAccuracy { return nil }
+        if let a = fix.horizontalAccuracy {
+            if a > parameters.maximumAccuracy { return nil }
+        } else if parameters.requiresKnownAccuracy {
+            return nil
+        }
         guard let last = lastDelivered else {
             lastDelivered = fix
             return fix
