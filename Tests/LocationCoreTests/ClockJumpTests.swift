@@ -195,4 +195,37 @@ import Testing
             #expect(first.count == (name == "silence" ? 0 : 1), "\(name)")
         }
     }
+    /// gpsd passes on whatever time a receiver without a fix has: a reset receiver's clock
+    /// (gp-320fw's cold boot wrote 2006 into a 2019 log, and counted on from there) or one
+    /// report an hour ahead. Such a report is no fix, but untimed: its time stamped the precise
+    /// subscriber's `noFix` status, and the approximate one was shown a location stamped an
+    /// hour ahead (after the stale date, one in the middle of an epoch, at the fix that ended
+    /// a 30-second loss).
+    @Test func aNoFixReportOffTheTimelineTimesNothing() throws {
+        for offset in [-13 * 365 * 86_400.0, 3600] {
+            var engine = ApproximateLocationTests.withTwoSubscribers()
+            for i in 0..<100 { _ = engine.handle(.fix(fix(at: Double(i), ApproximateLocationTests.truth))) }
+            var shown: [Event] = []
+            for i in 100..<130 {
+                let glitch = offset < 0 || i == 100
+                let out = engine.handle(.noFix(t0.adding(seconds: Double(i) + (glitch ? offset : 0))))
+                if i == 100 {
+                    #expect(out.filter { $0.subscriber == Self.a }.map(\.event) == [.status(.noFix, time: nil)], "\(offset)")
+                }
+                shown += out.filter { $0.subscriber == SubscriberID(2) }.map(\.event)
+            }
+            for i in 130..<700 {
+                shown += engine.handle(.fix(fix(at: Double(i), ApproximateLocationTests.truth)))
+                    .filter { $0.subscriber == SubscriberID(2) }.map(\.event)
+            }
+            let times = shown.compactMap { e -> Timestamp? in
+                switch e {
+                case .location(let f): f.time
+                case .status(_, let t): t
+                default: nil
+                }
+            }
+            #expect(times == [t0.adding(seconds: 600)], "\(offset): \(shown)")
+        }
+    }
 }

@@ -92,6 +92,25 @@ import Testing
         try loop.syncShutdownGracefully()
     }
 
+    /// Nor does a no-fix report whose time is off the timeline (gpsd passes on whatever time a
+    /// receiver without a fix has): one an hour ahead just before an epoch start had the tick
+    /// publish with its time.
+    @Test func aNoFixReportOffTheTimelineDoesNotSetTheClock() throws {
+        let (loop, hub, recorder) = Self.liveHub(fixes: 599)
+        recorder.events.removeAll()
+        hub.submit(.noFix(Self.t0.adding(seconds: 599 + 3600)))
+        loop.advanceTime(by: .milliseconds(1001))  // past the tick for 600 s
+        let times = recorder.events.compactMap { e -> Timestamp? in
+            switch e {
+            case .location(let f): f.time
+            case .status(_, let t): t
+            default: nil
+            }
+        }
+        #expect(!times.isEmpty && times.allSatisfy { $0 == Self.t0.adding(seconds: 600) }, "\(recorder.events)")
+        try loop.syncShutdownGracefully()
+    }
+
     /// A replay's hub does not tick: its reports' times are all there is (at any speed).
     @Test func aReplayHubDoesNotTick() throws {
         let loop = EmbeddedEventLoop()

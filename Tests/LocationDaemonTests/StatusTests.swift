@@ -107,7 +107,7 @@ import Testing
         let epoch = Timestamp(seconds: 1_552_384_800, nanoseconds: 0)  // testFix(0)'s epoch
         let lost = try await asker.status()
         #expect(lost.state == .fix && lost.lastFix == epoch, "\(lost)")
-        h.hub.submit(.noFix(testFix(600).time))  // the next epoch's first report
+        for i in 11...600 { h.hub.submit(.noFix(testFix(i).time)) }  // 600: the next epoch's first
         await h.hub.processed()
         let published = try await asker.status()
         #expect(published.state == .noFix && published.lastFix == nil, "\(published)")

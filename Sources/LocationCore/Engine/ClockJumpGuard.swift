@@ -16,6 +16,12 @@ public struct ClockJumpGuard: Sendable {
     private var pace = 0.0
     /// Held fixes dropped as glitches.
     public private(set) var dropped = 0
+    /// The time the last no-fix report is taken at: its own, or nil when it had none or its
+    /// time is off the timeline (`noFix`).
+    public private(set) var noFixTime: Timestamp?
+    /// The time of the last no-fix report if it jumped ahead of the timeline, for the next one
+    /// to go on from.
+    private var noFixAhead: Timestamp?
 
     /// A jump is a fix a minute or more before the latest (`Timestamp.Order.jumpedBack`), or
     /// later than it by more than a minute and ten of the receiver's intervals (a receiver
@@ -50,7 +56,18 @@ public struct ClockJumpGuard: Sendable {
     /// otherwise stays held for the next fix to decide. A timed report keeps the timeline going
     /// (the first fix after an outage it reported is no jump); after an untimed one there is
     /// no timeline to judge the next fix by, which is let through as a first one is.
+    ///
+    /// Its time is `noFixTime`, what stamps the `noFix` status and the publication epochs, unless
+    /// it is off the timeline: a minute or more behind the latest fix, or ahead of it beyond the
+    /// window and not going on from a no-fix report that was ahead too. A receiver without a fix
+    /// says whatever its clock says, and gpsd passes it on: after a reset an old date (gp-320fw's
+    /// 2006 in 2019) that counts on from there, or a glitch. Such a report is untimed for the
+    /// rest but keeps the timeline: only a fix (the guard above) moves it. Reports ahead that go
+    /// on from each other are what follows a silent gap in a log.
     public mutating func noFix(at time: Timestamp?) -> Fix? {
+        let ahead = noFixAhead
+        noFixAhead = nil
+        noFixTime = time
         guard let time else {
             if held != nil { dropped += 1 }
             held = nil
@@ -61,12 +78,25 @@ public struct ClockJumpGuard: Sendable {
             // Not dropped by a report that does not go on from it: that may be a second
             // receiver without a fix, whose reports would then drop every fix of the one with
             // fixes, for good.
-            guard time == h.time || confirms(time, h) else { return nil }
-            held = nil
-            latest = h.time
-            return h
+            if time == h.time || confirms(time, h) {
+                held = nil
+                latest = h.time
+                return h
+            }
         }
-        if let latest, case .later = time.order(after: latest), time - latest <= window { self.latest = time }
+        guard let latest else { return nil }
+        switch time.order(after: latest) {
+        case .later where time - latest > window:
+            noFixAhead = time
+            if let ahead, time > ahead, time - ahead <= window { break }
+            noFixTime = nil
+        case .jumpedBack:
+            noFixTime = nil
+        case .later:
+            if held == nil { self.latest = time }
+        case .sameEpoch, .outOfOrder:
+            break
+        }
         return nil
     }
 

@@ -60,8 +60,9 @@ public struct Engine: Sendable {
             let (first, second) = clock.admit(fix)
             if let first { take(first, into: &out) }
             if let second { take(second, into: &out) }
-        case .noFix(let time):
-            if let released = clock.noFix(at: time) { take(released, into: &out) }
+        case .noFix(let reported):
+            if let released = clock.noFix(at: reported) { take(released, into: &out) }
+            let time = clock.noFixTime  // nil when off the timeline: a reset receiver's clock
             setState(.noFix, time: time, into: &out)
             let publications = privacy.publications
             privacy.offerNoFix(at: time)

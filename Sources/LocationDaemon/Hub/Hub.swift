@@ -640,7 +640,10 @@ public final class Hub: Sendable {
             // Not by a fix the engine holds: it may be a glitch an hour off.
             if s.engine.clock.held?.time == fix.time { return }
             time = fix.time
-        case .noFix(let t?): time = t
+        case .noFix:
+            // Nor by one the engine takes as untimed: its time is off the timeline.
+            guard let t = s.engine.clock.noFixTime else { return }
+            time = t
         default: return
         }
         s.clockAnchor = (time, eventLoop.now)
