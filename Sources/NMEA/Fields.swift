@@ -159,9 +159,13 @@ struct FieldCursor {
     }
 
     /// hhmmss (as a number) and `scale` fraction digits → nanoseconds of the day.
+    /// A leap second, 23:59:60.f, is the day's last nanosecond, whatever f: a `Timestamp` has
+    /// no leap seconds, and read as 00:00:00.f of the next day it took that second's time and
+    /// the fix of it was dropped as the same epoch. Its epochs are one epoch (docs/nmea.md).
     @inline(__always) mutating func clock(_ whole: Int64, _ fraction: Int64, _ scale: Int) -> Int64? {
         let hh = whole / 10000, mm = whole / 100 % 100, ss = whole % 100
         guard hh < 24, mm < 60, ss <= 60 else { bad = true; return nil }
+        if whole == 235960 { return 86_400 * 1_000_000_000 - 1 }
         return (hh * 3600 + mm * 60 + ss) * 1_000_000_000 + fraction * powerOfTen(9 - scale)
     }
 

@@ -94,6 +94,17 @@ struct GPSDMappingTests {
         #expect(flat.horizontalAccuracy == 38.0)
     }
 
+    /// gpsd's times have no leap second (its clock is POSIX time; it never prints 23:59:60), and
+    /// libgps reads one as the next day's first second: the fix of the second after it then has
+    /// the same time, and is dropped as the same epoch (docs/semantics.md, "Time").
+    @Test func aLeapSecondFromGPSDIsTheNextDaysFirstSecond() {
+        let decoder = GPSDLineDecoder()
+        var bytes = Array(#"{"class":"TPV","mode":2,"time":"2016-12-31T23:59:60.500Z","lat":1.0,"lon":2.0}"#.utf8)
+        let message = bytes.withUnsafeMutableBytes { decoder.decode(UnsafeRawBufferPointer($0)) }
+        guard case .tpv(let tpv) = message else { Issue.record("no TPV: \(message)"); return }
+        #expect(tpv.time == CivilTime(year: 2017, month: 1, day: 1).timestamp.adding(seconds: 0.5))
+    }
+
     @Test func deviceDeactivatedMarker() {
         #expect(GPSDMessage.deactivatedDevicePath(in: #"{"class":"DEVICE","path":"tcp://127.0.0.1:4000","activated":0}"#) == "tcp://127.0.0.1:4000")
         #expect(GPSDMessage.deactivatedDevicePath(in: #"{"class":"DEVICE","activated":0}"#) == "")

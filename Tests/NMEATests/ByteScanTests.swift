@@ -126,6 +126,7 @@ import Simulation  // SplitMix64: the project's seeded generator
         let whole = m / scale, frac = m % scale
         let hh = whole / 10000, mm = whole / 100 % 100, ss = whole % 100
         guard hh < 24, mm < 60, ss <= 60 else { return Parsed(value: nil, bad: true) }
+        if whole == 235960 { return Parsed(value: Double(86_400 * 1_000_000_000 - 1), bad: false) }  // a leap second
         return Parsed(value: Double((hh * 3600 + mm * 60 + ss) * 1_000_000_000 + frac * (1_000_000_000 / scale)), bad: false)
     }
 
@@ -189,7 +190,7 @@ import Simulation  // SplitMix64: the project's seeded generator
     @Test func fieldParsersMatchReferences() {
         var rng = SplitMix64(seed: 4)
         var fields: [[UInt8]] = ["", ".", "-", "+", "5.", ".5", "123519", "123519.", "123519.123456789", "123519.1234567891",
-                                 "240000", "235960", "236000", "4807.038", "4807.0380000000000", "9000.000", "9000.0001",
+                                 "240000", "235960", "235960.5", "235959.999999999", "123460", "236000", "4807.038", "4807.0380000000000", "9000.000", "9000.0001",
                                  "0000.000", "18000.000", "1e5", "12.3.4", "0000000000000000000", "000000000000000001",
                                  "-0", "+1.5", "--1", "1234.5", "12345.", ".12345", "12.3.4", "00000.1", "99.999"].map { Array($0.utf8) }
         for _ in 0..<100_000 { fields.append(Self.randomField(&rng)) }

@@ -263,6 +263,29 @@ let rmcBody = "GPRMC,123519,A,4807.038,N,01131.000,E,022.4,084.4,230394,003.1,W"
         #expect(r.epochs.map(\.time) == [ts(1999, 12, 31, 23, 59, 59), ts(2000, 1, 1, 0, 0, 0)])
     }
 
+    /// A leap second (23:59:60, as a receiver prints it at the end of 2016-12-31) is the day's
+    /// last nanosecond: its fix comes after 23:59:59 and before the next day's 00:00:00, each
+    /// once. Read as 00:00:00 of the next day, it had the next second's time, and the engine
+    /// dropped that second's fix as the same epoch. A GGA-only log's carried date stays the day.
+    @Test func aLeapSecondIsTheDaysLastInstant() throws {
+        let last = ts(2016, 12, 31, 23, 59, 59).adding(seconds: 0.999_999_999)
+        var text = ""
+        for (t, date) in [("235959.0", "311216"), ("235960.0", "311216"), ("235960.5", "311216"), ("000000.0", "010117")] {
+            text += sentence("GPRMC,\(t),A,0100.000,N,00100.000,E,0,0,\(date),,")
+        }
+        let r = run(text)
+        #expect(r.epochs.map(\.time) == [ts(2016, 12, 31, 23, 59, 59), last, ts(2017, 1, 1, 0, 0, 0)])
+        var engine = Engine()
+        _ = engine.handle(.subscribe(SubscriberID(1), SubscriptionOptions()))
+        let delivered = r.epochs.compactMap(\.engineInput).flatMap { engine.handle($0) }.compactMap { d -> Timestamp? in
+            if case .location(let f) = d.event { f.time } else { nil }
+        }
+        #expect(delivered == r.epochs.map(\.time))
+        var o = NMEADecoder.Options(); o.assumedDate = CivilTime(year: 2016, month: 12, day: 31)
+        let gga = ["235959", "235960", "000000"].map { sentence("GPGGA,\($0),0100.000,N,00100.000,E,1,08,1.0,1.0,M,,M,,") }.joined()
+        #expect(run(gga, o).epochs.map(\.time) == [ts(2016, 12, 31, 23, 59, 59), last, ts(2017, 1, 1, 0, 0, 0)])
+    }
+
     @Test func missingDate() throws {
         let text = sentence("GPGLL,5119.881,N,00125.169,E,164326,A,D")
         let r = run(text)
