@@ -37,6 +37,8 @@ struct EpochData {
     /// A sentence of the epoch says whether there is a fix (RMC, GGA, GNS, GLL status or
     /// quality; GSA's type). An epoch of ZDA, GST or VTG alone says nothing of the kind.
     var stated = false
+    /// `dateDays` is a status-A (or D) RMC's: a ZDA does not override it.
+    var fixDated = false
 }
 
 /// The sentence types we read (docs/nmea.md); every other one is skipped.
@@ -56,6 +58,8 @@ struct Assembler: Sendable {
     var logDated = false
     /// Dimension of the last fix, for epochs that say nothing about it (RMC/GLL only).
     var lastMode: FixMode?
+    /// The date of the last ZDA if it went back (not taken), for the next ZDA to confirm.
+    var zdaBack: Int?
 
     init(options: NMEADecoder.Options) {
         self.options = options
@@ -176,6 +180,7 @@ struct Assembler: Sendable {
             let valid = status == UInt8(ascii: "A") || status == UInt8(ascii: "D")
             if valid {
                 cur.dateDays = days
+                cur.fixDated = true
             } else if cur.dateDays == nil, !logDated || days >= (cur.hasTime ? carriedDays(at: cur.tod) : lastDays) ?? days {
                 cur.dateDays = days
             }
@@ -353,7 +358,20 @@ struct Assembler: Sendable {
             days = v
         }
         guard begin(tod, onEpoch) else { return true }
-        if let days { cur.dateDays = days }
+        guard let days, !cur.fixDated else { return true }
+        // A ZDA has no status, and some say a stale or garbage date: the old day for a second
+        // after midnight, which dated that second's fix a day back (a clock jump of a day), or
+        // a reset's rollover date. One that takes the log's date back is taken only when the
+        // next ZDA goes back to it too (a log spliced from an older one); nor does one override
+        // a status-A RMC's date in its epoch (docs/nmea.md, "Dates and time").
+        if logDated, let carried = carriedDays(at: tod), days < carried {
+            let confirmed = zdaBack.map { days == $0 || days == $0 + 1 } ?? false
+            zdaBack = days
+            guard confirmed else { return true }
+        } else {
+            zdaBack = nil
+        }
+        cur.dateDays = days
         return true
     }
 

@@ -310,6 +310,22 @@ let rmcBody = "GPRMC,123519,A,4807.038,N,01131.000,E,022.4,084.4,230394,003.1,W"
         #expect(run(text).epochs.first?.fix?.time == ts(2012, 7, 4, 5, 11, 34))
     }
 
+    /// A ZDA still saying the old day for a second after midnight dated that second's fix a day
+    /// back (a jump of a day back, and one forward at the next). Now the carried date dates it,
+    /// and in an epoch with a status-A RMC that RMC's date does (the first of a log too). A ZDA
+    /// date that goes back and stays (a log spliced from an older one) is taken from the next.
+    @Test func aZDAThatTakesTheDateBackDatesNothingAlone() {
+        func epoch(_ t: String, _ date: String) -> String {
+            sentence("GPGGA,\(t),4744.6980,N,12206.7275,W,1,05,1.9,135.4,M,-17.1,M,,") + sentence("GPZDA,\(t),\(date),,")
+        }
+        let stale = epoch("235959.00", "31,12,2020") + epoch("000000.00", "31,12,2020") + epoch("000001.00", "01,01,2021")
+        #expect(run(stale).epochs.map(\.time) == [ts(2020, 12, 31, 23, 59, 59), ts(2021, 1, 1, 0, 0, 0), ts(2021, 1, 1, 0, 0, 1)])
+        let withRMC = sentence("GPRMC,000000.00,A,4744.6980,N,12206.7275,W,0.1,0.0,010121,,,A") + sentence("GPZDA,000000.00,31,12,2020,,")
+        #expect(run(withRMC).epochs.map(\.time) == [ts(2021, 1, 1, 0, 0, 0)])
+        let spliced = epoch("120000.00", "05,03,2021") + epoch("120001.00", "01,02,2021") + epoch("120002.00", "01,02,2021")
+        #expect(run(spliced).epochs.map(\.time) == [ts(2021, 3, 5, 12, 0, 0), ts(2021, 3, 5, 12, 0, 1), ts(2021, 2, 1, 12, 0, 2)])
+    }
+
     /// A year past what a Timestamp holds trapped on Int64 overflow; it is malformed, like one
     /// before 1980, and leaves the epoch undated.
     @Test(arguments: ["99999999", "2262", "1979"])
