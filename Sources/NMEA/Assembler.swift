@@ -54,6 +54,8 @@ struct Assembler: Sendable {
     var lastTod: Int64 = 0
     /// False until an epoch was dated (an assumed date has no time of day to compare with).
     var lastTodKnown = false
+    /// The time of day of the last epoch completed, whatever it was (`completeEpoch`).
+    var previousTod: Int64?
     /// Whether a sentence of the log has dated an epoch (not only `Options.assumedDate`).
     var logDated = false
     /// Dimension of the last fix, for epochs that say nothing about it (RMC/GLL only).
@@ -431,7 +433,17 @@ struct Assembler: Sendable {
         guard cur.hasTime else { return }
         let tod = cur.tod
         let days = cur.dateDays ?? carriedDays(at: tod)
-        if let days { lastDays = days; lastTod = tod; lastTodKnown = true }
+        // An epoch without a fix or a date of its own carries its date on only when its time
+        // goes on from the epoch before (later by less than an hour, across midnight too): after
+        // a reset, status-V RMCs tell a garbage time (gp-320fw: 00:03:46, 23:59:48, 19:35:15, …),
+        // and each jump of less than 12 h moved the carried date on, until it dated a fix a day
+        // off. Dated from the last epoch that was, each is within 12 h of it.
+        let day: Int64 = 86_400 * 1_000_000_000
+        let goesOn = previousTod.map { ((tod - $0) % day + day) % day }.map { $0 > 0 && $0 < day / 24 } ?? false
+        previousTod = tod
+        if let days, cur.dateDays != nil || (cur.valid && cur.hasPosition) || goesOn || !lastTodKnown {
+            lastDays = days; lastTod = tod; lastTodKnown = true
+        }
         if cur.dateDays != nil { logDated = true }
         // Only its date counts: some receivers time ZDA apart from their fixes (ac12's runs
         // 2 s ahead), and it is no report of a lost fix.

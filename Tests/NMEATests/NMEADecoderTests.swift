@@ -326,6 +326,27 @@ let rmcBody = "GPRMC,123519,A,4807.038,N,01131.000,E,022.4,084.4,230394,003.1,W"
         #expect(run(spliced).epochs.map(\.time) == [ts(2021, 3, 5, 12, 0, 0), ts(2021, 3, 5, 12, 0, 1), ts(2021, 2, 1, 12, 0, 2)])
     }
 
+    /// After a reset a receiver's status-V RMCs tell a garbage time of day (gp-320fw's cold
+    /// boot: 00:03:46, then 23:59:48, 19:35:15, 23:59:55, …). Each jump of less than 12 h moved
+    /// the date carried to later epochs on, and two of them (23:59:48, then 04:00) dated the next
+    /// GGA-only fix a day ahead. An epoch without a fix or a date of its own whose time does not
+    /// go on from the epoch before (later by less than an hour) moves nothing; a receiver
+    /// without a fix overnight still carries the date across midnight.
+    @Test func aVoidRMCsGarbageTimeDoesNotMisdateTheFixesAfterIt() {
+        let gga = { (t: String) in sentence("GPGGA,\(t),4808.9993,N,01135.0798,E,1,05,1.9,535.4,M,47.1,M,,") }
+        let text = sentence("GPRMC,120000,A,4808.9993,N,01135.0798,E,0.1,0.0,070419,,,A")
+            + sentence("GPRMC,235948,V,,,,,,,161206,,,N") + sentence("GPRMC,040000,V,,,,,,,161206,,,N") + gga("120005")
+        #expect(run(text).epochs.last?.fix?.time == ts(2019, 4, 7, 12, 0, 5))
+        var o = NMEADecoder.Options(); o.assumedDate = CivilTime(year: 2019, month: 4, day: 7)
+        var night = gga("180000")
+        for k in 1...28 {  // no fix every half hour, 18:30 to 08:00
+            let minutes = 18 * 60 + 30 * k, h = minutes / 60 % 24, mi = minutes % 60
+            night += sentence("GPGGA,\(h < 10 ? "0" : "")\(h)\(mi < 10 ? "0" : "")\(mi)00,,,,,0,00,,,M,,M,,")
+        }
+        night += gga("080030")
+        #expect(run(night, o).epochs.last?.fix?.time == ts(2019, 4, 8, 8, 0, 30))
+    }
+
     /// A year past what a Timestamp holds trapped on Int64 overflow; it is malformed, like one
     /// before 1980, and leaves the epoch undated.
     @Test(arguments: ["99999999", "2262", "1979"])
