@@ -13,4 +13,6 @@
 // that brings in only the JSON decoders, not libgps_core.o, whose `gps_open` reaches the D-Bus
 // transport and so loads libdbus, libsystemd, libgcrypt, … (docs/benchmarks.md, "Footprint").
 int libgps_json_unpack(const char *buf, struct gps_data_t *gpsdata, const char **end);
+// What a JSON error code of `libgps_json_unpack` means (gpsd's json.h, not installed either).
+const char *json_error_string(int err);
 #endif

@@ -495,4 +495,39 @@ struct GPSDSourceLogicTests {
         ])
         #expect(source.statistics.messages == 5)
     }
+    /// A gpsd before protocol 3.4 (gpsd 2.9x) writes times as seconds since 1970, which libgps
+    /// cannot decode: its fixes were dropped without a word. Its VERSION and the first TPV libgps
+    /// cannot decode are warned about, once each, naming what came and what is expected.
+    @Test func anIncompatibleGPSDIsWarnedAboutOnce() async throws {
+        let port = Int(try GPSDHarness.freePort())
+        let old = #"{"class":"VERSION","release":"2.95","rev":"2.95","proto_major":3,"proto_minor":3}"#
+        let numeric = { (s: Int) in #"{"class":"TPV","device":"/dev/ttyACM0","mode":3,"time":\#(1_795_305_600 + s).0,"lat":1.0,"lon":\#(s).0}"# }
+        let gpsd = try FakeGPSD(port: port, steps: [.lines([old, numeric(1), numeric(2), old, Self.tpv(3)], close: false)])
+        defer { gpsd.shutdown() }
+        let log = CapturedLog()
+        let recorder = EventRecorder()
+        let source = GPSDSource(configuration: .init(host: "127.0.0.1", port: String(port)), sink: recorder.sink, logger: log.logger)
+        source.start()
+        #expect(await recorder.first(Self.fix(3)) != nil)
+        source.stop()
+        let warnings = log.notable.map(\.message)
+        #expect(warnings.count == 2, "\(warnings)")
+        #expect(warnings.first == "gpsd at 127.0.0.1:\(port) speaks protocol 3.3 (release 2.95); locationd reads protocol 3.4 or later (gpsd 3.x): before 3.4 gpsd wrote times as seconds since 1970, which libgps cannot decode, so its reports give no fixes. Upgrade gpsd")
+        #expect(warnings.last?.hasPrefix("gpsd at 127.0.0.1:\(port) sent a TPV report libgps cannot decode (") == true, "\(warnings)")
+        #expect(warnings.last?.contains("): \(numeric(1)); locationd expects gpsd's JSON protocol 3.4 or later") == true, "\(warnings)")
+        #expect(source.statistics.undecodableTPVs == 2 && source.statistics.fixes == 1)
+    }
+
+    /// Another major protocol version is an incompatible change (gpsd's rule): warned about.
+    @Test func anotherMajorProtocolVersionIsWarnedAbout() throws {
+        let decoder = GPSDLineDecoder()
+        var bytes = Array(#"{"class":"VERSION","release":"4.0","rev":"4.0","proto_major":4,"proto_minor":0}"#.utf8)
+        guard case .version(let v) = bytes.withUnsafeMutableBytes({ decoder.decode(UnsafeRawBufferPointer($0)) }) else {
+            Issue.record("no VERSION")
+            return
+        }
+        #expect(v == GPSDVersion(release: "4.0", protocolMajor: 4, protocolMinor: 0))
+        #expect(v.incompatibility?.hasPrefix("speaks protocol 4.0 (release 4.0); locationd's libgps (gpsd 3.22) reads protocol 3.4 or later 3.x") == true)
+        #expect(GPSDVersion(release: "3.22", protocolMajor: 3, protocolMinor: 14).incompatibility == nil)
+    }
 }

@@ -32,6 +32,8 @@ final class GPSDLineDecoder {
     /// the TPV before it (compared in place: a String is made only on a change).
     private(set) var tpvDevice = ""
     private(set) var tpvDeviceChanged = false
+    /// Why libgps could not decode all of the last TPV (its JSON error), nil when it could.
+    private(set) var tpvError: String?
 
     init() {
         data = .allocate(capacity: 1)
@@ -49,9 +51,16 @@ final class GPSDLineDecoder {
     /// Decodes one report line (without its line terminator).
     func decode(_ line: UnsafeRawBufferPointer) -> GPSDMessage {
         if GPSDMessage.hasClass("TPV", line) {
-            unpack(line)
+            let status = unpack(line)
+            tpvError = status == 0 ? nil : String(cString: json_error_string(status))
             noteTPVDevice()
             return .tpv(GPSDTPV(data.pointee.fix))
+        }
+        if GPSDMessage.hasClass("VERSION", line) {
+            unpack(line)
+            let v = data.pointee.version
+            let release = withUnsafeBytes(of: v.release) { raw in String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self) }
+            return .version(GPSDVersion(release: release, protocolMajor: Int(v.proto_major), protocolMinor: Int(v.proto_minor)))
         }
         if GPSDMessage.hasClass("ERROR", line) {
             data.pointee.error.0 = 0  // shared with other reports (a union): none without a message
@@ -83,8 +92,10 @@ extension GPSDLineDecoder {
 
     /// What `gps_unpack` does with a line that starts with `{` (copied into the reused buffer,
     /// NUL-terminated): decode its objects one after another until one fails or the line ends.
-    /// (Its debug trace is left out: see CGPS/shim.h.)
-    private func unpack(_ line: UnsafeRawBufferPointer) {
+    /// (Its debug trace is left out: see CGPS/shim.h.) Returns the first JSON error libgps
+    /// reported (a value of a type it does not expect, an attribute it does not know), 0 if none.
+    @discardableResult
+    private func unpack(_ line: UnsafeRawBufferPointer) -> Int32 {
         if line.count + 1 > capacity {
             buffer.deallocate()
             capacity = line.count + 1
@@ -94,11 +105,15 @@ extension GPSDLineDecoder {
         buffer[line.count] = 0
         // A TPV replaces `set`, but SKY/GST only add bits: clear it for each report.
         data.pointee.set = 0
-        guard buffer[0] == CChar(UInt8(ascii: "{")) else { return }
+        guard buffer[0] == CChar(UInt8(ascii: "{")) else { return 0 }
         var next: UnsafePointer<CChar>? = UnsafePointer(buffer)
+        var error: Int32 = 0
         while let object = next, object.pointee != 0 {
-            if libgps_json_unpack(object, data, &next) == -1 { break }
+            let status = libgps_json_unpack(object, data, &next)
+            if status == -1 { break }
+            if error == 0 { error = status }
         }
+        return error
     }
 }
 

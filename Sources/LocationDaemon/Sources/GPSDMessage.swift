@@ -75,7 +75,10 @@ public enum GPSDMessage: Hashable, Sendable {
     case deviceDeactivated(path: String)
     /// `{"class":"ERROR","message":…}`: gpsd refused a request (libgps's `gps_data_t.error`).
     case error(String)
-    /// Anything else (VERSION, DEVICES, WATCH, SKY, GST, …).
+    /// `{"class":"VERSION",…}`: gpsd's banner (and its answer to `?VERSION;`), with the
+    /// protocol version it speaks.
+    case version(GPSDVersion)
+    /// Anything else (DEVICES, WATCH, SKY, GST, …).
     case other
 
     /// Whether the JSON line is a report of class `cls` (gpsd always writes `class` first).
@@ -117,6 +120,35 @@ public enum GPSDMessage: Hashable, Sendable {
                 return start..<bytes.index(start, offsetBy: pattern.count)
             }
             bytes.formIndex(after: &start)
+        }
+        return nil
+    }
+}
+
+/// gpsd's `VERSION` report: its release and the JSON protocol version it speaks.
+public struct GPSDVersion: Hashable, Sendable {
+    public var release: String
+    public var protocolMajor: Int
+    public var protocolMinor: Int
+
+    public init(release: String, protocolMajor: Int, protocolMinor: Int) {
+        self.release = release; self.protocolMajor = protocolMajor; self.protocolMinor = protocolMinor
+    }
+
+    /// The protocol libgps (gpsd 3.22) decodes: major version 3 (gpsd bumps it on incompatible
+    /// changes), from minor 4 on, where times became ISO 8601 instead of seconds since 1970
+    /// (gpsd.h's protocol history; 3.22 speaks 3.14).
+    public static let supportedMajor = 3
+    public static let firstSupportedMinor = 4
+
+    /// Why locationd cannot read this gpsd's reports, for the log; nil when it can.
+    public var incompatibility: String? {
+        let spoken = "protocol \(protocolMajor).\(protocolMinor) (release \(release))"
+        if protocolMajor != Self.supportedMajor {
+            return "speaks \(spoken); locationd's libgps (gpsd 3.22) reads protocol \(Self.supportedMajor).\(Self.firstSupportedMinor) or later 3.x, and another major version is an incompatible change: reports it cannot decode are ignored. Run a gpsd 3.x, or rebuild locationd against this gpsd's libgps"
+        }
+        if protocolMinor < Self.firstSupportedMinor {
+            return "speaks \(spoken); locationd reads protocol \(Self.supportedMajor).\(Self.firstSupportedMinor) or later (gpsd 3.x): before 3.4 gpsd wrote times as seconds since 1970, which libgps cannot decode, so its reports give no fixes. Upgrade gpsd"
         }
         return nil
     }

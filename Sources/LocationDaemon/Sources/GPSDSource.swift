@@ -95,6 +95,8 @@ public final class GPSDSource: Sendable {
         public var noFixes = 0
         /// TPVs that carried a mode ≥ 2 but no time or no usable position (not reported).
         public var ignoredTPVs = 0
+        /// TPVs libgps could not decode all of (a gpsd speaking another protocol).
+        public var undecodableTPVs = 0
         /// `DEVICE … "activated":0` reports (a replayed log's end).
         public var devicesDeactivated = 0
         /// The last error, if any.
@@ -166,6 +168,10 @@ public final class GPSDSource: Sendable {
         var failures = 0
         /// The last error report of gpsd warned about.
         var gpsdError: String?
+        /// The last incompatible VERSION warned about, and whether a TPV libgps could not
+        /// decode has been.
+        var versionProblem: String?
+        var undecodableWarned = false
         let decoder = GPSDLineDecoder()
         init(backoff: Backoff) { self.backoff = backoff }
     }
@@ -273,6 +279,8 @@ public final class GPSDSource: Sendable {
         s.problem = nil
         s.failures = 0
         s.gpsdError = nil
+        s.versionProblem = nil
+        s.undecodableWarned = false
         // A consumer that stops or releases the source should not keep believing it is connected.
         if s.reported == .connected { report(.disconnected) }
     }
@@ -503,6 +511,7 @@ public final class GPSDSource: Sendable {
             } else {
                 s.longestQuiet = max(s.longestQuiet, s.quietChecks)  // its pace, silences aside
             }
+            if let why = s.decoder.tpvError { undecodable(s, line, why) }
             let input = tpv.engineInput
             count {
                 $0.messages += 1; $0.tpvs += 1
@@ -531,9 +540,28 @@ public final class GPSDSource: Sendable {
                 s.gpsdError = message
                 logger.warning("gpsd at \(configuration.address) reports an error: \(message)")
             }
+        case .version(let version):
+            count { $0.messages += 1 }
+            if let problem = version.incompatibility, s.versionProblem != problem {
+                s.versionProblem = problem
+                logger.warning("gpsd at \(configuration.address) \(problem)")
+            }
         case .other:
             count { $0.messages += 1 }
         }
+    }
+
+    /// A TPV libgps could not decode all of (`why`: its JSON error): counted, and warned about
+    /// once with what came and what is expected, since its fixes are lost without a word (a
+    /// gpsd before protocol 3.4 writes `"time"` as a number). What libgps did read goes on as
+    /// any TPV (without its time, no fix).
+    private func undecodable(_ s: LoopState, _ line: UnsafeRawBufferPointer, _ why: String) {
+        count { $0.undecodableTPVs += 1 }
+        guard !s.undecodableWarned else { return }
+        s.undecodableWarned = true
+        let limit = 200
+        let shown = String(decoding: line.prefix(limit), as: UTF8.self) + (line.count > limit ? "…" : "")
+        logger.warning("gpsd at \(configuration.address) sent a TPV report libgps cannot decode (\(why)): \(shown); locationd expects gpsd's JSON protocol 3.4 or later (gpsd 3.x: ISO 8601 times, \"time\":\"2026-01-01T00:00:00.000Z\"); what libgps could not read is ignored, and a TPV without its time gives no fix. Warned once")
     }
 
     /// Whether `line` is gpsd's VERSION banner, the first line of every connection.
