@@ -33,9 +33,11 @@ public struct StatusReply: Hashable, Sendable {
     public var sessions: Int?
     /// `watching` (a gpsd watch is open) or `released` (nobody needs fixes); absent for a replay.
     public var receiver: String?
-    /// The asking connection's program (uid + executable), when it has a session.
+    /// The asking connection's program (uid + executable); the daemon always sends it, with a
+    /// session or without.
     public var identity: String?
-    /// The asking connection's grant, e.g. `always precise (rule owner)`, when it has a session.
+    /// The asking connection's grant, e.g. `always precise (rule owner)`, or without a session
+    /// `no session; at most … (rule …)`: the daemon always sends it.
     public var grant: String?
     /// Open connections on the daemon (all of them, however many `connections` lists).
     public var connected: Int?

@@ -97,7 +97,8 @@ public struct IntervalFilter: Hashable, Sendable {
     }
 }
 
-/// One subscription's location pipeline: accuracy gate → distance filter → interval.
+/// One subscription's location pipeline: accuracy gate → interval → distance filter
+/// (docs/semantics.md, "Location pipeline").
 /// Holds the last delivered fix, the reference for both distance and interval.
 public struct LocationFilter: Hashable, Sendable {
     public private(set) var options: SubscriptionOptions
