@@ -1,5 +1,6 @@
 import Foundation
 import LocationCore
+import NMEA
 import Testing
 @testable import LocationDaemon
 
@@ -12,6 +13,9 @@ struct ChkExpectation {
     var noFixes = 0
     /// TPVs with mode ≥ 2 but no time or no lat/lon (GPSDSource reports nothing for them).
     var unusablePositions = 0
+    /// Every TPV the source reports something for, in order: a position, or a no-fix with its time.
+    enum Report { case position(Position), noFix(Timestamp?) }
+    var reports: [Report] = []
 
     init(contentsOf url: URL) throws {
         let text = try String(contentsOf: url, encoding: .utf8)
@@ -21,12 +25,51 @@ struct ChkExpectation {
             // Status 5, 7, 8 (dead reckoning, surveyed-in/manual, simulator) are no fix to us
             // (docs/gpsd.md, "TPV → Fix"): garmin-geko201's demo mode.
             let status = obj["status"] as? Int ?? 1
-            if mode <= 1 || [5, 7, 8].contains(status) { noFixes += 1; continue }
+            if mode <= 1 || [5, 7, 8].contains(status) {
+                noFixes += 1
+                reports.append(.noFix(try (obj["time"] as? String).map(Self.parseTime)))
+                continue
+            }
             guard let lat = obj["lat"] as? Double, let lon = obj["lon"] as? Double,
                   let ts = obj["time"] as? String else { unusablePositions += 1; continue }
-            positions.append(Position(time: try Self.parseTime(ts), lat: lat, lon: lon, mode: mode,
-                                      eph: obj["eph"] as? Double))
+            let position = Position(time: try Self.parseTime(ts), lat: lat, lon: lon, mode: mode, eph: obj["eph"] as? Double)
+            positions.append(position)
+            reports.append(.position(position))
         }
+    }
+
+    /// What the source passes on of `reports`: each epoch gpsd reports in pieces once, as its
+    /// last piece (`GPSDEpochPieces`, unit-tested on its own; here fed the `.chk`'s order, the
+    /// pieces of an epoch arriving together). The positions, and how many no-fixes.
+    var passedOn: (positions: [Position], noFixes: Int) {
+        var pieces = GPSDEpochPieces()
+        var out: [EngineInput] = []
+        var byTime: [Timestamp: [Position]] = [:]
+        for report in reports {
+            switch report {
+            case .position(let p):
+                byTime[p.time, default: []].append(p)
+                // The fix carries its index among its time's positions in `speed`, to find it again.
+                let fix = Fix(time: p.time, coordinate: Coordinate(latitude: p.lat, longitude: p.lon), mode: .threeD,
+                              speed: Double(byTime[p.time]!.count - 1))
+                _ = pieces.timed(.fix(fix), at: p.time, now: { 0 }) { out.append($0) }
+            case .noFix(let t?):
+                _ = pieces.timed(.noFix(t), at: t, now: { 0 }) { out.append($0) }
+            case .noFix(nil):
+                pieces.flush { out.append($0) }
+                out.append(.noFix(nil))
+            }
+        }
+        pieces.flush { out.append($0) }
+        var positions: [Position] = [], noFixes = 0
+        for input in out {
+            switch input {
+            case .fix(let f): positions.append(byTime[f.time]![Int(f.speed!)])
+            case .noFix: noFixes += 1
+            default: break
+            }
+        }
+        return (positions, noFixes)
     }
 
     /// "2024-10-30T09:38:02.000Z" → Timestamp.
@@ -114,8 +157,9 @@ struct GPSDEndToEndTests {
         source.stop()
 
         let got = recorder.fixes
-        #expect(got.count == expected.positions.count, "\(name): fix count")
-        for (i, (f, e)) in zip(got, expected.positions).enumerated() {
+        let (positions, noFixesPassed) = expected.passedOn
+        #expect(got.count == positions.count, "\(name): fix count")
+        for (i, (f, e)) in zip(got, positions).enumerated() {
             let same = f.time == e.time
                 && abs(f.coordinate.latitude - e.lat) <= 1e-9
                 && abs(f.coordinate.longitude - e.lon) <= 1e-9
@@ -132,7 +176,7 @@ struct GPSDEndToEndTests {
         // the log's device (the receiver that sent them) is reported as no fix at once.
         let hadTPVs = expected.positions.count + expected.noFixes + expected.unusablePositions > 0
         let noFixes = recorder.events.filter { if case .input(.noFix) = $0 { true } else { false } }.count
-        #expect(noFixes == expected.noFixes + (hadTPVs ? 1 : 0), "\(name): no-fix TPVs")
+        #expect(noFixes == noFixesPassed + (hadTPVs ? 1 : 0), "\(name): no-fix TPVs")
         let inputs = recorder.events.filter { if case .input = $0 { true } else { false } }
         if hadTPVs {
             #expect(inputs.suffix(2) == [.input(.noFix(nil)), .input(.source(.disconnected))], "\(name): \(inputs.suffix(3))")
@@ -145,6 +189,53 @@ struct GPSDEndToEndTests {
         }
         #expect(states.first == .connected)
         #expect(zip(states, states.dropFirst()).allSatisfy { $0 != $1 })
+    }
+
+    /// gpsd reports haicom-305N's epochs in two pieces: after GGA, with a speed it derived from
+    /// the position change (9.2 m/s standing still) and no course; after RMC, with the
+    /// receiver's. What the source passes on is the whole epoch, as a replay of the same log
+    /// decodes it: the same speed and course at every time of day both have (gpsd dates this
+    /// dateless log by the machine's clock, so times are compared as times of day).
+    @Test func anEpochInPiecesIsPassedOnWholeAsAReplayDecodesIt() async throws {
+        let log = try #require(GPSDHarness.corpusLog("haicom-305N"), "corpus log haicom-305N missing")
+        var decoder = NMEADecoder()
+        var replayed: [Int64: Fix] = [:]
+        let bytes = try [UInt8](Data(contentsOf: log))
+        let day: Int64 = 86_400 * 1_000_000_000
+        func keep(_ epoch: NMEAEpoch) { if let f = epoch.fix { replayed[epoch.timeOfDay] = f } }
+        decoder.feed(bytes, onEpoch: keep)
+        decoder.finish(onEpoch: keep)
+        // An assumed date: the log has none, and undated positions are no fixes.
+        if replayed.isEmpty {
+            var options = NMEADecoder.Options()
+            options.assumedDate = CivilTime(year: 2026, month: 1, day: 1)
+            decoder = NMEADecoder(options: options)
+            decoder.feed(bytes, onEpoch: keep)
+            decoder.finish(onEpoch: keep)
+        }
+        try #require(replayed.count > 50, "\(replayed.count) fixes replayed")
+
+        let gpsd = try GPSDHarness()
+        defer { gpsd.shutdown() }
+        try gpsd.serve(log: log)
+        let recorder = EventRecorder()
+        let source = GPSDSource(configuration: .init(host: gpsd.host, port: gpsd.portString),
+                                sink: recorder.sink, onDeviceDeactivated: recorder.deviceDeactivated)
+        source.start()
+        defer { source.stop() }
+        try #require(await recorder.firstDeviceDeactivated(timeout: 30) != nil, "no end-of-replay marker from gpsd")
+        source.stop()
+        let fixes = recorder.fixes
+        try #require(fixes.count > 50)
+        var compared = 0
+        for f in fixes {
+            guard let r = replayed[((f.time.nanoseconds % day) + day) % day] else { continue }
+            compared += 1
+            #expect(f.speed.map { ($0 * 1000).rounded() } == r.speed.map { ($0 * 1000).rounded() } && f.course == r.course,
+                    "at \(f.time): gpsd path speed \(String(describing: f.speed)) course \(String(describing: f.course)), replay \(String(describing: r.speed)) \(String(describing: r.course))")
+        }
+        #expect(compared >= fixes.count - 1, "\(compared) of \(fixes.count) compared")
+        #expect(source.statistics.epochPiecesDropped == 0)
     }
 
     @Test("reconnects: gpsd absent, started, killed mid-stream, restarted")
@@ -195,7 +286,7 @@ struct GPSDEndToEndTests {
         let secondFixes = recorder.events[again..<end].compactMap { e -> Fix? in
             if case .input(.fix(let f)) = e { f } else { nil }
         }
-        #expect(secondFixes.map(\.time) == expected.positions.map(\.time))
+        #expect(secondFixes.map(\.time) == expected.passedOn.positions.map(\.time))
         #expect(gpsd.feedConnections == 2)
         source.stop()
         #expect(recorder.events.last == .input(.source(.disconnected)))

@@ -97,6 +97,9 @@ public final class GPSDSource: Sendable {
         public var ignoredTPVs = 0
         /// TPVs libgps could not decode all of (a gpsd speaking another protocol).
         public var undecodableTPVs = 0
+        /// Pieces of an epoch gpsd reported after the epoch was passed on (docs/gpsd.md,
+        /// "Epochs in pieces").
+        public var epochPiecesDropped = 0
         /// `DEVICE … "activated":0` reports (a replayed log's end).
         public var devicesDeactivated = 0
         /// The last error, if any.
@@ -172,6 +175,10 @@ public final class GPSDSource: Sendable {
         /// decode has been.
         var versionProblem: String?
         var undecodableWarned = false
+        /// The epoch gpsd is reporting in pieces, held until complete, and the timer that passes
+        /// it on if it is not (docs/gpsd.md, "Epochs in pieces").
+        var pieces = GPSDEpochPieces()
+        var piecesTimer: Scheduled<Void>?
         let decoder = GPSDLineDecoder()
         init(backoff: Backoff) { self.backoff = backoff }
     }
@@ -255,7 +262,41 @@ public final class GPSDSource: Sendable {
         let s = state.value
         guard s.reported != new else { return }
         s.reported = new
+        // A held epoch came before; a new connection's receiver is learned anew.
+        passHeld(s, forget: true)
         sink(.source(new))
+    }
+
+    /// Passes a timed report on once its epoch is complete (`GPSDEpochPieces`), anything else
+    /// at once, after the epoch held.
+    private func pass(_ input: EngineInput, _ s: LoopState) {
+        let time: Timestamp? = switch input {
+        case .fix(let fix): fix.time
+        case .noFix(let t): t
+        default: nil
+        }
+        guard let time else {
+            passHeld(s)
+            return sink(input)
+        }
+        let dropped = s.pieces.dropped
+        let held = s.pieces.timed(input, at: time, now: { Int64(NIODeadline.now().uptimeNanoseconds) }, emit: sink)
+        if s.pieces.dropped != dropped { count { $0.epochPiecesDropped += 1 } }
+        guard held else { return }
+        s.piecesTimer?.cancel()
+        s.piecesTimer = eventLoop.scheduleTask(in: .nanoseconds(s.pieces.holdLimit)) { [self] in
+            let s = state.value
+            s.piecesTimer = nil
+            s.pieces.flush(emit: sink)
+        }
+    }
+
+    /// Passes on the epoch held, if any, before what does not belong to it; `forget`: and
+    /// learns the receiver's pattern anew (another connection, another receiver).
+    private func passHeld(_ s: LoopState, forget: Bool = false) {
+        s.piecesTimer?.cancel()
+        s.piecesTimer = nil
+        if forget { s.pieces.forget(emit: sink) } else { s.pieces.flush(emit: sink) }
     }
 
     /// Brings the connection in line with `running && wanted`.
@@ -400,6 +441,7 @@ public final class GPSDSource: Sendable {
         s.receiverSilent = true
         count { $0.receiverSilences += 1 }
         logger.warning("gpsd at \(configuration.address) answers, but no receiver has sent a report for \(numberText(Double(needed) * configuration.idleProbe)) s or more; taken as no fix until one reports again (a receiver unplugged, powered off or hung: gpsd's log may say which)")
+        passHeld(s)
         sink(.noFix(nil))
     }
 
@@ -500,6 +542,7 @@ public final class GPSDSource: Sendable {
         switch s.decoder.decode(line) {
         case .tpv(let tpv):
             s.tpvs &+= 1
+            if s.decoder.tpvDeviceChanged { passHeld(s, forget: true) }  // another receiver's pattern
             if s.decoder.tpvDeviceChanged || !s.lastDeviceTracked {
                 s.tpvDevices.insert(s.decoder.tpvDevice)
                 s.lastDeviceTracked = true
@@ -521,9 +564,10 @@ public final class GPSDSource: Sendable {
                 default: $0.ignoredTPVs += 1
                 }
             }
-            if let input { sink(input) }
+            if let input { pass(input, s) }
         case .deviceDeactivated(let path):
             count { $0.messages += 1; $0.devicesDeactivated += 1 }
+            passHeld(s)
             // The last receiver that reported is gone (unplugged: gpsd saw its device close):
             // no fix now, not after the silence rule's 20–30 s.
             if path == s.decoder.tpvDevice { s.lastDeviceTracked = false }

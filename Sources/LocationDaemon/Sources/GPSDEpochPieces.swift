@@ -1,0 +1,98 @@
+import LocationCore
+
+/// gpsd 3.22 reports some receivers' epochs in pieces: a TPV after each sentence of the epoch
+/// (GGA, then RMC, …), all with the epoch's time, each with what gpsd knew by then. The first
+/// piece can be far from the last: haicom-305N's (after GGA) has a speed gpsd derived from the
+/// position change, 9.2 m/s for a receiver standing still, and no course; the RMC's piece has
+/// the receiver's 0.99 m/s and its course. The engine keeps the first fix of a time, so every
+/// epoch of such a receiver reached subscribers as its first piece, and a replay of the same
+/// log (the NMEA decoder assembles whole epochs) told a different story (docs/gpsd.md,
+/// "Epochs in pieces").
+///
+/// So a timed report is passed on once its epoch is complete: when as many pieces of its time
+/// came as in the receiver's previous epoch (its pattern, learned: a receiver with one TPV an
+/// epoch, most of them, is passed on at once, with no delay), when a report of another time or
+/// an untimed one comes, or when `holdLimit` after its first piece passed (twice the previous
+/// epoch's spread from first to last piece, within 20–500 ms). The first epoch after a start or
+/// a change of device is held until one of those, its piece count unknown. Pieces of an epoch
+/// already passed on are dropped (the engine would drop a fix of the same time anyway, and a
+/// no-fix piece would flip the state twice within the epoch, as saab-r4's mid-epoch mode 1
+/// did).
+///
+/// Pure: the source gives it the monotonic time and arms the timer it asks for.
+struct GPSDEpochPieces {
+    /// Pieces of the receiver's last complete epoch; nil while unknown.
+    private(set) var expected: Int?
+    /// The epoch being reported: its time, its pieces so far, its first and latest piece's arrival.
+    private var time: Timestamp?
+    private var count = 0
+    private var firstAt: Int64 = 0
+    private var lastAt: Int64 = 0
+    /// How long the last complete epoch's pieces took to come, first to last, nanoseconds.
+    private var spread: Int64 = 0
+    /// The latest piece of `time`, not yet passed on.
+    private(set) var held: EngineInput?
+    /// Pieces dropped because their epoch had been passed on.
+    private(set) var dropped = 0
+
+    static let minimumHold: Int64 = 20_000_000
+    static let maximumHold: Int64 = 500_000_000
+
+    /// How long an epoch is held at most after its first piece.
+    var holdLimit: Int64 {
+        guard expected != nil else { return Self.maximumHold }
+        // A spread measured across a change of pattern (the first piece passed on unheld, its
+        // arrival not read) is meaningless: the bounds take it.
+        return min(Self.maximumHold, max(Self.minimumHold, 2 * spread))
+    }
+
+    /// A timed report (`input`, of time `t`) arrived; `now` reads the monotonic clock
+    /// (nanoseconds), only when an epoch is held: a receiver with one report an epoch costs no
+    /// clock read. What is to be passed on now goes to `emit` (a held epoch this one ends, then
+    /// this one if it is complete); returns true when this report is held, for the caller to arm
+    /// a timer of `holdLimit` (a later piece of the same epoch keeps the first one's).
+    mutating func timed(_ input: EngineInput, at t: Timestamp, now: () -> Int64, emit: (EngineInput) -> Void) -> Bool {
+        if let current = time, current == t {
+            count += 1
+            guard held != nil else {
+                dropped += 1
+                return false
+            }
+            lastAt = now()
+            held = input
+            if let expected, count >= expected { flush(emit: emit) }
+            return false
+        }
+        flush(emit: emit)
+        if time != nil {
+            expected = min(count, 16)
+            spread = lastAt - firstAt
+        }
+        time = t
+        count = 1
+        if expected == 1 {
+            emit(input)
+            return false
+        }
+        firstAt = now()
+        lastAt = firstAt
+        held = input
+        return true
+    }
+
+    /// Passes on the held epoch, if any: its time is up, or something other than a piece of it
+    /// came (an untimed report, a deactivated device, the connection's end).
+    mutating func flush(emit: (EngineInput) -> Void) {
+        guard let h = held else { return }
+        held = nil
+        emit(h)
+    }
+
+    /// Another receiver reports, or the connection starts again: its pattern is learned anew.
+    mutating func forget(emit: (EngineInput) -> Void) {
+        flush(emit: emit)
+        let dropped = dropped
+        self = GPSDEpochPieces()
+        self.dropped = dropped
+    }
+}
