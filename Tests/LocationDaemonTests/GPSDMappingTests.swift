@@ -25,6 +25,18 @@ struct GPSDMappingTests {
         #expect(f.altitudeHAE == nil && f.horizontalAccuracy == nil && f.mode == .threeD)
     }
 
+    /// An `eph`/`epv` of 0 is none: gpsd writes 0.000 from a no-fix GSA's VDOP of 0
+    /// (haicom-305N), and an accuracy of 0 m would pass every accuracy gate. The NMEA decoder
+    /// reads a σ or DOP of 0 the same way (docs/nmea.md, "Accuracy").
+    @Test func aZeroAccuracyIsNone() {
+        let tpv = GPSDTPV(mode: 3, time: t, latitude: 1, longitude: 2, eph: 0, epv: 0)
+        guard case .fix(let f)? = tpv.engineInput else { Issue.record("no fix"); return }
+        #expect(f.horizontalAccuracy == nil && f.verticalAccuracy == nil)
+        let negative = GPSDTPV(mode: 3, time: t, latitude: 1, longitude: 2, eph: -1, epv: 7)
+        guard case .fix(let g)? = negative.engineInput else { Issue.record("no fix"); return }
+        #expect(g.horizontalAccuracy == nil && g.verticalAccuracy == 7)
+    }
+
     @Test func noFixModes() {
         #expect(GPSDTPV(mode: 1, time: t).engineInput == .noFix(t))
         #expect(GPSDTPV(mode: 1, time: nil).engineInput == .noFix(nil))

@@ -58,11 +58,15 @@ public struct GPSDTPV: Hashable, Sendable {
         return .fix(Fix(
             time: time, coordinate: coordinate, mode: threeD ? .threeD : .twoD,
             altitudeHAE: threeD ? Self.finite(altHAE) : nil, altitudeMSL: threeD ? Self.finite(altMSL) : nil,
-            horizontalAccuracy: Self.finite(eph), verticalAccuracy: threeD ? Self.finite(epv) : nil,
+            horizontalAccuracy: Self.radius(eph), verticalAccuracy: threeD ? Self.radius(epv) : nil,
             speed: Self.finite(speed), course: Self.finite(track)))
     }
 
     @inline(__always) static func finite(_ x: Double) -> Double? { x.isFinite ? x : nil }
+
+    /// An error radius: 0 (gpsd's `epv` from a no-fix GSA's VDOP of 0) or below is none, as a
+    /// σ or DOP of 0 is for the NMEA decoder; 0 m would pass every accuracy gate.
+    @inline(__always) static func radius(_ x: Double) -> Double? { x.isFinite && x > 0 ? x : nil }
 }
 
 /// One report read from gpsd, reduced to what the source acts on.
