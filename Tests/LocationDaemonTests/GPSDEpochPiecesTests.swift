@@ -103,4 +103,24 @@ import Testing
         let (d, w) = Self.piece(3, speed: 6)
         #expect(pieces.timed(d, at: w, now: { 3000 * Self.ms }) { out.append($0) })
     }
+
+    /// Two receivers whose reports gpsd interleaves, one TPV an epoch each: each keeps its own
+    /// pattern, so after its first epoch every report is passed on at once (learned anew at each
+    /// change of device, every report waited for the other receiver's next one).
+    @Test func interleavedReceiversKeepTheirOwnPattern() {
+        var receivers = GPSDReceiversPieces()
+        var out: [EngineInput] = []
+        var held: [Bool] = []
+        for second in 0..<4 {
+            for device in ["/dev/ttyA", "/dev/ttyB"] {
+                if receivers.device != device { receivers.switchTo(device) { out.append($0) } }
+                let (input, t) = Self.piece(second, speed: Double(second))
+                held.append(receivers.current.timed(input, at: t, now: { Int64(second) * 1000 * Self.ms }) { out.append($0) })
+            }
+        }
+        #expect(held == [true, true] + Array(repeating: false, count: 6))
+        #expect(out.count == 8, "every report passed on: \(out.count)")
+        receivers.forget { out.append($0) }
+        #expect(receivers.current.expected == nil)
+    }
 }

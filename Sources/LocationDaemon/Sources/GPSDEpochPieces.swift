@@ -96,3 +96,31 @@ struct GPSDEpochPieces {
         self.dropped = dropped
     }
 }
+
+/// The pieces of each receiver gpsd reports, learned apart: gpsd interleaves the TPVs of several
+/// devices, and learning anew at every change of device held each report of two receivers
+/// until the other's next one. A change of device passes on the epoch held (one timer, one
+/// epoch held at a time), so pieces of one receiver's epoch split by another's report are
+/// passed on as they stood, the rest dropped.
+struct GPSDReceiversPieces {
+    /// The receiver that reported last, and its pieces.
+    private(set) var device = ""
+    var current = GPSDEpochPieces()
+    private var others: [String: GPSDEpochPieces] = [:]
+
+    /// `device` reports now (another than the last).
+    mutating func switchTo(_ device: String, emit: (EngineInput) -> Void) {
+        current.flush(emit: emit)
+        others[self.device] = current
+        current = others.removeValue(forKey: device) ?? GPSDEpochPieces()
+        self.device = device
+    }
+
+    /// Another connection: every receiver is learned anew.
+    mutating func forget(emit: (EngineInput) -> Void) {
+        current.forget(emit: emit)
+        let kept = current
+        self = GPSDReceiversPieces()
+        current = kept
+    }
+}

@@ -177,7 +177,7 @@ public final class GPSDSource: Sendable {
         var undecodableWarned = false
         /// The epoch gpsd is reporting in pieces, held until complete, and the timer that passes
         /// it on if it is not (docs/gpsd.md, "Epochs in pieces").
-        var pieces = GPSDEpochPieces()
+        var pieces = GPSDReceiversPieces()
         var piecesTimer: Scheduled<Void>?
         let decoder = GPSDLineDecoder()
         init(backoff: Backoff) { self.backoff = backoff }
@@ -279,15 +279,15 @@ public final class GPSDSource: Sendable {
             passHeld(s)
             return sink(input)
         }
-        let dropped = s.pieces.dropped
-        let held = s.pieces.timed(input, at: time, now: { Int64(NIODeadline.now().uptimeNanoseconds) }, emit: sink)
-        if s.pieces.dropped != dropped { count { $0.epochPiecesDropped += 1 } }
+        let dropped = s.pieces.current.dropped
+        let held = s.pieces.current.timed(input, at: time, now: { Int64(NIODeadline.now().uptimeNanoseconds) }, emit: sink)
+        if s.pieces.current.dropped != dropped { count { $0.epochPiecesDropped += 1 } }
         guard held else { return }
         s.piecesTimer?.cancel()
-        s.piecesTimer = eventLoop.scheduleTask(in: .nanoseconds(s.pieces.holdLimit)) { [self] in
+        s.piecesTimer = eventLoop.scheduleTask(in: .nanoseconds(s.pieces.current.holdLimit)) { [self] in
             let s = state.value
             s.piecesTimer = nil
-            s.pieces.flush(emit: sink)
+            s.pieces.current.flush(emit: sink)
         }
     }
 
@@ -296,7 +296,7 @@ public final class GPSDSource: Sendable {
     private func passHeld(_ s: LoopState, forget: Bool = false) {
         s.piecesTimer?.cancel()
         s.piecesTimer = nil
-        if forget { s.pieces.forget(emit: sink) } else { s.pieces.flush(emit: sink) }
+        if forget { s.pieces.forget(emit: sink) } else { s.pieces.current.flush(emit: sink) }
     }
 
     /// Brings the connection in line with `running && wanted`.
@@ -542,7 +542,10 @@ public final class GPSDSource: Sendable {
         switch s.decoder.decode(line) {
         case .tpv(let tpv):
             s.tpvs &+= 1
-            if s.decoder.tpvDeviceChanged { passHeld(s, forget: true) }  // another receiver's pattern
+            if s.decoder.tpvDeviceChanged {  // another receiver: its own pattern
+                passHeld(s)
+                s.pieces.switchTo(s.decoder.tpvDevice, emit: sink)
+            }
             if s.decoder.tpvDeviceChanged || !s.lastDeviceTracked {
                 s.tpvDevices.insert(s.decoder.tpvDevice)
                 s.lastDeviceTracked = true
