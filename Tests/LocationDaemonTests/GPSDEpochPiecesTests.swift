@@ -123,4 +123,46 @@ import Testing
         receivers.forget { out.append($0) }
         #expect(receivers.current.expected == nil)
     }
+
+    /// Drives `pieces` as the source does, its timer included: `arrivals` are (epoch second,
+    /// speed, milliseconds after the epoch's start); returns the speeds passed on.
+    static func drive(_ arrivals: [(Int, Double, Int64)]) -> [Double?] {
+        var pieces = GPSDEpochPieces()
+        var out: [EngineInput] = []
+        var deadline: Int64?
+        for (second, speed, after) in arrivals {
+            let now = Int64(second) * 1000 * ms + after * ms
+            if let d = deadline, now >= d { pieces.flush { out.append($0) }; deadline = nil }
+            let (input, t) = piece(second, speed: speed)
+            if pieces.timed(input, at: t, now: { now }, emit: { out.append($0) }) { deadline = now + pieces.holdLimit }
+        }
+        return speeds(out)
+    }
+
+    /// A piece late once (400 ms where the limit is twice the usual 150) goes out as its
+    /// epoch's first piece, but the next epochs are whole again: the late piece's arrival is the
+    /// spread the next is held for. (Unread, the limit fell to its floor, and every epoch after
+    /// went out as its first piece.)
+    @Test func aPieceLateOnceDoesNotLeaveTheLimitAtItsFloor() {
+        var arrivals: [(Int, Double, Int64)] = []
+        for second in 0..<8 {
+            arrivals.append((second, 9, 0))
+            arrivals.append((second, 1, second == 3 ? 400 : 150))
+        }
+        let out = Self.drive(arrivals + [(8, 9, 0)])
+        #expect(out == [1, 1, 1, 9, 1, 1, 1, 1], "\(out)")
+    }
+
+    /// A no-fix piece between two pieces of a fix (saab-r4) does not make the epoch a no-fix.
+    @Test func aNoFixPieceDoesNotReplaceAFix() {
+        var pieces = GPSDEpochPieces()
+        var out: [EngineInput] = []
+        for second in 0..<3 {
+            let (fix, t) = Self.piece(second, speed: 2)
+            _ = pieces.timed(fix, at: t, now: { 0 }) { out.append($0) }
+            _ = pieces.timed(.noFix(t), at: t, now: { 0 }) { out.append($0) }
+        }
+        pieces.flush { out.append($0) }
+        #expect(Self.speeds(out) == [2, 2, 2], "\(out)")
+    }
 }

@@ -80,8 +80,8 @@ public struct DistanceFilter: Hashable, Sendable {
 /// silence a subscriber. One timed less than that before it is out of order (two receivers
 /// behind one gpsd) and never passes: passing, it would restart the interval from an earlier
 /// time and show the subscriber time going backwards. A fix with the *same* time as the last
-/// delivered one is a later piece of the same epoch (gpsd reports a receiver's first epochs in
-/// several TPVs) and never passes: one epoch, one event.
+/// delivered one is of the same epoch (a second receiver's, or a piece gpsd sent after the
+/// source passed its epoch on) and never passes: one epoch, one event.
 public struct IntervalFilter: Hashable, Sendable {
     public var minimumInterval: Double
 

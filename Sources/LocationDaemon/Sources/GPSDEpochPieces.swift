@@ -13,7 +13,7 @@ import LocationCore
 /// came as in the receiver's previous epoch (its pattern, learned: a receiver with one TPV an
 /// epoch, most of them, is passed on at once, with no delay), when a report of another time or
 /// an untimed one comes, or when `holdLimit` after its first piece passed (twice the previous
-/// epoch's spread from first to last piece, within 20–500 ms). The first epoch after a start or
+/// epoch's spread from first to last piece, within 50–500 ms). The first epoch after a start or
 /// a change of device is held until one of those, its piece count unknown. Pieces of an epoch
 /// already passed on are dropped (the engine would drop a fix of the same time anyway, and a
 /// no-fix piece would flip the state twice within the epoch, as saab-r4's mid-epoch mode 1
@@ -26,23 +26,23 @@ struct GPSDEpochPieces {
     /// The epoch being reported: its time, its pieces so far, its first and latest piece's arrival.
     private var time: Timestamp?
     private var count = 0
-    private var firstAt: Int64 = 0
+    /// nil when the epoch's first piece was passed on unheld (its arrival not read).
+    private var firstAt: Int64?
     private var lastAt: Int64 = 0
-    /// How long the last complete epoch's pieces took to come, first to last, nanoseconds.
-    private var spread: Int64 = 0
+    /// How long the last epoch's pieces took to come, first to last, nanoseconds; nil when
+    /// not measured.
+    private var spread: Int64?
     /// The latest piece of `time`, not yet passed on.
     private(set) var held: EngineInput?
     /// Pieces dropped because their epoch had been passed on.
     private(set) var dropped = 0
 
-    static let minimumHold: Int64 = 20_000_000
+    static let minimumHold: Int64 = 50_000_000
     static let maximumHold: Int64 = 500_000_000
 
     /// How long an epoch is held at most after its first piece.
     var holdLimit: Int64 {
-        guard expected != nil else { return Self.maximumHold }
-        // A spread measured across a change of pattern (the first piece passed on unheld, its
-        // arrival not read) is meaningless: the bounds take it.
+        guard expected != nil, let spread else { return Self.maximumHold }
         return min(Self.maximumHold, max(Self.minimumHold, 2 * spread))
     }
 
@@ -54,28 +54,35 @@ struct GPSDEpochPieces {
     mutating func timed(_ input: EngineInput, at t: Timestamp, now: () -> Int64, emit: (EngineInput) -> Void) -> Bool {
         if let current = time, current == t {
             count += 1
-            guard held != nil else {
+            // Read for a piece that comes too late as well: its epoch's spread is what the next
+            // is held for (unread, a piece late once left the limit at its floor for good).
+            if firstAt != nil { lastAt = now() }
+            guard let h = held else {
                 dropped += 1
                 return false
             }
-            lastAt = now()
-            held = input
+            // A no-fix piece does not replace a fix of its epoch: the receiver had the fix at
+            // that time, and gpsd's mode 1 between two pieces (saab-r4) is its view after a
+            // sentence that said nothing of one.
+            if case .noFix = input, case .fix = h {} else { held = input }
             if let expected, count >= expected { flush(emit: emit) }
             return false
         }
         flush(emit: emit)
         if time != nil {
-            expected = min(count, 16)
-            spread = lastAt - firstAt
+            expected = min(count, 64)
+            spread = firstAt.map { lastAt - $0 }
         }
         time = t
         count = 1
         if expected == 1 {
+            firstAt = nil
             emit(input)
             return false
         }
-        firstAt = now()
-        lastAt = firstAt
+        let at = now()
+        firstAt = at
+        lastAt = at
         held = input
         return true
     }

@@ -33,7 +33,9 @@ final class GPSDLineDecoder {
     private(set) var tpvDevice = ""
     private(set) var tpvDeviceChanged = false
     /// Why libgps could not decode all of the last TPV (its JSON error), nil when it could.
-    private(set) var tpvError: String?
+    /// libgps's JSON error for the last TPV (0: none); its text is made only to be logged.
+    private(set) var tpvError: Int32 = 0
+    var tpvErrorText: String { String(cString: json_error_string(tpvError)) }
 
     init() {
         data = .allocate(capacity: 1)
@@ -52,7 +54,7 @@ final class GPSDLineDecoder {
     func decode(_ line: UnsafeRawBufferPointer) -> GPSDMessage {
         if GPSDMessage.hasClass("TPV", line) {
             let status = unpack(line)
-            tpvError = status == 0 ? nil : String(cString: json_error_string(status))
+            tpvError = status
             noteTPVDevice()
             return .tpv(GPSDTPV(data.pointee.fix))
         }

@@ -14,8 +14,9 @@ import Synchronization
 /// added over reading gpsd directly; docs/benchmarks.md). libgps decodes each JSON line
 /// (`GPSDLineDecoder`), exactly as `gps_read` would.
 ///
-/// - Each TPV with a position (mode ≥ 2, finite latitude/longitude) and a time becomes one
-///   `.fix`; a TPV with mode ≤ 1 becomes `.noFix(time)` (see `GPSDTPV.engineInput`).
+/// - Each TPV with a position (mode ≥ 2, finite latitude/longitude) and a time is a `.fix`; a
+///   TPV with mode ≤ 1 a `.noFix(time)` (see `GPSDTPV.engineInput`); an epoch gpsd reports in
+///   pieces is passed on once, whole (`GPSDEpochPieces`, docs/gpsd.md "Epochs in pieces").
 /// - `.source(.connected)` once connected and gpsd has sent its first line (its VERSION banner,
 ///   which it sends at once): a gpsd that accepts and says nothing (stopped, hung) is not
 ///   reported connected, so subscribers do not see it come and go at every retry;
@@ -89,9 +90,9 @@ public final class GPSDSource: Sendable {
         public var messages = 0
         /// TPVs read.
         public var tpvs = 0
-        /// `.fix` inputs reported.
+        /// TPVs read as a fix, and as no fix (an epoch in pieces counts each piece; what is
+        /// passed on is one per epoch, `epochPiecesDropped` the pieces that came too late).
         public var fixes = 0
-        /// `.noFix` inputs reported.
         public var noFixes = 0
         /// TPVs that carried a mode ≥ 2 but no time or no usable position (not reported).
         public var ignoredTPVs = 0
@@ -557,7 +558,7 @@ public final class GPSDSource: Sendable {
             } else {
                 s.longestQuiet = max(s.longestQuiet, s.quietChecks)  // its pace, silences aside
             }
-            if let why = s.decoder.tpvError { undecodable(s, line, why) }
+            if s.decoder.tpvError != 0 { undecodable(s, line) }
             let input = tpv.engineInput
             count {
                 $0.messages += 1; $0.tpvs += 1
@@ -598,14 +599,15 @@ public final class GPSDSource: Sendable {
         }
     }
 
-    /// A TPV libgps could not decode all of (`why`: its JSON error): counted, and warned about
+    /// A TPV libgps could not decode all of (the decoder's `tpvError`): counted, and warned about
     /// once with what came and what is expected, since its fixes are lost without a word (a
     /// gpsd before protocol 3.4 writes `"time"` as a number). What libgps did read goes on as
     /// any TPV (without its time, no fix).
-    private func undecodable(_ s: LoopState, _ line: UnsafeRawBufferPointer, _ why: String) {
+    private func undecodable(_ s: LoopState, _ line: UnsafeRawBufferPointer) {
         count { $0.undecodableTPVs += 1 }
         guard !s.undecodableWarned else { return }
         s.undecodableWarned = true
+        let why = s.decoder.tpvErrorText
         let limit = 200
         let shown = String(decoding: line.prefix(limit), as: UTF8.self) + (line.count > limit ? "…" : "")
         logger.warning("gpsd at \(configuration.address) sent a TPV report libgps cannot decode (\(why)): \(shown); locationd expects gpsd's JSON protocol 3.4 or later (gpsd 3.x: ISO 8601 times, \"time\":\"2026-01-01T00:00:00.000Z\"); what libgps could not read is ignored, and a TPV without its time gives no fix. Warned once")
