@@ -61,7 +61,7 @@ struct Assembler: Sendable {
     /// Dimension of the last fix, for epochs that say nothing about it (RMC/GLL only).
     var lastMode: FixMode?
     /// The date of the last ZDA if it went back (not taken), for the next ZDA to confirm.
-    var zdaBack: Int?
+    var zdaBack: (days: Int, tod: Int64)?
 
     init(options: NMEADecoder.Options) {
         self.options = options
@@ -363,13 +363,17 @@ struct Assembler: Sendable {
         guard let days, !cur.fixDated else { return true }
         // A ZDA has no status, and some say a stale or garbage date: the old day for a second
         // after midnight, which dated that second's fix a day back (a clock jump of a day), or
-        // a reset's rollover date. One that takes the log's date back is taken only when the
-        // next ZDA goes back to it too (a log spliced from an older one); nor does one override
-        // a status-A RMC's date in its epoch (docs/nmea.md, "Dates and time").
+        // a reset's rollover date. One that takes the log's date back is taken only when a ZDA
+        // at least 1 s later goes back to it too (a log spliced from an older one; at 10 Hz the
+        // stale second's own ZDAs confirmed it); nor does one override a status-A RMC's date in
+        // its epoch (docs/nmea.md, "Dates and time").
         if logDated, let carried = carriedDays(at: tod), days < carried {
-            let confirmed = zdaBack.map { days == $0 || days == $0 + 1 } ?? false
-            zdaBack = days
-            guard confirmed else { return true }
+            guard let back = zdaBack, days == back.days || days == back.days + 1 else {
+                zdaBack = (days, tod)
+                return true
+            }
+            let day: Int64 = 86_400 * 1_000_000_000
+            guard ((tod - back.tod) % day + day) % day >= 1_000_000_000 else { return true }
         } else {
             zdaBack = nil
         }

@@ -324,6 +324,11 @@ let rmcBody = "GPRMC,123519,A,4807.038,N,01131.000,E,022.4,084.4,230394,003.1,W"
         #expect(run(withRMC).epochs.map(\.time) == [ts(2021, 1, 1, 0, 0, 0)])
         let spliced = epoch("120000.00", "05,03,2021") + epoch("120001.00", "01,02,2021") + epoch("120002.00", "01,02,2021")
         #expect(run(spliced).epochs.map(\.time) == [ts(2021, 3, 5, 12, 0, 0), ts(2021, 3, 5, 12, 0, 1), ts(2021, 2, 1, 12, 0, 2)])
+        // At 10 Hz the stale second's own ZDAs confirm nothing.
+        let tenHertz = epoch("235959.90", "31,12,2020") + epoch("000000.00", "31,12,2020") + epoch("000000.10", "31,12,2020")
+            + epoch("000000.20", "01,01,2021")
+        #expect(run(tenHertz).epochs.map(\.time).dropFirst().allSatisfy { $0.map { $0 >= ts(2021, 1, 1, 0, 0, 0) } ?? false },
+                "\(run(tenHertz).epochs.map(\.time))")
     }
 
     /// After a reset a receiver's status-V RMCs tell a garbage time of day (gp-320fw's cold
