@@ -228,4 +228,19 @@ import Testing
             #expect(times == [t0.adding(seconds: 600)], "\(offset): \(shown)")
         }
     }
+
+    /// Two no-fix reports ahead go on from each other only with no fix between them: a glitch
+    /// an hour ahead, good fixes, then another glitch within the first one's window is as
+    /// untimed as the first.
+    @Test func noFixReportsAheadWithFixesBetweenDoNotConfirmEachOther() {
+        var guardian = ClockJumpGuard()
+        for i in 0..<10 { _ = guardian.admit(fix(at: Double(i), origin)) }
+        _ = guardian.noFix(at: t0.adding(seconds: 3600))
+        #expect(guardian.noFixTime == nil)
+        for i in 10..<20 { _ = guardian.admit(fix(at: Double(i), origin)) }
+        _ = guardian.noFix(at: t0.adding(seconds: 3605))
+        #expect(guardian.noFixTime == nil, "the second glitch was taken as timed")
+        _ = guardian.noFix(at: t0.adding(seconds: 3606))  // this one goes on from the one before
+        #expect(guardian.noFixTime == t0.adding(seconds: 3606))
+    }
 }

@@ -36,6 +36,9 @@ public struct ClockJumpGuard: Sendable {
     /// Admits `fix`: returns, in order, the fixes to run through the detectors now (none, one,
     /// or a released one and this one).
     public mutating func admit(_ fix: Fix) -> (first: Fix?, second: Fix?) {
+        // No-fix reports go on from each other only with no fix between: a glitch an hour ahead
+        // and another within its window after any number of good fixes were taken as timed.
+        noFixAhead = nil
         if let h = held {
             held = nil
             if confirms(fix.time, h) {
