@@ -117,6 +117,22 @@ struct GPSDEndToEndTests {
         "ublox-zed-f9p-nmea", // GST every epoch
     ]
 
+    /// `log` served to a real gpsd and read by a `GPSDSource` until gpsd reports the replay's
+    /// end: what the source passed on, and its statistics.
+    static func throughGPSD(_ log: URL, name: String) async throws -> (EventRecorder, GPSDSource.Statistics) {
+        let gpsd = try GPSDHarness()
+        defer { gpsd.shutdown() }
+        try gpsd.serve(log: log)
+        let recorder = EventRecorder()
+        let source = GPSDSource(configuration: .init(host: gpsd.host, port: gpsd.portString),
+                                sink: recorder.sink, onDeviceDeactivated: recorder.deviceDeactivated)
+        source.start()
+        defer { source.stop() }
+        try #require(await recorder.firstDeviceDeactivated(timeout: 30) != nil, "no end-of-replay marker from gpsd for \(name)")
+        source.stop()
+        return (recorder, source.statistics)
+    }
+
     /// A real gpsd with no receiver data answers the idle probe: the quiet connection stays.
     /// A probe is sent at every other check (the answer counts as a read) and must be answered
     /// before the next one, 1 s later: gpsd answers at once, so even a loaded machine is in time.
@@ -143,19 +159,7 @@ struct GPSDEndToEndTests {
             try #require(!expected.positions.isEmpty, "\(name).chk has no position TPVs")
         }
 
-        let gpsd = try GPSDHarness()
-        defer { gpsd.shutdown() }
-        try gpsd.serve(log: log)
-        let recorder = EventRecorder()
-        let source = GPSDSource(configuration: .init(host: gpsd.host, port: gpsd.portString),
-                                sink: recorder.sink, onDeviceDeactivated: recorder.deviceDeactivated)
-        source.start()
-        defer { source.stop() }
-
-        let end = await recorder.firstDeviceDeactivated(timeout: 30)
-        try #require(end != nil, "no end-of-replay marker from gpsd for \(name)")
-        source.stop()
-
+        let (recorder, stats) = try await Self.throughGPSD(log, name: name)
         let got = recorder.fixes
         let (positions, noFixesPassed) = expected.passedOn
         #expect(got.count == positions.count, "\(name): fix count")
@@ -181,7 +185,6 @@ struct GPSDEndToEndTests {
         if hadTPVs {
             #expect(inputs.suffix(2) == [.input(.noFix(nil)), .input(.source(.disconnected))], "\(name): \(inputs.suffix(3))")
         }
-        let stats = source.statistics
         #expect(stats.ignoredTPVs == expected.unusablePositions, "\(name): mode ≥ 2 TPVs without time or position")
         // Status events: connected first, no repeats.
         let states = recorder.events.compactMap { e -> SourceState? in
@@ -215,16 +218,7 @@ struct GPSDEndToEndTests {
         }
         try #require(replayed.count > 50, "\(replayed.count) fixes replayed")
 
-        let gpsd = try GPSDHarness()
-        defer { gpsd.shutdown() }
-        try gpsd.serve(log: log)
-        let recorder = EventRecorder()
-        let source = GPSDSource(configuration: .init(host: gpsd.host, port: gpsd.portString),
-                                sink: recorder.sink, onDeviceDeactivated: recorder.deviceDeactivated)
-        source.start()
-        defer { source.stop() }
-        try #require(await recorder.firstDeviceDeactivated(timeout: 30) != nil, "no end-of-replay marker from gpsd")
-        source.stop()
+        let (recorder, stats) = try await Self.throughGPSD(log, name: "haicom-305N")
         let fixes = recorder.fixes
         try #require(fixes.count > 50)
         var compared = 0
@@ -235,7 +229,7 @@ struct GPSDEndToEndTests {
                     "at \(f.time): gpsd path speed \(String(describing: f.speed)) course \(String(describing: f.course)), replay \(String(describing: r.speed)) \(String(describing: r.course))")
         }
         #expect(compared >= fixes.count - 1, "\(compared) of \(fixes.count) compared")
-        #expect(source.statistics.epochPiecesDropped == 0)
+        #expect(stats.epochPiecesDropped == 0)
     }
 
     @Test("reconnects: gpsd absent, started, killed mid-stream, restarted")
