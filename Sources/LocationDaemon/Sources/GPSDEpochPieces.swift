@@ -13,8 +13,8 @@ import LocationCore
 /// came as in the receiver's previous epoch (its pattern, learned: a receiver with one TPV an
 /// epoch, most of them, is passed on at once, with no delay), when a report of another time or
 /// an untimed one comes, or when `holdLimit` after its first piece passed (twice the previous
-/// epoch's spread from first to last piece, within 50–500 ms). The first epoch after a start or
-/// a change of device is held until one of those, its piece count unknown. Pieces of an epoch
+/// epoch's spread from first to last piece, within 50–500 ms). A receiver's first epoch on a
+/// connection is held until one of those, its piece count unknown. Pieces of an epoch
 /// already passed on are dropped (the engine would drop a fix of the same time anyway, and a
 /// no-fix piece would flip the state twice within the epoch, as saab-r4's mid-epoch mode 1
 /// did).
