@@ -40,9 +40,10 @@ enum RegionsGeoJSON {
                 throw RuntimeError("\(at): properties is \(f["properties"]?.kindName ?? "missing"); a region needs an object with radius (metres), and id unless the feature has one")
             }
             // Other properties (name, stroke, …) are the file's own and ignored, but one a letter
-            // or two from a region's was a typo that registered the region with the default.
+            // or two from a region's was a typo that registered the region with the default. Not
+            // when the feature has the region's own too: then it is the file's (radius_m beside radius).
             for key in p.keys.sorted() {
-                if let meant = meant(key) {
+                if let meant = meant(key), p[meant] == nil {
                     throw RuntimeError("\(at).properties: \(JSONWriter.quoted(key)) is no region property; did you mean \(JSONWriter.quoted(meant))? Rename it: as written it is ignored and the region registered without it (properties a region does not take, such as name or stroke, are ignored)")
                 }
             }

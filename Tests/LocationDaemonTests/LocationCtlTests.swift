@@ -121,7 +121,7 @@ import Testing
             .write(to: dir.appendingPathComponent("noproperties.geojson"))
         // A property a letter or two from a region's: the region was registered with the
         // default (notifyOnEntry true) and nothing said so. Others are the file's own.
-        let foreign = #""name":"Home","stroke":"red","marker-color":"blue","title":"t","description":"d","date":"2024-05-01","radius_km":1,"_id":"x","ID":7"#
+        let foreign = #""name":"Home","stroke":"red","marker-color":"blue","title":"t","description":"d","date":"2024-05-01","radius_km":1,"_id":"x","ID":7,"radius_m":50"#
         try Data(#"{"type":"FeatureCollection","features":[\#(feature),"radius":50,\#(foreign),"notifyOnEnter":false}}]}"#.utf8)
             .write(to: dir.appendingPathComponent("typo.geojson"))
         try Data(#"{"type":"FeatureCollection","features":[\#(feature),"radius":50,\#(foreign),"notify_on_exit":false}}]}"#.utf8)
