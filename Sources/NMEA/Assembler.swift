@@ -372,8 +372,7 @@ struct Assembler: Sendable {
                 zdaBack = (days, tod)
                 return true
             }
-            let day: Int64 = 86_400 * 1_000_000_000
-            guard ((tod - back.tod) % day + day) % day >= 1_000_000_000 else { return true }
+            guard Self.forward(from: back.tod, to: tod) >= 1_000_000_000 else { return true }
         } else {
             zdaBack = nil
         }
@@ -425,12 +424,18 @@ struct Assembler: Sendable {
     /// receiver glitch), back a day when it jumps forward by more.
     func carriedDays(at tod: Int64) -> Int? {
         guard var d = lastDays else { return nil }
-        let half: Int64 = 43_200 * 1_000_000_000
+        let half = Self.day / 2
         if lastTodKnown {
             if tod < lastTod - half { d += 1 } else if tod > lastTod + half { d -= 1 }
         }
         return d
     }
+
+    /// A day in nanoseconds: times of day run from 0 to this.
+    static let day: Int64 = 86_400 * 1_000_000_000
+
+    /// How far `tod` is after `earlier`, going forward through midnight (0 ..< a day).
+    static func forward(from earlier: Int64, to tod: Int64) -> Int64 { ((tod - earlier) % day + day) % day }
 
     mutating func completeEpoch(_ onEpoch: (NMEAEpoch) -> Void) {
         defer { cur = EpochData() }
@@ -442,8 +447,7 @@ struct Assembler: Sendable {
         // a reset, status-V RMCs tell a garbage time (gp-320fw: 00:03:46, 23:59:48, 19:35:15, …),
         // and each jump of less than 12 h moved the carried date on, until it dated a fix a day
         // off. Dated from the last epoch that was, each is within 12 h of it.
-        let day: Int64 = 86_400 * 1_000_000_000
-        let goesOn = previousTod.map { ((tod - $0) % day + day) % day }.map { $0 > 0 && $0 < day / 24 } ?? false
+        let goesOn = previousTod.map { (1..<Self.day / 24).contains(Self.forward(from: $0, to: tod)) } ?? false
         previousTod = tod
         if let days, cur.dateDays != nil || (cur.valid && cur.hasPosition) || goesOn || !lastTodKnown {
             lastDays = days; lastTod = tod; lastTodKnown = true

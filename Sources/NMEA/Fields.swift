@@ -165,7 +165,7 @@ struct FieldCursor {
     @inline(__always) mutating func clock(_ whole: Int64, _ fraction: Int64, _ scale: Int) -> Int64? {
         let hh = whole / 10000, mm = whole / 100 % 100, ss = whole % 100
         guard hh < 24, mm < 60, ss <= 60 else { bad = true; return nil }
-        if whole == 235960 { return 86_400 * 1_000_000_000 - 1 }
+        if whole == 235960 { return Assembler.day - 1 }
         return (hh * 3600 + mm * 60 + ss) * 1_000_000_000 + fraction * powerOfTen(9 - scale)
     }
 

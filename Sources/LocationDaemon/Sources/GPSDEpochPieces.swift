@@ -126,8 +126,7 @@ struct GPSDReceiversPieces {
     /// Another connection: every receiver is learned anew.
     mutating func forget(emit: (EngineInput) -> Void) {
         current.forget(emit: emit)
-        let kept = current
-        self = GPSDReceiversPieces()
-        current = kept
+        device = ""
+        others = [:]
     }
 }

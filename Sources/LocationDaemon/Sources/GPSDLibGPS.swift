@@ -32,7 +32,6 @@ final class GPSDLineDecoder {
     /// the TPV before it (compared in place: a String is made only on a change).
     private(set) var tpvDevice = ""
     private(set) var tpvDeviceChanged = false
-    /// Why libgps could not decode all of the last TPV (its JSON error), nil when it could.
     /// libgps's JSON error for the last TPV (0: none); its text is made only to be logged.
     private(set) var tpvError: Int32 = 0
     var tpvErrorText: String { String(cString: json_error_string(tpvError)) }
@@ -53,8 +52,7 @@ final class GPSDLineDecoder {
     /// Decodes one report line (without its line terminator).
     func decode(_ line: UnsafeRawBufferPointer) -> GPSDMessage {
         if GPSDMessage.hasClass("TPV", line) {
-            let status = unpack(line)
-            tpvError = status
+            tpvError = unpack(line)
             noteTPVDevice()
             return .tpv(GPSDTPV(data.pointee.fix))
         }
