@@ -57,15 +57,15 @@ import Testing
             ("[gpsd]\nhost \"x\"\n", "locationd.toml:2: expected '=' after key 'host'"),
             ("[gpsd\n", "locationd.toml:1: expected ']' after table name 'gpsd'"),
             ("[gpsd]\nport = 1 2\n",
-             "locationd.toml:2: unexpected '2' after the value of 'port' (1); a value ends the line: a comment starts with '#' (port = 1  # 2), and a string is quoted whole (port = \"1 2\")"),
+             "locationd.toml:2: unexpected '2' after the value of 'port' (1); a value ends the line: a comment starts with '#' (port = 1  # 2); if 'port' takes a string, quote it whole (port = \"1 2\")"),
             // Text after a number that is no unit: it was told "write the number alone, without
             // a unit (2947)", which 'foo' is not.
             ("[gpsd]\nport = 2947 foo  # x\n",
-             "locationd.toml:2: unexpected 'foo' after the value of 'port' (2947); a value ends the line: a comment starts with '#' (port = 2947  # foo), and a string is quoted whole (port = \"2947 foo\")"),
+             "locationd.toml:2: unexpected 'foo' after the value of 'port' (2947); a value ends the line: a comment starts with '#' (port = 2947  # foo); if 'port' takes a string, quote it whole (port = \"2947 foo\")"),
             ("[gpsd]\nport = 2947foo\n",
              "locationd.toml:2: invalid number '2947foo' (TOML numbers: no leading zeros, a digit on both sides of '.' and of '_', integers within 64 bits)"),
             ("[replay]\nloop = true always\n",
-             "locationd.toml:2: unexpected 'always' after the value of 'loop' (true); a value ends the line: a comment starts with '#' (loop = true  # always), and a string is quoted whole (loop = \"true always\")"),
+             "locationd.toml:2: unexpected 'always' after the value of 'loop' (true); a value ends the line: a comment starts with '#' (loop = true  # always); if 'loop' takes a string, quote it whole (loop = \"true always\")"),
             ("[gpsd]\nhost = \"gps\" local\n",
              "locationd.toml:2: unexpected 'local' after the value of 'host' (\"gps\"); a value ends the line: a comment starts with '#' (host = \"gps\"  # local)"),
             ("[socket]\nflood_rate = 100 requests/s\n",

@@ -158,10 +158,12 @@ public struct TOMLDocument: Equatable, Sendable {
                 default: break
                 }
                 // Anything else (`port = 2947 foo`) is no unit, which it was said to be: a comment
-                // without its '#', or a string left unquoted.
+                // without its '#', or a string left unquoted. The parser does not know the key's
+                // type, so quoting is offered only as the case where a string was meant: `loop =
+                // true always` is no string, and quoting it would trade this error for a type error.
                 let quote = switch value {
                 case .string, .array: ""
-                default: ", and a string is quoted whole (\(key) = \(TOMLValue.quote(written + " " + tail)))"
+                default: "; if '\(key)' takes a string, quote it whole (\(key) = \(TOMLValue.quote(written + " " + tail)))"
                 }
                 throw p.error("unexpected '\(tail)' after the value of '\(key)' (\(written)); a value ends the line: a comment starts with '#' (\(key) = \(written)  # \(tail))\(quote)")
             }
