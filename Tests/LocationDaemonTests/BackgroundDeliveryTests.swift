@@ -425,6 +425,27 @@ struct BackgroundDeliveryTests {
         await h.stop()
     }
 
+    /// The backlog is the program's, not the subscription's: a subscription asking for locations
+    /// only still gets the queued visit, since an ack of a later seq would forget one it skipped.
+    @Test func aBacklogIsWrittenWholeWhateverTheSubscriptionsEvents() async throws {
+        let queue = try EventQueue(database: try Database(path: ":memory:"), limit: 100)
+        let h = try await ServerHarness.start(queue: queue)
+        defer { h.stopIfRunning() }
+        let program = PeerIdentity.resolve(PeerCredentials(pid: getpid(), uid: getuid(), gid: getgid())).program
+        let visit = Visit(kind: .arrival, arrival: CivilTime(year: 2026, month: 6, day: 1, hour: 8).timestamp, departure: nil,
+                          coordinate: Coordinate(latitude: 48.1, longitude: 11.5), horizontalAccuracy: 20)
+        try await h.hub.eventLoop.submit { try queue.append([ProgramEvent(program: program, event: .visit(visit))]) }.get()
+        let client = try await LocationClient.connect(path: h.path)
+        try await client.startSession(.always)
+        var reader = MessageReader(client)
+        try client.send(.subscribe(id: .string("s"), options: SubscriptionOptions(events: [.location])))
+        let seen = try await reader.read(timeout: 10) { $0.contains { if case .queued = $0 { true } else { false } } }
+        guard case .queued(let seq, .visit(let got))? = seen.last else { Issue.record("no queued visit: \(seen)"); return }
+        #expect(seq == 1 && got == visit)
+        client.close()
+        await h.stop()
+    }
+
     /// A visit the approximate background monitor held for its publication is newer than what
     /// waits in the queue: taken back into a precise subscription with visits, it is sent after
     /// the backlog, not before it (it went out first: a departure before its queued arrival).
