@@ -54,6 +54,31 @@ import Testing
         #expect(PeerIdentity.presumed(for: ProgramID("uid=x exe=/bin/true")) == nil)
     }
 
+    /// A presumed identity's executable is unverified: nothing shows the file at the path made
+    /// the program's state, so a rule naming the path does not decide alone. Taken as verified,
+    /// an `always` precise rule for /usr/bin/tracker kept the regions and monitors of a program
+    /// no other rule lets be `always` (the default denies).
+    @Test func aPresumedIdentityDoesNotProveItsExecutable() async throws {
+        #expect(PeerIdentity.presumed(for: ProgramID("uid=0 exe=/usr/sbin/agent"))?.executableVerified == false)
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try await Self.withHub(path: dir.appendingPathComponent("locationd.db").path) { hub in
+            let program = Self.tracker.program
+            let kept = try await hub.eventLoop.submit {
+                try hub.restoreRegions([RegionRecord(region: Region(id: "home", center: Self.home, radius: 100), state: .outside)], for: program)
+                hub.restoreBackground(program, options: SubscriptionOptions(events: [.visits]))
+                var policy = Policy()
+                policy.ownerRule = false
+                policy.rules = [PolicyRule(name: "tracker", executable: Self.tracker.executable, authorization: .always, accuracy: .precise)]
+                hub.policy = policy
+                hub.enforcePolicy()  // no identity recorded
+                return (hub.regionsSuspended(of: program), hub.backgroundProgramIDs)
+            }.get()
+            #expect(kept.0, "regions monitored by the executable rule alone")
+            #expect(kept.1.isEmpty, "background monitor kept by the executable rule alone")
+        }
+    }
+
     @Test func identitiesAreRecordedWithoutThePidAndSurviveAReopen() throws {
         let dir = try Self.directory()
         defer { try? FileManager.default.removeItem(at: dir) }

@@ -224,7 +224,7 @@ public final class Hub: Sendable {
             var who = identities?.recorded(program)
             if who == nil, program != ProgramID("unknown") {
                 who = PeerIdentity.presumed(for: program)
-                logger.warning("policy: no session of this program recorded its identity; matching its uid's groups from the user database",
+                logger.warning("policy: no session of this program recorded its identity; matching its uid's groups from the user database, its executable as unverified (a rule naming it decides only as far as the rule matching without it allows)",
                                metadata: ["program": "\(program)", "groups": "\(who?.groups ?? [])"])
             }
             let rule = who.map { s.policy.rule(for: $0) } ?? s.policy.defaultRule

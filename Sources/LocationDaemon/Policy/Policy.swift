@@ -61,7 +61,9 @@ public struct PeerIdentity: Hashable, Sendable, CustomStringConvertible {
     /// The identity a program that is away is presumed to have when none of its sessions was
     /// recorded: the uid and executable its `ProgramID` names, and that user's
     /// groups as the user database lists them now. Nil for a `ProgramID` that names no uid
-    /// (a peer whose credentials could not be read).
+    /// (a peer whose credentials could not be read). The executable is unverified: nothing
+    /// shows the state was made by the file at that path (a process in a mount namespace of its
+    /// own names any path), so a rule naming it must not decide alone (`Policy.rule(for:)`).
     public static func presumed(for program: ProgramID) -> PeerIdentity? {
         let text = program.rawValue
         guard let uid = uid(of: program), let space = text.firstIndex(of: " ") else { return nil }
@@ -72,7 +74,8 @@ public struct PeerIdentity: Hashable, Sendable, CustomStringConvertible {
         var found: UnsafeMutablePointer<passwd>?
         var storage = [CChar](repeating: 0, count: 16 * 1024)
         guard getpwuid_r(uid, &entry, &storage, storage.count, &found) == 0, found != nil, let name = entry.pw_name else {
-            return PeerIdentity(pid: 0, uid: uid, gid: gid_t.max, groups: [], executable: executable)  // no such user: no groups
+            return PeerIdentity(pid: 0, uid: uid, gid: gid_t.max, groups: [], executable: executable,
+                                executableVerified: false)  // no such user: no groups
         }
         var count: Int32 = 64
         var groups = [gid_t](repeating: 0, count: Int(count))
@@ -81,7 +84,8 @@ public struct PeerIdentity: Hashable, Sendable, CustomStringConvertible {
             _ = getgrouplist(name, entry.pw_gid, &groups, &count)
         }
         return PeerIdentity(pid: 0, uid: uid, gid: entry.pw_gid,
-                            groups: Set(groups.prefix(Int(max(count, 0)))).union([entry.pw_gid]).sorted(), executable: executable)
+                            groups: Set(groups.prefix(Int(max(count, 0)))).union([entry.pw_gid]).sorted(), executable: executable,
+                            executableVerified: false)
     }
 
     /// The uid a `ProgramID` names (`uid=N exe=…`); nil for one that names none (`unknown`).
