@@ -447,6 +447,65 @@ import Testing
         await h.stop()
     }
 
+    /// The warning about a user at `max_connections_per_user` is paced by the clock, not re-armed
+    /// by a dip below the limit: a client closing and opening connections around the limit got
+    /// one warning per dip. The next warning, a minute on, counts those refused meanwhile.
+    @Test func crowdingIsWarnedAboutAtMostOnceAMinute() async throws {
+        let log = CapturedLog()
+        let clock = AdvancingClock()
+        // No stall watch: the clock's jump is no stall.
+        let h = try await ServerHarness.start(log: log) { $0.maxConnectionsPerUser = 1; $0.now = { clock.now }; $0.stallBeat = .hours(1) }
+        defer { h.stopIfRunning() }
+        var policy = Policy()
+        policy.ownerRule = false
+        policy.rules = [PolicyRule(name: "me", user: getuid(), authorization: .always, accuracy: .precise)]
+        try await h.server.applyPolicy(policy)
+        func warnings() -> [String] { log.messages(.warning).filter { $0.hasPrefix("refusing connections of uid") } }
+        func refused() async throws -> Bool {
+            do {
+                let c = try await LocationClient.connect(path: h.path)
+                c.close()
+                return false
+            } catch let e as ProtocolError {
+                return e.code == .tooManyConnections
+            }
+        }
+        /// A connection, once the close before it has been handled.
+        func connectWhenRoom() async throws -> LocationClient {
+            let deadline = ContinuousClock.now + .seconds(20)
+            while ContinuousClock.now < deadline {
+                if let c = try? await LocationClient.connect(path: h.path) { return c }
+            }
+            throw ProtocolError(.tooManyConnections, "no room after a close")
+        }
+        var open = try await connectWhenRoom()
+        for _ in 0..<3 {
+            #expect(try await refused())
+            open.close()
+            open = try await connectWhenRoom()  // below the limit, then at it again
+        }
+        #expect(warnings().count == 1, "\(warnings())")
+        clock.advance(by: .seconds(61))
+        #expect(try await refused())
+        #expect(warnings().count == 2, "\(warnings())")
+        // At least the two of the loop; tries while a close was not yet handled were refused too.
+        let held = warnings().last?.split(separator: "; ").last?.split(separator: " ").first.flatMap { Int($0) }
+        #expect((held ?? 0) >= 2, "\(warnings())")
+        open.close()
+        await h.stop()
+    }
+
+    /// Each user's warnings apart, one per interval, counting what was held back in between.
+    @Test func pacedWarningsCountWhatTheyHeldBack() {
+        var w = PacedWarnings(interval: .seconds(60))
+        let t = NIODeadline.uptimeNanoseconds(1_000_000_000)
+        #expect(w.due(1, at: t) == 0)
+        #expect(w.due(1, at: t + .seconds(59)) == nil)
+        #expect(w.due(2, at: t + .seconds(59)) == 0)
+        #expect(w.due(1, at: t + .seconds(60)) == 1)
+        #expect(w.due(1, at: t + .seconds(200)) == 0)
+    }
+
     /// `[regions] max_registered_per_user` bounds what one user's programs register together:
     /// each executable is a program with its own limit, and copies of a binary are new programs.
     @Test func oneUsersProgramsShareARegionLimit() async throws {

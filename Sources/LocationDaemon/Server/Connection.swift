@@ -660,13 +660,14 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
     }
 
     /// The peer's user is at `[socket] max_connections_per_user`: an error instead of the hello,
-    /// and the connection closed. Logged once per user until it is below the limit again (each
-    /// refusal logged was a way to flood the journal).
+    /// and the connection closed. Logged at most once a minute per user, with the count of those
+    /// refused meanwhile (`PacedWarnings`): each refusal logged was a way to flood the journal.
     private func refuseCrowded(uid: UInt32, open: Int, context: ChannelHandlerContext) {
         closing = true
         let limit = configuration.maxConnectionsPerUser
-        if registry.markCrowded(uid) {
-            logger.warning("refusing connections of uid \(uid): it has \(open) open, the most [socket] max_connections_per_user allows; raise it if that user's programs need more")
+        if let held = registry.crowdingWarning(uid, at: configuration.now()) {
+            let since = held > 0 ? "; \(held) more refused since the last such warning" : ""
+            logger.warning("refusing connections of uid \(uid): it has \(open) open, the most [socket] max_connections_per_user allows; raise it if that user's programs need more (warned at most once a minute per user\(since))")
         }
         let error = ProtocolError(.tooManyConnections, "uid \(uid) has \(open) connections open, the most this daemon allows one user ([socket] max_connections_per_user = \(limit)); close some")
         scratch.removeAll(keepingCapacity: true)
@@ -822,20 +823,19 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
 final class ConnectionRegistry: Sendable {
     private let box: NIOLoopBoundBox<[ObjectIdentifier: Connection]>
     private let watch: NIOLoopBoundBox<LoopStallWatch>
-    /// Open connections per peer uid, and the uids refused since they were last below the limit.
-    private let users: NIOLoopBoundBox<(open: [UInt32: Int], crowded: Set<UInt32>)>
+    /// Open connections per peer uid, and the pace of the warnings about refused ones.
+    private let users: NIOLoopBoundBox<(open: [UInt32: Int], crowded: PacedWarnings)>
     /// Open connections per program.
     private let programs: NIOLoopBoundBox<[ProgramID: Int]>
-    private let maxPerUser: Int
 
     init(eventLoop: any EventLoop, configuration: SocketServer.Configuration) {
         box = NIOLoopBoundBox.makeBoxSendingValue([:], as: [ObjectIdentifier: Connection].self, eventLoop: eventLoop)
         watch = NIOLoopBoundBox.makeBoxSendingValue(
             LoopStallWatch(eventLoop: eventLoop, interval: configuration.stallBeat, now: configuration.now),
             as: LoopStallWatch.self, eventLoop: eventLoop)
-        users = NIOLoopBoundBox.makeBoxSendingValue(([:], []), as: (open: [UInt32: Int], crowded: Set<UInt32>).self, eventLoop: eventLoop)
+        users = NIOLoopBoundBox.makeBoxSendingValue(([:], PacedWarnings(interval: Self.warningInterval)),
+                                                    as: (open: [UInt32: Int], crowded: PacedWarnings).self, eventLoop: eventLoop)
         programs = NIOLoopBoundBox.makeBoxSendingValue([:], as: [ProgramID: Int].self, eventLoop: eventLoop)
-        maxPerUser = configuration.maxConnectionsPerUser
     }
 
     /// Adds `c` (its peer read); returns how many connections its peer's user has open now,
@@ -866,14 +866,16 @@ final class ConnectionRegistry: Sendable {
         }
         if let uid = c.peer?.uid, let n = users.value.open[uid] {
             users.value.open[uid] = n > 1 ? n - 1 : nil
-            if n - 1 < maxPerUser { users.value.crowded.remove(uid) }
         }
         return others == 0
     }
 
-    /// Notes that connections of `uid` are being refused; true the first time since it was last
-    /// below the limit.
-    func markCrowded(_ uid: UInt32) -> Bool { users.value.crowded.insert(uid).inserted }
+    /// How often a user's refused connections may be warned about.
+    static let warningInterval = TimeAmount.seconds(60)
+
+    /// A connection of `uid` is refused at `now`: nil when the warning is held back, otherwise
+    /// how many refusals were held back before it.
+    func crowdingWarning(_ uid: UInt32, at now: NIODeadline) -> Int? { users.value.crowded.due(uid, at: now) }
 
     var all: [Connection] { Array(box.value.values) }
     var stalls: LoopStallWatch { watch.value }
