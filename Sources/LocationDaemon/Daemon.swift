@@ -58,7 +58,8 @@ public enum Daemon {
         let identities = try ProgramIdentities(database: database)
         let privacyCells = try PrivacyCellStore(database: database)
         let hub = Hub(eventLoop: loop, sourceDescription: describe(options.source), logger: logger,
-                      regionLimits: options.regionLimits, regionStore: store, queue: queue, identities: identities,
+                      regionLimits: options.regionLimits, maxBackgroundProgramsPerUser: options.maxBackgroundProgramsPerUser,
+                      regionStore: store, queue: queue, identities: identities,
                       privacyCells: privacyCells, publicationTicks: options.source.isLive)
         // The approximate-location grid: a fixed seed (replays, tests) or the device secret,
         // created once in the state directory (docs/privacy.md).

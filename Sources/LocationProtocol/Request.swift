@@ -51,6 +51,10 @@ public enum ErrorCode: String, Hashable, Sendable, CaseIterable {
     /// The peer's user has as many connections open as the daemon allows one user
     /// (`[socket] max_connections_per_user`); sent instead of the hello, then closed.
     case tooManyConnections
+    /// The peer's user has as many programs keeping background monitoring as the daemon allows
+    /// one user (`[store] max_background_programs_per_user`): an `always` subscribe asking for
+    /// visits or significant changes from another program is refused; nothing was applied.
+    case tooManyBackgroundPrograms
     /// A region is malformed (radius, coordinates, id, dwell, metadata); nothing was applied.
     case invalidRegion
     /// A region id is already registered or given twice; nothing was applied.

@@ -36,6 +36,7 @@ final class ServerHarness: Sendable {
 
     static func start(store: RegionStore? = nil, queue: EventQueue? = nil, identities: ProgramIdentities? = nil, log: CapturedLog? = nil,
                       regionLimits: RegionMonitor.Limits = RegionMonitor.Limits(),
+                      maxBackgroundProgramsPerUser: Int = Hub.defaultMaxBackgroundProgramsPerUser,
                       _ configure: @Sendable (inout SocketServer.Configuration) -> Void = { _ in }) async throws -> ServerHarness {
         var template = Array("/tmp/ldt-XXXXXX".utf8CString)
         guard let dir = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
@@ -46,7 +47,8 @@ final class ServerHarness: Sendable {
         var logger = log?.logger ?? Logger(label: "test")
         if log == nil { logger.logLevel = .critical }
         let hub = Hub(eventLoop: group.next(), sourceDescription: "test source", logger: logger,
-                      regionLimits: regionLimits, regionStore: store, queue: queue, identities: identities)
+                      regionLimits: regionLimits, maxBackgroundProgramsPerUser: maxBackgroundProgramsPerUser,
+                      regionStore: store, queue: queue, identities: identities)
         var config = SocketServer.Configuration(path: directory + "/run/s.sock")
         configure(&config)
         do {

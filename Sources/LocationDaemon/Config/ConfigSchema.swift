@@ -100,6 +100,7 @@ public enum ConfigSchema {
         .integer("regions", "max_registered_per_user", \.regionsMaxRegisteredPerUser, range: 1...10_000_000),
         .string("store", "database", \.database),
         .integer("store", "queue_limit", \.queueLimit, range: 1...10_000_000),
+        .integer("store", "max_background_programs_per_user", \.maxBackgroundProgramsPerUser, range: 1...1_000_000),
         .number("daemon", "shutdown_timeout", \.shutdownTimeout, range: 0.1...300, unit: " s"),
         .boolean("systemd", "watchdog", \.watchdog),
     ]

@@ -55,6 +55,8 @@ public struct DaemonOptions: Sendable, Equatable {
     /// Background events kept per program while it is away; beyond it the oldest are dropped
     /// and the program is told by an `overflow` event (docs/protocol.md, "Background delivery").
     public var queueLimit = 10_000
+    /// Programs of one user that may keep background monitoring, and so a queue, while away.
+    public var maxBackgroundProgramsPerUser = Hub.defaultMaxBackgroundProgramsPerUser
     // [daemon]
     /// Bound on the graceful shutdown after SIGTERM, seconds; then the stop is abandoned (exit 1).
     public var shutdownTimeout = 5.0

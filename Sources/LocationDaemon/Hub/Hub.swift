@@ -45,6 +45,9 @@ public final class Hub: Sendable {
     public let identities: ProgramIdentities?
     /// Keeps the approximate-location cell across restarts (written on the loop).
     public let privacyCells: PrivacyCellStore?
+    /// Programs of one user that may keep background monitoring (`backgroundRefusal(of:)`).
+    public let maxBackgroundProgramsPerUser: Int
+    public static let defaultMaxBackgroundProgramsPerUser = 32
     private let logger: Logger
     private let box: NIOLoopBoundBox<State>
     /// Whether the hub starts publication epochs by its clock (`EngineInput.tick`): for a live
@@ -89,6 +92,7 @@ public final class Hub: Sendable {
 
     public init(eventLoop: any EventLoop, sourceDescription: String, logger: Logger = Logger(label: "locationd.hub"),
                 regionLimits: RegionMonitor.Limits = RegionMonitor.Limits(),
+                maxBackgroundProgramsPerUser: Int = Hub.defaultMaxBackgroundProgramsPerUser,
                 regionStore: RegionStore? = nil, queue: EventQueue? = nil, identities: ProgramIdentities? = nil,
                 privacyCells: PrivacyCellStore? = nil, publicationTicks: Bool = false) {
         self.eventLoop = eventLoop
@@ -98,6 +102,7 @@ public final class Hub: Sendable {
         self.queue = queue
         self.identities = identities
         self.privacyCells = privacyCells
+        self.maxBackgroundProgramsPerUser = maxBackgroundProgramsPerUser
         self.logger = logger
         let state = State()
         state.engine.regionLimits = regionLimits
@@ -187,15 +192,56 @@ public final class Hub: Sendable {
 
     /// `id`'s subscription (new, or its session's grant changed) is `always` with these options
     /// as granted, or (nil) it is not: what its program would keep in the background follows.
-    public func subscriptionKept(_ id: SubscriberID, of program: ProgramID, always options: SubscriptionOptions?) {
+    /// False when it would be kept but may not be (`backgroundRefusal(of:)`): it stays live only.
+    @discardableResult
+    public func subscriptionKept(_ id: SubscriberID, of program: ProgramID, always options: SubscriptionOptions?) -> Bool {
         // Only for a subscription that is open: kept for a closed one, it outlived every close.
-        guard box.value.subscribers[id] != nil else { return }
-        if let options, options.events.contains(.visits) || options.events.contains(.significant) {
+        guard box.value.subscribers[id] != nil else { return true }
+        if let options, Self.keptInBackground(options) {
+            guard backgroundRefusal(of: program) == nil else { return false }
             box.value.alwaysSubscriptions[id] = (program, options)
             rememberBackground(of: program)
         } else {
             forgetAlways(id)
         }
+        return true
+    }
+
+    /// Whether a subscription with `options` under an `always` session is kept in the
+    /// background once its connection goes away (its visits and significant changes).
+    public static func keptInBackground(_ options: SubscriptionOptions) -> Bool {
+        options.events.contains(.visits) || options.events.contains(.significant)
+    }
+
+    // MARK: Background bound (on the loop; docs/configuration.md, store.max_background_programs_per_user)
+
+    /// Why `program` may not start keeping background monitoring, or nil if it may: one that
+    /// keeps it already may (monitored, remembered, or under an open `always` subscription), as
+    /// may root's and the daemon's user's; another only while its user's programs keep fewer
+    /// than `maxBackgroundProgramsPerUser`. *Reason:* a program is a uid and an executable, and
+    /// a user can make as many executables as it likes (copies, hard links): each copy kept a
+    /// monitor in memory and a queue of up to `queue_limit` rows, without end.
+    public func backgroundRefusal(of program: ProgramID) -> String? {
+        let s = box.value
+        guard let uid = PeerIdentity.uid(of: program), !s.policy.isOwner(uid: uid), !keepsBackground(program, s) else { return nil }
+        let kept = backgroundPrograms(ofUser: uid)
+        guard kept >= maxBackgroundProgramsPerUser else { return nil }
+        return "uid \(uid)'s programs keep \(kept) background monitors, the most one user may ([store] max_background_programs_per_user = \(maxBackgroundProgramsPerUser)); end one (a program's monitoring ends when it ends its always session with session.end rather than disconnecting), subscribe without visits and significant, or raise max_background_programs_per_user"
+    }
+
+    private func keepsBackground(_ program: ProgramID, _ s: State) -> Bool {
+        s.engine.backgroundAccuracy(of: program) != nil || s.rememberedBackground[program] != nil
+            || s.alwaysSubscriptions.values.contains { $0.program == program }
+    }
+
+    /// How many programs of user `uid` keep background monitoring (as `keepsBackground`).
+    /// Counted when a program not keeping it asks to (rare): a tally kept at every change
+    /// would have to follow each place one starts or ends.
+    public func backgroundPrograms(ofUser uid: UInt32) -> Int {
+        let s = box.value
+        var programs = Set(s.engine.backgroundProgramIDs).union(s.rememberedBackground.keys)
+        for kept in s.alwaysSubscriptions.values { programs.insert(kept.program) }
+        return programs.count { PeerIdentity.uid(of: $0) == uid }
     }
 
     // MARK: Policy (on the loop; docs/privacy.md)
@@ -674,7 +720,13 @@ public final class Hub: Sendable {
     /// `id`'s connection went away under an `always` session: its visit and significant-change
     /// detectors keep running for `program` (remembered across restarts), its regions too.
     public func handOver(_ id: SubscriberID, to program: ProgramID, options: SubscriptionOptions, identity: PeerIdentity? = nil) {
-        guard box.value.subscribers.removeValue(forKey: id) != nil else { return }
+        guard box.value.subscribers[id] != nil else { return }
+        // A subscription that was not kept (`subscriptionKept`) ends here: a hand-over would
+        // start the monitor the bound refused.
+        if Self.keptInBackground(options), box.value.alwaysSubscriptions[id] == nil, backgroundRefusal(of: program) != nil {
+            return unsubscribe(id)
+        }
+        box.value.subscribers[id] = nil
         // What the program keeps away is decided by the identity of the session that handed
         // over (a reload meanwhile may have forgotten the one its session.start recorded).
         if let identity, speaksForItsProgram(identity) { identities?.record(identity) }

@@ -389,6 +389,10 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
         case .subscribe(let rid, _) where session == nil:
             send(.error(notAuthorized(rid)), flush: false)
         case .subscribe(let rid, let options):
+            if let error = backgroundRefusal(options, id: rid) {
+                send(.error(error), flush: false)
+                return
+            }
             // What the filter runs with: an approximate session's accuracy gate is off and its
             // interval at least `approximateInterval` (docs/privacy.md).
             let effective = session.map { effectiveOptions(options, $0.grant).effectiveForFilter } ?? options
@@ -434,7 +438,7 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
             // Writing the status may have found the peer gone: the connection closed meanwhile
             // (`channelInactive` unsubscribed it), and nothing may be kept or bound for it.
             guard self.context != nil else { return }
-            hub.subscriptionKept(id, of: program, always: session.grant.authorization == .always ? effective : nil)
+            keep(always: session.grant.authorization == .always ? effective : nil)
             if effective.accuracy == .precise { hub.bind(id, to: program) } else { hub.unbind(id) }
             // The backlog right after the status (docs/protocol.md, "Background delivery").
             if session.grant.authorization == .always { takeBackground() }
@@ -474,12 +478,38 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
         if old?.authorization == .always && session.grant.authorization != .always { stopBacklog() }
         announce()
         if old?.authorization != .always && session.grant.authorization == .always {
-            hub.subscriptionKept(id, of: program, always: effectiveOptions(requestedOptions, session.grant))
+            keep(always: effectiveOptions(requestedOptions, session.grant))
             takeBackground()
         } else if old?.authorization == .always && session.grant.authorization != .always {
             // No longer always: a kill now must not leave it monitored in the background.
             hub.subscriptionKept(id, of: program, always: nil)
         }
+    }
+
+    /// An `always` subscription its program could not keep in the background (`Hub.backgroundRefusal`)
+    /// is refused at `subscribe`, with the reason.
+    func backgroundRefusal(_ options: SubscriptionOptions, id rid: RequestID?) -> ProtocolError? {
+        guard session?.grant.authorization == .always, Hub.keptInBackground(options),
+              let why = hub.backgroundRefusal(of: program) else { return nil }
+        warnBackgroundRefused(why)
+        return ProtocolError(.tooManyBackgroundPrograms, why, id: rid)
+    }
+
+    /// What the subscription keeps in the background (`Hub.subscriptionKept`). One that became
+    /// `always` under a grant change (a reload, a `session.start`) when the bound refuses it
+    /// stays live only: nothing asked that an error could answer, so only the journal says it.
+    func keep(always options: SubscriptionOptions?) {
+        if !hub.subscriptionKept(id, of: program, always: options), let why = hub.backgroundRefusal(of: program) {
+            warnBackgroundRefused(why + "; this subscription goes on while connected, not in the background")
+        }
+    }
+
+    /// Paced as the crowding warning: a refused subscribe can be repeated at will.
+    private func warnBackgroundRefused(_ why: String) {
+        guard let uid = peer?.uid, let held = registry.backgroundWarning(uid, at: configuration.now()) else { return }
+        let since = held > 0 ? "; \(held) more refused since the last such warning" : ""
+        logger.warning("refusing background monitoring to a program: \(why) (warned at most once a minute per user\(since))",
+                       metadata: ["program": "\(program)"])
     }
 
     func effectiveOptions(_ options: SubscriptionOptions, _ grant: Grant) -> SubscriptionOptions {
@@ -825,6 +855,8 @@ final class ConnectionRegistry: Sendable {
     private let watch: NIOLoopBoundBox<LoopStallWatch>
     /// Open connections per peer uid, and the pace of the warnings about refused ones.
     private let users: NIOLoopBoundBox<(open: [UInt32: Int], crowded: PacedWarnings)>
+    /// The pace of the warnings about programs refused background monitoring, per uid.
+    private let backgroundWarnings: NIOLoopBoundBox<PacedWarnings>
     /// Open connections per program.
     private let programs: NIOLoopBoundBox<[ProgramID: Int]>
 
@@ -836,6 +868,8 @@ final class ConnectionRegistry: Sendable {
         users = NIOLoopBoundBox.makeBoxSendingValue(([:], PacedWarnings(interval: Self.warningInterval)),
                                                     as: (open: [UInt32: Int], crowded: PacedWarnings).self, eventLoop: eventLoop)
         programs = NIOLoopBoundBox.makeBoxSendingValue([:], as: [ProgramID: Int].self, eventLoop: eventLoop)
+        backgroundWarnings = NIOLoopBoundBox.makeBoxSendingValue(PacedWarnings(interval: Self.warningInterval), as: PacedWarnings.self,
+                                                                 eventLoop: eventLoop)
     }
 
     /// Adds `c` (its peer read); returns how many connections its peer's user has open now,
@@ -876,6 +910,9 @@ final class ConnectionRegistry: Sendable {
     /// A connection of `uid` is refused at `now`: nil when the warning is held back, otherwise
     /// how many refusals were held back before it.
     func crowdingWarning(_ uid: UInt32, at now: NIODeadline) -> Int? { users.value.crowded.due(uid, at: now) }
+
+    /// A program of `uid` is refused background monitoring at `now`: as `crowdingWarning`.
+    func backgroundWarning(_ uid: UInt32, at now: NIODeadline) -> Int? { backgroundWarnings.value.due(uid, at: now) }
 
     var all: [Connection] { Array(box.value.values) }
     var stalls: LoopStallWatch { watch.value }
