@@ -287,7 +287,13 @@ final class DaemonService: Sendable {
             server = try await SocketServer.start(hub: hub, configuration: configuration, logger: logger)
             logger.info("serving", metadata: ["socket": "\(options.socketPath)", "source": "\(hub.sourceDescription)"])
         }
-        if let problem = reloadRecord.removeStale() { logger.warning("\(problem); locationctl reload may take it for a later reload's: remove it by hand, or make its directory writable by the daemon's user") }
+        switch reloadRecord.start() {
+        case .replaced: break
+        case .inPlace(let problem):
+            logger.warning("cannot replace the reload record: \(problem); took over \(reloadRecord.path), left by an earlier run, and records reloads into it in place: make its directory writable by the daemon's user (RuntimeDirectory=, or the socket's directory)")
+        case .failed(let problem):
+            logger.warning("cannot make the reload record: \(problem); locationctl reload (ExecReload=) refuses to signal without it, so systemctl reload fails: make \(reloadRecord.path) a file the daemon's user can replace (its directory writable by that user: RuntimeDirectory=, or the socket's directory) and restart locationd")
+        }
         // The socket accepts connections now, and the store was opened before the group started.
         supervisor.notify("READY=1\nMAINPID=\(getpid())\nSTATUS=\(try await supervisor.currentStatus())")
         supervisor.start()
@@ -361,7 +367,11 @@ final class DaemonService: Sendable {
             outcome = .failed("\(error)")
         }
         supervisor.notify("READY=1\nSTATUS=\((try? await supervisor.currentStatus()) ?? "reloaded")")
-        if let problem = reloadRecord.write(ReloadRecord(start: start, outcome: outcome)) {
+        switch reloadRecord.write(ReloadRecord(start: start, outcome: outcome)) {
+        case .replaced: break
+        case .inPlace(let problem):
+            logger.warning("cannot replace the reload record: \(problem); wrote the outcome into \(reloadRecord.path) in place instead: free space in its directory, or make it writable by the daemon's user again (RuntimeDirectory=, or the socket's directory)")
+        case .failed(let problem):
             logger.warning("cannot record the reload's outcome: \(problem); locationctl reload (ExecReload=) waits for it until its --timeout: the directory must be writable by the daemon (RuntimeDirectory=, or the socket's directory)")
         }
     }

@@ -6,7 +6,8 @@ import Musl
 
 /// How a SIGHUP reload ended, as the daemon records it for `locationctl reload` (systemd's
 /// `ExecReload=`), which waits for it: one line in the file `reload` of the daemon's runtime
-/// directory, replaced (written to a temporary file, then renamed) when each reload finishes:
+/// directory, replaced (written to a temporary file, then renamed) when each reload finishes
+/// (written into the file in place when it cannot be replaced):
 ///
 ///     123456789 ok
 ///     123456789 failed /etc/locationd/locationd.toml:3: unknown authorization 'alway'; expected denied, when-in-use or always
@@ -50,10 +51,13 @@ public struct ReloadRecord: Sendable, Equatable {
         }
     }
 
-    /// Parses `line`'s form; nil for anything else (a file still being written by hand, say).
+    /// Parses `line`'s form, its one line break included; nil for anything else. A line without
+    /// its break is still being written, and a second break is an older, longer record's tail
+    /// while the daemon rewrites the file in place (when it cannot replace it).
     public init?(line text: String) {
-        var text = Substring(text)
-        if text.hasSuffix("\n") { text = text.dropLast() }
+        let bytes = Array(text.utf8)
+        guard bytes.last == 0x0A, bytes.firstIndex(of: 0x0A) == bytes.count - 1 else { return nil }
+        let text = Substring(String(decoding: bytes.dropLast(), as: UTF8.self))
         let parts = text.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
         guard parts.count >= 2, let start = UInt64(parts[0]) else { return nil }
         switch parts[1] {

@@ -45,14 +45,17 @@ struct Reload: ParsableCommand {
         let watch = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
         guard watch >= 0 else { throw RuntimeError("cannot watch \(directory) (inotify_init1): \(String(cString: strerror(errno))); no signal sent") }
         defer { close(watch) }
-        guard inotify_add_watch(watch, directory, UInt32(IN_MOVED_TO | IN_CLOSE_WRITE)) >= 0 else {
+        // IN_MODIFY: a record the daemon could not replace is written into the file in place.
+        guard inotify_add_watch(watch, directory, UInt32(IN_MOVED_TO | IN_CLOSE_WRITE | IN_MODIFY)) >= 0 else {
             throw RuntimeError("cannot watch \(directory) for locationd's reload record: \(String(cString: strerror(errno))); no signal sent. --runtime-directory names the directory locationd runs in (its RuntimeDirectory=, or its socket's directory)")
         }
-        let asked = ReloadRecord.now()
-        guard kill(pid, SIGHUP) == 0 else {
-            let e = errno
-            throw RuntimeError("cannot send SIGHUP to pid \(pid): \(String(cString: strerror(e))) (errno \(e)); is locationd running with that pid? (systemctl show -p MainPID locationd)")
+        func cannotSignal(_ e: Int32) -> RuntimeError {
+            RuntimeError("cannot send SIGHUP to pid \(pid): \(String(cString: strerror(e))) (errno \(e)); is locationd running with that pid? (systemctl show -p MainPID locationd)")
         }
+        guard kill(pid, 0) == 0 else { throw cannotSignal(errno) }
+        if let problem = Self.unanswerable(path, in: directory, pid: pid) { throw RuntimeError("\(problem); no signal sent") }
+        let asked = ReloadRecord.now()
+        guard kill(pid, SIGHUP) == 0 else { throw cannotSignal(errno) }
         let deadline = asked + UInt64(timeout * 1_000_000)
         while true {
             if let text = readTextFile(path), let record = ReloadRecord(line: text), record.start >= asked {
@@ -76,6 +79,35 @@ struct Reload: ParsableCommand {
                 throw RuntimeError("pid \(pid) exited before its reload finished (no record in \(path)); its log says why (journalctl -u locationd)")
             }
         }
+    }
+
+    /// Why the daemon could not answer a reload through `path`, or nil. It makes the file at
+    /// start and keeps it, writing into it in place when it cannot replace it; a file that is not
+    /// there, not a file, or not the daemon's user's (in a directory others can write to, where
+    /// the daemon could not replace it) means every reload would be waited out to --timeout.
+    static func unanswerable(_ path: String, in directory: String, pid: Int32) -> String? {
+        var st = stat()
+        guard lstat(path, &st) == 0 else {
+            let e = errno
+            return "locationd (pid \(pid)) has no reload record at \(path) (\(String(cString: strerror(e))), errno \(e)): it makes one when it starts serving, so it could not write in \(directory) (its log says why: journalctl -u locationd; make the directory writable by its user and restart it), or \(directory) is not its runtime directory (--runtime-directory)"
+        }
+        guard st.st_mode & S_IFMT == S_IFREG else {
+            let what = st.st_mode & S_IFMT == S_IFDIR ? "a directory (\(String(cString: strerror(EISDIR))), errno \(EISDIR))" : "not a regular file"
+            return "\(path), where locationd records its reloads, is \(what), so it cannot record one: remove it and restart locationd"
+        }
+        if let uid = Self.effectiveUID(of: pid), uid != st.st_uid {
+            return "\(path) belongs to uid \(st.st_uid), not to locationd's user (uid \(uid), pid \(pid)), so it is not a record locationd made (it cannot replace another user's file in a directory others can write to, and a reload would be waited out to --timeout): remove it and restart locationd, or give locationd a runtime directory of its own (RuntimeDirectory=, or --socket in a directory of its own)"
+        }
+        return nil
+    }
+
+    /// The effective uid of `pid` (/proc/PID/status, which says it even for a process /proc/PID
+    /// itself shows as root's: one that is not dumpable); nil when it cannot be read.
+    static func effectiveUID(of pid: Int32) -> uid_t? {
+        guard let status = readTextFile("/proc/\(pid)/status"),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("Uid:") }) else { return nil }
+        let ids = line.dropFirst(4).split(whereSeparator: { $0 == " " || $0 == "\t" })
+        return ids.count > 1 ? uid_t(ids[1]) : nil
     }
 
     /// Reads the queued inotify events (which file changed does not matter: the record is read again).

@@ -159,8 +159,8 @@ import Testing
     }
 
     /// Without `RUNTIME_DIRECTORY` (started by hand) both sides use the socket's directory, and
-    /// a record left there by an earlier daemon is removed at start: its start time, from a
-    /// monotonic clock that begins again at boot, could look later than a new reload's.
+    /// a record left there by an earlier daemon is replaced at start by `0 ok`: its start time,
+    /// from a monotonic clock that begins again at boot, could look later than a new reload's.
     @Test func withoutARuntimeDirectoryTheRecordIsNextToTheSocket() throws {
         let dir = try SpawnedDaemon.makeDirectory()
         let notify = try DatagramSocket(path: dir.appendingPathComponent("notify.sock").path)
@@ -171,7 +171,7 @@ import Testing
             environment: ["NOTIFY_SOCKET": notify.path], directory: dir)
         defer { daemon.stop() }
         _ = try SystemdTests.read(notify) { SystemdTests.lines($0).contains("READY=1") }
-        #expect(!FileManager.default.fileExists(atPath: record.path), "the stale record is still there")
+        #expect(try String(contentsOf: record, encoding: .utf8) == "0 ok\n", "the stale record is still there")
 
         let result = try Self.reload(daemon.pid, nil, environment: ["LOCATIOND_SOCKET": daemon.socketPath, "RUNTIME_DIRECTORY": nil])
         #expect(result.status == 0, "\(result)")
@@ -226,7 +226,12 @@ import Testing
         #expect(failed.line == "7 failed /etc/l.toml:3: bad second line\n")
         #expect(ReloadRecord(line: failed.line) == ReloadRecord(start: 7, outcome: .failed("/etc/l.toml:3: bad second line")))
         #expect(ReloadRecord(line: "42 ok\n") == ReloadRecord(start: 42, outcome: .ok))
-        for bad in ["", "ok", "-1 ok", "42", "42 okay", "42 ok extra", "x failed why"] { #expect(ReloadRecord(line: bad) == nil, "\(bad)") }
+        for bad in ["", "ok", "-1 ok", "42", "42 okay", "42 ok extra", "x failed why"] { #expect(ReloadRecord(line: bad + "\n") == nil, "\(bad)") }
+        // What a reader can see while the daemon rewrites the file in place: the new line not
+        // yet ended, or ended with an older, longer record's tail still behind it.
+        for partial in ["42 ok", "42 failed /etc/l.toml:3: b", "42 ok\nled /etc/l.toml:3: bad\n", "42 failed x\nx\n"] {
+            #expect(ReloadRecord(line: partial) == nil, "\(partial)")
+        }
 
         #expect(ReloadRecord.directory(runtimeDirectory: "/run/locationd", socketPath: "/tmp/s.sock") == "/run/locationd")
         #expect(ReloadRecord.directory(runtimeDirectory: "/run/a:/run/b", socketPath: "/tmp/s.sock") == "/run/a")
@@ -249,12 +254,125 @@ import Testing
         try FileManager.default.createSymbolicLink(atPath: planted, withDestinationPath: victim.path)
 
         let file = ReloadRecordFile(directory: dir.path)
-        #expect(file.write(ReloadRecord(start: 42, outcome: .ok)) == nil)
+        #expect(file.write(ReloadRecord(start: 42, outcome: .ok)) == .replaced)
         #expect(try String(contentsOf: victim, encoding: .utf8) == "precious\n")
         #expect(try String(contentsOfFile: file.path, encoding: .utf8) == "42 ok\n")
         var st = stat()
         #expect(lstat(file.path, &st) == 0 && st.st_mode & S_IFMT == S_IFREG && st.st_mode & 0o777 == 0o644)
         // Nothing else is left in the directory: the temporary file became the record.
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted() == ["reload", "reload.\(getpid()).tmp", "victim"])
+    }
+
+    /// A directory where the record goes: the daemon cannot make it (rename: Is a directory),
+    /// and locationctl reload waited out its whole --timeout, then blamed the pid or the
+    /// directory. It fails at once, naming the path, the errno and the fix, and signals nothing.
+    @Test func aRecordTheDaemonCannotMakeFailsAtOnceWithoutSignalling() throws {
+        let dir = try SpawnedDaemon.makeDirectory()
+        let runtime = dir.appendingPathComponent("run")
+        let record = runtime.appendingPathComponent("reload")
+        try FileManager.default.createDirectory(at: record, withIntermediateDirectories: true)
+        let notify = try DatagramSocket(path: dir.appendingPathComponent("notify.sock").path)
+        let daemon = try SpawnedDaemon(
+            arguments: ["--socket", dir.appendingPathComponent("locationd.sock").path, "--gpsd", "127.0.0.1:1"],
+            environment: ["NOTIFY_SOCKET": notify.path, "RUNTIME_DIRECTORY": runtime.path], directory: dir)
+        defer { daemon.stop() }
+        _ = try SystemdTests.read(notify) { SystemdTests.lines($0).contains("READY=1") }
+        #expect(daemon.stderrText.contains("cannot make the reload record: cannot rename \(record.path)."), "\(daemon.stderrText)")
+        #expect(daemon.stderrText.contains(" to \(record.path): Is a directory; locationctl reload (ExecReload=) refuses to signal without it"),
+                "\(daemon.stderrText)")
+
+        let result = try Self.reload(daemon.pid, runtime, ["--timeout", "20"])
+        #expect(result.status == 1, "\(result)")
+        #expect(result.err.contains("\(record.path), where locationd records its reloads, is a directory (Is a directory, errno \(EISDIR)), so it cannot record one: remove it and restart locationd; no signal sent"),
+                "\(result.err)")
+        #expect(!Self.queued(notify).contains { SystemdTests.lines($0).contains("RELOADING=1") }, "signalled anyway")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: runtime.path) == ["reload"], "a temporary file was left")
+
+        // A directory the daemon never wrote in (another one, or one it could not): no record, no signal.
+        let elsewhere = dir.appendingPathComponent("elsewhere")
+        try FileManager.default.createDirectory(at: elsewhere, withIntermediateDirectories: true)
+        let wrong = try Self.reload(daemon.pid, elsewhere, ["--timeout", "20"])
+        #expect(wrong.status == 1, "\(wrong)")
+        #expect(wrong.err.contains("locationd (pid \(daemon.pid)) has no reload record at \(elsewhere.path)/reload (No such file or directory, errno \(ENOENT))"), "\(wrong.err)")
+        #expect(wrong.err.contains("or \(elsewhere.path) is not its runtime directory (--runtime-directory); no signal sent"), "\(wrong.err)")
+    }
+
+    /// The runtime directory stops being writable by the daemon after it started (as a full
+    /// /run would, where a new file cannot be written): the record cannot be replaced, and
+    /// locationctl reload waited out its --timeout. The daemon writes the outcome into the file
+    /// it made at start, and locationctl gets it at once: ok, and a refusal with its reason.
+    @Test(.enabled("user 'daemon' cannot run the built locationd (a parent folder is not searchable by others)") {
+        try OtherUserTests.daemonUserCanRunLocationd()
+    })
+    func aRecordThatCannotBeReplacedIsWrittenInPlace() throws {
+        let dir = try SpawnedDaemon.makeDirectory()
+        chmod(dir.path, 0o777)  // its socket
+        let runtime = dir.appendingPathComponent("run")
+        try FileManager.default.createDirectory(at: runtime, withIntermediateDirectories: true)
+        let user = try ReadOnlyDatabaseTests.daemonUser()
+        #expect(chown(runtime.path, user.uid, user.gid) == 0)
+        let notify = try DatagramSocket(path: dir.appendingPathComponent("notify.sock").path)
+        chmod(notify.path, 0o666)
+        let config = dir.appendingPathComponent("locationd.toml")
+        try "[log]\nlevel = \"info\"\n".write(to: config, atomically: true, encoding: .utf8)
+        chmod(config.path, 0o644)
+        let daemon = try SpawnedDaemon(
+            arguments: ["--config", config.path, "--socket", dir.appendingPathComponent("locationd.sock").path,
+                        "--database", "none", "--gpsd", "127.0.0.1:1"],
+            environment: ["NOTIFY_SOCKET": notify.path, "RUNTIME_DIRECTORY": runtime.path], directory: dir,
+            wrapper: ReadOnlyDatabaseTests.asDaemonUser)
+        defer { daemon.stop() }
+        _ = try SystemdTests.read(notify) { SystemdTests.lines($0).contains("READY=1") }
+        let record = runtime.appendingPathComponent("reload")
+        #expect(try String(contentsOf: record, encoding: .utf8) == "0 ok\n")
+        #expect(chmod(runtime.path, 0o555) == 0)
+
+        try "[log]\nlevel = \"debug\"\n".write(to: config, atomically: true, encoding: .utf8)
+        chmod(config.path, 0o644)
+        let applied = try Self.reload(daemon.pid, runtime, ["--timeout", "20"])
+        #expect(applied.status == 0, "\(applied)")
+        #expect(daemon.stderrText.contains(#"reload: applied key=log.level new="debug" old="info""#), "\(daemon.stderrText)")
+        #expect(daemon.stderrText.contains("cannot replace the reload record: cannot create a file in the directory of \(record.path): Permission denied; wrote the outcome into \(record.path) in place instead"),
+                "\(daemon.stderrText)")
+
+        try "[log]\nlevel = \"loud\"\n".write(to: config, atomically: true, encoding: .utf8)
+        chmod(config.path, 0o644)
+        let refused = try Self.reload(daemon.pid, runtime, ["--timeout", "20"])
+        #expect(refused.status == 1, "\(refused)")
+        #expect(refused.err.contains("locationd (pid \(daemon.pid)) refused the reload and keeps its current configuration: \(config.path):2:"), "\(refused.err)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: runtime.path) == ["reload"])
+        chmod(runtime.path, 0o755)  // for the folder's removal
+    }
+
+    /// A daemon started by hand with its socket in a directory everyone may write to (the sticky
+    /// /tmp), where another user's file is at the record's path: the daemon cannot replace it,
+    /// and locationctl reload, reading that file, waited out its --timeout. It refuses at once,
+    /// naming the file, both uids and the fix.
+    @Test(.enabled("user 'daemon' cannot run the built locationd (a parent folder is not searchable by others)") {
+        try OtherUserTests.daemonUserCanRunLocationd()
+    })
+    func anotherUsersFileAtTheRecordsPathFailsAtOnce() throws {
+        let dir = try SpawnedDaemon.makeDirectory()
+        chmod(dir.path, 0o1777)
+        let record = dir.appendingPathComponent("reload")
+        try "1 ok\n".write(to: record, atomically: true, encoding: .utf8)
+        let notify = try DatagramSocket(path: dir.appendingPathComponent("notify.sock").path)
+        chmod(notify.path, 0o666)
+        let daemon = try SpawnedDaemon(
+            arguments: ["--socket", dir.appendingPathComponent("locationd.sock").path, "--database", "none", "--gpsd", "127.0.0.1:1"],
+            environment: ["NOTIFY_SOCKET": notify.path], directory: dir, wrapper: ReadOnlyDatabaseTests.asDaemonUser)
+        defer { daemon.stop() }
+        _ = try SystemdTests.read(notify) { SystemdTests.lines($0).contains("READY=1") }
+        #expect(daemon.stderrText.contains("cannot make the reload record: cannot rename \(record.path)."), "\(daemon.stderrText)")
+        #expect(try String(contentsOf: record, encoding: .utf8) == "1 ok\n")
+
+        let user = try ReadOnlyDatabaseTests.daemonUser()
+        let result = try Self.reload(daemon.pid, dir, ["--timeout", "20"])
+        #expect(result.status == 1, "\(result)")
+        #expect(result.err.contains("\(record.path) belongs to uid \(getuid()), not to locationd's user (uid \(user.uid), pid \(daemon.pid)), so it is not a record locationd made"),
+                "\(result.err)")
+        #expect(result.err.contains("remove it and restart locationd, or give locationd a runtime directory of its own (RuntimeDirectory=, or --socket in a directory of its own); no signal sent"),
+                "\(result.err)")
+        #expect(!Self.queued(notify).contains { SystemdTests.lines($0).contains("RELOADING=1") }, "signalled anyway")
     }
 }
