@@ -129,7 +129,8 @@ public enum Daemon {
                     try hub.restoreRegions(p.records, for: p.program)
                     restored += 1; regions += p.records.count
                 } catch {
-                    logger.error("cannot restore regions", metadata: ["program": "\(p.program)", "error": "\(error)"])
+                    logger.error("cannot restore regions: kept as they are, unmonitored, and the program's region requests are refused (storeFailed) until a start loads them; correct or delete its rows in \(store.path) and restart locationd",
+                                 metadata: ["program": "\(p.program)", "error": "\(error)"])
                 }
             }
             return (restored, regions)

@@ -72,7 +72,7 @@ import Testing
             Issue.record("an unstored registration was acknowledged")
         } catch let e as ProtocolError {
             #expect(e.code == .storeFailed)
-            #expect(e.message.contains("could not be written") && e.message.contains("nothing was applied"), "\(e.message)")
+            #expect(e.message == Hub.notStoredReason, "\(e.message)")
         }
         await #expect(throws: ProtocolError.self) { _ = try await client.request { .regionsRemove(id: $0, ids: ["home"]) } }
         #expect(try await client.regions().map(\.region.id) == ["home"])

@@ -169,7 +169,8 @@ import Testing
         defer { daemon.stop() }
         try await daemon.connect(timeout: 10).close()
         let log = daemon.stderrText()
-        #expect(log.contains("cannot restore regions error=invalidRegion: region b: radius 1 is out of range"), "\(log)")
+        #expect(log.contains("cannot restore regions: kept as they are, unmonitored, and the program's region requests are refused (storeFailed) until a start loads them; correct or delete its rows in "), "\(log)")
+        #expect(log.contains("and restart locationd error=invalidRegion: region b: radius 1 is out of range"), "\(log)")
         let restored = log.split(separator: "\n").first { $0.contains("regions restored") }.map(String.init) ?? ""
         #expect(restored.contains("failed=1 programs=1 regions=1"), "\(restored)")
     }
@@ -194,6 +195,40 @@ import Testing
         #expect(queue.count(of: program) == 1)
         try holder.exec("COMMIT")
         #expect(try queue.acknowledge(1, for: program) == 0)
+    }
+
+    /// The same through a connection: the client's error said `cannot record the
+    /// acknowledgement: PATH: database is locked; … check the disk and the daemon's log`, the
+    /// administrator's text (the daemon's file, its error, its fix), and nothing was logged.
+    /// The client gets a client's reason; the log gets the rest.
+    @Test func anAckTheStoreRefusesGivesTheClientAClientsReasonAndLogsTheCause() async throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("locationd.db").path
+        let queue = try EventQueue(database: Database(path: path), limit: 10)
+        let log = CapturedLog()
+        let h = try await ServerHarness.start(queue: queue, log: log)
+        defer { h.stopIfRunning() }
+        let client = try await LocationClient.connect(path: h.path)
+        defer { client.close() }
+        try await client.startSession(.always)
+        let me = PeerIdentity.resolve(PeerCredentials(pid: getpid(), uid: getuid(), gid: getgid())).program
+        try await h.hub.eventLoop.submit {
+            try queue.database.transaction { try queue.append([ProgramEvent(program: me, event: .region(EventQueueTests.event(1)))]) }
+        }.get()
+        let holder = try Database(path: path)
+        try holder.exec("BEGIN IMMEDIATE")
+        do {
+            _ = try await client.acknowledge(1)
+            Issue.record("acknowledged under another holder's lock")
+        } catch let error as ProtocolError {
+            #expect(error.code == .storeFailed)
+            #expect(error.message == "the daemon could not record the acknowledgement in its database, so nothing was forgotten; acknowledge again later (the daemon's log says why)")
+        }
+        try holder.exec("COMMIT")
+        #expect(log.messages(.error).contains("cannot record an acknowledgement"), "\(log.entries)")
+        #expect(try await client.acknowledge(1) == 0)
+        await h.stop()
     }
 
     /// The start's write probe (a write transaction, rolled back) finding the write lock held by
@@ -361,9 +396,12 @@ import Testing
         for file in [database, database + "-wal", database + "-shm"] { #expect(unlink(file) == 0, "\(file)") }
         let refused = add("after")
         #expect(refused?.contains(#""code":"storeFailed""#) == true, "\(refused ?? "no reply")")
-        #expect(refused?.contains("\(database) was deleted or replaced while locationd ran") == true, "\(refused ?? "no reply")")
-        #expect(refused?.contains("restart locationd") == true, "\(refused ?? "no reply")")
+        // The client gets a client's reason; the file and the fix are the administrator's, in the log.
+        #expect(refused?.contains(Hub.notStoredReason) == true, "\(refused ?? "no reply")")
+        #expect(refused?.contains(dir.path) == false && refused?.contains("restart") == false, "\(refused ?? "no reply")")
         #expect(daemon.stderrText.contains("error locationd: cannot store region registrations"), "\(daemon.stderrText.suffix(1000))")
+        #expect(daemon.stderrText.contains("\(database) was deleted or replaced while locationd ran"), "\(daemon.stderrText.suffix(1000))")
+        #expect(daemon.stderrText.contains("restart locationd (systemctl restart locationd)"), "\(daemon.stderrText.suffix(1000))")
     }
 
     /// The -wal removed while the daemon runs (a "leftover" cleaned up by hand): commits went on
@@ -399,8 +437,9 @@ import Testing
         #expect(unlink(database + "-wal") == 0)
         let refused = add("after")
         #expect(refused?.contains(#""code":"storeFailed""#) == true, "\(refused ?? "no reply")")
-        #expect(refused?.contains("\(database)-wal was deleted or replaced while locationd ran") == true, "\(refused ?? "no reply")")
-        #expect(refused?.contains("restart it gracefully") == true, "\(refused ?? "no reply")")
+        #expect(refused?.contains(Hub.notStoredReason) == true && refused?.contains(dir.path) == false, "\(refused ?? "no reply")")
+        #expect(daemon.stderrText.contains("\(database)-wal was deleted or replaced while locationd ran"), "\(daemon.stderrText.suffix(1000))")
+        #expect(daemon.stderrText.contains("restart it gracefully"), "\(daemon.stderrText.suffix(1000))")
         client.close()
 
         daemon.signal(SIGTERM)  // systemctl stop: the stop checkpoints the deleted WAL into the file

@@ -457,7 +457,7 @@ public final class Hub: Sendable {
             box.value.unwritten.forgetStates(of: program, ids: ids)
         } catch {
             logger.error("cannot store region registrations", metadata: ["program": "\(program)", "error": "\(error)"])
-            throw RegionError(.notStored, "the change could not be written to \(regionStore.path) (\(error)); nothing was applied — check the disk and the daemon's log")
+            throw RegionError(.notStored, Self.notStoredReason)
         }
     }
 
@@ -496,10 +496,16 @@ public final class Hub: Sendable {
         }
     }
 
-    /// Throws `notStored` for a program whose remembered regions could not be loaded at start.
+    /// A client's reason for `storeFailed`. What the administrator needs (the file, the error,
+    /// the fix) is in the log only: a client can do nothing with it, and the daemon's paths and
+    /// pid are not a client's business.
+    static let notStoredReason = "the daemon could not write the change to its database, so nothing was applied; try again later (the daemon's log says why)"
+
+    /// Throws `notStored` for a program whose remembered regions could not be loaded at start
+    /// (the reason is the program's own region; the fix was logged at start).
     public func checkRestored(_ program: ProgramID) throws(RegionError) {
         guard let error = box.value.unrestored[program] else { return }
-        throw RegionError(.notStored, "this program's remembered regions could not be loaded at start (\(error.message)); they are kept as they are, unmonitored, and cannot be listed or changed — correct or delete this program's rows in \(regionStore?.path ?? "the database") and restart locationd")
+        throw RegionError(.notStored, "this program's remembered regions could not be loaded at start (\(error.message)); they are kept as they are, unmonitored, and cannot be listed or changed until the daemon's administrator mends them (the daemon's log says how)")
     }
 
     public func regionRecords(of program: ProgramID) -> [RegionRecord] {

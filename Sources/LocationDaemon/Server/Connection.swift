@@ -583,6 +583,9 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
         do {
             let remaining = try queue.acknowledge(seq, for: program)
             send(.acked(id: rid, seq: seq, queued: remaining), flush: false)
+        } catch where error.code == .storeFailed {
+            logger.error("cannot record an acknowledgement", metadata: ["program": "\(program)", "seq": "\(seq)", "error": "\(error)"])
+            send(.error(ProtocolError(.storeFailed, "the daemon could not record the acknowledgement in its database, so nothing was forgotten; acknowledge again later (the daemon's log says why)", id: rid)), flush: false)
         } catch {
             send(.error(ProtocolError(error.code, error.description, id: rid)), flush: false)
         }

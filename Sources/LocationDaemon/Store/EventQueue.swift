@@ -250,7 +250,8 @@ public final class EventQueue: @unchecked Sendable {
                 try saveHead(program)
             }
         } catch {
-            throw AckError(code: .storeFailed, description: "cannot record the acknowledgement: \(error); nothing was forgotten — check the disk and the daemon's log")
+            // For the log (the file and the fix): the client gets a reason of its own (Connection).
+            throw AckError(code: .storeFailed, description: "\(error); nothing was forgotten")
         }
         return heads[program]!.count
     }
