@@ -16,8 +16,10 @@ struct Reload: ParsableCommand {
         discussion: """
             The unit's ExecReload=: systemctl reload locationd then returns once the new \
             configuration is in force, and fails when it was refused. locationd records how each \
-            reload ended in the file 'reload' of its runtime directory; a record of a reload \
-            that began before the signal was sent is not this one's (docs/systemd.md, "Reload").
+            reload ended in the file 'reload' of its runtime directory, which it makes when it \
+            starts; a record of a reload that began before the signal was sent is not this one's, \
+            and without that file (or with another user's in its place) nothing is signalled \
+            (docs/systemd.md, "Reload").
             """)
 
     @Option(help: "locationd's process id (ExecReload=: --pid $MAINPID).") var pid: Int32
