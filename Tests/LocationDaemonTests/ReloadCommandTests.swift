@@ -301,16 +301,24 @@ import Testing
     /// /run would, where a new file cannot be written): the record cannot be replaced, and
     /// locationctl reload waited out its --timeout. The daemon writes the outcome into the file
     /// it made at start, and locationctl gets it at once: ok, and a refusal with its reason.
+    /// (`lockedBeforeStart`: the directory was not writable at start either, and an earlier
+    /// run's record of the daemon's user was there, stale: taken over, `0 ok` written in place.)
     @Test(.enabled("user 'daemon' cannot run the built locationd (a parent folder is not searchable by others)") {
         try OtherUserTests.daemonUserCanRunLocationd()
-    })
-    func aRecordThatCannotBeReplacedIsWrittenInPlace() throws {
+    }, arguments: [false, true])
+    func aRecordThatCannotBeReplacedIsWrittenInPlace(lockedBeforeStart: Bool) throws {
         let dir = try SpawnedDaemon.makeDirectory()
         chmod(dir.path, 0o777)  // its socket
         let runtime = dir.appendingPathComponent("run")
         try FileManager.default.createDirectory(at: runtime, withIntermediateDirectories: true)
         let user = try ReadOnlyDatabaseTests.daemonUser()
-        #expect(chown(runtime.path, user.uid, user.gid) == 0)
+        let record = runtime.appendingPathComponent("reload")
+        if lockedBeforeStart {
+            try "\(UInt64.max / 2) ok\n".write(to: record, atomically: true, encoding: .utf8)
+            #expect(chown(record.path, user.uid, user.gid) == 0)
+        } else {
+            #expect(chown(runtime.path, user.uid, user.gid) == 0)
+        }
         let notify = try DatagramSocket(path: dir.appendingPathComponent("notify.sock").path)
         chmod(notify.path, 0o666)
         let config = dir.appendingPathComponent("locationd.toml")
@@ -323,9 +331,13 @@ import Testing
             wrapper: ReadOnlyDatabaseTests.asDaemonUser)
         defer { daemon.stop() }
         _ = try SystemdTests.read(notify) { SystemdTests.lines($0).contains("READY=1") }
-        let record = runtime.appendingPathComponent("reload")
         #expect(try String(contentsOf: record, encoding: .utf8) == "0 ok\n")
-        #expect(chmod(runtime.path, 0o555) == 0)
+        if lockedBeforeStart {
+            #expect(daemon.stderrText.contains("cannot replace the reload record: cannot create a file in the directory of \(record.path): Permission denied; took over \(record.path)"),
+                    "\(daemon.stderrText)")
+        } else {
+            #expect(chmod(runtime.path, 0o555) == 0)
+        }
 
         try "[log]\nlevel = \"debug\"\n".write(to: config, atomically: true, encoding: .utf8)
         chmod(config.path, 0o644)
