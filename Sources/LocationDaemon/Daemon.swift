@@ -172,6 +172,7 @@ extension Daemon {
         case let e as SocketServerError:
             switch e {
             case .notASocket, .cannotCreate, .unreachable: 78
+            case .cannotCreateDirectory(_, _, let code, _, _): [EACCES, EPERM, EROFS, ENOTDIR, ELOOP, ENAMETOOLONG].contains(code) ? 78 : 1
             case .system(_, let code): [EACCES, EPERM, EROFS, ENOTDIR, ELOOP, ENAMETOOLONG].contains(code) ? 78 : 1
             case .pathInUse: 1  // another server that may be going away
             }

@@ -113,6 +113,41 @@ import Testing
         #expect(log.contains("cannot create the socket \(path): Permission denied (its directory \(dir.path) is not writable by user daemon, uid \(user.uid)); make the directory writable by the daemon's user, or set [socket] path (--socket)"), "\(log.suffix(1000))")
     }
 
+    /// A socket directory the daemon's user cannot create (a parent not its to write): the start
+    /// fails naming the directory, the parent, the user and the fix (it said only `mkdir DIR:
+    /// Permission denied`).
+    @Test(.enabled("user 'daemon' cannot run the built locationd (a parent folder is not searchable by others)") {
+        try OtherUserTests.daemonUserCanRunLocationd()
+    })
+    func aSocketDirectoryTheDaemonsUserCannotCreateIsNamedWithTheFix() async throws {
+        let dir = try SpawnedDaemon.makeDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        chmod(dir.path, 0o755)
+        let target = dir.appendingPathComponent("a/b").path
+        let daemon = try DaemonProcess(arguments: ["--gpsd", "127.0.0.1:1", "--socket", target + "/x.sock"], database: "none",
+                                       launcher: ReadOnlyDatabaseTests.asDaemonUser)
+        defer { daemon.stop() }
+        let status = daemon.waitForExit()
+        let log = daemon.stderrText()
+        #expect(status == 78, "\(log.suffix(1000))")
+        let user = try ReadOnlyDatabaseTests.daemonUser()
+        #expect(log.contains("\(dir.path)/a: cannot create the socket's directory (the directory \(dir.path) is not writable by user daemon, uid \(user.uid)); create \(target) for the daemon's user (mkdir -p \(target) && chown daemon \(target) && chmod 0755 \(target);"), "\(log.suffix(1000))")
+    }
+
+    /// A second daemon on a socket another one serves says what to do: stop the other, or use
+    /// another path (it said only "another server is listening there").
+    @Test func aSocketAnotherDaemonServesIsNamedWithTheFix() async throws {
+        let first = try DaemonProcess(arguments: ["--gpsd", "127.0.0.1:1"], database: "none")
+        defer { first.stop() }
+        try await first.connect().close()
+        let second = try DaemonProcess(arguments: ["--gpsd", "127.0.0.1:1"], database: "none", directory: first.directory)
+        defer { second.stop() }
+        let status = second.waitForExit()
+        let log = second.stderrText()
+        #expect(status == 1, "\(log.suffix(1000))")
+        #expect(log.contains("\(first.socketPath): another server is listening there (another locationd?); stop it (systemctl stop locationd), or give this one another path with --socket or [socket] path"), "\(log.suffix(1000))")
+    }
+
     /// A socket directory, or one on the way to it, that the daemon's user cannot enter: the
     /// start fails naming that directory, the missing search permission and the fix (it said
     /// `stat PATH: Permission denied`, or `mkdir DIR: Permission denied`, or blamed the

@@ -25,18 +25,31 @@ public enum SocketServerError: Error, Hashable, Sendable, CustomStringConvertibl
     case system(String, errno: Int32)
     /// The socket file cannot be created: the directory is not the daemon user's to write.
     case cannotCreate(String, errno: Int32, user: String)
+    /// The socket's directory (the first missing one on the way, `String`) cannot be made;
+    /// `target` is the socket's directory, which the fix names.
+    case cannotCreateDirectory(String, target: String, errno: Int32, user: String, uid: uid_t)
     /// The socket's directory, or one on the way to it, cannot be entered by the daemon's user
     /// (no search permission): why, and the fix (Database.unreachable).
     case unreachable(String, reason: String, fix: String)
 
     public var description: String {
         switch self {
-        case .pathInUse(let p): "\(p): another server is listening there"
+        case .pathInUse(let p): "\(p): another server is listening there (another locationd?); stop it (systemctl stop locationd), or give this one another path with --socket or [socket] path"
         case .notASocket(let p): "\(p) exists and is not a socket; locationd will not remove it: remove it yourself if nothing needs it, or choose another path with --socket or [socket] path"
         case .system(let what, let e): "\(what): \(String(cString: strerror(e)))"
         case .cannotCreate(let p, let e, let user):
             "cannot create the socket \(p): \(String(cString: strerror(e))) (its directory \(Database.directory(of: p)) is not writable by user \(user)\(e == EROFS ? ", or is on a read-only filesystem" : "")); make the directory writable by the daemon's user, or set [socket] path (--socket) to a path in one it can write (under systemd, locationd.socket creates the socket)"
         case .unreachable(let p, let reason, let fix): "cannot create the socket \(p): \(reason); \(fix)"
+        case .cannotCreateDirectory(let dir, let target, let e, let user, let uid):
+            {
+                let parent = Database.directory(of: dir)
+                let why = switch e {
+                case EACCES, EPERM: "the directory \(parent) is not writable by user \(user), uid \(uid)"
+                case EROFS: "the directory \(parent) is on a filesystem mounted read-only"
+                default: String(cString: strerror(e))
+                }
+                return "\(dir): cannot create the socket's directory (\(why)); create \(target) for the daemon's user (mkdir -p \(target) && chown \(user) \(target) && chmod 0755 \(target); under systemd, locationd.socket creates the socket and its directory), or set [socket] path (--socket) to a path in a directory it can write"
+            }()
         }
     }
 }
@@ -371,14 +384,21 @@ public final class SocketServer: Sendable {
         throw SocketServerError.unreachable(path, reason: reason, fix: fix)
     }
 
-    static func makeDirectories(_ dir: String) throws {
+    /// Creates `dir` after its missing parents; `target` is the socket's directory, which the
+    /// error's fix names.
+    static func makeDirectories(_ dir: String, for target: String? = nil) throws {
+        let target = target ?? dir
         var st = stat()
         if stat(dir, &st) == 0 { return }
         if let slash = dir.lastIndex(of: "/"), slash != dir.startIndex {
-            try makeDirectories(String(dir[..<slash]))
+            try makeDirectories(String(dir[..<slash]), for: target)
         }
         guard mkdir(dir, 0o755) == 0 else {
-            guard errno == EEXIST else { throw SocketServerError.system("mkdir \(dir)", errno: errno) }
+            guard errno == EEXIST else {
+                let code = errno
+                let user = Database.currentUser()
+                throw SocketServerError.cannotCreateDirectory(dir, target: target, errno: code, user: user.name, uid: user.uid)
+            }
             return
         }
         // mkdir's mode is masked by the umask (0077 makes it 0700, and the group that may use the
