@@ -54,6 +54,40 @@ import Testing
         await h.stop()
     }
 
+    /// A reload that takes `always` from the user's away program and gives it to a connected
+    /// one frees the slot the connected one needs: it is kept, not refused (the connections
+    /// were reconsidered before the away programs, and the one that gained `always` was refused
+    /// with room to spare, its warning logged).
+    @Test func aReloadThatFreesASlotKeepsTheSubscriptionItUpgrades() async throws {
+        let log = CapturedLog()
+        let queue = try EventQueue(database: try Database(path: ":memory:"), limit: 100)
+        let h = try await ServerHarness.start(queue: queue, log: log, maxBackgroundProgramsPerUser: 1)
+        defer { h.stopIfRunning() }
+        let me = try #require(PeerIdentity.resolve(PeerCredentials(pid: getpid(), uid: getuid(), gid: getgid())).executable)
+        let away = ProgramID("uid=\(getuid()) exe=/opt/copy-1/app")
+        func policy(whenInUse executable: String) -> Policy {
+            var p = Policy()
+            p.ownerRule = false
+            p.rules = [PolicyRule(name: "narrow", executable: executable, authorization: .whenInUse, accuracy: .precise),
+                       PolicyRule(name: "me", user: getuid(), authorization: .always, accuracy: .precise)]
+            return p
+        }
+        try await h.server.applyPolicy(policy(whenInUse: me))
+        try await h.hub.eventLoop.submit { h.hub.restoreBackground(away, options: Self.visits) }.get()
+        let client = try await LocationClient.connect(path: h.path)
+        defer { client.close() }
+        #expect(try await client.startSession(.always).authorization == .whenInUse)
+        _ = try await client.subscribe(Self.visits)
+
+        try await h.server.applyPolicy(policy(whenInUse: "/opt/copy-1/app"))
+        let (background, kept) = try await h.hub.eventLoop.submit { (h.hub.backgroundProgramIDs, h.hub.backgroundRefusedSubscribers) }.get()
+        #expect(!background.contains(away))
+        #expect(kept.isEmpty, "the upgraded subscription was refused")
+        let refusals = log.messages(.warning).filter { $0.hasPrefix("refusing background monitoring") }
+        #expect(refusals.isEmpty, "\(refusals)")
+        await h.stop()
+    }
+
     final class Subscriber: HubSubscriber, @unchecked Sendable {
         let program: ProgramID
         init(_ program: ProgramID) { self.program = program }
@@ -82,6 +116,20 @@ import Testing
         hub.handOver(refused, to: copy, options: Self.visits)
         #expect(hub.backgroundProgramIDs == [kept])
         #expect(hub.loopSnapshot.subscriberCount == 0)
+
+        // A slot that comes free later (another program's subscription ends) does not make the
+        // refused one kept at its hand-over: it was said to go on while connected only, and was
+        // never written to the store.
+        let first = SubscriberID(3), second = SubscriberID(4)
+        let a = ProgramID("uid=4545 exe=/opt/a"), b = ProgramID("uid=4545 exe=/opt/b")
+        hub.subscribe(first, options: Self.visits, subscriber: Subscriber(a))
+        #expect(hub.subscriptionKept(first, of: a, always: Self.visits))
+        hub.subscribe(second, options: Self.visits, subscriber: Subscriber(b))
+        #expect(!hub.subscriptionKept(second, of: b, always: Self.visits))
+        hub.unsubscribe(first)
+        #expect(hub.backgroundRefusal(of: b) == nil)
+        hub.handOver(second, to: b, options: Self.visits)
+        #expect(!hub.backgroundProgramIDs.contains(b))
 
         let allowed = SubscriberID(2)
         hub.subscribe(allowed, options: Self.visits, subscriber: Subscriber(other))

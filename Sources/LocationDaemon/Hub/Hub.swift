@@ -77,6 +77,9 @@ public final class Hub: Sendable {
         /// `always` subscriptions with visits or significant changes, and the options they
         /// would hand over (`rememberBackground`).
         var alwaysSubscriptions: [SubscriberID: (program: ProgramID, options: SubscriptionOptions)] = [:]
+        /// `always` subscriptions with visits or significant changes that the per-user bound
+        /// refused to keep (`subscriptionKept`): live only, never handed over.
+        var refusedBackground: Set<SubscriberID> = []
         /// What the `background` table holds per program (written only when it changes).
         var rememberedBackground: [ProgramID: SubscriptionOptions] = [:]
         /// Regions registered by each user's programs together (`registeredRegions(ofUser:)`).
@@ -186,6 +189,7 @@ public final class Hub: Sendable {
     /// `id` no longer holds an `always` subscription: its program's remembered background
     /// monitor follows.
     private func forgetAlways(_ id: SubscriberID) {
+        box.value.refusedBackground.remove(id)
         guard let (program, _) = box.value.alwaysSubscriptions.removeValue(forKey: id) else { return }
         rememberBackground(of: program)
     }
@@ -198,7 +202,11 @@ public final class Hub: Sendable {
         // Only for a subscription that is open: kept for a closed one, it outlived every close.
         guard box.value.subscribers[id] != nil else { return true }
         if let options, Self.keptInBackground(options) {
-            guard backgroundRefusal(of: program) == nil else { return false }
+            guard backgroundRefusal(of: program) == nil else {
+                box.value.refusedBackground.insert(id)
+                return false
+            }
+            box.value.refusedBackground.remove(id)
             box.value.alwaysSubscriptions[id] = (program, options)
             rememberBackground(of: program)
         } else {
@@ -228,6 +236,10 @@ public final class Hub: Sendable {
         guard kept >= maxBackgroundProgramsPerUser else { return nil }
         return "uid \(uid)'s programs keep \(kept) background monitors, the most one user may ([store] max_background_programs_per_user = \(maxBackgroundProgramsPerUser)); end one (a program's monitoring ends when it ends its always session with session.end rather than disconnecting), subscribe without visits and significant, or raise max_background_programs_per_user"
     }
+
+    /// The subscriptions the bound refused to keep, in subscription order (a reload offers them
+    /// a slot again once it has ended what it ends: `SocketServer.applyPolicy`).
+    public var backgroundRefusedSubscribers: [SubscriberID] { box.value.refusedBackground.sorted() }
 
     private func keepsBackground(_ program: ProgramID, _ s: State) -> Bool {
         s.engine.backgroundAccuracy(of: program) != nil || s.rememberedBackground[program] != nil
@@ -727,11 +739,10 @@ public final class Hub: Sendable {
     /// detectors keep running for `program` (remembered across restarts), its regions too.
     public func handOver(_ id: SubscriberID, to program: ProgramID, options: SubscriptionOptions, identity: PeerIdentity? = nil) {
         guard box.value.subscribers[id] != nil else { return }
-        // A subscription that was not kept (`subscriptionKept`) ends here: a hand-over would
-        // start the monitor the bound refused.
-        if Self.keptInBackground(options), box.value.alwaysSubscriptions[id] == nil, backgroundRefusal(of: program) != nil {
-            return unsubscribe(id)
-        }
+        // A subscription the bound refused (`subscriptionKept`) ends here, even if a slot came
+        // free since: it was said to go on while connected only, and was never written to the
+        // store, so a hand-over would keep what a kill would have lost.
+        if box.value.refusedBackground.contains(id) { return unsubscribe(id) }
         box.value.subscribers[id] = nil
         // What the program keeps away is decided by the identity of the session that handed
         // over (a reload meanwhile may have forgotten the one its session.start recorded).

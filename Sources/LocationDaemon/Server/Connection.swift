@@ -94,6 +94,8 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
     var context: ChannelHandlerContext?
     var peer: PeerCredentials?
     var isSubscribed = false
+    /// Inside `applyPolicy` (a reload): `keep` leaves the warning to `keepAgain`.
+    var reconsidering = false
     var closing = false
     /// Whether its program is known and counted (`ConnectionRegistry.identified`).
     var identified = false
@@ -498,10 +500,19 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
     /// What the subscription keeps in the background (`Hub.subscriptionKept`). One that became
     /// `always` under a grant change (a reload, a `session.start`) when the bound refuses it
     /// stays live only: nothing asked that an error could answer, so only the journal says it.
+    /// In a reload (`reconsidering`) the warning waits for `keepAgain()`: the same reload may
+    /// free a slot (a program that lost `always`) after this connection was reconsidered.
     func keep(always options: SubscriptionOptions?) {
-        if !hub.subscriptionKept(id, of: program, always: options), let why = hub.backgroundRefusal(of: program) {
+        if !hub.subscriptionKept(id, of: program, always: options), !reconsidering, let why = hub.backgroundRefusal(of: program) {
             warnBackgroundRefused(why + "; this subscription goes on while connected, not in the background")
         }
+    }
+
+    /// After a reload has ended what it ends: a subscription the bound refused during it is
+    /// offered a slot again (and warned about if there is still none).
+    func keepAgain() {
+        guard isSubscribed, let session, session.grant.authorization == .always else { return }
+        keep(always: effectiveOptions(requestedOptions, session.grant))
     }
 
     /// Paced as the crowding warning: a refused subscribe can be repeated at will.
@@ -651,6 +662,8 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
     /// A reload: the peer is resolved against the new policy; an open session is re-decided
     /// and told (`changed`, or `ended` when the new rule denies it).
     func applyPolicy(_ policy: Policy) {
+        reconsidering = true
+        defer { reconsidering = false }
         let new = identity.map { policy.rule(for: $0) } ?? policy.defaultRule
         guard new != rule else { return }
         rule = new

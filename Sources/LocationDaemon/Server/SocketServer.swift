@@ -306,6 +306,11 @@ public final class SocketServer: Sendable {
             self.hub.policy = policy
             for c in self.registry.all { c.applyPolicy(policy) }
             self.hub.enforcePolicy()
+            // Only now are the slots known that this reload freed (connections that lost
+            // `always`, away programs it ended): the subscriptions refused meanwhile, in
+            // subscription order, not the registry's hash order.
+            let refused = Set(self.hub.backgroundRefusedSubscribers)
+            for c in self.registry.all.filter({ refused.contains($0.id) }).sorted(by: { $0.id < $1.id }) { c.keepAgain() }
         }.get()
     }
 
