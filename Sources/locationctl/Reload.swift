@@ -91,7 +91,7 @@ struct Reload: ParsableCommand {
         var st = stat()
         guard lstat(path, &st) == 0 else {
             let e = errno
-            return "locationd (pid \(pid)) has no reload record at \(path) (\(String(cString: strerror(e))), errno \(e)): it makes one when it starts serving, so it could not write in \(directory) (its log says why: journalctl -u locationd; make the directory writable by its user and restart it), or \(directory) is not its runtime directory (--runtime-directory)"
+            return "locationd (pid \(pid)) has no reload record at \(path) (\(String(cString: strerror(e))), errno \(e)): it makes one when it starts serving, so it could not write in \(directory) (its log says why: journalctl -u locationd; make the directory writable by its user and restart it), or the file was removed since it started (restart it to make the file again: systemctl restart locationd), or \(directory) is not its runtime directory (--runtime-directory)"
         }
         guard st.st_mode & S_IFMT == S_IFREG else {
             let what = st.st_mode & S_IFMT == S_IFDIR ? "a directory (\(String(cString: strerror(EISDIR))), errno \(EISDIR))" : "not a regular file"

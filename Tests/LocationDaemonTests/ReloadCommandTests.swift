@@ -241,6 +241,37 @@ import Testing
         #expect(ReloadRecord.path(in: "/run/locationd") == "/run/locationd/reload")
     }
 
+    /// A record written into the file in place (it could not be replaced), seen by a reader at
+    /// every byte of every step: the old record, no record, or the new one, never the new line's start with the
+    /// old one's tail (written over the old line from its start, `48407108512 ok` could be read
+    /// half way through writing a refusal over an `ok`).
+    @Test(arguments: [("48407064428 ok\n", "48407108512 failed /etc/l.toml:3: bad\n"),
+                      ("48407064428 failed /etc/l.toml:3: bad\n", "48407108512 ok\n"),
+                      ("0 ok\n", "48407108512 ok\n"), ("9 ok\n", "1 ok\n")])
+    func anInPlaceRewriteIsNeverReadAsAMix(old: String, new: String) throws {
+        let want = try #require(ReloadRecord(line: new)), before = try #require(ReloadRecord(line: old))
+        var file = Array(old.utf8)
+        var seen: Set<String> = []
+        for step in ReloadRecordFile.inPlaceSteps(Array(new.utf8)) {
+            switch step {
+            case .write(let offset, let bytes):
+                for done in 0...bytes.count {
+                    var state = file
+                    if state.count < offset + done { state += [UInt8](repeating: 0, count: offset + done - state.count) }
+                    state.replaceSubrange(offset..<(offset + done), with: bytes[..<done])
+                    let text = String(decoding: state, as: UTF8.self)
+                    if let read = ReloadRecord(line: text) { #expect(read == want || read == before, "\(text.debugDescription) read as \(read)") }
+                    seen.insert(text)
+                    if done == bytes.count { file = state }
+                }
+            case .truncate(let length):
+                file = Array(file.prefix(length))
+            }
+        }
+        #expect(String(decoding: file, as: UTF8.self) == new)
+        #expect(seen.count > 2)
+    }
+
     /// The record's temporary file is a new one: a symlink planted at the name it had
     /// (`reload.PID.tmp`, in a directory others can write to) made the daemon truncate and
     /// overwrite the link's target.
@@ -295,6 +326,10 @@ import Testing
         #expect(wrong.status == 1, "\(wrong)")
         #expect(wrong.err.contains("locationd (pid \(daemon.pid)) has no reload record at \(elsewhere.path)/reload (No such file or directory, errno \(ENOENT))"), "\(wrong.err)")
         #expect(wrong.err.contains("or \(elsewhere.path) is not its runtime directory (--runtime-directory); no signal sent"), "\(wrong.err)")
+
+        // The same refusal names the other cause, a record removed while the daemon ran, and the
+        // restart that makes it again.
+        #expect(wrong.err.contains("or the file was removed since it started (restart it to make the file again: systemctl restart locationd)"), "\(wrong.err)")
     }
 
     /// The runtime directory stops being writable by the daemon after it started (as a full

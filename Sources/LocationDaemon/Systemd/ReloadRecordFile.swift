@@ -96,23 +96,51 @@ final class ReloadRecordFile: Sendable {
     }
 
     /// Overwrites the file the daemon made last, through its descriptor: no new file, no new
-    /// space (a record is a line shorter than a block, and goes into the block the file has), no write permission on
-    /// the directory. Written from its start, then cut to length: a reader in between sees a
-    /// second line break (the old line's), which `ReloadRecord(line:)` refuses, or a line
-    /// without its break, also refused — never a mix taken for a record.
+    /// space (a record is a line shorter than a block, and goes into the block the file has), no
+    /// write permission on the directory. In the steps of `inPlaceSteps`, each of which a
+    /// reader may see half done.
     private func writeInPlace(_ record: ReloadRecord) -> String? {
         current.withLock { fd in
             guard fd >= 0 else { return "no record file of this daemon to write into (it could not be made at start)" }
-            let bytes = Array(record.line.utf8)
-            if let code = Self.writeAll(fd, record.line, at: 0) { return "cannot write into \(path): \(code == 0 ? "short write" : String(cString: strerror(code)))" }
-            guard ftruncate(fd, off_t(bytes.count)) == 0 else { return "cannot write into \(path): \(String(cString: strerror(errno)))" }
+            for step in Self.inPlaceSteps(Array(record.line.utf8)) {
+                switch step {
+                case .write(let offset, let bytes):
+                    if let code = Self.writeAll(fd, bytes, at: off_t(offset)) {
+                        return "cannot write into \(path): \(code == 0 ? "short write" : String(cString: strerror(code)))"
+                    }
+                case .truncate(let length):
+                    guard ftruncate(fd, off_t(length)) == 0 else { return "cannot write into \(path): \(String(cString: strerror(errno)))" }
+                }
+            }
             return nil
         }
     }
 
+    enum InPlaceStep: Equatable {
+        case write(offset: Int, bytes: [UInt8])
+        case truncate(Int)
+    }
+
+    /// How `line` replaces the record in the file in place, such that a reader between or
+    /// inside the steps finds no record or the new one, never a mix: the new line written
+    /// over the old from its start would, cut short, end in the old line's tail (`1234 failed`
+    /// over `9 ok` read as `1234 ok`, a refused reload reported as in force). So the first byte
+    /// is first made `#`, which no record starts with, the rest written and the file cut to
+    /// length behind it, and the real first byte written last, alone.
+    static func inPlaceSteps(_ line: [UInt8]) -> [InPlaceStep] {
+        guard let first = line.first else { return [.truncate(0)] }
+        return [.write(offset: 0, bytes: [UInt8(ascii: "#")]),
+                .write(offset: 1, bytes: Array(line.dropFirst())),
+                .truncate(line.count),
+                .write(offset: 0, bytes: [first])]
+    }
+
     /// Writes `text` whole (at `offset`, or at the file offset); the errno (0: a short write), nil on success.
     private static func writeAll(_ fd: CInt, _ text: String, at offset: off_t? = nil) -> Int32? {
-        let bytes = Array(text.utf8)
+        writeAll(fd, Array(text.utf8), at: offset)
+    }
+
+    private static func writeAll(_ fd: CInt, _ bytes: [UInt8], at offset: off_t? = nil) -> Int32? {
         var done = 0
         while done < bytes.count {
             let n = bytes.withUnsafeBytes { raw in
