@@ -231,9 +231,9 @@ import Testing
             ("[policy.nav]\nuser = 0\nauthorization = \"always\"\naccuracy = \"exact\"\n",
              "locationd.toml:4: unknown accuracy 'exact'; expected precise or approximate"),
             ("[policy.nav]\nuser = \"no-such-user-xyz\"\nauthorization = \"always\"\n",
-             "locationd.toml:2: unknown user 'no-such-user-xyz'"),
+             "locationd.toml:2: unknown user 'no-such-user-xyz' (the user database has none: getent passwd no-such-user-xyz); check the spelling, create the user first, or give the user as a number"),
             ("[policy.nav]\ngroup = \"no-such-group-xyz\"\nauthorization = \"always\"\n",
-             "locationd.toml:2: unknown group 'no-such-group-xyz'"),
+             "locationd.toml:2: unknown group 'no-such-group-xyz' (the user database has none: getent group no-such-group-xyz); check the spelling, create the group first, or give the group as a number"),
             ("[policy.nav]\nexecutable = \"navit\"\nauthorization = \"always\"\n",
              "locationd.toml:2: 'policy.nav.executable' is \"navit\"; expected an absolute path"),
             ("[policy.nav]\nexecutable = \"/usr/bin/../bin/navit\"\nauthorization = \"always\"\n",
@@ -679,6 +679,19 @@ import Testing
         let ok = try LocationCtlReplayTests.run(["policy", "check", good.path])
         #expect(ok.status == 0, "\(ok.err)")
         #expect(ok.out.contains("[policy.nav]\nuser = 0\nauthorization = \"always\"\naccuracy = \"precise\""))
+    }
+
+    /// Without a file, `policy check` checks the one the daemon reads, as `--check-config` does:
+    /// the advice to a path that does not exist, "leave out the path", holds for both (it
+    /// took `policy check` to a missing-argument error, exit 64).
+    @Test func policyCheckWithoutAFileChecksTheDaemonsOwn() throws {
+        let missing = FileManager.default.temporaryDirectory.appendingPathComponent("no-\(UUID().uuidString.prefix(8)).toml").path
+        let named = try LocationCtlReplayTests.run(["policy", "check", missing])
+        #expect(named.status == 78 && named.err.contains("leave out the path to check /etc/locationd/locationd.toml"), "\(named.err)")
+        let check = try LocationCtlReplayTests.run(["policy", "check"])
+        let daemon = try ConfigTests.run(["--check-config"])
+        #expect(check.status != 64, "\(check.err)")
+        #expect(check.status == daemon.status && check.out == daemon.out && check.err == daemon.err, "\(check) vs \(daemon)")
     }
 
     /// A rule naming an executable that does not exist is valid (exit 0), and the check warns on

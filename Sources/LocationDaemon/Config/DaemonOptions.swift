@@ -100,7 +100,7 @@ public struct DaemonOptions: Sendable, Equatable {
     }
 
     public static let usage = """
-        USAGE: locationd [--config FILE] [--socket PATH] [--gpsd HOST[:PORT] | --replay LOG [--speed N] [--loop]]
+        USAGE: locationd [--config FILE] [--socket PATH] [--gpsd HOST[:PORT] | --replay LOG [--speed N] [--loop] [--date YYYY-MM-DD]]
                          [--log-level LEVEL] [--database PATH|none] [--privacy-seed N]
                locationd --check-config [FILE]
 

@@ -275,7 +275,10 @@ public struct Policy: Hashable, Sendable {
                         if unanswered == nil { unanswered = e }
                         return UInt32.max  // not used: the parse fails with `unanswered`
                     }
-                    guard let n = found else { throw fail(entry.line, "unknown \(kind) '\(s)'") }
+                    guard let n = found else {
+                        let database = kind == "user" ? "passwd" : "group"
+                        throw fail(entry.line, "unknown \(kind) '\(s)' (the user database has none: getent \(database) \(s)); check the spelling, create the \(kind) first, or give the \(kind) as a number")
+                    }
                     return n
                 default:
                     throw fail(entry.line, "\(key) must be a \(kind) name or number, not \(entry.value.typeName)")
