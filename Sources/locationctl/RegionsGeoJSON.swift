@@ -19,9 +19,28 @@ enum RegionsGeoJSON {
         return try parse(value, name: path)
     }
 
+    /// What a file that is no FeatureCollection holds instead, and how to make it one: a bare
+    /// Feature or Point was told only what was expected.
+    static func notACollection(_ value: JSONValue) -> String {
+        func wrap(_ inside: String = "…") -> String { #"put it in one: {"type":"FeatureCollection","features":["# + inside + "]}" }
+        switch value {
+        case .object:
+            guard case .string(let type)? = value["type"] else { return "found an object without a \"type\"" }
+            switch type {
+            case "FeatureCollection": return "its \"features\" is missing or not an array"
+            case "Feature": return "found a single Feature: \(wrap())"
+            case "Point", "Polygon", "MultiPoint", "LineString", "MultiLineString", "MultiPolygon", "GeometryCollection":
+                return "found a bare \(type) geometry: make it a Feature's geometry ({\"type\":\"Feature\",\"geometry\":…,\"properties\":{…}}) and \(wrap())"
+            default: return "found \"type\": \"\(type)\""
+            }
+        case .array: return "found an array: \(wrap("the array's Features"))"
+        default: return "found no object"
+        }
+    }
+
     static func parse(_ value: JSONValue, name: String) throws -> [Region] {
         guard value["type"] == .string("FeatureCollection"), case .array(let features)? = value["features"] else {
-            throw RuntimeError("\(name): expected a GeoJSON FeatureCollection with a features array")
+            throw RuntimeError("\(name): expected a GeoJSON FeatureCollection with a features array; \(notACollection(value))")
         }
         var regions: [Region] = []
         var featureOfID: [String: Int] = [:]

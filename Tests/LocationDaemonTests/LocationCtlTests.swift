@@ -119,6 +119,10 @@ import Testing
             .write(to: dir.appendingPathComponent("notafeature.geojson"))
         try Data(#"{"type":"FeatureCollection","features":[{"type":"Feature","geometry":{"type":"Point","coordinates":[13.4,52.5]},"properties":null}]}"#.utf8)
             .write(to: dir.appendingPathComponent("noproperties.geojson"))
+        // Not a FeatureCollection: what it is instead, and how to make it one.
+        try Data(#"{"type":"Point","coordinates":[13.4,52.5]}"#.utf8).write(to: dir.appendingPathComponent("bare.geojson"))
+        try Data(#"{"type":"Feature","geometry":{"type":"Point","coordinates":[13.4,52.5]},"properties":{"id":"x","radius":50}}"#.utf8)
+            .write(to: dir.appendingPathComponent("single.geojson"))
         // A property a letter or two from a region's: the region was registered with the
         // default (notifyOnEntry true) and nothing said so. Others are the file's own.
         let foreign = #""name":"Home","stroke":"red","marker-color":"blue","title":"t","description":"d","date":"2024-05-01","radius_km":1,"_id":"x","ID":7,"radius_m":50"#
@@ -160,6 +164,10 @@ import Testing
             (["regions", "import", "deep.geojson"],
              "Error: deep.geojson: features[0].properties (x): metadata is nested 14 levels deep; at most 13 (a protocol line holds 16, 3 of them around a region's metadata)\n"),
             (["regions", "import", "notafeature.geojson"], #"Error: notafeature.geojson: features[0]: type is "Polygon"; expected "Feature""#),
+            (["regions", "import", "bare.geojson"],
+             #"Error: bare.geojson: expected a GeoJSON FeatureCollection with a features array; found a bare Point geometry: make it a Feature's geometry ({"type":"Feature","geometry":…,"properties":{…}}) and put it in one: {"type":"FeatureCollection","features":[…]}"#),
+            (["replay", "-", "--regions", "single.geojson"],
+             #"Error: single.geojson: expected a GeoJSON FeatureCollection with a features array; found a single Feature: put it in one: {"type":"FeatureCollection","features":[…]}"#),
             (["regions", "import", "noproperties.geojson"],
              "Error: noproperties.geojson: features[0]: properties is null; a region needs an object with radius (metres), and id unless the feature has one\n"),
         ]
