@@ -80,11 +80,49 @@ import Testing
         _ = try await client.subscribe(Self.visits)
 
         try await h.server.applyPolicy(policy(whenInUse: "/opt/copy-1/app"))
-        let (background, kept) = try await h.hub.eventLoop.submit { (h.hub.backgroundProgramIDs, h.hub.backgroundRefusedSubscribers) }.get()
+        let (background, refused, kept) = try await h.hub.eventLoop.submit {
+            (h.hub.backgroundProgramIDs, h.hub.backgroundRefusedSubscribers, h.hub.backgroundPrograms(ofUser: getuid()))
+        }.get()
         #expect(!background.contains(away))
-        #expect(kept.isEmpty, "the upgraded subscription was refused")
+        #expect(refused.isEmpty, "the upgraded subscription was refused")
+        #expect(kept == 1, "the upgraded subscription is not kept")
         let refusals = log.messages(.warning).filter { $0.hasPrefix("refusing background monitoring") }
         #expect(refusals.isEmpty, "\(refusals)")
+        await h.stop()
+    }
+
+    /// A reload that makes a subscription `always` at the bound, with no slot freed: it goes on
+    /// live, and the journal says so once; a later reload that changes the policy but not its
+    /// lot offers it the slot again without warning again (it was not refused anew).
+    @Test func aReloadAtTheBoundWarnsOnceOfTheSubscriptionItCannotKeep() async throws {
+        let log = CapturedLog()
+        let clock = AdvancingClock()
+        let queue = try EventQueue(database: try Database(path: ":memory:"), limit: 100)
+        let h = try await ServerHarness.start(queue: queue, log: log, maxBackgroundProgramsPerUser: 1) { $0.now = { clock.now }; $0.stallBeat = .hours(1) }
+        defer { h.stopIfRunning() }
+        let me = try #require(PeerIdentity.resolve(PeerCredentials(pid: getpid(), uid: getuid(), gid: getgid())).executable)
+        func policy(_ rules: [PolicyRule]) -> Policy {
+            var p = Policy()
+            p.ownerRule = false
+            p.rules = rules + [PolicyRule(name: "me", user: getuid(), authorization: .always, accuracy: .precise)]
+            return p
+        }
+        try await h.server.applyPolicy(policy([PolicyRule(name: "narrow", executable: me, authorization: .whenInUse, accuracy: .precise)]))
+        try await h.hub.eventLoop.submit { h.hub.restoreBackground(ProgramID("uid=\(getuid()) exe=/opt/copy-1/app"), options: Self.visits) }.get()
+        let client = try await LocationClient.connect(path: h.path)
+        defer { client.close() }
+        _ = try await client.startSession(.always)
+        _ = try await client.subscribe(Self.visits)
+        func warnings() -> [String] { log.messages(.warning).filter { $0.hasPrefix("refusing background monitoring") } }
+
+        try await h.server.applyPolicy(policy([]))
+        #expect(try await h.hub.eventLoop.submit { h.hub.backgroundRefusedSubscribers.count }.get() == 1)
+        #expect(warnings().count == 1 && warnings().allSatisfy { $0.contains("; this subscription goes on while connected, not in the background") },
+                "\(warnings())")
+        clock.advance(by: .minutes(2))  // past the warnings' pace: a second one would be logged
+        try await h.server.applyPolicy(policy([PolicyRule(name: "other", user: getuid() &+ 1, authorization: .denied, accuracy: .approximate)]))
+        #expect(try await h.hub.eventLoop.submit { h.hub.backgroundRefusedSubscribers.count }.get() == 1)
+        #expect(warnings().count == 1, "\(warnings())")
         await h.stop()
     }
 
@@ -130,6 +168,7 @@ import Testing
         #expect(hub.backgroundRefusal(of: b) == nil)
         hub.handOver(second, to: b, options: Self.visits)
         #expect(!hub.backgroundProgramIDs.contains(b))
+        #expect(hub.backgroundRefusedSubscribers.isEmpty, "a refusal outlived its subscription")
 
         let allowed = SubscriberID(2)
         hub.subscribe(allowed, options: Self.visits, subscriber: Subscriber(other))

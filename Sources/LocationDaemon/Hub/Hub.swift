@@ -168,6 +168,9 @@ public final class Hub: Sendable {
     public func subscribe(_ id: SubscriberID, options: SubscriptionOptions, subscriber: any HubSubscriber,
                           afterStatus: () -> Void = {}) {
         box.value.subscribers[id] = subscriber
+        // A new subscription is decided afresh (`subscriptionKept`, after its status): an old
+        // refusal must not end it at a hand-over in between.
+        box.value.refusedBackground.remove(id)
         withoutActuallyEscaping(afterStatus) { handle(.subscribe(id, options), afterFirstDelivery: $0) }
         updateDemand()
         if !box.value.hadSubscription {

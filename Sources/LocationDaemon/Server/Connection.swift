@@ -502,17 +502,18 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
     /// stays live only: nothing asked that an error could answer, so only the journal says it.
     /// In a reload (`reconsidering`) the warning waits for `keepAgain()`: the same reload may
     /// free a slot (a program that lost `always`) after this connection was reconsidered.
-    func keep(always options: SubscriptionOptions?) {
-        if !hub.subscriptionKept(id, of: program, always: options), !reconsidering, let why = hub.backgroundRefusal(of: program) {
+    func keep(always options: SubscriptionOptions?, warn: Bool = true) {
+        if !hub.subscriptionKept(id, of: program, always: options), warn, !reconsidering, let why = hub.backgroundRefusal(of: program) {
             warnBackgroundRefused(why + "; this subscription goes on while connected, not in the background")
         }
     }
 
-    /// After a reload has ended what it ends: a subscription the bound refused during it is
-    /// offered a slot again (and warned about if there is still none).
-    func keepAgain() {
+    /// After a reload has ended what it ends: a subscription the bound refused is offered a
+    /// slot again; `warn`: one refused during this reload is warned about if there is still
+    /// none (one refused before was warned about then).
+    func keepAgain(warn: Bool) {
         guard isSubscribed, let session, session.grant.authorization == .always else { return }
-        keep(always: effectiveOptions(requestedOptions, session.grant))
+        keep(always: effectiveOptions(requestedOptions, session.grant), warn: warn)
     }
 
     /// Paced as the crowding warning: a refused subscribe can be repeated at will.

@@ -304,13 +304,16 @@ public final class SocketServer: Sendable {
     public func applyPolicy(_ policy: Policy) async throws {
         try await hub.eventLoop.submit {
             self.hub.policy = policy
-            for c in self.registry.all { c.applyPolicy(policy) }
+            // In subscription order, not the registry's hash order: who gets a background slot
+            // the bound has left must not depend on the process's hash seed.
+            let connections = self.registry.all.sorted { $0.id < $1.id }
+            let refusedBefore = Set(self.hub.backgroundRefusedSubscribers)
+            for c in connections { c.applyPolicy(policy) }
             self.hub.enforcePolicy()
             // Only now are the slots known that this reload freed (connections that lost
-            // `always`, away programs it ended): the subscriptions refused meanwhile, in
-            // subscription order, not the registry's hash order.
+            // `always`, away programs it ended): every refused subscription is offered one.
             let refused = Set(self.hub.backgroundRefusedSubscribers)
-            for c in self.registry.all.filter({ refused.contains($0.id) }).sorted(by: { $0.id < $1.id }) { c.keepAgain() }
+            for c in connections where refused.contains(c.id) { c.keepAgain(warn: !refusedBefore.contains(c.id)) }
         }.get()
     }
 
