@@ -165,6 +165,9 @@ extension Daemon {
     /// restarted every 2 s, such a start failed in the same way for good, since that pace never
     /// reaches systemd's start limit; 75 (EX_TEMPFAIL) for a configuration whose check could not
     /// be made for now; 1 for anything that may pass, which the unit restarts.
+    /// Failures of a path that only an administrator can mend (a restart meets them again).
+    static let administratorErrnos: Set<Int32> = [EACCES, EPERM, EROFS, ENOTDIR, ELOOP, ENAMETOOLONG]
+
     public static func exitStatus(for error: any Error) -> Int32 {
         switch error {
         case let e as ConfigError: e.temporary ? 75 : 78
@@ -172,8 +175,7 @@ extension Daemon {
         case let e as SocketServerError:
             switch e {
             case .notASocket, .cannotCreate, .unreachable: 78
-            case .cannotCreateDirectory(_, _, let code, _, _): [EACCES, EPERM, EROFS, ENOTDIR, ELOOP, ENAMETOOLONG].contains(code) ? 78 : 1
-            case .system(_, let code): [EACCES, EPERM, EROFS, ENOTDIR, ELOOP, ENAMETOOLONG].contains(code) ? 78 : 1
+            case .cannotCreateDirectory(_, _, let code, _, _), .system(_, let code): administratorErrnos.contains(code) ? 78 : 1
             case .pathInUse: 1  // another server that may be going away
             }
         default: 1

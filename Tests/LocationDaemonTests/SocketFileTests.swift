@@ -134,6 +134,22 @@ import Testing
         #expect(log.contains("\(dir.path)/a: cannot create the socket's directory (the directory \(dir.path) is not writable by user daemon, uid \(user.uid)); create \(target) for the daemon's user (mkdir -p \(target) && chown daemon \(target) && chmod 0755 \(target);"), "\(log.suffix(1000))")
     }
 
+    /// A socket path through a file: `mkdir -p` cannot mend that, so the fix is another path
+    /// or removing the file.
+    @Test func aSocketPathThroughAFileIsNamedWithTheFix() throws {
+        let dir = try SpawnedDaemon.makeDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("file")
+        try Data().write(to: file)
+        let daemon = try DaemonProcess(arguments: ["--gpsd", "127.0.0.1:1", "--socket", file.path + "/sub/x.sock"], database: "none")
+        defer { daemon.stop() }
+        let status = daemon.waitForExit()
+        let log = daemon.stderrText()
+        #expect(status == 78, "\(log.suffix(1000))")
+        #expect(log.contains("\(file.path)/sub: cannot create the socket's directory (Not a directory: a component of \(file.path) is a file, not a directory); set [socket] path (--socket) to a path in a directory, or remove the file on the way"),
+                "\(log.suffix(1000))")
+    }
+
     /// A second daemon on a socket another one serves says what to do: stop the other, or use
     /// another path (it said only "another server is listening there").
     @Test func aSocketAnotherDaemonServesIsNamedWithTheFix() async throws {

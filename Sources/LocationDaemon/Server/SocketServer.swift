@@ -48,6 +48,10 @@ public enum SocketServerError: Error, Hashable, Sendable, CustomStringConvertibl
                 case EROFS: "the directory \(parent) is on a filesystem mounted read-only"
                 default: String(cString: strerror(e))
                 }
+                // `mkdir -p` fails the same way on a path through a file.
+                if e == ENOTDIR {
+                    return "\(dir): cannot create the socket's directory (\(why): a component of \(parent) is a file, not a directory); set [socket] path (--socket) to a path in a directory, or remove the file on the way"
+                }
                 return "\(dir): cannot create the socket's directory (\(why)); create \(target) for the daemon's user (mkdir -p \(target) && chown \(user) \(target) && chmod 0755 \(target); under systemd, locationd.socket creates the socket and its directory), or set [socket] path (--socket) to a path in a directory it can write"
             }()
         }
