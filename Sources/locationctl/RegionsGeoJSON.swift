@@ -29,8 +29,10 @@ enum RegionsGeoJSON {
             switch type {
             case "FeatureCollection": return "its \"features\" is missing or not an array"
             case "Feature": return "found a single Feature: \(wrap())"
-            case "Point", "Polygon", "MultiPoint", "LineString", "MultiLineString", "MultiPolygon", "GeometryCollection":
-                return "found a bare \(type) geometry: make it a Feature's geometry ({\"type\":\"Feature\",\"geometry\":…,\"properties\":{…}}) and \(wrap())"
+            case "Point":
+                return "found a bare Point geometry: make it a Feature's geometry ({\"type\":\"Feature\",\"geometry\":…,\"properties\":{…}}) and \(wrap())"
+            case "Polygon", "MultiPoint", "LineString", "MultiLineString", "MultiPolygon", "GeometryCollection":
+                return "found a bare \(type) geometry: a region is a Feature with a Point geometry (its centre) and properties.radius (metres), in a FeatureCollection"
             default: return "found \"type\": \"\(type)\""
             }
         case .array: return "found an array: \(wrap("the array's Features"))"

@@ -121,6 +121,7 @@ import Testing
             .write(to: dir.appendingPathComponent("noproperties.geojson"))
         // Not a FeatureCollection: what it is instead, and how to make it one.
         try Data(#"{"type":"Point","coordinates":[13.4,52.5]}"#.utf8).write(to: dir.appendingPathComponent("bare.geojson"))
+        try Data(#"{"type":"Polygon","coordinates":[[[13.4,52.5],[13.5,52.5],[13.4,52.6],[13.4,52.5]]]}"#.utf8).write(to: dir.appendingPathComponent("area.geojson"))
         try Data(#"{"type":"Feature","geometry":{"type":"Point","coordinates":[13.4,52.5]},"properties":{"id":"x","radius":50}}"#.utf8)
             .write(to: dir.appendingPathComponent("single.geojson"))
         // A property a letter or two from a region's: the region was registered with the
@@ -166,6 +167,8 @@ import Testing
             (["regions", "import", "notafeature.geojson"], #"Error: notafeature.geojson: features[0]: type is "Polygon"; expected "Feature""#),
             (["regions", "import", "bare.geojson"],
              #"Error: bare.geojson: expected a GeoJSON FeatureCollection with a features array; found a bare Point geometry: make it a Feature's geometry ({"type":"Feature","geometry":…,"properties":{…}}) and put it in one: {"type":"FeatureCollection","features":[…]}"#),
+            (["regions", "import", "area.geojson"],
+             "Error: area.geojson: expected a GeoJSON FeatureCollection with a features array; found a bare Polygon geometry: a region is a Feature with a Point geometry (its centre) and properties.radius (metres), in a FeatureCollection\n"),
             (["replay", "-", "--regions", "single.geojson"],
              #"Error: single.geojson: expected a GeoJSON FeatureCollection with a features array; found a single Feature: put it in one: {"type":"FeatureCollection","features":[…]}"#),
             (["regions", "import", "noproperties.geojson"],
