@@ -57,6 +57,9 @@ public struct ReloadRecord: Sendable, Equatable {
     public init?(line text: String) {
         let bytes = Array(text.utf8)
         guard bytes.last == 0x0A, bytes.firstIndex(of: 0x0A) == bytes.count - 1 else { return nil }
+        // `#` marks a record being rewritten in place (ReloadRecordFile.inPlaceSteps); the number
+        // would refuse it too, but the rule is this one.
+        guard bytes.first != UInt8(ascii: "#") else { return nil }
         let text = Substring(String(decoding: bytes.dropLast(), as: UTF8.self))
         let parts = text.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
         guard parts.count >= 2, let start = UInt64(parts[0]) else { return nil }
