@@ -400,13 +400,19 @@ struct BackgroundDeliveryTests {
 /// program's background over as an `always` subscribe does: the queue is delivered, the
 /// background monitors carry over.
 @Suite(.timeLimit(.minutes(5))) struct SessionUpgradeTakesTheBackgroundTests {
-    @Test func upgradingToAlwaysDeliversTheQueueAndTakesTheMonitorsBack() async throws {
+    /// A server with an in-memory queue, this process's program, and one arrival to queue for it.
+    static func start() async throws -> (h: ServerHarness, queue: EventQueue, program: ProgramID, visit: Visit) {
         let queue = try EventQueue(database: try Database(path: ":memory:"), limit: 100)
         let h = try await ServerHarness.start(queue: queue)
-        defer { h.stopIfRunning() }
         let program = PeerIdentity.resolve(PeerCredentials(pid: getpid(), uid: getuid(), gid: getgid())).program
         let visit = Visit(kind: .arrival, arrival: CivilTime(year: 2026, month: 6, day: 1, hour: 8).timestamp, departure: nil,
                           coordinate: Coordinate(latitude: 48.1, longitude: 11.5), horizontalAccuracy: 20)
+        return (h, queue, program, visit)
+    }
+
+    @Test func upgradingToAlwaysDeliversTheQueueAndTakesTheMonitorsBack() async throws {
+        let (h, queue, program, visit) = try await Self.start()
+        defer { h.stopIfRunning() }
         try await h.hub.eventLoop.submit {
             h.hub.restoreBackground(program, options: SubscriptionOptions(events: [.visits]))
             try queue.append([ProgramEvent(program: program, event: .visit(visit))])
@@ -428,12 +434,8 @@ struct BackgroundDeliveryTests {
     /// The backlog is the program's, not the subscription's: a subscription asking for locations
     /// only still gets the queued visit, since an ack of a later seq would forget one it skipped.
     @Test func aBacklogIsWrittenWholeWhateverTheSubscriptionsEvents() async throws {
-        let queue = try EventQueue(database: try Database(path: ":memory:"), limit: 100)
-        let h = try await ServerHarness.start(queue: queue)
+        let (h, queue, program, visit) = try await Self.start()
         defer { h.stopIfRunning() }
-        let program = PeerIdentity.resolve(PeerCredentials(pid: getpid(), uid: getuid(), gid: getgid())).program
-        let visit = Visit(kind: .arrival, arrival: CivilTime(year: 2026, month: 6, day: 1, hour: 8).timestamp, departure: nil,
-                          coordinate: Coordinate(latitude: 48.1, longitude: 11.5), horizontalAccuracy: 20)
         try await h.hub.eventLoop.submit { try queue.append([ProgramEvent(program: program, event: .visit(visit))]) }.get()
         let client = try await LocationClient.connect(path: h.path)
         try await client.startSession(.always)

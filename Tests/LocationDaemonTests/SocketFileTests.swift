@@ -92,6 +92,16 @@ import Testing
         #expect(access(path, F_OK) != 0, "B did not remove its own socket file")
     }
 
+    /// A start on `socket` that is to fail (as the daemon's user when `asDaemonUser`): its exit
+    /// status and log.
+    static func failedStart(socket: String, asDaemonUser: Bool) throws -> (status: Int32?, log: String) {
+        let daemon = try DaemonProcess(arguments: ["--gpsd", "127.0.0.1:1", "--socket", socket], database: "none",
+                                       launcher: asDaemonUser ? ReadOnlyDatabaseTests.asDaemonUser : [])
+        defer { daemon.stop() }
+        let status = daemon.waitForExit()
+        return (status, daemon.stderrText())
+    }
+
     /// A socket directory the daemon's user cannot write: the start fails naming the socket, the
     /// directory, the user and the fix (it said only `bind(descriptor:ptr:bytes:): Permission
     /// denied`).
@@ -103,11 +113,7 @@ import Testing
         defer { try? FileManager.default.removeItem(at: dir) }
         chmod(dir.path, 0o555)
         let path = dir.appendingPathComponent("x.sock").path
-        let daemon = try DaemonProcess(arguments: ["--gpsd", "127.0.0.1:1", "--socket", path], database: "none",
-                                       launcher: ReadOnlyDatabaseTests.asDaemonUser)
-        defer { daemon.stop() }
-        let status = daemon.waitForExit()
-        let log = daemon.stderrText()
+        let (status, log) = try Self.failedStart(socket: path, asDaemonUser: true)
         #expect(status == 78, "\(log.suffix(1000))")
         let user = try ReadOnlyDatabaseTests.daemonUser()
         #expect(log.contains("cannot create the socket \(path): Permission denied (its directory \(dir.path) is not writable by user daemon, uid \(user.uid)); make the directory writable by the daemon's user, or set [socket] path (--socket)"), "\(log.suffix(1000))")
@@ -124,11 +130,7 @@ import Testing
         defer { try? FileManager.default.removeItem(at: dir) }
         chmod(dir.path, 0o755)
         let target = dir.appendingPathComponent("a/b").path
-        let daemon = try DaemonProcess(arguments: ["--gpsd", "127.0.0.1:1", "--socket", target + "/x.sock"], database: "none",
-                                       launcher: ReadOnlyDatabaseTests.asDaemonUser)
-        defer { daemon.stop() }
-        let status = daemon.waitForExit()
-        let log = daemon.stderrText()
+        let (status, log) = try Self.failedStart(socket: target + "/x.sock", asDaemonUser: true)
         #expect(status == 78, "\(log.suffix(1000))")
         let user = try ReadOnlyDatabaseTests.daemonUser()
         #expect(log.contains("\(dir.path)/a: cannot create the socket's directory (the directory \(dir.path) is not writable by user daemon, uid \(user.uid)); create \(target) for the daemon's user (mkdir -p \(target) && chown daemon \(target) && chmod 0755 \(target);"), "\(log.suffix(1000))")
@@ -141,10 +143,7 @@ import Testing
         defer { try? FileManager.default.removeItem(at: dir) }
         let file = dir.appendingPathComponent("file")
         try Data().write(to: file)
-        let daemon = try DaemonProcess(arguments: ["--gpsd", "127.0.0.1:1", "--socket", file.path + "/sub/x.sock"], database: "none")
-        defer { daemon.stop() }
-        let status = daemon.waitForExit()
-        let log = daemon.stderrText()
+        let (status, log) = try Self.failedStart(socket: file.path + "/sub/x.sock", asDaemonUser: false)
         #expect(status == 78, "\(log.suffix(1000))")
         #expect(log.contains("\(file.path)/sub: cannot create the socket's directory (Not a directory: a component of \(file.path) is a file, not a directory); set [socket] path (--socket) to a path in a directory, or remove the file on the way"),
                 "\(log.suffix(1000))")
