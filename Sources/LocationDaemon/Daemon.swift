@@ -160,14 +160,14 @@ public enum Daemon {
 }
 
 extension Daemon {
+    /// Failures of a path that only an administrator can mend (a restart meets them again).
+    static let administratorErrnos: Set<Int32> = [EACCES, EPERM, EROFS, ENOTDIR, ELOOP, ENAMETOOLONG]
+
     /// The exit status for what stopped the daemon: 78 (EX_CONFIG) for a file or directory only
     /// an administrator can mend, which the unit does not restart (`RestartPreventExitStatus=`):
     /// restarted every 2 s, such a start failed in the same way for good, since that pace never
     /// reaches systemd's start limit; 75 (EX_TEMPFAIL) for a configuration whose check could not
     /// be made for now; 1 for anything that may pass, which the unit restarts.
-    /// Failures of a path that only an administrator can mend (a restart meets them again).
-    static let administratorErrnos: Set<Int32> = [EACCES, EPERM, EROFS, ENOTDIR, ELOOP, ENAMETOOLONG]
-
     public static func exitStatus(for error: any Error) -> Int32 {
         switch error {
         case let e as ConfigError: e.temporary ? 75 : 78

@@ -233,9 +233,10 @@ public final class Hub: Sendable {
     /// a user can make as many executables as it likes (copies, hard links): each copy kept a
     /// monitor in memory and a queue of up to `queue_limit` rows, without end.
     public func backgroundRefusal(of program: ProgramID) -> String? {
-        let s = box.value
-        guard let uid = PeerIdentity.uid(of: program), !s.policy.isOwner(uid: uid), !keepsBackground(program, s) else { return nil }
-        let kept = backgroundPrograms(ofUser: uid)
+        guard let uid = PeerIdentity.uid(of: program), !box.value.policy.isOwner(uid: uid) else { return nil }
+        let keeping = programsKeepingBackground()
+        guard !keeping.contains(program) else { return nil }
+        let kept = keeping.count { PeerIdentity.uid(of: $0) == uid }
         guard kept >= maxBackgroundProgramsPerUser else { return nil }
         return "uid \(uid)'s programs keep \(kept) background monitors, the most one user may ([store] max_background_programs_per_user = \(maxBackgroundProgramsPerUser)); end one (a program's monitoring ends when it ends its always session with session.end rather than disconnecting), subscribe without visits and significant, or raise max_background_programs_per_user"
     }
@@ -244,19 +245,20 @@ public final class Hub: Sendable {
     /// a slot again once it has ended what it ends: `SocketServer.applyPolicy`).
     public var backgroundRefusedSubscribers: [SubscriberID] { box.value.refusedBackground.sorted() }
 
-    private func keepsBackground(_ program: ProgramID, _ s: State) -> Bool {
-        s.engine.backgroundAccuracy(of: program) != nil || s.rememberedBackground[program] != nil
-            || s.alwaysSubscriptions.values.contains { $0.program == program }
-    }
-
-    /// How many programs of user `uid` keep background monitoring (as `keepsBackground`).
-    /// Counted when a program not keeping it asks to (rare): a tally kept at every change
-    /// would have to follow each place one starts or ends.
-    public func backgroundPrograms(ofUser uid: UInt32) -> Int {
+    /// The programs that keep background monitoring: monitored, remembered, or under an open
+    /// `always` subscription that would hand it over. Gathered when a program not keeping it
+    /// asks to (rare): a tally kept at every change would have to follow each place one starts
+    /// or ends.
+    private func programsKeepingBackground() -> Set<ProgramID> {
         let s = box.value
         var programs = Set(s.engine.backgroundProgramIDs).union(s.rememberedBackground.keys)
         for kept in s.alwaysSubscriptions.values { programs.insert(kept.program) }
-        return programs.count { PeerIdentity.uid(of: $0) == uid }
+        return programs
+    }
+
+    /// How many programs of user `uid` keep background monitoring.
+    public func backgroundPrograms(ofUser uid: UInt32) -> Int {
+        programsKeepingBackground().count { PeerIdentity.uid(of: $0) == uid }
     }
 
     // MARK: Policy (on the loop; docs/privacy.md)

@@ -58,7 +58,7 @@ final class ReloadRecordFile: Sendable {
             close(fd)
             return .failed(problem)
         }
-        current.withLock { $0 = fd }
+        adopt(fd)
         return writeInPlace(record).map { .failed("\(problem); \($0)") } ?? .inPlace(problem)
     }
 
@@ -78,11 +78,16 @@ final class ReloadRecordFile: Sendable {
             unlink(path)
             return false
         }
+        adopt(fd)
+        return true
+    }
+
+    /// `fd` is the file now at `path`, the one `writeInPlace` writes.
+    private func adopt(_ fd: CInt) {
         current.withLock { old in
             if old >= 0 { close(old) }
             old = fd
         }
-        return true
     }
 
     /// Writes `record`: replaced atomically when it can be, else in place.
@@ -106,16 +111,13 @@ final class ReloadRecordFile: Sendable {
         func failed(_ what: String, _ code: Int32) -> String {
             close(fd)
             unlink(temporaryPath)
-            return "\(what): \(code == 0 ? "short write" : String(cString: strerror(code)))"
+            return "\(what): \(Self.describe(code))"
         }
         // mkstemp's 0600; locationctl reload, run as another user (ExecReload=), reads it.
         guard fcntl(fd, F_SETFD, FD_CLOEXEC) == 0, fchmod(fd, 0o644) == 0 else { return failed("cannot write \(temporaryPath)", errno) }
         if let code = Self.writeAll(fd, record.line) { return failed("cannot write \(temporaryPath)", code) }
         guard rename(temporaryPath, path) == 0 else { return failed("cannot rename \(temporaryPath) to \(path)", errno) }
-        current.withLock { old in
-            if old >= 0 { close(old) }
-            old = fd
-        }
+        adopt(fd)
         return nil
     }
 
@@ -130,7 +132,7 @@ final class ReloadRecordFile: Sendable {
                 switch step {
                 case .write(let offset, let bytes):
                     if let code = Self.writeAll(fd, bytes, at: off_t(offset)) {
-                        return "cannot write into \(path): \(code == 0 ? "short write" : String(cString: strerror(code)))"
+                        return "cannot write into \(path): \(Self.describe(code))"
                     }
                 case .truncate(let length):
                     guard ftruncate(fd, off_t(length)) == 0 else { return "cannot write into \(path): \(String(cString: strerror(errno)))" }
@@ -158,6 +160,9 @@ final class ReloadRecordFile: Sendable {
                 .truncate(line.count),
                 .write(offset: 0, bytes: [first])]
     }
+
+    /// `writeAll`'s error: an errno, or 0 for a short write.
+    private static func describe(_ code: Int32) -> String { code == 0 ? "short write" : String(cString: strerror(code)) }
 
     /// Writes `text` whole (at `offset`, or at the file offset); the errno (0: a short write), nil on success.
     private static func writeAll(_ fd: CInt, _ text: String, at offset: off_t? = nil) -> Int32? {
