@@ -1,0 +1,106 @@
+import LocationCore
+import LocationProtocol
+import Logging
+import NIOCore
+
+/// The bounded outbox for slow readers (docs/protocol.md, "Slow readers"): at most one location
+/// and one status event held back while the connection is not writable.
+extension Connection {
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable {
+            unwritableTimer?.cancel()
+            unwritableTimer = nil
+            if backlog != nil {
+                // Not from inside this call: it can come from a flush of `writeBacklog` itself.
+                context.eventLoop.assumeIsolated().execute { [self] in writeBacklog() }
+            } else {
+                flushPending()
+            }
+            if readingPaused { context.eventLoop.assumeIsolated().execute { [self] in resumeInput() } }
+        } else if unwritableTimer == nil {
+            let timeout = configuration.unwritableTimeout
+            unwritableTimer = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) { [self] in
+                logger.notice("closing a connection that has not read for \(timeout)",
+                              metadata: ["skipped": "\(skippedTotal)"])
+                self.context?.close(promise: nil)
+            }
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
+    // MARK: Events (HubSubscriber)
+
+    func deliver(_ event: Event, encoded: ByteBuffer) {
+        guard let context, !closing else { return }
+        let wasBusy = busy
+        busy = true
+        defer { busy = wasBusy }
+        if backlog == nil, context.channel.isWritable {
+            // The count of locations dropped before this one goes with it; the line the hub
+            // encoded has none, so it is written as a held one is.
+            if case .location(let fix) = event, skippedSincePending > 0 {
+                pendingLocation = fix
+                locationIsNewest = true
+                flushPending()
+                return
+            }
+            if pendingLocation != nil || pendingStatus != nil { flushPending() }
+            context.writeAndFlush(wrapOutboundOut(encoded), promise: nil)
+            return
+        }
+        switch event {
+        case .location(let fix):
+            if pendingLocation != nil {
+                skippedSincePending += 1
+                skippedTotal += 1
+            }
+            pendingLocation = fix
+            locationIsNewest = true
+        case .status(let state, let time):
+            pendingStatus = (state, time)
+            locationIsNewest = false
+        case .visit, .significant, .region:
+            // Visits, significant changes and region events are rare and cannot be replaced by a
+            // newer one: never dropped, written behind the held-back events (order is kept), and
+            // behind the backlog while it is being written.
+            if backlog != nil {
+                if let held = encodePending() { behindBacklog.append(held) }
+                behindBacklog.append(encoded)
+            } else {
+                flushPending()
+                context.writeAndFlush(wrapOutboundOut(encoded), promise: nil)
+            }
+        }
+    }
+
+    func dropPending() {
+        pendingLocation = nil
+        pendingStatus = nil
+        skippedSincePending = 0
+    }
+
+    /// Writes the held-back events, older first; the location carries `"skipped":N`.
+    func flushPending() {
+        guard let context, let held = encodePending() else { return }
+        context.writeAndFlush(wrapOutboundOut(held), promise: nil)
+    }
+
+    /// The held-back events, older first, as one buffer (nil: none), no longer held.
+    func encodePending() -> ByteBuffer? {
+        guard let context else { return nil }
+        let encoder = EventEncoder()
+        scratch.removeAll(keepingCapacity: true)
+        let location = pendingLocation
+        let status = pendingStatus
+        if let status, locationIsNewest { encoder.appendStatus(status.state, time: status.time, to: &scratch) }
+        if let location { encoder.appendLocation(location, skipped: skippedSincePending, to: &scratch) }
+        if let status, !locationIsNewest { encoder.appendStatus(status.state, time: status.time, to: &scratch) }
+        pendingLocation = nil
+        pendingStatus = nil
+        // Without a location written, the count waits for the next one (it was lost when only a
+        // status went out: after an accuracy change dropped the held location, for one).
+        if location != nil { skippedSincePending = 0 }
+        guard !scratch.isEmpty else { return nil }
+        return context.channel.allocator.buffer(bytes: scratch)
+    }
+}
