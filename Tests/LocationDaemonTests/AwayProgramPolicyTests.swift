@@ -117,8 +117,7 @@ import Testing
         func recorded() async throws -> Bool { try await h.hub.eventLoop.submit { identities.recorded(me) != nil }.get() }
         /// Until the server has handled every close.
         func allClosed() async throws {
-            let deadline = ContinuousClock.now + .seconds(20)
-            while try await !h.hub.eventLoop.submit({ h.server.registry.all.isEmpty }).get() && ContinuousClock.now < deadline {}
+            _ = try await waitUntil(timeout: 20) { try await h.hub.eventLoop.submit({ h.server.registry.all.isEmpty }).get() }
         }
 
         let first = try await LocationClient.connect(path: h.path)
@@ -170,8 +169,7 @@ import Testing
         #expect(kept, "a reload forgot the identity of an open always subscription")
         try await h.hub.eventLoop.submit { identities.forget(me) }.get()  // as a reload before this fix did
         client.close()
-        let deadline = ContinuousClock.now + .seconds(20)
-        while try await h.hub.eventLoop.submit({ h.hub.backgroundProgramIDs.isEmpty }).get() && ContinuousClock.now < deadline {}
+        _ = try await waitUntil(timeout: 20) { try await !h.hub.eventLoop.submit({ h.hub.backgroundProgramIDs.isEmpty }).get() }
         #expect(try await h.hub.eventLoop.submit { (h.hub.backgroundProgramIDs, identities.recorded(me) != nil) }.get() == ([me], true))
         await h.stop()
     }
@@ -229,8 +227,7 @@ import Testing
 
             """#, count: 40)
         try h.vanishingPeers(20, sending: burst)
-        let deadline = ContinuousClock.now + .seconds(20)
-        while try await !h.hub.eventLoop.submit({ h.server.registry.all.isEmpty }).get() && ContinuousClock.now < deadline {}
+        _ = try await waitUntil(timeout: 20) { try await h.hub.eventLoop.submit({ h.server.registry.all.isEmpty }).get() }
 
         try await Self.feed(h.hub, seconds: 10..<13, metresNorth: 0)  // enters home
         let queued = try await h.hub.eventLoop.submit { queue.backlog(of: me) }.get()

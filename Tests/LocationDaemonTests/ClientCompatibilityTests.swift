@@ -100,7 +100,7 @@ import Testing
             #expect(error == .unsupportedProtocol(2))
             #expect(error.description.contains("protocol 2; this client speaks protocol 1"), "\(error)")
         }
-        #expect(server.waitForClientsClosed(1), "the client kept its connection open")
+        #expect(await server.waitForClientsClosed(1), "the client kept its connection open")
     }
 
     /// A connect whose task is cancelled before it waits for the hello closes its socket too.
@@ -116,11 +116,10 @@ import Testing
             }
             await #expect(throws: CancellationError.self) { _ = try await connecting.value }
         }
-        #expect(server.waitForClientsClosed(5), "cancelled connects left their sockets open: \(server.clientsClosed) of 5 closed")
+        #expect(await server.waitForClientsClosed(5), "cancelled connects left their sockets open: \(server.clientsClosed) of 5 closed")
         // The fake server keeps its 5 accepted ends open; the clients' own must be closed (by
         // their reader threads, soon after).
-        let deadline = ContinuousClock.now + .seconds(10)
-        while openDescriptors() > before + 5 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        _ = await waitUntil { openDescriptors() <= before + 5 }
         #expect(openDescriptors() <= before + 5, "\(openDescriptors() - before) more descriptors open than before")
     }
 
@@ -135,7 +134,7 @@ import Testing
         connecting.cancel()
         await #expect(throws: CancellationError.self) { _ = try await connecting.value }
         #expect(clock.now - start < .seconds(60), "the cancelled connect waited \(clock.now - start)")
-        #expect(server.waitForClientsClosed(1), "the client kept its connection open")
+        #expect(await server.waitForClientsClosed(1), "the client kept its connection open")
     }
 
     /// A status reply whose `next` does not move forward ends the paging (status() asked for the

@@ -94,34 +94,19 @@ final class FakeServer: @unchecked Sendable {
         }
     }
 
-    /// Waits (polling, a deadline only against a hang) until `n` clients have closed their end.
-    func waitForClientsClosed(_ n: Int, timeout: Double = 10) -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            if clientsClosed >= n { return true }
-            usleep(10_000)
-        }
-        return false
+    /// Waits (a deadline only against a hang) until `n` clients have closed their end.
+    func waitForClientsClosed(_ n: Int, timeout: Double = 10) async -> Bool {
+        await waitUntil(timeout: timeout) { clientsClosed >= n }
     }
 
-    /// Waits (polling, a deadline only against a hang) until `n` clients have connected.
+    /// Waits (a deadline only against a hang) until `n` clients have connected.
     func waitForConnections(_ n: Int, timeout: Double = 10) async -> Bool {
-        let deadline = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
-        while ContinuousClock.now < deadline {
-            if lock.withLock({ connections.count }) >= n { return true }
-            try? await Task.sleep(for: .milliseconds(5))
-        }
-        return false
+        await waitUntil(timeout: timeout) { lock.withLock({ connections.count }) >= n }
     }
 
-    /// Waits (polling, a deadline only against a hang) until `n` request lines were read.
+    /// Waits (a deadline only against a hang) until `n` request lines were read.
     func waitForRequests(_ n: Int, timeout: Double = 10) async -> Bool {
-        let deadline = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
-        while ContinuousClock.now < deadline {
-            if lock.withLock({ requestsRead }) >= n { return true }
-            try? await Task.sleep(for: .milliseconds(5))
-        }
-        return false
+        await waitUntil(timeout: timeout) { lock.withLock({ requestsRead }) >= n }
     }
 
     func stop() {
@@ -154,7 +139,7 @@ final class FakeServer: @unchecked Sendable {
         }
         let took = clock.now - start
         #expect(took >= Self.short && took < .seconds(5), "took \(took)")
-        #expect(server.waitForClientsClosed(1), "the client kept its connection open")
+        #expect(await server.waitForClientsClosed(1), "the client kept its connection open")
     }
 
     /// Hello, then no reply to anything: each request fails after the timeout naming its type

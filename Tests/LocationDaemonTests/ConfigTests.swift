@@ -321,28 +321,11 @@ import Testing
         for key in ConfigSchema.keys { #expect(docs.contains("`\(key.key)`"), "\(key.path) not in docs/configuration.md") }
     }
 
-    /// Runs locationd to its exit; one still running after `timeout` seconds (a daemon that
-    /// started instead of refusing its options) is terminated, a failure guard.
-    /// `launcher`: a command it runs under (setpriv, to run it as another user).
+    /// Runs locationd to its exit (`runToExit`). `launcher`: a command it runs under (setpriv,
+    /// to run it as another user).
     static func run(_ arguments: [String], launcher: [String] = [], timeout: Double = 60) throws -> (status: Int32, out: String, err: String) {
-        let p = Process()
-        if let command = launcher.first {
-            p.executableURL = URL(fileURLWithPath: command)
-            p.arguments = launcher.dropFirst() + [DaemonProcess.executable.path] + arguments
-        } else {
-            p.executableURL = DaemonProcess.executable
-            p.arguments = arguments
-        }
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        try p.run()
-        let guardTimer = DispatchWorkItem { if p.isRunning { p.terminate() } }
-        DispatchQueue.global().asyncAfter(deadline: .now() + timeout, execute: guardTimer)
-        defer { guardTimer.cancel() }
-        let o = out.fileHandleForReading.readDataToEndOfFile(), e = err.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
+        guard let command = launcher.first else { return try runToExit(DaemonProcess.executable, arguments, timeout: timeout) }
+        return try runToExit(URL(fileURLWithPath: command), launcher.dropFirst() + [DaemonProcess.executable.path] + arguments, timeout: timeout)
     }
 
     @Test func checkConfigCommand() throws {

@@ -29,9 +29,9 @@ struct GPSDDeviceTests {
         defer { tested.stop(); all.stop() }
         // Both watching before anything is fed (what gpsd reads before it has a watch reaches no
         // one): gpsd has answered a watch when it has sent DEVICES and WATCH after its VERSION.
-        try ReceiverGatingTests.eventually("both watches answered") {
+        try #require(await waitUntil(timeout: 30) {
             tested.statistics.messages >= 3 && all.statistics.messages >= 3
-        }
+        }, "the watches were not answered")
         gpsd.serve(bytes: a.bytes)
         gpsd.serve(bytes: b.bytes + Array("# EOF\n".utf8), toFeed: 0)
         #expect(await everything.first(timeout: 30) {

@@ -8,31 +8,11 @@ import Testing
 @Suite(.timeLimit(.minutes(5))) struct LocationCtlReplayTests {
     static var locationctl: URL { DaemonProcess.executable.deletingLastPathComponent().appendingPathComponent("locationctl") }
 
-    /// Runs locationctl to its exit; one still running after `timeout` seconds (a `watch` whose
-    /// events never come) is terminated, so the test fails instead of hanging. `environment`
-    /// changes the inherited environment (nil: the variable is removed); `directory` is the
-    /// working directory (default: the test's).
+    /// Runs locationctl (or `executable`) to its exit (`runToExit`).
     static func run(_ arguments: [String], environment: [String: String?] = [:], timeout: Double = 60,
                     executable: URL? = nil, directory: URL? = nil) throws
         -> (status: Int32, out: String, err: String) {
-        let p = Process()
-        p.executableURL = executable ?? locationctl
-        p.arguments = arguments
-        if let directory { p.currentDirectoryURL = directory }
-        if !environment.isEmpty {
-            var env = ProcessInfo.processInfo.environment
-            for (name, value) in environment { env[name] = value }
-            p.environment = env
-        }
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        try p.run()
-        let watchdog = Task { try await Task.sleep(for: .milliseconds(Int(timeout * 1000))); p.terminate() }
-        defer { watchdog.cancel() }
-        let o = out.fileHandleForReading.readDataToEndOfFile(), e = err.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
+        try runToExit(executable ?? locationctl, arguments, environment: environment, directory: directory, timeout: timeout)
     }
 
     @Test func replayPrintsWhatTheEngineDelivers() throws {

@@ -10,12 +10,8 @@ struct OtherUserTests {
     /// Whether the user `daemon` can run the built locationd (every parent folder of the build
     /// must be searchable by others).
     static func daemonUserCanRunLocationd() throws -> Bool {
-        let check = Process()
-        check.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-        check.arguments = ["--reuid=daemon", "--regid=daemon", "--clear-groups", "/usr/bin/test", "-x", DaemonProcess.executable.path]
-        try check.run()
-        check.waitUntilExit()
-        return check.terminationStatus == 0
+        try runToExit(URL(fileURLWithPath: "/usr/bin/setpriv"),
+                      ["--reuid=daemon", "--regid=daemon", "--clear-groups", "/usr/bin/test", "-x", DaemonProcess.executable.path]).status == 0
     }
 
     /// Runs a tiny client as nobody: connects, sends `session.start`, prints the reply line.
@@ -29,15 +25,9 @@ struct OtherUserTests {
             f.write(b'{"type":"session.start","id":1,"authorization":"always"}\\n'); f.flush()
             print(f.readline().decode().strip())
             """
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-        p.arguments = ["--reuid=nobody", "--regid=nogroup", groups.map { "--groups=\($0)" } ?? "--clear-groups",
-                       "/usr/bin/python3", "-c", script, socket]
-        let out = Pipe()
-        p.standardOutput = out
-        try p.run()
-        p.waitUntilExit()
-        return String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        return try runToExit(URL(fileURLWithPath: "/usr/bin/setpriv"),
+                             ["--reuid=nobody", "--regid=nogroup", groups.map { "--groups=\($0)" } ?? "--clear-groups",
+                              "/usr/bin/python3", "-c", script, socket]).out
     }
 
     static func daemon(config: String) async throws -> DaemonProcess {
@@ -223,12 +213,8 @@ struct OtherUserTests {
     /// how to join it, not only "Permission denied"; a member connects; a socket of group root
     /// (a daemon started by hand as root) is not answered with "join root".
     @Test(.enabled("user 'nobody' cannot run the built locationctl (a parent folder is not searchable by others)") {
-        let check = Process()
-        check.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-        check.arguments = ["--reuid=nobody", "--regid=nogroup", "--clear-groups", "/usr/bin/test", "-x", LocationCtlReplayTests.locationctl.path]
-        try check.run()
-        check.waitUntilExit()
-        return check.terminationStatus == 0
+        try runToExit(URL(fileURLWithPath: "/usr/bin/setpriv"),
+                      ["--reuid=nobody", "--regid=nogroup", "--clear-groups", "/usr/bin/test", "-x", LocationCtlReplayTests.locationctl.path]).status == 0
     })
     func locationctlOutsideTheSocketsGroupIsToldHowToJoinIt() async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("locationd-group-\(UUID().uuidString.prefix(8))")
@@ -290,14 +276,9 @@ struct OtherUserTests {
             let probe = try await daemon.connect()
             probe.close()
             chmod(daemon.socketPath, 0o666)
-            let p = Process()
-            p.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-            p.arguments = ["--reuid=nobody", "--regid=nogroup", "--clear-groups", python, "-c", script, daemon.socketPath]
-            let output = Pipe()
-            p.standardOutput = output
-            try p.run()
-            p.waitUntilExit()
-            let lines = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n").map(String.init)
+            let lines = try runToExit(URL(fileURLWithPath: "/usr/bin/setpriv"),
+                                      ["--reuid=nobody", "--regid=nogroup", "--clear-groups", python, "-c", script, daemon.socketPath])
+                .out.split(separator: "\n").map(String.init)
             try #require(lines.count == 2, "\(lines)")
             guard case .statusReply(let status) = try ServerMessage.decode(lines[1]),
                   let mine = status.connections?.first(where: \.isSelf) else { Issue.record("\(lines[1])"); return }

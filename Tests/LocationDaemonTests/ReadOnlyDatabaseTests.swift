@@ -301,14 +301,9 @@ struct ReadOnlyDatabaseTests {
     static func canMountReadOnly() throws -> Bool {
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let check = Process()
-        check.executableURL = URL(fileURLWithPath: "/usr/bin/unshare")
-        check.arguments = ["-m", "/bin/sh", "-c", #"mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && ! touch "$1/x" 2>/dev/null"#,
-                           "sh", dir.path]
-        check.standardError = FileHandle.nullDevice
-        try check.run()
-        check.waitUntilExit()
-        return check.terminationStatus == 0
+        return try runToExit(URL(fileURLWithPath: "/usr/bin/unshare"),
+                             ["-m", "/bin/sh", "-c", #"mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && ! touch "$1/x" 2>/dev/null"#,
+                              "sh", dir.path]).status == 0
     }
 
     /// Runs the daemon in a mount namespace of its own where `path` (the database, or its

@@ -22,15 +22,6 @@ struct ReceiverGatingTests {
         }.count
     }
 
-    /// Waits (bounded) for `condition`: an observable state change of another process, polled.
-    static func eventually(_ what: String, timeout: Double = 30, _ condition: () -> Bool) throws {
-        let deadline = Date().addingTimeInterval(timeout)
-        while !condition() {
-            guard Date() < deadline else { throw DaemonProcess.Failure(description: "timed out waiting for \(what)") }
-            usleep(5_000)  // polling another process's state, not ordering our own work
-        }
-    }
-
     @Test func gpsdWatchedOnlyWhileASessionNeedsFixes() async throws {
         let gpsd = try GPSDHarness()
         defer { gpsd.shutdown() }
@@ -61,16 +52,16 @@ struct ReceiverGatingTests {
         // Session over: the watch is released and the connection to gpsd closed.
         try await client.endSession()
         #expect(try await client.status().receiver == "released")
-        try Self.eventually("the daemon to leave gpsd") { Self.clients(ofPort: gpsd.gpsdPort) == 0 }
+        try #require(await waitUntil(timeout: 30) { Self.clients(ofPort: gpsd.gpsdPort) == 0 }, "the daemon did not leave gpsd")
 
         // And resumed by the next session.
         try await client.startSession()
         #expect(try await client.status().receiver == "watching")
-        do { try Self.eventually("the daemon to watch gpsd again") { Self.clients(ofPort: gpsd.gpsdPort) == 1 } } catch {
+        guard await waitUntil(timeout: 30, { Self.clients(ofPort: gpsd.gpsdPort) == 1 }) else {
             daemon.signal(SIGTERM)
             _ = daemon.waitForExit()
-            Issue.record("gpsd running: \(gpsd.processIdentifier.map { "\($0)" } ?? "no"); \(daemon.stderrText().suffix(3000))")
-            throw error
+            Issue.record("the daemon did not watch gpsd again; gpsd running: \(gpsd.processIdentifier.map { "\($0)" } ?? "no"); \(daemon.stderrText().suffix(3000))")
+            return
         }
     }
 }

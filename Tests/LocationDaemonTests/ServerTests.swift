@@ -271,9 +271,7 @@ import Testing
         try await client.subscribe()
         // The slow client's requests are read on the server's own time: both subscribed before
         // the first fix.
-        let deadline = ContinuousClock.now + .seconds(20)
-        while try await h.hub.snapshot().subscriberCount < 2 && ContinuousClock.now < deadline {}
-        try #require(try await h.hub.snapshot().subscriberCount == 2, "the slow client never subscribed")
+        try #require(try await waitUntil(timeout: 20) { try await h.hub.snapshot().subscriberCount == 2 }, "the slow client never subscribed")
         let count = 20_000
         let last = testFix(count - 1).time
         let reader = Task {
@@ -330,9 +328,7 @@ import Testing
         let slow = RawSocket(path: h.path)
         slow.send("{\"type\":\"session.start\",\"authorization\":\"always\"}\n{\"type\":\"subscribe\"}\n")  // and never read
         let watcher = try await LocationClient.connect(path: h.path)
-        let deadline = ContinuousClock.now + .seconds(20)
-        while try await watcher.status().subscribers < 1 && ContinuousClock.now < deadline {}
-        try #require(try await watcher.status().subscribers == 1, "the slow client never subscribed")
+        try #require(try await waitUntil(timeout: 20) { try await watcher.status().subscribers == 1 }, "the slow client never subscribed")
         for i in 0..<20_000 {
             h.hub.submit(.fix(testFix(i)))
             if i % 1000 == 999 { await h.hub.processed() }

@@ -126,14 +126,3 @@ final class FakeGPSD: Sendable {
         }
     }
 }
-
-/// Polls `condition` (a state another process or thread changes) every few milliseconds until
-/// it holds or `timeout` passes; returns whether it held.
-func waitUntil(timeout: Double = 10, _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
-    while ContinuousClock.now < deadline {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(5))
-    }
-    return condition()
-}
