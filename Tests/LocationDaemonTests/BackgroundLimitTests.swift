@@ -98,7 +98,7 @@ import Testing
         let log = CapturedLog()
         let clock = AdvancingClock()
         let queue = try EventQueue(database: try Database(path: ":memory:"), limit: 100)
-        let h = try await ServerHarness.start(queue: queue, log: log, maxBackgroundProgramsPerUser: 1) { $0.now = { clock.now }; $0.stallBeat = .hours(1) }
+        let h = try await ServerHarness.start(queue: queue, log: log, maxBackgroundProgramsPerUser: 1) { $0.clock = clock.shellClock; $0.stallBeat = .hours(1) }
         defer { h.stopIfRunning() }
         let me = try #require(PeerIdentity.resolve(PeerCredentials(pid: getpid(), uid: getuid(), gid: getgid())).executable)
         func policy(_ rules: [PolicyRule]) -> Policy {

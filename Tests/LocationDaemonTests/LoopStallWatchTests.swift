@@ -22,7 +22,7 @@ import Testing
     @Test func aStallIsClaimableOnlyWhileItsRequestsAreBeingRead() {
         let loop = EmbeddedEventLoop()
         let clock = Clock()
-        let watch = LoopStallWatch(eventLoop: loop, interval: .seconds(1), now: { clock.now })
+        let watch = LoopStallWatch(eventLoop: loop, interval: .seconds(1), clock: ShellClock { clock.now })
         watch.retain()
         #expect(watch.stalled(since: clock.origin) == .zero)
         clock.set(3)  // the loop ran nothing for 3 s: its beat, due at 1 s, has not run

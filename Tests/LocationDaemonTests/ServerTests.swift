@@ -153,7 +153,7 @@ import Testing
         let h = try await ServerHarness.start { config in
             config.floodBurst = 5
             let t = NIODeadline.now()
-            config.now = { t }
+            config.clock = ShellClock { t }
         }
         defer { h.stopIfRunning() }
         let raw = RawSocket(path: h.path)
@@ -236,7 +236,7 @@ import Testing
     @Test func requestsHeldBackByAPauseAreNotAFlood() async throws {
         let clock = AdvancingClock()
         // No stall watch: the clock's jump is no stall, and what is tested is the pause's own rule.
-        let h = try await ServerHarness.start { $0.now = { clock.now }; $0.stallBeat = .hours(1) }
+        let h = try await ServerHarness.start { $0.clock = clock.shellClock; $0.stallBeat = .hours(1) }
         defer { h.stopIfRunning() }
         let client = try await LocationClient.connect(path: h.path)
         try await client.startSession(.always)
@@ -450,7 +450,7 @@ import Testing
         let log = CapturedLog()
         let clock = AdvancingClock()
         // No stall watch: the clock's jump is no stall.
-        let h = try await ServerHarness.start(log: log) { $0.maxConnectionsPerUser = 1; $0.now = { clock.now }; $0.stallBeat = .hours(1) }
+        let h = try await ServerHarness.start(log: log) { $0.maxConnectionsPerUser = 1; $0.clock = clock.shellClock; $0.stallBeat = .hours(1) }
         defer { h.stopIfRunning() }
         var policy = Policy()
         policy.ownerRule = false

@@ -2,6 +2,7 @@ import Foundation
 import LocationCore
 @testable import LocationDaemon
 import LocationProtocol
+import NIOCore
 import Testing
 
 /// A fix whose write fails (disk full, a lock held past the busy timeout) loses nothing: its
@@ -32,7 +33,7 @@ import Testing
     @Test func retriesArePacedAndAStubbornFailureGivesTheHeldChangesUp() {
         let home = Region(id: "home", center: Away.home, radius: 100)
         var unwritten = UnwrittenChanges()
-        let t0 = ContinuousClock.now
+        let t0 = NIODeadline.now()
         #expect(!unwritten.isDue(t0), "nothing held")
         unwritten.keep(states: [(a, [RegionRecord(region: home, state: .inside)])], events: [event(1, a), event(2, b)], limit: 10)
         #expect(unwritten.isDue(t0), "never tried")

@@ -119,6 +119,8 @@ public final class GPSDSource: Sendable {
     private let sink: @Sendable (EngineInput) -> Void
     private let onDeviceDeactivated: (@Sendable (String) -> Void)?
     private let logger: Logger
+    /// What an epoch in pieces is timed by.
+    private let clock: ShellClock
 
     /// What other threads may read.
     private struct Shared {
@@ -195,13 +197,16 @@ public final class GPSDSource: Sendable {
     ///     device path when gpsd reports `"activated":0` — for a replayed log, its end.
     ///   - logger: where failures to connect, lost connections and gpsd's error reports are
     ///     logged (the daemon's); by default nowhere.
+    ///   - clock: what an epoch in pieces is timed by (`GPSDEpochPieces`).
     public init(
         configuration: Configuration = Configuration(),
         eventLoop: any EventLoop = MultiThreadedEventLoopGroup.singleton.next(),
         sink: @escaping @Sendable (EngineInput) -> Void,
         onDeviceDeactivated: (@Sendable (String) -> Void)? = nil,
-        logger: Logger = Logger(label: "locationd", factory: { _ in SwiftLogNoOpLogHandler() })
+        logger: Logger = Logger(label: "locationd", factory: { _ in SwiftLogNoOpLogHandler() }),
+        clock: ShellClock = .system
     ) {
+        self.clock = clock
         self.configuration = configuration
         self.eventLoop = eventLoop
         self.sink = sink
@@ -281,7 +286,7 @@ public final class GPSDSource: Sendable {
             return sink(input)
         }
         let dropped = s.pieces.current.dropped
-        let held = s.pieces.current.timed(input, at: time, now: { Int64(NIODeadline.now().uptimeNanoseconds) }, emit: sink)
+        let held = s.pieces.current.timed(input, at: time, now: { Int64(self.clock.now().uptimeNanoseconds) }, emit: sink)
         if s.pieces.current.dropped != dropped { count { $0.epochPiecesDropped += 1 } }
         guard held else { return }
         s.piecesTimer?.cancel()

@@ -31,15 +31,18 @@ public final class ReplaySource: Sendable {
     private let warning: @Sendable (String) -> Void
     private let stopped = Atomic<Bool>(false)
     private let pool = NIOThreadPool(numberOfThreads: 1)
+    private let clock: ShellClock
 
     /// - Parameters:
     ///   - consumer: the loop `sink` hands inputs to (the hub's), waited on every `window`
     ///     inputs; nil for a sink that does not queue.
     ///   - warning: told once, after the first pass, when positions were skipped for want of a
     ///     date (`NMEAReplay.undatedWarning`).
+    ///   - clock: what the pacing waits by.
     public init(path: String, speed: Double, loop: Bool, date: CivilTime? = nil, consumer: (any EventLoop)? = nil,
-                warning: @escaping @Sendable (String) -> Void = { _ in },
+                clock: ShellClock = .system, warning: @escaping @Sendable (String) -> Void = { _ in },
                 sink: @escaping @Sendable (EngineInput) -> Void) {
+        self.clock = clock
         self.path = path
         self.speed = speed
         self.loop = loop
@@ -103,14 +106,14 @@ public final class ReplaySource: Sendable {
             default: time = nil
             }
             if speed > 0, let time {
-                let due = pacer.due(time, now: monotonicSeconds())
-                var wait = due - monotonicSeconds()
+                let due = pacer.due(time, now: clock.seconds())
+                var wait = due - clock.seconds()
                 while wait > 0 {
                     if stopped.load(ordering: .relaxed) { throw Stopped() }
                     let slice = min(wait, 0.1)  // wake up to notice stop()
                     var ts = timespec(tv_sec: Int(slice), tv_nsec: Int((slice - Double(Int(slice))) * 1e9))
                     nanosleep(&ts, nil)
-                    wait = due - monotonicSeconds()
+                    wait = due - clock.seconds()
                 }
             }
             sink(input)
@@ -124,10 +127,4 @@ public final class ReplaySource: Sendable {
         if inFlight > 0, let consumer { try? consumer.submit {}.wait() }
         return (fixes, statistics.undatedFixes)
     }
-}
-
-func monotonicSeconds() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
 }

@@ -29,14 +29,14 @@ extension Hub {
             time = t
         default: return
         }
-        s.clockAnchor = (time, eventLoop.now)
+        s.clockAnchor = (time, clock.now())
         if s.tick == nil { scheduleTick(s) }
     }
 
     /// The receiver's time now, by the loop's clock since the last timed report.
     func estimatedTime(_ s: State) -> Timestamp? {
         guard let anchor = s.clockAnchor else { return nil }
-        return anchor.time.adding(seconds: Double((eventLoop.now - anchor.at).nanoseconds) / 1e9)
+        return anchor.time.adding(seconds: Double((clock.now() - anchor.at).nanoseconds) / 1e9)
     }
 
     /// One timer at a time, for the next epoch start (a millisecond after it, so the estimate is

@@ -18,9 +18,9 @@ extension Hub {
         if changes.isEmpty && s.programEvents.isEmpty {
             // An identity whose write failed waits for no other write (a device standing still
             // writes nothing).
-            if let identities, identities.hasUnsaved { identities.writeUnsaved(pacedAt: .now) }
+            if let identities, identities.hasUnsaved { identities.writeUnsaved(pacedAt: clock.now()) }
             // The common case: nothing to write, nothing held (one comparison per fix).
-            guard !s.unwritten.isEmpty, s.unwritten.isDue(.now) else { return }
+            guard !s.unwritten.isEmpty, s.unwritten.isDue(clock.now()) else { return }
         }
         commit(s, states: changes, events: s.programEvents)
     }
@@ -51,7 +51,7 @@ extension Hub {
             held(s, failure: error, states: changes, events: events)
             return
         }
-        if s.unwritten.staleDue(.now) { rewriteStale(s) }
+        if s.unwritten.staleDue(clock.now()) { rewriteStale(s) }
         if let identities, identities.hasUnsaved { identities.writeUnsaved() }
     }
 
@@ -83,7 +83,7 @@ extension Hub {
         let logged = s.unwritten.staleFailureLogged
         s.unwritten.staleWritten(written)
         if let failure {
-            if s.unwritten.staleFailed(at: .now) {
+            if s.unwritten.staleFailed(at: clock.now()) {
                 logger.error("store: cannot write the region states given up earlier; tried again every 10 s (logged once)",
                              metadata: ["error": "\(failure)", "programs": "\(s.unwritten.stale.count)"])
             }
@@ -115,7 +115,7 @@ extension Hub {
     func held(_ s: State, failure error: any Error, states: [(program: ProgramID, records: [RegionRecord])], events: [ProgramEvent]) {
         s.unwritten.keep(states: states, events: events, limit: queue?.limit ?? Int.max)
         let waiting = s.unwritten.events.count
-        if s.unwritten.failed(at: .now) {
+        if s.unwritten.failed(at: clock.now()) {
             logger.error("store: writes keep failing; the held background events are counted as lost (an overflow will say so), and the held region states are written from memory once writing works",
                          metadata: ["error": "\(error)", "events": "\(waiting)"])
         } else {

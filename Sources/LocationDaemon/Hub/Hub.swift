@@ -36,6 +36,9 @@ public struct HubSnapshot: Hashable, Sendable {
 /// store, publication clock, receiver gating) is in a `Hub+Part.swift` of its own.
 public final class Hub: Sendable {
     public let eventLoop: any EventLoop
+    /// What publication ticks estimate the receiver's time by and store retries are paced by
+    /// (by default the loop's, which its timers run by).
+    public let clock: ShellClock
     /// What positions come from, e.g. `gpsd localhost:2947` (shown in status replies).
     public let sourceDescription: String
     /// Keeps registrations and region states across restarts (written on the loop).
@@ -100,8 +103,9 @@ public final class Hub: Sendable {
                 regionLimits: RegionMonitor.Limits = RegionMonitor.Limits(),
                 maxBackgroundProgramsPerUser: Int = Hub.defaultMaxBackgroundProgramsPerUser,
                 regionStore: RegionStore? = nil, queue: EventQueue? = nil, identities: ProgramIdentities? = nil,
-                privacyCells: PrivacyCellStore? = nil, publicationTicks: Bool = false) {
+                privacyCells: PrivacyCellStore? = nil, publicationTicks: Bool = false, clock: ShellClock? = nil) {
         self.eventLoop = eventLoop
+        self.clock = clock ?? .of(eventLoop)
         self.publicationTicks = publicationTicks
         self.sourceDescription = sourceDescription
         self.regionStore = regionStore

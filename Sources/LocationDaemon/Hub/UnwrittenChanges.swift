@@ -1,4 +1,5 @@
 import LocationCore
+import NIOCore
 
 /// What fixes changed that could not be written (the store refused the transaction: disk full,
 /// an I/O error, a lock held past the busy timeout): region states and the background events of
@@ -24,16 +25,16 @@ struct UnwrittenChanges {
     /// When writing the stale programs last failed (they are tried at most every
     /// `retryInterval`, on their own pace: a commit of other changes that works does not make
     /// them due), and whether that failure was logged (once until they are written).
-    private var staleAttempt: ContinuousClock.Instant?
+    private var staleAttempt: NIODeadline?
     private(set) var staleFailureLogged = false
 
     /// Failed attempts in a row since the last write that worked, and when the last one was.
     private(set) var failures = 0
-    private var lastAttempt: ContinuousClock.Instant?
+    private var lastAttempt: NIODeadline?
 
     /// A fix with nothing of its own to write tries again only this long after the last
     /// attempt: a lock held for minutes must not cost every fix the busy timeout.
-    static let retryInterval: Duration = .seconds(10)
+    static let retryInterval: TimeAmount = .seconds(10)
     /// After this many failed attempts the held events are given up (counted as lost, so an
     /// `overflow` accounts for them once writing works) and the held states dropped: an error
     /// that stays (a constraint, a bad page) must not block every later fix's writes.
@@ -42,7 +43,7 @@ struct UnwrittenChanges {
     var isEmpty: Bool { states.isEmpty && events.isEmpty && lost.isEmpty && stale.isEmpty }
 
     /// Whether the stale programs should be written at `now`.
-    func staleDue(_ now: ContinuousClock.Instant) -> Bool {
+    func staleDue(_ now: NIODeadline) -> Bool {
         guard !stale.isEmpty else { return false }
         guard let staleAttempt else { return true }
         return now - staleAttempt >= Self.retryInterval
@@ -52,7 +53,7 @@ struct UnwrittenChanges {
     var lostEventCount: Int { lost.values.reduce(0, +) }
 
     /// Whether a fix with nothing of its own to write should try again at `now`.
-    func isDue(_ now: ContinuousClock.Instant) -> Bool {
+    func isDue(_ now: NIODeadline) -> Bool {
         guard !isEmpty else { return false }
         if states.isEmpty && events.isEmpty && lost.isEmpty { return staleDue(now) }
         guard let lastAttempt else { return true }
@@ -60,7 +61,7 @@ struct UnwrittenChanges {
     }
 
     /// An attempt with these changes held failed at `now`; returns whether they were given up.
-    mutating func failed(at now: ContinuousClock.Instant) -> Bool {
+    mutating func failed(at now: NIODeadline) -> Bool {
         failures += 1
         lastAttempt = now
         guard failures >= Self.attemptsBeforeGivingUp else { return false }
@@ -136,7 +137,7 @@ struct UnwrittenChanges {
         if stale.isEmpty { staleAttempt = nil; staleFailureLogged = false }
     }
     /// Returns whether this failure is the first since they were last written (to be logged).
-    mutating func staleFailed(at now: ContinuousClock.Instant) -> Bool {
+    mutating func staleFailed(at now: NIODeadline) -> Bool {
         staleAttempt = now
         defer { staleFailureLogged = true }
         return !staleFailureLogged

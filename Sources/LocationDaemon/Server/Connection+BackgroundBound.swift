@@ -34,7 +34,7 @@ extension Connection {
 
     /// Paced as the crowding warning: a refused subscribe can be repeated at will.
     private func warnBackgroundRefused(_ why: String) {
-        guard let uid = peer?.uid, let held = registry.backgroundWarning(uid, at: configuration.now()) else { return }
+        guard let uid = peer?.uid, let held = registry.backgroundWarning(uid, at: configuration.clock.now()) else { return }
         let since = held > 0 ? "; \(held) more refused since the last such warning" : ""
         logger.warning("refusing background monitoring to a program: \(why) (warned at most once a minute per user\(since))",
                        metadata: ["program": "\(program)"])

@@ -76,7 +76,7 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
         self.logger = logger
         self.logger[metadataKey: "connection"] = "\(id.rawValue)"
         self.input = ByteBuffer()
-        self.bucket = TokenBucket(burst: configuration.floodBurst, rate: configuration.floodRate, now: configuration.now())
+        self.bucket = TokenBucket(burst: configuration.floodBurst, rate: configuration.floodRate, now: configuration.clock.now())
     }
 
 
@@ -170,7 +170,7 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
     private func refuseCrowded(uid: UInt32, open: Int, context: ChannelHandlerContext) {
         closing = true
         let limit = configuration.maxConnectionsPerUser
-        if let held = registry.crowdingWarning(uid, at: configuration.now()) {
+        if let held = registry.crowdingWarning(uid, at: configuration.clock.now()) {
             let since = held > 0 ? "; \(held) more refused since the last such warning" : ""
             logger.warning("refusing connections of uid \(uid): it has \(open) open, the most [socket] max_connections_per_user allows; raise it if that user's programs need more (warned at most once a minute per user\(since))")
         }

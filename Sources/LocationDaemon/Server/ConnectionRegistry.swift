@@ -16,7 +16,7 @@ final class ConnectionRegistry: Sendable {
     init(eventLoop: any EventLoop, configuration: SocketServer.Configuration) {
         box = NIOLoopBoundBox.makeBoxSendingValue([:], as: [ObjectIdentifier: Connection].self, eventLoop: eventLoop)
         watch = NIOLoopBoundBox.makeBoxSendingValue(
-            LoopStallWatch(eventLoop: eventLoop, interval: configuration.stallBeat, now: configuration.now),
+            LoopStallWatch(eventLoop: eventLoop, interval: configuration.stallBeat, clock: configuration.clock),
             as: LoopStallWatch.self, eventLoop: eventLoop)
         users = NIOLoopBoundBox.makeBoxSendingValue(([:], PacedWarnings(interval: Self.warningInterval)),
                                                     as: (open: [UInt32: Int], crowded: PacedWarnings).self, eventLoop: eventLoop)

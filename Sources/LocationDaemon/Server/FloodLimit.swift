@@ -54,7 +54,7 @@ extension Connection {
     /// A token for one request. An empty bucket is first refilled for the time the loop stood
     /// still (`LoopStallWatch`) since the last such refill.
     func takeToken() -> Bool {
-        let now = configuration.now()
+        let now = configuration.clock.now()
         if bucket.take(now: now) { return true }
         let stalled = registry.stalls.stalled(since: bucket.stallsCredited)
         guard stalled > .zero else { return false }

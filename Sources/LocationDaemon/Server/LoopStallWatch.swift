@@ -11,7 +11,7 @@ import NIOCore
 /// not woken by it. Confined to the hub's loop.
 final class LoopStallWatch {
     let interval: TimeAmount
-    private let now: @Sendable () -> NIODeadline
+    private let clock: ShellClock
     private let eventLoop: any EventLoop
     /// When the beat last ran (the flood limiter's clock).
     private var lastBeat: NIODeadline
@@ -24,24 +24,24 @@ final class LoopStallWatch {
     /// requests the bucket's refill already covers.
     private var slack: TimeAmount { .nanoseconds(interval.nanoseconds / 4) }
 
-    init(eventLoop: any EventLoop, interval: TimeAmount, now: @escaping @Sendable () -> NIODeadline) {
+    init(eventLoop: any EventLoop, interval: TimeAmount, clock: ShellClock) {
         self.eventLoop = eventLoop
         self.interval = interval
-        self.now = now
-        self.lastBeat = now()
+        self.clock = clock
+        self.lastBeat = clock.now()
     }
 
     /// A connection opened: the beat runs while any is.
     func retain() {
         users += 1
         guard users == 1 else { return }
-        lastBeat = now()
+        lastBeat = clock.now()
         scheduleBeat()
     }
 
     private func scheduleBeat() {
         beat = eventLoop.assumeIsolated().scheduleTask(in: interval) { [self] in
-            let t = now()
+            let t = clock.now()
             let due = lastBeat + interval
             if t > due + slack { lastStall = (due, t) }
             lastBeat = t
@@ -62,7 +62,7 @@ final class LoopStallWatch {
     /// up then is read as soon as the loop runs, so a connection that was idle through it and
     /// empties its bucket later has nothing from it to claim).
     func stalled(since: NIODeadline) -> TimeAmount {
-        let t = now()
+        let t = clock.now()
         var total = TimeAmount.zero
         if let stall = lastStall, t <= stall.to + max(stall.to - stall.from, .seconds(1)) {
             total = total + Self.overlap(stall.from, stall.to, since, t)

@@ -100,8 +100,8 @@ public final class SocketServer: Sendable {
         /// runs (an administrator's `rm`, a cleaner of /tmp or /run) is made again, so that
         /// programs can still connect.
         public var socketFileCheck: TimeAmount = .seconds(10)
-        /// The clock of the flood limiter (injectable for tests).
-        public var now: @Sendable () -> NIODeadline = { NIODeadline.now() }
+        /// The clock of the flood limiter, the stall watch and the paced warnings.
+        public var clock = ShellClock.system
 
         public init(path: String) { self.path = path }
     }

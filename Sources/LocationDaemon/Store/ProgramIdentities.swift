@@ -1,6 +1,7 @@
 import CSQLite
 import Logging
 import LocationCore
+import NIOCore
 
 /// The identity each program had in its latest session: uid, groups and executable.
 /// A program's regions, background monitors and queue outlive its connections, so a reload or
@@ -83,11 +84,11 @@ public final class ProgramIdentities: @unchecked Sendable {
     public var hasUnsaved: Bool { !unsaved.isEmpty }
     /// How many are.
     public var unsavedCount: Int { unsaved.count }
-    private var lastAttempt: ContinuousClock.Instant?
+    private var lastAttempt: NIODeadline?
 
     /// `writeUnsaved` at most every `UnwrittenChanges.retryInterval`: from the fixes, so an
     /// identity is written even while nothing else is (a device standing still).
-    func writeUnsaved(pacedAt now: ContinuousClock.Instant) {
+    func writeUnsaved(pacedAt now: NIODeadline) {
         if let lastAttempt, now - lastAttempt < UnwrittenChanges.retryInterval { return }
         lastAttempt = now
         writeUnsaved()

@@ -102,12 +102,13 @@ final class ServerHarness: Sendable {
     }
 }
 
-/// A clock for `SocketServer.Configuration.now`: real time plus an offset the test advances,
+/// A clock for `SocketServer.Configuration.clock`: real time plus an offset the test advances,
 /// so a pause in the scenario costs no wall-clock time (and cannot come out shorter under load).
 final class AdvancingClock: Sendable {
     private let offset = Mutex<Int64>(0)
     func advance(by amount: TimeAmount) { offset.withLock { $0 += amount.nanoseconds } }
     var now: NIODeadline { NIODeadline.now() + .nanoseconds(offset.withLock { $0 }) }
+    var shellClock: ShellClock { ShellClock { self.now } }
 }
 
 /// How reading a connection to its end ended: the peer closed it (an error such as ECONNRESET
