@@ -125,18 +125,7 @@ final class RawSocket {
         precondition(fd >= 0)
         var tv = timeval(tv_sec: 20, tv_usec: 0)  // a hung test fails instead of hanging
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
-            raw.copyBytes(from: bytes)
-            raw[bytes.count] = 0
-        }
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
+        let rc = withSockaddr(path) { connect(fd, $0, $1) }
         precondition(rc == 0, "connect failed")
     }
 
