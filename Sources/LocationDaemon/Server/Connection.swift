@@ -79,7 +79,6 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
         self.bucket = TokenBucket(burst: configuration.floodBurst, rate: configuration.floodRate, now: configuration.clock.now())
     }
 
-
     func close() { context?.close(promise: nil) }
 
     // MARK: Channel events

@@ -6,18 +6,6 @@ import NIOCore
 import NIOPosix
 import Synchronization
 
-/// A file's device and inode (`lstat`): which file a path names now.
-struct FileIdentity: Hashable, Sendable {
-    var device: UInt64
-    var inode: UInt64
-
-    init?(path: String) {
-        var st = stat()
-        guard lstat(path, &st) == 0 else { return nil }
-        device = UInt64(st.st_dev); inode = UInt64(st.st_ino)
-    }
-}
-
 /// Errors preparing the socket path.
 public enum SocketServerError: Error, Hashable, Sendable, CustomStringConvertible {
     case pathInUse(String)
