@@ -19,20 +19,16 @@ struct BackgroundDeliveryTests {
     /// fix): polling another process's progress, bounded.
     static func handled(second: Int, by client: LocationClient) async throws {
         let want = t0.adding(seconds: Double(second))
-        let deadline = Date().addingTimeInterval(30)
-        while try await client.status().lastFix != want {
-            guard Date() < deadline else { throw DaemonProcess.Failure(description: "the daemon never handled the fix at +\(second) s") }
-            try await Task.sleep(for: .milliseconds(20))
+        guard try await waitUntil(timeout: 30, { try await client.status().lastFix == want }) else {
+            throw DaemonProcess.Failure(description: "the daemon never handled the fix at +\(second) s")
         }
     }
 
     /// Waits until the daemon is gpsd's client (its status leaves `disconnected`): fixes served
     /// before that would be read by gpsd with nobody watching, and lost to the test.
     static func connectedToGPSD(_ client: LocationClient) async throws {
-        let deadline = Date().addingTimeInterval(30)
-        while try await client.status().state == .disconnected {
-            guard Date() < deadline else { throw DaemonProcess.Failure(description: "the daemon never connected to gpsd") }
-            try await Task.sleep(for: .milliseconds(20))
+        guard try await waitUntil(timeout: 30, { try await client.status().state != .disconnected }) else {
+            throw DaemonProcess.Failure(description: "the daemon never connected to gpsd")
         }
     }
 
@@ -84,10 +80,8 @@ struct BackgroundDeliveryTests {
             try await Self.handled(second: 4, by: watcher)
             program.close()
             // The daemon has seen the connection go: no session is open any more.
-            let deadline = Date().addingTimeInterval(20)
-            while try await watcher.status().sessions != 0 {
-                guard Date() < deadline else { throw DaemonProcess.Failure(description: "the session never closed") }
-                try await Task.sleep(for: .milliseconds(20))
+            guard try await waitUntil(timeout: 20, { try await watcher.status().sessions == 0 }) else {
+                throw DaemonProcess.Failure(description: "the session never closed")
             }
             // 2. Away: 10 minutes inside the region (enter, visit arrival), then 400 m north
             //    (exit, departure, a significant change).

@@ -95,11 +95,9 @@ import Testing
             program.close()  // away, its session not ended: monitoring continues
         }
         var away = try await status(daemon)
-        let deadline = Date().addingTimeInterval(20)
-        while away.background != 1 {
-            guard Date() < deadline else { Issue.record("never handed over: \(away)"); return }
-            try await Task.sleep(for: .milliseconds(20))
-            away = try await status(daemon)
+        guard try await waitUntil(timeout: 20, { away = try await status(daemon); return away.background == 1 }) else {
+            Issue.record("never handed over: \(away)")
+            return
         }
         #expect(away.receiver == "watching" && away.regions == 1 && away.suspended == false)
 

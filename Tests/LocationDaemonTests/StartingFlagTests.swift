@@ -19,9 +19,7 @@ import Testing
         }
         #expect(ran)
         #expect(!clearedDuringBody, "clear() ran while the stop was under way")
-        let deadline = Date().addingTimeInterval(5)
-        while !cleared.withLock({ $0 }) && Date() < deadline { try await Task.sleep(for: .milliseconds(5)) }
-        #expect(cleared.withLock { $0 })
+        #expect(await waitUntil(timeout: 5) { cleared.withLock { $0 } })
         #expect(!flag.whileSet { Issue.record("ran after clear()") })
     }
 }
