@@ -63,6 +63,17 @@ public struct VisitScore: Sendable, CustomStringConvertible {
     /// Emission time of the arrival event minus the true arrival, seconds, sorted.
     public var emissionDelays: [Double]
 
+    /// No visits, none detected: the start of a sum.
+    public static let none = VisitScore(truthCount: 0, detectedCount: 0, matched: 0, arrivalErrors: [], departureErrors: [], emissionDelays: [])
+
+    /// Adds another log's score (its visits were matched within that log).
+    public mutating func add(_ other: VisitScore) {
+        truthCount += other.truthCount; detectedCount += other.detectedCount; matched += other.matched
+        arrivalErrors = (arrivalErrors + other.arrivalErrors).sorted()
+        departureErrors = (departureErrors + other.departureErrors).sorted()
+        emissionDelays = (emissionDelays + other.emissionDelays).sorted()
+    }
+
     public static func quantile(_ sorted: [Double], _ q: Double) -> Double? {
         guard !sorted.isEmpty else { return nil }
         // Nearest rank.

@@ -23,6 +23,11 @@ public struct Scenario: Sendable {
         public var lossFraction: Double = 0
         /// …in bursts of this mean length, seconds.
         public var lossBurstSeconds: Double = 30
+        /// The first fixes after a loss are off by this many metres in a random direction (a
+        /// receiver re-acquiring with a poor solution)…
+        public var reacquisitionDistance: Double = 0
+        /// …shrinking linearly to nothing over this long, seconds.
+        public var reacquisitionSeconds: Double = 20
         public init() {}
     }
 
@@ -265,7 +270,7 @@ public struct Scenario: Sendable {
     static func noise(_ v: JSONValue, base: Noise, _ what: String) throws(ParseError) -> Noise {
         guard case .object(let o) = v else { throw ParseError("\(what) must be an object, not \(shown(v))") }
         try known(o, ["sigma", "multipathSigma", "multipathSeconds", "outlierRate", "outlierDistance",
-                      "lossFraction", "lossBurstSeconds"], in: what)
+                      "lossFraction", "lossBurstSeconds", "reacquisitionDistance", "reacquisitionSeconds"], in: what)
         var n = base
         // Distances beyond `maximumNoiseMetres` are no receiver's error, and 1e300 overflowed
         // the position into latitudes the NMEA writer could not write.
@@ -301,6 +306,8 @@ public struct Scenario: Sendable {
             n.lossFraction = x
         }
         if let x = try seconds("lossBurstSeconds") { n.lossBurstSeconds = x }
+        if let x = try metres("reacquisitionDistance") { n.reacquisitionDistance = x }
+        if let x = try seconds("reacquisitionSeconds") { n.reacquisitionSeconds = x }
         return n
     }
 

@@ -121,6 +121,9 @@ public struct Simulator {
         var elapsed = 0.0          // seconds since start of the next epoch
         var mpNorth = 0.0, mpEast = 0.0
         var lost = false
+        // Re-acquisition after a loss: the offset's direction and the time the fixes came back.
+        var reacquired: (time: Double, north: Double, east: Double)?
+        var wasLost = false
 
         func epoch(_ truthPosition: Coordinate, speed: Double, course: Double?, noise: Scenario.Noise, forcedLoss: Bool) {
             let time = scenario.start.adding(seconds: elapsed)
@@ -139,10 +142,26 @@ public struct Simulator {
             let outlierDraw = Double(rng.next() >> 11) / Double(1 << 53)
             let gn = rng.gaussian(), ge = rng.gaussian(), galt = rng.gaussian(), gv = rng.gaussian()
             if lost || forcedLoss {
+                wasLost = true
                 nmea.append(contentsOf: writer.noFixEpoch(at: time).utf8)
                 return
             }
             var dn = mpNorth + gn * noise.sigma, de = mpEast + ge * noise.sigma
+            // Drawn only when the model has it, so scenarios without it keep their bytes.
+            if wasLost && noise.reacquisitionDistance > 0 {
+                let angle = Double(rng.next() >> 11) / Double(1 << 53) * 2 * Double.pi
+                reacquired = (elapsed - dt, cos(angle), sin(angle))
+            }
+            wasLost = false
+            if let r = reacquired {
+                let left = 1 - (elapsed - dt - r.time) / noise.reacquisitionSeconds
+                if left > 0 {
+                    dn += noise.reacquisitionDistance * left * r.north
+                    de += noise.reacquisitionDistance * left * r.east
+                } else {
+                    reacquired = nil
+                }
+            }
             if outlierDraw < noise.outlierRate {
                 let angle = Double(rng.next() >> 11) / Double(1 << 53) * 2 * Double.pi
                 let r = noise.outlierDistance * (0.5 + Double(rng.next() >> 11) / Double(1 << 53))

@@ -87,7 +87,9 @@ struct VisitRecorder {
     /// gpsd reports an epoch several times while it fills in: repeated copies of one outside
     /// fix count once towards the three a departure needs.
     @Test func copiesOfOneEpochCountOnceTowardsADeparture() {
-        var r = VisitRecorder()
+        var p = VisitDetector.Parameters()
+        p.farDepartureSeconds = 10
+        var r = VisitRecorder(p)
         r.stay(at: 0, 0, from: 0, seconds: 400)
         #expect(r.arrivals.count == 1)
         let far = offset(500, 0)
@@ -139,7 +141,7 @@ struct VisitRecorder {
         // 40 minutes without fixes (indoors), then fixes resume at the place for a minute.
         r.stay(at: 5, 5, from: 2800, seconds: 60)
         #expect(r.departures.isEmpty)
-        for i in 1...30 { r.feed(fix(at: 2860 + Double(i), offset(0, 20 * Double(i)))) }
+        for i in 1...50 { r.feed(fix(at: 2860 + Double(i), offset(0, 20 * Double(i)))) }
         #expect(r.arrivals.count == 1)
         #expect(r.departures.count == 1)
         let d = r.departures[0]
@@ -151,8 +153,10 @@ struct VisitRecorder {
     @Test func aGapEndingFarAwayEndsTheVisitAtTheLastFixInside() {
         var r = VisitRecorder()
         r.stay(at: 0, 0, from: 0, seconds: 400)
-        // Fixes lost at 399; they resume 3 km away 30 minutes later.
-        r.stay(at: 3000, 0, from: 2200, seconds: 20)
+        // Fixes lost at 399; they resume 3 km away 30 minutes later (30 s of them are certain).
+        r.stay(at: 3000, 0, from: 2200, seconds: 30)
+        #expect(r.departures.isEmpty)
+        r.stay(at: 3000, 0, from: 2230, seconds: 1)
         #expect(r.departures.count == 1)
         #expect(r.departures.first?.departure == t0.adding(seconds: 399))
         #expect(r.departures.first?.arrival == t0)
@@ -189,14 +193,15 @@ struct VisitRecorder {
     @Test func outsideFixesMustLastBeforeADeparture() {
         var r = VisitRecorder()
         r.stay(at: 0, 0, from: 0, seconds: 400)
-        // Five consecutive fixes 500 m away (spanning 4 s < 10 s), then back.
-        for i in 0..<5 { r.feed(fix(at: 400 + Double(i), offset(500, 0))) }
-        r.stay(at: 0, 0, from: 405, seconds: 30)
+        // Thirty consecutive fixes 500 m away (spanning 29 s < 30 s), then back.
+        for i in 0..<30 { r.feed(fix(at: 400 + Double(i), offset(500, 0))) }
+        r.stay(at: 0, 0, from: 430, seconds: 30)
         #expect(r.departures.isEmpty)
-        // Eleven (spanning 10 s) end it.
-        for i in 0..<11 { r.feed(fix(at: 435 + Double(i), offset(500, 0))) }
+        // Thirty-one (spanning 30 s) end it.
+        for i in 0..<31 { r.feed(fix(at: 460 + Double(i), offset(500, 0))) }
         #expect(r.departures.count == 1)
-        #expect(r.departures[0].departure == t0.adding(seconds: 434))
+        #expect(r.departures[0].departure == t0.adding(seconds: 459))
+        #expect(r.events.last?.at == t0.adding(seconds: 490))
     }
 
     @Test func heavyJitterIndoorsKeepsOneVisit() {

@@ -20,9 +20,9 @@ public struct Visit: Hashable, Sendable {
 /// Streaming visit detection with O(1) state per subscription (docs/semantics.md, "Visits").
 ///
 /// A *stay* is a run of fixes within `radius` of the stay's running centre. It becomes a visit
-/// (an `arrival` event, back-dated) once its fixes span `dwell` seconds; it ends (a `departure`
-/// event) once `departureFixes` consecutive fixes spanning `departureSeconds` lie outside —
-/// never because fixes stop. All state is a fixed number of scalars plus a fixed-capacity
+/// (an `arrival` event, back-dated) once its still fixes span `dwell` seconds; it ends (a
+/// `departure` event) once the fixes outside it outweigh indoor jitter and re-acquisition
+/// (`departureIsCertain`) — never because fixes stop. All state is a fixed number of scalars plus a fixed-capacity
 /// buffer of early fixes allocated once at init, so offering a fix never allocates.
 public struct VisitDetector: Sendable {
     public struct Parameters: Hashable, Sendable {
@@ -35,8 +35,19 @@ public struct VisitDetector: Sendable {
         public var coreRadius: Double
         /// Consecutive outside fixes needed to end a stay…
         public var departureFixes: Int
-        /// …spanning at least this long, seconds.
+        /// …spanning at least this long, seconds (a stay not yet reported as a visit).
         public var departureSeconds: Double
+        /// A reported visit ends on outside fixes at least this far from its centre, metres…
+        public var departureDistance: Double
+        /// …that span this long, seconds…
+        public var farDepartureSeconds: Double
+        /// …or on outside fixes nearer than that spanning this long, whose own centre is
+        /// outside the radius too, seconds.
+        public var nearDepartureSeconds: Double
+        /// A fix whose receiver reports at least this speed (Doppler) is moving, m/s…
+        public var movingSpeed: Double
+        /// …and a stay whose early fixes moved more often than this share is not a visit yet.
+        public var maximumMovingShare: Double
         /// Fixes with a 95 % accuracy worse than this are ignored (treated as fix loss), metres.
         public var maximumAccuracy: Double
         /// Until its arrival is emitted, a stay's centre forgets older fixes with this time
@@ -44,10 +55,15 @@ public struct VisitDetector: Sendable {
         public var candidateMemory: Double
 
         public init(radius: Double = 100, dwell: Double = 300, coreRadius: Double = 50,
-                    departureFixes: Int = 3, departureSeconds: Double = 10, maximumAccuracy: Double = 200,
-                    candidateMemory: Double = 30) {
+                    departureFixes: Int = 3, departureSeconds: Double = 10,
+                    departureDistance: Double = 200, farDepartureSeconds: Double = 30, nearDepartureSeconds: Double = 300,
+                    movingSpeed: Double = 0.5, maximumMovingShare: Double = 0.1,
+                    maximumAccuracy: Double = 200, candidateMemory: Double = 30) {
+            self.movingSpeed = movingSpeed; self.maximumMovingShare = maximumMovingShare
             self.radius = radius; self.dwell = dwell; self.coreRadius = coreRadius
             self.departureFixes = departureFixes; self.departureSeconds = departureSeconds
+            self.departureDistance = departureDistance
+            self.farDepartureSeconds = farDepartureSeconds; self.nearDepartureSeconds = nearDepartureSeconds
             self.maximumAccuracy = maximumAccuracy
             self.candidateMemory = candidateMemory
         }
@@ -102,6 +118,9 @@ public struct VisitDetector: Sendable {
             let dx = q.x - meanX, dy = q.y - meanY
             return (dx * dx + dy * dy).squareRoot()
         }
+
+        /// The centre as a unit vector (to measure it in another stay's plane).
+        var centreUnit: SIMD3<Double> { Geodesy.unitVector(centre) }
 
         var centre: Coordinate {
             let x = meanX / Geodesy.earthRadius, y = meanY / Geodesy.earthRadius
@@ -162,12 +181,29 @@ public struct VisitDetector: Sendable {
     /// Outside fixes since the last inside one, and the tentative next stay they form.
     @usableFromInline var outsideCount = 0
     @usableFromInline var firstOutside = Timestamp(nanoseconds: 0)
+    /// Evidence of a departure from a visit, seconds: the time the run of outside fixes spans,
+    /// and the time its latest fixes at least `departureDistance` from the centre span (with
+    /// how many they are), each step between fixes counted for at most `departureSeconds` so a
+    /// dropout inside the run adds little.
+    @usableFromInline var outsideEvidence = 0.0
+    @usableFromInline var farEvidence = 0.0
+    @usableFromInline var farCount = 0
+    /// Whether the run's first fix came after a gap in fixes longer than `departureSeconds`.
+    @usableFromInline var runAfterGap = false
+    /// The previous fix's time (the step that adds evidence).
+    @usableFromInline var previousFix = Timestamp(nanoseconds: 0)
     @usableFromInline var pending: Stay?
     /// Early fixes of the current (unconfirmed) stay, one per `dwell / capacity` seconds, to
     /// back-date the arrival to the first fix near the final centre. Fixed capacity.
-    @usableFromInline var early: [(time: Timestamp, unit: SIMD3<Double>)]
-    @usableFromInline var pendingEarly: [(time: Timestamp, unit: SIMD3<Double>)]
+    @usableFromInline var early: [EarlyFix]
+    @usableFromInline var pendingEarly: [EarlyFix]
+    /// Whether a fix since the buffer's last entry reported movement (for its next entry).
+    @usableFromInline var movedSinceEarly = false
+    @usableFromInline var movedSincePendingEarly = false
     static let earlyCapacity = 64
+    /// An early fix: its time, its unit vector, and whether the receiver reported movement
+    /// (`movingSpeed`) at it or at any fix since the entry before it.
+    @usableFromInline typealias EarlyFix = (time: Timestamp, unit: SIMD3<Double>, moved: Bool)
     /// The receiver's clock can jump back (gpsd's bt451 log: 52 minutes). The detector then
     /// takes the fix as one second after the latest and keeps that shift for the fixes after it
     /// (nanoseconds added to their times), so durations go on counting and its events stay in
@@ -209,6 +245,7 @@ public struct VisitDetector: Sendable {
             }
         }
         latest = fix.time  // from here on every fix is later than every one before it
+        defer { previousFix = fix.time }
         guard var stay = current else { start(fix, unit); return }
         let d = stay.distanceFromCentre(unit)
         if d <= parameters.radius {
@@ -222,38 +259,53 @@ public struct VisitDetector: Sendable {
             }
             current = stay
             outsideCount = 0
+            farCount = 0; outsideEvidence = 0
             pending = nil
             if confirmed {
                 return
             }
-            remember(fix, unit, in: &early, stay: stay)
+            remember(fix, unit, in: &early, moved: &movedSinceEarly, stay: stay)
             confirmIfDwelt(emit)
             return
         }
         // Outside: one outlier does not end a stay; a confirmed run of outside fixes does.
+        if outsideCount == 0 { runAfterGap = fix.time - previousFix > parameters.departureSeconds }
+        let step = outsideCount == 0 ? 0 : min(fix.time - previousFix, parameters.departureSeconds)
         outsideCount += 1
+        outsideEvidence += step
+        if d >= parameters.departureDistance {
+            farEvidence = farCount == 0 ? 0 : farEvidence + step
+            farCount += 1
+        } else {
+            farCount = 0
+        }
         if outsideCount == 1 {
             firstOutside = fix.time
             pending = Stay(fix, unit)
             pending!.add(fix, unit, distance: 0, radius: parameters.radius, coreRadius: parameters.coreRadius)
             pendingEarly.removeAll(keepingCapacity: true)
-            remember(fix, unit, in: &pendingEarly, stay: pending!)
+            movedSincePendingEarly = false
+            remember(fix, unit, in: &pendingEarly, moved: &movedSincePendingEarly, stay: pending!)
         } else if var p = pending {
             let dp = p.distanceFromCentre(unit)
             if dp <= parameters.radius {
                 p.add(fix, unit, distance: dp, radius: parameters.radius, coreRadius: parameters.coreRadius,
                       memory: parameters.candidateMemory)
-                remember(fix, unit, in: &pendingEarly, stay: p)
+                remember(fix, unit, in: &pendingEarly, moved: &movedSincePendingEarly, stay: p)
             } else {
                 p = Stay(fix, unit)
                 p.add(fix, unit, distance: 0, radius: parameters.radius, coreRadius: parameters.coreRadius)
                 pendingEarly.removeAll(keepingCapacity: true)
-                remember(fix, unit, in: &pendingEarly, stay: p)
+                movedSincePendingEarly = false
+                remember(fix, unit, in: &pendingEarly, moved: &movedSincePendingEarly, stay: p)
             }
             pending = p
         }
         guard outsideCount >= parameters.departureFixes,
               fix.time - firstOutside >= parameters.departureSeconds else { return }
+        // A reported visit, and any stay whose outside run began as fixes came back after a
+        // dropout (a receiver re-acquiring off), needs the stronger evidence.
+        if (confirmed || runAfterGap) && !departureIsCertain(from: stay) { return }
         if confirmed {
             emit(Visit(kind: .departure, arrival: arrival, departure: stay.lastCore,
                        coordinate: stay.centre, horizontalAccuracy: stay.spread95))
@@ -261,12 +313,25 @@ public struct VisitDetector: Sendable {
         current = pending
         swap(&early, &pendingEarly)
         pendingEarly.removeAll(keepingCapacity: true)
+        movedSinceEarly = movedSincePendingEarly
         pending = nil
         confirmed = false
         outsideCount = 0
+        farCount = 0; outsideEvidence = 0
         // The new stay may already have spanned the dwell (e.g. a stop whose first fixes came
         // in as an outside run): decide it now.
         confirmIfDwelt(emit)
+    }
+
+    /// Whether the current run of outside fixes ends a reported visit: its latest fixes are
+    /// far (`departureDistance`) and span `farDepartureSeconds`, or the whole run spans
+    /// `nearDepartureSeconds` and the tentative next stay it forms is itself outside the
+    /// radius. Indoor multipath that wanders 100–115 m out for a minute or two, or a receiver
+    /// re-acquiring a few hundred metres off for seconds after a dropout, is neither.
+    func departureIsCertain(from stay: Stay) -> Bool {
+        if farCount >= parameters.departureFixes && farEvidence >= parameters.farDepartureSeconds { return true }
+        guard outsideEvidence >= parameters.nearDepartureSeconds, let p = pending else { return false }
+        return stay.distanceFromCentre(p.centreUnit) > parameters.radius
     }
 
     /// Emits the arrival once the stay's own fixes — from the first to the last within the
@@ -274,7 +339,8 @@ public struct VisitDetector: Sendable {
     /// the scan of the early fixes (≤ 64) runs only once that has passed.
     mutating func confirmIfDwelt(_ emit: (Visit) -> Void) {
         guard !confirmed, let s = current, s.count >= 3, s.lastCore - s.start >= parameters.dwell else { return }
-        guard let arrival = arrivalTime(of: s), s.lastCore - arrival >= parameters.dwell else { return }
+        guard let arrival = arrivalTime(of: s), s.lastCore - arrival >= parameters.dwell,
+              !isMoving(since: arrival) else { return }
         confirmed = true
         self.arrival = arrival
         emit(Visit(kind: .arrival, arrival: arrival, departure: nil, coordinate: s.centre, horizontalAccuracy: s.spread95))
@@ -286,9 +352,11 @@ public struct VisitDetector: Sendable {
         current = s
         confirmed = false
         outsideCount = 0
+        farCount = 0; outsideEvidence = 0
         pending = nil
         early.removeAll(keepingCapacity: true)
-        remember(fix, unit, in: &early, stay: s)
+        movedSinceEarly = false
+        remember(fix, unit, in: &early, moved: &movedSinceEarly, stay: s)
     }
 
     /// Keeps at most `earlyCapacity` early fixes of `stay`, spaced `dwell / capacity` apart. When
@@ -296,19 +364,32 @@ public struct VisitDetector: Sendable {
     /// a stay that followed the device on a slow walk (its centre moves, unconfirmed) would
     /// otherwise fill the buffer with the walk, and the fixes near where it stops — its arrival —
     /// would never be kept. The oldest fix near the centre stays: it is the arrival.
-    func remember(_ fix: Fix, _ unit: SIMD3<Double>, in buffer: inout [(time: Timestamp, unit: SIMD3<Double>)], stay: Stay) {
+    func remember(_ fix: Fix, _ unit: SIMD3<Double>, in buffer: inout [EarlyFix], moved: inout Bool, stay: Stay) {
+        if let speed = fix.speed, speed >= parameters.movingSpeed { moved = true }
         if let last = buffer.last, fix.time - last.time < parameters.dwell / Double(Self.earlyCapacity) { return }
         if buffer.count == Self.earlyCapacity {
             guard stay.distanceFromCentre(buffer[0].unit) > parameters.coreRadius else { return }
             buffer.removeFirst()  // 64 entries moved, in place: no allocation
         }
-        buffer.append((fix.time, unit))
+        buffer.append((fix.time, unit, moved))
+        moved = false
+    }
+
+    /// Whether more than `maximumMovingShare` of the early fixes from `arrival` on reported
+    /// movement: stop-and-go through a car park, a market or a queue, not a stay.
+    func isMoving(since arrival: Timestamp) -> Bool {
+        var all = 0, moved = 0
+        for e in early where e.time >= arrival {
+            all += 1
+            if e.moved { moved += 1 }
+        }
+        return Double(moved) > parameters.maximumMovingShare * Double(all)
     }
 
     /// The first remembered fix within the core radius of the stay's centre (the stay's first
     /// own fix); `nil` when none is — the device was moving through, not staying.
     func arrivalTime(of stay: Stay) -> Timestamp? {
-        for e in early where stay.distanceFromCentre(e.unit) <= parameters.coreRadius {
+        for e in early where !e.moved && stay.distanceFromCentre(e.unit) <= parameters.coreRadius {
             return max(e.time, stay.start)
         }
         return nil

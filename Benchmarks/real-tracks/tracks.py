@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""Real GPS tracks for visit detection (docs/visits.md, "Real tracks").
+
+    tracks.py fetch  [--cache DIR]            tracklib's sdist from PyPI (37 MB, once), unpacked
+    tracks.py nmea   [--cache DIR] --out DIR  every listed track as DIR/NAME.nmea (RMC+GGA)
+    tracks.py draft  [--cache DIR] NAME       draft labels by the labelling rule, to review
+
+The tracks are read in place from the unpacked package (never committed); the labels
+(labels/NAME.truth), the split (dev.list, test.list) and this script are. NMEA carries only
+what the files have: time and position (no speed, no accuracy: the engine weighs such a fix
+as 50 m and never takes it as moving).
+"""
+import argparse, datetime as dt, glob, json, math, os, subprocess, sys, tarfile, tempfile
+import xml.etree.ElementTree as ET
+
+PACKAGE, VERSION = "tracklib", "0.8.4.2"
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_CACHE = os.environ.get("REAL_TRACKS_CACHE", os.path.expanduser("~/.cache/locationd-real-tracks"))
+
+# name -> path inside the unpacked sdist's data/ folder
+TRACKS = {
+    "collioure-walk": "230923.gpx",
+    "vanoise-day-1": "gpx/456.gpx",
+    "vanoise-day-2": "gpx/457.gpx",
+    "alps-hike-56": "gpx/geo/5_56.gpx",
+    "alps-hike-85": "gpx/geo/5_85.gpx",
+    "vincennes-run": "gpx/20180131T121746.gpx",
+    "joensuu-1317719870259": "mopsi/wgs84/1317719870259",
+    "joensuu-1317811076881": "mopsi/wgs84/1317811076881",
+    "joensuu-1329765531089": "mopsi/wgs84/1329765531089",
+    "joensuu-1330258035890": "mopsi/wgs84/1330258035890",
+    "joensuu-1334219048061": "mopsi/wgs84/1334219048061",
+    "joensuu-1334319186901": "mopsi/wgs84/1334319186901",
+    "joensuu-1334664801311": "mopsi/wgs84/1334664801311",
+    "joensuu-1412412627743": "mopsi/wgs84/1412412627743",
+}
+
+
+def data_dir(cache):
+    return os.path.join(cache, f"{PACKAGE}-{VERSION}", "data")
+
+
+def fetch(cache):
+    if os.path.isdir(data_dir(cache)):
+        return
+    os.makedirs(cache, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+                        "--dest", tmp, f"{PACKAGE}=={VERSION}"], check=True, stdout=subprocess.DEVNULL)
+        (sdist,) = glob.glob(os.path.join(tmp, "*.tar.gz"))
+        with tarfile.open(sdist) as t:
+            members = [m for m in t.getmembers()
+                       if m.isfile() and "/data/" in m.name and not m.name.endswith(".asc")
+                       or m.name.endswith("/LICENCE")]
+            t.extractall(cache, members=members, filter="data")
+
+
+def read_track(path):
+    """(unix time, latitude, longitude) in time order."""
+    points = []
+    if path.endswith(".gpx"):
+        for _, el in ET.iterparse(path):
+            if el.tag.endswith("trkpt"):
+                time = next((c.text for c in el if c.tag.endswith("time")), None)
+                if time:
+                    t = dt.datetime.fromisoformat(time.replace("Z", "+00:00")).timestamp()
+                    points.append((t, float(el.get("lat")), float(el.get("lon"))))
+                el.clear()
+    else:  # MOPSI: "latitude longitude unix-milliseconds altitude"
+        for line in open(path):
+            f = line.split()
+            if len(f) >= 3:
+                points.append((int(f[2]) / 1000, float(f[0]), float(f[1])))
+    points.sort()
+    out = []
+    for p in points:  # one fix per epoch
+        if not out or p[0] > out[-1][0]:
+            out.append(p)
+    return out
+
+
+def sentence(body):
+    c = 0
+    for ch in body.encode():
+        c ^= ch
+    return f"${body}*{c:02X}\r\n"
+
+
+def nmea(points):
+    lines = []
+    for t, lat, lon in points:
+        d = dt.datetime.fromtimestamp(t, dt.timezone.utc)
+        hms = d.strftime("%H%M%S") + f".{d.microsecond // 10000:02d}"
+        la, lo = abs(lat), abs(lon)
+        lat_s = f"{int(la):02d}{(la - int(la)) * 60:09.6f}"
+        lon_s = f"{int(lo):03d}{(lo - int(lo)) * 60:09.6f}"
+        ns, ew = "N" if lat >= 0 else "S", "E" if lon >= 0 else "W"
+        lines.append(sentence(f"GPRMC,{hms},A,{lat_s},{ns},{lon_s},{ew},,,{d.strftime('%d%m%y')},,,A"))
+        lines.append(sentence(f"GPGGA,{hms},{lat_s},{ns},{lon_s},{ew},1,08,,,M,,M,,"))
+    return "".join(lines)
+
+
+def distance(a, b):
+    """Metres between (lat, lon) pairs (equirectangular: stays span a few hundred metres)."""
+    x = math.radians(b[1] - a[1]) * math.cos(math.radians((a[0] + b[0]) / 2))
+    y = math.radians(b[0] - a[0])
+    return 6371008.8 * math.hypot(x, y)
+
+
+def smoothed_speeds(points, window=30):
+    """Speed at each point: displacement over the surrounding `window` seconds (at least one
+    step each side), m/s. Jitter of a still receiver averages out; walking does not."""
+    speeds, n = [], len(points)
+    for i, p in enumerate(points):
+        a = i
+        while a > 0 and p[0] - points[a][0] < window / 2:
+            a -= 1
+        b = i
+        while b < n - 1 and points[b][0] - p[0] < window / 2:
+            b += 1
+        span = points[b][0] - points[a][0]
+        speeds.append(distance(points[a][1:], points[b][1:]) / span if span > 0 else 0)
+    return speeds
+
+
+def median_centre(run):
+    return (sorted(p[1] for p in run)[len(run) // 2], sorted(p[2] for p in run)[len(run) // 2])
+
+
+def draft(points, radius=75, minimum=300, still=0.5, still_share=0.8, merge=100):
+    """Stays by the labelling rule (docs/visits.md, "Labelling guide"), looking at the whole
+    track: runs of still points (smoothed speed below `still`, m/s), grown while every point stays
+    within `radius` of the run's median and at least `still_share` of its time is still, kept
+    when they last `minimum` seconds; stays at one place (`merge` m) with no other stay
+    between are one. A draft to review, not the labels."""
+    speeds = smoothed_speeds(points)
+    n, stays, i = len(points), [], 0
+    while i < n:
+        if speeds[i] >= still:
+            i += 1
+            continue
+        j, moving = i + 1, 0.0
+        while j < n:
+            if speeds[j] >= still:
+                moving += points[j][0] - points[j - 1][0]
+            span = points[j][0] - points[i][0]
+            centre = median_centre(points[i:j + 1])
+            if distance(centre, points[j][1:]) > radius or (span > 60 and moving > (1 - still_share) * span):
+                break
+            j += 1
+        while j - 1 > i and speeds[j - 1] >= still:  # end at the last still point
+            j -= 1
+        if points[j - 1][0] - points[i][0] >= minimum:
+            stays.append([points[i][0], points[j - 1][0], median_centre(points[i:j])])
+            i = j
+        else:
+            i += 1
+    merged = []
+    for s in stays:
+        if merged and distance(merged[-1][2], s[2]) <= merge:
+            merged[-1][1] = s[1]
+        else:
+            merged.append(s)
+    return [(a, b, c[0], c[1]) for a, b, c in merged]
+
+
+def iso(t):
+    return dt.datetime.fromtimestamp(round(t), dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("command", choices=["fetch", "nmea", "draft"])
+    ap.add_argument("name", nargs="?")
+    ap.add_argument("--cache", default=DEFAULT_CACHE)
+    ap.add_argument("--out")
+    a = ap.parse_args()
+    fetch(a.cache)
+    if a.command == "nmea":
+        if not a.out:
+            ap.error("nmea needs --out DIR")
+        os.makedirs(a.out, exist_ok=True)
+        for name, rel in TRACKS.items():
+            with open(os.path.join(a.out, name + ".nmea"), "w") as f:
+                f.write(nmea(read_track(os.path.join(data_dir(a.cache), rel))))
+    elif a.command == "draft":
+        points = read_track(os.path.join(data_dir(a.cache), TRACKS[a.name]))
+        for s, e, lat, lon in draft(points):
+            print(json.dumps({"type": "visit", "place": None, "arrival": iso(s),
+                              "departure": None if e == points[-1][0] else iso(e),
+                              "latitude": round(lat, 6), "longitude": round(lon, 6), "indoors": False}))
+
+
+if __name__ == "__main__":
+    main()

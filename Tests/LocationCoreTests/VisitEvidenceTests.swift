@@ -1,0 +1,135 @@
+@testable import LocationCore
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The rules that keep one stay one visit and slow movement no visit (docs/semantics.md,
+/// "Visits": departure of a reported visit; still, not creeping).
+@Suite struct VisitEvidenceTests {
+    /// 1 Hz fixes `metres` from the place in the direction `degrees` (0 = north).
+    func away(_ r: inout VisitRecorder, metres: Double, degrees: Double, from: Double, seconds: Int) {
+        let a = Geodesy.radians(degrees)
+        for i in 0..<seconds {
+            r.feed(fix(at: from + Double(i), offset(metres * cos(a), metres * sin(a)), accuracy: 30))
+        }
+    }
+
+    /// Indoor multipath carrying every fix 105–115 m out, to one side or all round, for two
+    /// minutes (it ended a visit after 10 s and the next fixes began a second one there).
+    @Test(arguments: [false, true])
+    func jitterOf110MetresForTwoMinutesDoesNotEndAVisit(allRound: Bool) {
+        var r = VisitRecorder()
+        r.stay(at: 0, 0, from: 0, seconds: 600)
+        #expect(r.arrivals.count == 1)
+        for i in 0..<120 {
+            let metres = 105 + Double(i % 11)
+            let degrees = allRound ? Double(i) * 137.5 : 40 + Double(i % 7)
+            away(&r, metres: metres, degrees: degrees, from: 600 + Double(i), seconds: 1)
+        }
+        r.stay(at: 0, 0, from: 720, seconds: 900)
+        #expect(r.arrivals.count == 1)
+        #expect(r.departures.isEmpty)
+    }
+
+    /// Fixes lost for five minutes come back 350 m off and converge on the place over 20 s (a
+    /// receiver re-acquiring): neither a reported visit nor a stay on its way to one ends.
+    @Test(arguments: [false, true])
+    func aSpikeAfterADropoutDoesNotEndAStay(reported: Bool) {
+        var r = VisitRecorder()
+        let before = reported ? 600 : 200
+        r.stay(at: 0, 0, from: 0, seconds: before)
+        let back = Double(before) + 300
+        for i in 0..<20 {
+            away(&r, metres: 350 * (1 - Double(i) / 20), degrees: 200, from: back + Double(i), seconds: 1)
+        }
+        r.stay(at: 0, 0, from: back + 20, seconds: 600)
+        #expect(r.arrivals.count == 1)
+        #expect(r.arrivals.first.map { $0.arrival - t0 < Double(before) } == true, "one stay, begun before the dropout")
+        #expect(r.departures.isEmpty)
+    }
+
+    /// Two dropouts back to back, each ending in a spike: the dropout between them counts for
+    /// at most `departureSeconds` of the evidence.
+    @Test func aDropoutInsideAnOutsideRunAddsLittle() {
+        var r = VisitRecorder()
+        r.stay(at: 0, 0, from: 0, seconds: 600)
+        away(&r, metres: 300, degrees: 90, from: 900, seconds: 8)
+        away(&r, metres: 300, degrees: 90, from: 1200, seconds: 8)
+        r.stay(at: 0, 0, from: 1208, seconds: 60)
+        #expect(r.departures.isEmpty)
+    }
+
+    /// A long stay broken by every kind of fragmenting episode stays one visit; the real
+    /// departure afterwards is reported once, timed at the last fix near the place.
+    @Test func aFragmentedStayIsOneVisitAndItsDepartureIsTheLastFixThere() {
+        var r = VisitRecorder()
+        r.stay(at: 0, 0, from: 0, seconds: 900)
+        away(&r, metres: 112, degrees: 300, from: 900, seconds: 90)
+        r.stay(at: 0, 0, from: 990, seconds: 600)
+        away(&r, metres: 250, degrees: 10, from: 1890, seconds: 12)   // after a 5-minute dropout
+        r.stay(at: 0, 0, from: 1902, seconds: 600)
+        away(&r, metres: 108, degrees: 120, from: 2502, seconds: 100)
+        r.stay(at: 0, 0, from: 2602, seconds: 300)
+        #expect(r.arrivals.count == 1)
+        #expect(r.departures.isEmpty)
+        // Walk away north at 1.4 m/s: within 50 m for 36 s, 200 m out after 143 s.
+        for i in 1...300 { r.feed(fix(at: 2901 + Double(i), offset(1.4 * Double(i), 0))) }
+        #expect(r.departures.count == 1)
+        guard let d = r.departures.first, let at = r.events.last?.at else { return }
+        #expect(d.arrival == t0)
+        let last = d.departure! - t0
+        #expect(last >= 2901 + 30 && last <= 2901 + 40, "last fix within 50 m: \(last)")
+        // Emitted once 200 m out for 30 s: about 2901 + 143 + 30.
+        #expect(at - t0 >= 2901 + 170 && at - t0 <= 2901 + 180, "emitted at \(at - t0)")
+    }
+
+    /// Settling 150 m away (beyond the radius, nearer than `departureDistance`) ends the visit
+    /// after `nearDepartureSeconds`, and the new place is the next visit.
+    @Test func settlingNextDoorEndsTheVisitAfterFiveMinutes() {
+        var r = VisitRecorder()
+        r.stay(at: 0, 0, from: 0, seconds: 600)
+        r.stay(at: 150, 0, from: 600, seconds: 1200)
+        #expect(r.departures.count == 1)
+        #expect(r.events.first { $0.visit.kind == .departure }.map { $0.at - t0 } == 900)
+        #expect(r.arrivals.count == 2)
+        if r.arrivals.count == 2 { #expect(Geodesy.distance(r.arrivals[1].coordinate, offset(150, 0)) < 10) }
+    }
+
+    /// A queue or a car park search: 10 m at 1 m/s, then 40 s still, for 20 minutes (net
+    /// 0.2 m/s). The receiver's speed shows the moves; the stay is no visit until the device is
+    /// still, and then it is back-dated to the first still fix.
+    @Test func stopAndGoIsNoVisit() {
+        var r = VisitRecorder()
+        var t = 0.0, north = 0.0
+        while t < 1200 {
+            for _ in 0..<10 {
+                north += 1
+                var f = fix(at: t, offset(north, 0)); f.speed = 1.0
+                r.feed(f); t += 1
+            }
+            for _ in 0..<40 {
+                var f = fix(at: t, offset(north, 0)); f.speed = 0.05
+                r.feed(f); t += 1
+            }
+        }
+        #expect(r.arrivals.isEmpty, "stop-and-go reported as a visit")
+        let still = t
+        for i in 0..<400 {
+            var f = fix(at: still + Double(i), offset(north, 0)); f.speed = 0.05
+            r.feed(f)
+        }
+        #expect(r.arrivals.count == 1)
+        if let a = r.arrivals.first {
+            #expect(a.arrival - t0 >= still - 40 && a.arrival - t0 <= still + 5, "arrival \(a.arrival - t0), still from \(still)")
+        }
+    }
+
+    /// Without a reported speed the rule does nothing: the same stay is a visit as before.
+    @Test func fixesWithoutSpeedNeverCountAsMoving() {
+        var r = VisitRecorder()
+        r.stay(at: 0, 0, from: 0, seconds: 301)
+        #expect(r.arrivals.count == 1)
+        #expect(r.arrivals.first?.arrival == t0)
+    }
+}
