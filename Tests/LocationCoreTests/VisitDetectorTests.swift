@@ -331,7 +331,7 @@ struct VisitRecorder {
         engine.handle(.subscribe(sig, SubscriptionOptions(distanceFilter: 100_000, events: [.significant, .location])), into: &out)
         out.removeAll()
         for i in 0..<400 { engine.handle(.fix(fix(at: Double(i), origin)), into: &out) }
-        for i in 0..<20 { engine.handle(.fix(fix(at: 1000 + Double(i), offset(3000, 0))), into: &out) }
+        for i in 0..<40 { engine.handle(.fix(fix(at: 1000 + Double(i), offset(3000, 0))), into: &out) }
         func kinds(_ id: SubscriberID) -> [String] {
             out.filter { $0.subscriber == id }.map {
                 switch $0.event {

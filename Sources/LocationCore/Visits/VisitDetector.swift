@@ -339,8 +339,7 @@ public struct VisitDetector: Sendable {
     /// the scan of the early fixes (≤ 64) runs only once that has passed.
     mutating func confirmIfDwelt(_ emit: (Visit) -> Void) {
         guard !confirmed, let s = current, s.count >= 3, s.lastCore - s.start >= parameters.dwell else { return }
-        guard let arrival = arrivalTime(of: s), s.lastCore - arrival >= parameters.dwell,
-              !isMoving(since: arrival) else { return }
+        guard let arrival = arrivalTime(of: s), s.lastCore - arrival >= parameters.dwell else { return }
         confirmed = true
         self.arrival = arrival
         emit(Visit(kind: .arrival, arrival: arrival, departure: nil, coordinate: s.centre, horizontalAccuracy: s.spread95))
@@ -375,24 +374,17 @@ public struct VisitDetector: Sendable {
         moved = false
     }
 
-    /// Whether more than `maximumMovingShare` of the early fixes from `arrival` on reported
-    /// movement: stop-and-go through a car park, a market or a queue, not a stay.
-    func isMoving(since arrival: Timestamp) -> Bool {
-        var all = 0, moved = 0
-        for e in early where e.time >= arrival {
-            all += 1
-            if e.moved { moved += 1 }
-        }
-        return Double(moved) > parameters.maximumMovingShare * Double(all)
-    }
-
-    /// The first remembered fix within the core radius of the stay's centre (the stay's first
-    /// own fix); `nil` when none is — the device was moving through, not staying.
+    /// The stay's first own fix: the first remembered fix within the core radius of the
+    /// centre that did not move; `nil` when none is — the device was moving through, not
+    /// staying — or when more than `maximumMovingShare` of the remembered fixes since then
+    /// moved: stop-and-go through a car park, a market or a queue, not a stay.
     func arrivalTime(of stay: Stay) -> Timestamp? {
-        for e in early where !e.moved && stay.distanceFromCentre(e.unit) <= parameters.coreRadius {
-            return max(e.time, stay.start)
-        }
-        return nil
+        guard let first = early.firstIndex(where: { !$0.moved && stay.distanceFromCentre($0.unit) <= parameters.coreRadius })
+        else { return nil }
+        var moved = 0
+        for e in early[first...] where e.moved { moved += 1 }
+        guard Double(moved) <= parameters.maximumMovingShare * Double(early.count - first) else { return nil }
+        return max(early[first].time, stay.start)
     }
 }
 
