@@ -15,6 +15,8 @@ import xml.etree.ElementTree as ET
 
 PACKAGE, VERSION = "tracklib", "0.8.4.2"
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+from latency import nmea as sentence  # noqa: E402  (a sentence with its checksum)
 DEFAULT_CACHE = os.environ.get("REAL_TRACKS_CACHE", os.path.expanduser("~/.cache/locationd-real-tracks"))
 
 # name -> path inside the unpacked sdist's data/ folder
@@ -77,13 +79,6 @@ def read_track(path):
         if not out or p[0] > out[-1][0]:
             out.append(p)
     return out
-
-
-def sentence(body):
-    c = 0
-    for ch in body.encode():
-        c ^= ch
-    return f"${body}*{c:02X}\r\n"
 
 
 def nmea(points):
