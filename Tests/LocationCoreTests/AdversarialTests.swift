@@ -302,7 +302,7 @@ import Testing
             d.offer(fix(at: Double(s), c)) { got.append($0) }
         }
         // Far away to end it.
-        for s in 600..<620 { d.offer(fix(at: Double(s), offset(place, east: 0, north: 5000))) { got.append($0) } }
+        for s in 600..<640 { d.offer(fix(at: Double(s), offset(place, east: 0, north: 5000))) { got.append($0) } }
         #expect(got.map(\.kind) == [.arrival, .departure])
         for v in got {
             #expect(v.coordinate.isValid, "\(v.coordinate)")

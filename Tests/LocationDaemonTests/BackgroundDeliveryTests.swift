@@ -85,8 +85,8 @@ struct BackgroundDeliveryTests {
             }
             // 2. Away: 10 minutes inside the region (enter, visit arrival), then 400 m north
             //    (exit, departure, a significant change).
-            gpsd.serve(bytes: RegionPersistenceTests.log(Array(repeating: 0, count: 600) + Array(repeating: 1500, count: 30), startSecond: 5))
-            try await Self.handled(second: 634, by: watcher)
+            gpsd.serve(bytes: RegionPersistenceTests.log(Array(repeating: 0, count: 600) + Array(repeating: 1500, count: 40), startSecond: 5))
+            try await Self.handled(second: 644, by: watcher)
             let away = try await watcher.status()
             queuedWhileAway = away.queued
             #expect(away.backgroundMonitors == 1 && away.receiver == "watching")

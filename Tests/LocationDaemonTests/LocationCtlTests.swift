@@ -33,6 +33,25 @@ import Testing
         #expect(onlyLocations.out.split(separator: "\n").count == expected.count)
     }
 
+    /// `evaluate --dataset`: each listed track's log against its label file beside the list,
+    /// the scores summed (a track's visits match only its own truth); '#' starts a comment.
+    @Test func evaluateScoresADatasetTrackByTrack() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ctl-dataset-\(UUID().uuidString.prefix(8))")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let logs = dir.appendingPathComponent("logs"), labels = dir.appendingPathComponent("set/labels")
+        try FileManager.default.createDirectory(at: logs, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(at: labels, withIntermediateDirectories: true)
+        for name in ["demo", "hike"] {
+            let r = try Self.run(["simulate", name, "-o", logs.appendingPathComponent("\(name).nmea").path,
+                                  "--truth", labels.appendingPathComponent("\(name).truth").path])
+            #expect(r.status == 0, "\(r.err)")
+        }
+        try Data("# two tracks\ndemo  # the README's\n\nhike\n".utf8).write(to: dir.appendingPathComponent("set/all.list"))
+        let r = try Self.run(["evaluate", "--dataset", dir.appendingPathComponent("set/all.list").path, "--logs", logs.path, "--verbose"])
+        #expect(r.status == 0, "\(r.err)")
+        #expect(r.out.contains("demo: true 3, detected 3, matched 3\nhike: true 5, detected 5, matched 5\n2 tracks\ntrue visits 8, detected 8, matched 8\n"), "\(r.out)")
+    }
+
     /// A GGA/GLL-only log's positions: skipped with a warning naming `--date` (they were each
     /// printed as a "noFix" status), fixes with it. The corpus has a real one (an echo sounder).
     @Test func replayOfAnUndatedLogWarnsAndTakesADate() throws {
@@ -126,6 +145,7 @@ import Testing
             (["regions", "import", "broken.geojson"], "Error: broken.geojson:3:15: not JSON: unexpected ','; expected a value\n"),
             (["simulate", "demo", "--output", "/nonexistent/demo.nmea"], "/nonexistent/demo.nmea: cannot write: No such file or directory"),
             (["evaluate", "--log", "missing.nmea", "--truth", "missing.truth"], "missing.nmea: cannot open NMEA log: No such file or directory"),
+            (["evaluate", "--dataset", "missing.list", "--logs", "."], "missing.list: cannot open dataset list: No such file or directory"),
             (["replay", "-", "--regions", "missing.geojson"], "missing.geojson: cannot open GeoJSON file: No such file or directory"),
             (["regions", "import", "missing.geojson"], "missing.geojson: cannot open GeoJSON file: No such file or directory"),
             // Named by the feature, not by the request the daemon would have been sent (regions[0]).
@@ -162,7 +182,8 @@ import Testing
             #expect(r.out == "", "\(arguments): \(r.out)")
         }
         let usage: [([String], String)] = [
-            (["evaluate"], "give either a SCENARIO or --log LOG --truth TRUTH"),
+            (["evaluate"], "give either a SCENARIO, --log LOG --truth TRUTH, or --dataset LIST --logs DIR"),
+            (["evaluate", "--dataset", "dev.list"], "--dataset and --logs go together"),
             // Not a zero score with exit 0.
             (["evaluate", "demo", "--radius", "nan"], "--radius nan is out of range; expected more than 0 and at most 100000 metres"),
             (["evaluate", "demo", "--radius=-5"], "--radius -5 is out of range; expected more than 0 and at most 100000 metres"),
