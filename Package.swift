@@ -77,9 +77,8 @@ let package = Package(
     ],
     targets: [
         .systemLibrary(name: "CGPS", path: "Sources/CGPS"),
-        // memfd and descriptor passing for the journal protocol (systemd's protocols are our
-        // own code, not libsystemd: docs/systemd.md).
-        .target(name: "CDaemonSupport"),
+        // libsystemd: notify, watchdog, socket activation, journal (docs/systemd.md).
+        .systemLibrary(name: "CSystemd", path: "Sources/CSystemd"),
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite"),
         .target(name: "LocationCore", swiftSettings: daemonModule),
         .target(name: "NMEA", dependencies: ["LocationCore"], swiftSettings: daemonModule),
@@ -88,7 +87,7 @@ let package = Package(
         .target(
             name: "LocationDaemon",
             dependencies: [
-                "LocationCore", "NMEA", "LocationProtocol", "CGPS", "CDaemonSupport", "CSQLite",
+                "LocationCore", "NMEA", "LocationProtocol", "CGPS", "CSystemd", "CSQLite",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -118,7 +117,7 @@ let package = Package(
         .testTarget(name: "LocationProtocolTests", dependencies: ["LocationProtocol", "LocationCore", "Simulation"], swiftSettings: strict),
         .testTarget(
             name: "LocationDaemonTests",
-            dependencies: ["LocationDaemon", "CDaemonSupport", "LocationClient", "LocationProtocol", "LocationCore", "NMEA", "Simulation",
+            dependencies: ["LocationDaemon", "LocationClient", "LocationProtocol", "LocationCore", "NMEA", "Simulation",
                            // A virtual clock for the hub's timers (publication ticks); part of swift-nio.
                            .product(name: "NIOEmbedded", package: "swift-nio")],
             swiftSettings: strict),

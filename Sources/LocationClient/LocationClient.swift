@@ -200,6 +200,14 @@ public final class LocationClient: Sendable {
         return queued
     }
 
+    /// Asks the daemon to re-read its configuration file (root and the daemon's user only);
+    /// returns once the new configuration is in force. A refused file throws `ProtocolError`
+    /// (`reloadRefused`, the file's error as its message).
+    public func reload() async throws {
+        let reply = try await core.request { .reload(id: $0) }
+        guard case .reloaded = reply else { throw LocationClientError.unexpectedReply(reply.line) }
+    }
+
     public func unsubscribe() async throws {
         let reply = try await core.request { .unsubscribe(id: $0) }
         guard case .unsubscribed = reply else { throw LocationClientError.unexpectedReply(reply.line) }
@@ -530,6 +538,7 @@ final class Core: Sendable {
         case .regions(let id, _, _), .regionsChanged(let id, _, _, _): replyID = id
         case .session(let info): replyID = info.id
         case .acked(let id, _, _): replyID = id
+        case .reloaded(let id): replyID = id
         case .location, .status, .visit, .significant, .region, .queued, .overflow: replyID = nil
         }
         enum Route { case waiter(Pending), late, stream }

@@ -31,12 +31,12 @@ public enum Daemon {
         let starting = StartingFlag()
         let signals = ProcessSignals([SIGTERM, SIGINT, SIGHUP] + (stall.map { [$0] } ?? [])) { number in
             if number == SIGHUP {
-                wake.yield(.reload)
+                wake.yield(.reload(answer: nil))
             } else if number == stall {
                 wake.yield(.stall)
             } else if !starting.whileSet({
                 logger.notice("stopped while starting (signal \(number)): nothing was served yet")
-                exit(0)
+                LogBackend.exit(0)
             }) {
                 wake.yield(.stop)
             }
@@ -198,8 +198,8 @@ final class DaemonService: Sendable {
         case stop
         /// The replay could not go on (the daemon stops, then exits 1 with this).
         case failed(String)
-        /// SIGHUP.
-        case reload
+        /// SIGHUP, or a `reload` request, which `answer` answers once the reload has finished.
+        case reload(answer: (@Sendable (ReloadOutcome) -> Void)?)
         /// The test hook's signal.
         case stall
     }
@@ -210,8 +210,6 @@ final class DaemonService: Sendable {
     let logger: Logger
     /// The settings in force (changed by reloads).
     let current: Mutex<DaemonOptions>
-    /// Where each reload's outcome is recorded for `locationctl reload` (`ExecReload=`).
-    let reloadRecord: ReloadRecordFile
 
     init(options: DaemonOptions, hub: Hub, logControl: LogControl, logger: Logger) {
         self.options = options
@@ -219,12 +217,10 @@ final class DaemonService: Sendable {
         self.logControl = logControl
         self.logger = logger
         current = Mutex(options)
-        reloadRecord = ReloadRecordFile(socketPath: options.socketPath)
     }
 
     func run(wakes: AsyncStream<Wake>, wake: AsyncStream<Wake>.Continuation) async throws {
         let supervisor = ServiceSupervisor(hub: hub, watchdog: options.watchdog, logger: logger)
-        if let problem = supervisor.notifier.problem { logger.warning("\(problem)") }
         // The source and its receiver gating before the socket: a status reply to the very first
         // connection already says whether the receiver is watched.
         let stopSource: () -> Void
@@ -281,22 +277,15 @@ final class DaemonService: Sendable {
         configuration.unwritableTimeout = .milliseconds(Int64(options.unwritableTimeout * 1000))
         configuration.maxConnectionsPerUser = options.maxConnectionsPerUser
         configuration.maxRegionsPerUser = options.regionsMaxRegisteredPerUser
-        var passed = 0
+        configuration.reload = { answer in wake.yield(.reload(answer: answer)) }
         let server: SocketServer
-        if let fd = try SocketActivation.listeningSocket(count: &passed) {
-            if passed > 1 { logger.warning("systemd passed \(passed) sockets; serving the first only") }
-            server = try await SocketServer.start(hub: hub, boundSocket: fd, configuration: configuration, logger: logger)
-            logger.info("serving", metadata: ["socket": "fd \(fd) from systemd", "source": "\(hub.sourceDescription)"])
+        if let passed = try SocketActivation.listeningSocket() {
+            if passed.count > 1 { logger.warning("systemd passed \(passed.count) sockets; serving the first only (\(passed.name))") }
+            server = try await SocketServer.start(hub: hub, boundSocket: passed.fd, configuration: configuration, logger: logger)
+            logger.info("serving", metadata: ["socket": "fd \(passed.fd) (\(passed.name)) from systemd", "source": "\(hub.sourceDescription)"])
         } else {
             server = try await SocketServer.start(hub: hub, configuration: configuration, logger: logger)
             logger.info("serving", metadata: ["socket": "\(options.socketPath)", "source": "\(hub.sourceDescription)"])
-        }
-        switch reloadRecord.start() {
-        case .replaced: break
-        case .inPlace(let problem):
-            logger.warning("cannot replace the reload record: \(problem); took over \(reloadRecord.path), left by an earlier run, and records reloads into it in place: make its directory writable by the daemon's user (RuntimeDirectory=, or the socket's directory)")
-        case .failed(let problem):
-            logger.warning("cannot make the reload record: \(problem); locationctl reload (ExecReload=) refuses to signal without it, so systemctl reload fails: make \(reloadRecord.path) a file the daemon's user can replace (its directory writable by that user: RuntimeDirectory=, or the socket's directory) and restart locationd")
         }
         // The socket accepts connections now, and the store was opened before the group started.
         supervisor.notify("READY=1\nMAINPID=\(getpid())\nSTATUS=\(try await supervisor.currentStatus())")
@@ -308,7 +297,9 @@ final class DaemonService: Sendable {
             switch reason {
             case .stop: break waiting
             case .failed(let why): failure = why; break waiting
-            case .reload: await reload(supervisor, server: server)
+            case .reload(let answer):
+                let outcome = await reload(supervisor, server: server)
+                answer?(outcome)
             case .stall: stallLoop(supervisor)
             }
         }
@@ -333,14 +324,13 @@ final class DaemonService: Sendable {
 
     /// SIGHUP: re-read the config file (command-line flags still win), apply what can change
     /// live (log level, coordinate precision, the access policy), log what needs a restart. A
-    /// file that does not parse changes nothing. The outcome is recorded last, after READY=1, so
-    /// systemd has both notifications before `locationctl reload` (`ExecReload=`) sees the
-    /// record and exits.
-    func reload(_ supervisor: ServiceSupervisor, server: SocketServer) async {
+    /// file that does not parse changes nothing. Returns after READY=1, so systemd has both
+    /// notifications before a `reload` request (`locationctl reload`, `ExecReload=`) is answered.
+    func reload(_ supervisor: ServiceSupervisor, server: SocketServer) async -> ReloadOutcome {
         let start = SystemdNotifier.monotonicMicroseconds()
         supervisor.notify("RELOADING=1\nMONOTONIC_USEC=\(start)\nSTATUS=reloading configuration")
         let old = current.withLock { $0 }
-        let outcome: ReloadRecord.Outcome
+        let outcome: ReloadOutcome
         do {
             let new = try old.reloaded()
             let changes = ConfigSchema.changes(from: old, to: new)
@@ -365,19 +355,13 @@ final class DaemonService: Sendable {
             logControl.preciseCoordinates = kept.preciseCoordinates
             current.withLock { $0 = kept }
             logger.info("reloaded", metadata: ["file": "\(new.configFile ?? "none")", "changes": "\(changes.count)"])
-            outcome = .ok
+            outcome = .applied
         } catch {
             logger.error("reload failed; keeping the current configuration: \(error)")
-            outcome = .failed("\(error)")
+            outcome = .refused("\(error)")
         }
         supervisor.notify("READY=1\nSTATUS=\((try? await supervisor.currentStatus()) ?? "reloaded")")
-        switch reloadRecord.write(ReloadRecord(start: start, outcome: outcome)) {
-        case .replaced: break
-        case .inPlace(let problem):
-            logger.warning("cannot replace the reload record: \(problem); wrote the outcome into \(reloadRecord.path) in place instead: free space in its directory, or make it writable by the daemon's user again (RuntimeDirectory=, or the socket's directory)")
-        case .failed(let problem):
-            logger.warning("cannot record the reload's outcome: \(problem); locationctl reload (ExecReload=) waits for it until its --timeout: the directory must be writable by the daemon (RuntimeDirectory=, or the socket's directory)")
-        }
+        return outcome
     }
 
     /// The test hook (`LOCATIOND_TEST_STALL_ON=SIGUSR2`): the signal blocks the event loop for
@@ -411,7 +395,7 @@ final class ShutdownDeadline: Sendable {
         DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { [self] in
             guard !finished.withLock({ $0 }) else { return }
             logger.critical("shutdown did not finish within \(seconds) s (daemon.shutdown_timeout); exiting")
-            exit(1)
+            LogBackend.exit(1)
         }
     }
 

@@ -72,6 +72,10 @@ public enum ErrorCode: String, Hashable, Sendable, CaseIterable {
     /// The request needs precise location and the session is approximate (regions), or the
     /// purpose key is not allowed by the policy.
     case fullAccuracyDenied
+    /// A request only root and the daemon's own user may make (`reload`).
+    case notPermitted
+    /// `reload`: the configuration file was refused; the daemon keeps its current configuration.
+    case reloadRefused
     /// A code this version does not know, from a newer daemon (never sent by this one): the
     /// request failed, and the message starts with the daemon's code.
     case unrecognized
@@ -115,12 +119,15 @@ public enum Request: Hashable, Sendable {
     case regionsState(id: RequestID?, ids: [String]?, offset: Int = 0)
     /// The program has received its queued events up to `seq`: the daemon forgets them.
     case ack(id: RequestID?, seq: UInt64)
+    /// Re-read the configuration file; answered once the reload has finished (root and the
+    /// daemon's user only: docs/protocol.md, "Reload").
+    case reload(id: RequestID?)
 
     public var id: RequestID? {
         switch self {
         case .hello(let id), .subscribe(let id, _), .unsubscribe(let id), .status(let id, _),
              .regionsAdd(let id, _), .regionsRemove(let id, _), .regionsList(let id, _), .regionsState(let id, _, _),
-             .sessionStart(let id, _, _), .sessionEnd(let id), .ack(let id, _): id
+             .sessionStart(let id, _, _), .sessionEnd(let id), .ack(let id, _), .reload(let id): id
         }
     }
 
@@ -167,7 +174,7 @@ public enum Request: Hashable, Sendable {
             throw ProtocolError(.badField, "id must be a number or a string, not \(other.kindName)")
         }
         guard let typeValue = object["type"] else {
-            throw ProtocolError(.missingField, "missing field type; expected one of hello, session.start, session.end, subscribe, unsubscribe, status, regions.add, regions.remove, regions.list, regions.state, ack", id: id)
+            throw ProtocolError(.missingField, "missing field type; expected one of hello, session.start, session.end, subscribe, unsubscribe, status, regions.add, regions.remove, regions.list, regions.state, ack, reload", id: id)
         }
         guard case .string(let type) = typeValue else {
             throw ProtocolError(.badField, "type must be a string, not \(typeValue.kindName)", id: id)
@@ -223,8 +230,10 @@ public enum Request: Hashable, Sendable {
             return .regionsState(id: id, ids: try RegionCodec.decodeIDs(object["ids"], id: id), offset: try offset(object, id: id))
         case "ack":
             return try decodeAck(object, id: id)
+        case "reload":
+            return .reload(id: id)
         default:
-            throw ProtocolError(.unknownType, "unknown request type \(JSONWriter.quoted(type)); expected one of hello, session.start, session.end, subscribe, unsubscribe, status, regions.add, regions.remove, regions.list, regions.state, ack", id: id)
+            throw ProtocolError(.unknownType, "unknown request type \(JSONWriter.quoted(type)); expected one of hello, session.start, session.end, subscribe, unsubscribe, status, regions.add, regions.remove, regions.list, regions.state, ack, reload", id: id)
         }
     }
 
@@ -303,6 +312,7 @@ public enum Request: Hashable, Sendable {
             type("ack")
             JSONWriter.appendASCII(",\"seq\":", to: &out)
             DecimalFormat.appendInteger(Int64(clamping: seq), to: &out)
+        case .reload: type("reload")
         }
         if let id {
             JSONWriter.appendASCII(",\"id\":", to: &out)

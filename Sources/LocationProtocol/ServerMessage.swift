@@ -98,6 +98,8 @@ public indirect enum ServerMessage: Hashable, Sendable {
     case overflow(lost: UInt64, seq: UInt64)
     /// Reply to `ack`: queued events up to `seq` are forgotten; `queued` remain.
     case acked(id: RequestID?, seq: UInt64, queued: Int)
+    /// Reply to `reload`: the new configuration is in force.
+    case reloaded(id: RequestID?)
 
     // MARK: Encoding
 
@@ -215,6 +217,10 @@ public indirect enum ServerMessage: Hashable, Sendable {
             EventEncoder.appendOverflow(lost: lost, seq: seq, to: &out)
         case .acked(let id, let seq, let queued):
             Self.appendAcked(id: id, seq: seq, queued: queued, to: &out)
+        case .reloaded(let id):
+            JSONWriter.appendASCII("{\"type\":\"reloaded\"", to: &out)
+            appendID(id, to: &out)
+            JSONWriter.appendASCII("}\n", to: &out)
         }
     }
 
@@ -378,6 +384,8 @@ public indirect enum ServerMessage: Hashable, Sendable {
         case "acked":
             guard let seq = try sequenceNumber(o) else { throw DecodingError("acked has no seq") }
             return .acked(id: id, seq: seq, queued: try int(o, "queued"))
+        case "reloaded":
+            return .reloaded(id: id)
         case "error":
             let codeText = try string(o, "code")
             let message = try string(o, "message")

@@ -132,7 +132,7 @@ struct Watch: AsyncParsableCommand {
             return human(event).map { "#\(seq)  " + $0 }
         case .overflow(let lost, let seq):
             return "#\(seq)  overflow: \(lost) queued event(s) up to here were dropped (queue_limit)"
-        case .acked:
+        case .acked, .reloaded:
             return nil
         case .session(let info) where info.state == .changed:
             return "session changed: \(info.authorization?.rawValue ?? "?"), \(info.accuracy?.rawValue ?? "?")"
@@ -234,11 +234,11 @@ func startSession(_ client: LocationClient, _ authorization: Authorization, purp
 }
 
 /// Connects, retrying for up to `wait` seconds; errors name the socket and what to do.
-func connect(path: String, wait: Double) async throws -> LocationClient {
+func connect(path: String, wait: Double, requestTimeout: Duration = .seconds(10)) async throws -> LocationClient {
     let deadline = ContinuousClock.now + .milliseconds(Int(wait * 1000))
     while true {
         do {
-            return try await LocationClient.connect(path: path)
+            return try await LocationClient.connect(path: path, requestTimeout: requestTimeout)
         } catch LocationClientError.system(_, errno: EACCES) {
             throw RuntimeError(permissionDenied(path))  // waiting does not change who may connect
         } catch {

@@ -57,9 +57,9 @@ func run(_ options: DaemonOptions, logControl: LogControl, logger: Logger) -> Ne
             try await Daemon.run(options, logControl: logControl, logger: logger)
         } catch {
             logger.critical("\(error)")
-            exit(Daemon.exitStatus(for: error))
+            LogBackend.exit(Daemon.exitStatus(for: error))
         }
-        exit(0)
+        LogBackend.exit(0)
     }
     while true { pause() }
 }

@@ -3,13 +3,15 @@ import LocationClient
 import LocationCore
 @testable import LocationDaemon
 import Logging
+import Synchronization
 import Testing
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// The real `locationd` under a stand-in service manager: a datagram socket as NOTIFY_SOCKET,
-/// a socket passed as fd 3 (socket activation), a datagram socket standing in for journald.
+/// The real `locationd` under a stand-in service manager: a datagram socket as NOTIFY_SOCKET
+/// (libsystemd's sd_notify sends there), a socket passed as fd 3 (socket activation), a
+/// datagram socket standing in for journald (`StandInJournal`).
 @Suite(.serialized, .timeLimit(.minutes(5))) struct SystemdTests {
     /// Reads notifications until one satisfies `match`; all of them, in order.
     static func read(_ socket: DatagramSocket, timeout: Double = 10, until match: (String) -> Bool) throws -> [String] {
@@ -322,17 +324,14 @@ import Glibc
         #expect(daemon.stderrText == "<3>locationd: \(config):2: unknown key 'gpsd.hots'; expected one of host, port, device\n")
     }
 
-    @Test func daemonLogsToTheJournalSocket() throws {
-        let dir = try SpawnedDaemon.makeDirectory()
-        let journal = try DatagramSocket(path: dir.appendingPathComponent("journal.sock").path)
-        let daemon = try SpawnedDaemon(
-            arguments: ["--socket", dir.appendingPathComponent("locationd.sock").path, "--gpsd", "127.0.0.1:1"],
-            environment: ["LOCATIOND_JOURNAL_SOCKET": journal.path], directory: dir)
+    @Test(.enabled(if: StandInJournal.isAvailable, "needs root and unshare: a stand-in journald at /run/systemd/journal/socket in a mount namespace"))
+    func daemonLogsToTheJournal() throws {
+        let journal = try StandInJournal(directory: try SpawnedDaemon.makeDirectory())
+        let daemon = try journal.spawn(arguments: ["--socket", journal.directory.appendingPathComponent("locationd.sock").path, "--gpsd", "127.0.0.1:1"])
         defer { daemon.stop() }
         var entries: [[String: String]] = []
         while !entries.contains(where: { $0["MESSAGE"]?.hasPrefix("serving") == true }) {
-            let datagram = try #require(journal.receive(timeout: 10), "no journal entry; stderr: \(daemon.stderrText)")
-            entries.append(try JournalTests.parse(datagram))
+            entries.append(try #require(try journal.receive(timeout: 10), "no journal entry; stderr: \(daemon.stderrText)"))
         }
         let serving = entries.last!
         #expect(serving["SYSLOG_IDENTIFIER"] == "locationd")
@@ -342,6 +341,49 @@ import Glibc
         #expect(serving["CODE_FILE"]?.hasSuffix("Daemon.swift") == true)
         #expect(serving["CODE_FUNC"] == "run(wakes:wake:)")
         #expect(daemon.stderrText.isEmpty, "nothing on stderr while the journal takes it")
+        // The last entries of a stop are sent before the process exits.
+        daemon.signal(SIGTERM)
+        #expect(daemon.waitForExit() == 0)
+        var messages: [String] = []
+        while let entry = try journal.receive(timeout: 0) { messages.append(entry["MESSAGE"] ?? "") }
+        #expect(messages.last?.hasPrefix("stopped") == true, "\(messages)")
+    }
+
+    /// A journald that stops reading (busy, stopped or hung) does not stop the daemon: it serves,
+    /// pings the watchdog and answers while nothing of its log is taken, drops what does not fit
+    /// its queue, and says how many once the journal reads again. (libsystemd's
+    /// sd_journal_sendv waits for as long as the journal's socket is full.)
+    @Test(.enabled(if: StandInJournal.isAvailable, "needs root and unshare: a stand-in journald at /run/systemd/journal/socket in a mount namespace"))
+    func aJournalThatStopsReadingDoesNotStopTheDaemon() async throws {
+        let journal = try StandInJournal(directory: try SpawnedDaemon.makeDirectory())
+        let notify = try DatagramSocket(path: journal.directory.appendingPathComponent("notify.sock").path)
+        let daemon = try journal.spawn(arguments: ["--socket", journal.directory.appendingPathComponent("locationd.sock").path,
+                                                   "--gpsd", "127.0.0.1:1", "--log-level", "debug"],
+                                       environment: ["NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "1000000"])
+        defer { daemon.stop() }
+        _ = try Self.read(notify) { Self.lines($0).contains("READY=1") }
+        // Each connection logs a few lines: far more than the journal's socket and the writer's
+        // queue hold together.
+        for _ in 0..<(2 * JournalWriter.capacity) {
+            let client = try await LocationClient.connect(path: daemon.socketPath)
+            _ = try await client.status()
+            client.close()
+        }
+        _ = try Self.read(notify) { Self.lines($0).contains("WATCHDOG=1") }
+        // The journal reads again: what waited comes in order, then, with the next entry, the count.
+        var entries: [[String: String]] = []
+        while let entry = try journal.receive(timeout: 0.5) { entries.append(entry) }
+        let late = try await LocationClient.connect(path: daemon.socketPath)
+        late.close()
+        var report: [String: String]?
+        while report == nil, let entry = try journal.receive(timeout: 10) {
+            if entry["LOCATIOND_DROPPED"] != nil { report = entry }
+        }
+        let dropped = try #require(Int(report?["LOCATIOND_DROPPED"] ?? ""), "no count of dropped entries after \(entries.count)")
+        #expect(dropped > 0)
+        #expect(report?["MESSAGE"] == "\(dropped) log messages were dropped while the journal was full (journald busy, stopped or hung)")
+        #expect(report?["PRIORITY"] == "4")
+        #expect(daemon.waitForExit(timeout: 0) == nil, "still running")
     }
 }
 
@@ -369,18 +411,40 @@ import Glibc
         return fields
     }
 
+    /// Entries as the writer hands them over, standing in for journald.
+    final class Delivered: Sendable {
+        let entries = Mutex<[[String: String]]>([])
+        /// Signalled at each entry taken.
+        let taken = DispatchSemaphore(value: 0)
+        /// While set, `deliver` waits (a journald that stopped reading).
+        let stuck = DispatchSemaphore(value: 0)
+        let blocking: Bool
+
+        init(blocking: Bool = false) { self.blocking = blocking }
+
+        func deliver(_ fields: [(String, String)]) -> Bool {
+            if blocking { stuck.wait(); stuck.signal() }
+            entries.withLock { $0.append(Dictionary(fields, uniquingKeysWith: { _, last in last })) }
+            taken.signal()
+            return true
+        }
+
+        func next() throws -> [String: String] {
+            guard taken.wait(timeout: .now() + 10) == .success else { throw DaemonProcess.Failure(description: "no entry within 10 s") }
+            return entries.withLock { $0.removeFirst() }
+        }
+    }
+
     @Test func handlerWritesStructuredFields() throws {
-        let dir = try SpawnedDaemon.makeDirectory()
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let journal = try DatagramSocket(path: dir.appendingPathComponent("journal.sock").path)
-        let writer = JournalWriter(path: journal.path)
+        let journal = Delivered()
+        let writer = JournalWriter(deliver: journal.deliver)
         let control = LogControl(level: .info)
         var logger = Logger(label: "locationd.test") { JournalLogHandler(label: $0, control: control, writer: writer) }
         logger[metadataKey: "peer_uid"] = "1000"
 
         logger.warning("slow reader\nclosed", metadata: ["subscriber": "7", "write-buffer": "65536"])
-        let f = try Self.parse(try #require(journal.receive(timeout: 5)))
-        #expect(f["MESSAGE"] == "slow reader\nclosed peer_uid=1000 subscriber=7 write-buffer=65536")  // binary-safe form
+        let f = try journal.next()
+        #expect(f["MESSAGE"] == "slow reader\nclosed peer_uid=1000 subscriber=7 write-buffer=65536")
         #expect(f["PRIORITY"] == "4")
         #expect(f["SYSLOG_IDENTIFIER"] == "locationd")
         #expect(f["CODE_FILE"]?.hasSuffix("SystemdTests.swift") == true)
@@ -395,9 +459,37 @@ import Glibc
         logger.debug("hidden")
         control.level = .debug
         logger.debug("shown")
-        let next = try Self.parse(try #require(journal.receive(timeout: 5)))
+        let next = try journal.next()
         #expect(next["MESSAGE"] == "shown peer_uid=1000")
         #expect(next["PRIORITY"] == "7")
+    }
+
+    /// A journal that takes nothing: a log call never waits for it. `capacity` entries wait,
+    /// the rest are dropped and counted, and once the journal takes entries again the count comes
+    /// right before the first entry logged after the drops.
+    @Test func aStuckJournalHoldsNoLoggerAndTheDroppedAreCounted() throws {
+        let journal = Delivered(blocking: true)
+        let writer = JournalWriter(deliver: journal.deliver)
+        let extra = 5
+        for i in 0..<(JournalWriter.capacity + extra) {
+            writer.submit([("MESSAGE", "m\(i)")]) { Issue.record("undelivered m\(i)") }
+        }
+        journal.stuck.signal()  // journald reads again
+        let waited = try (0..<JournalWriter.capacity).map { _ in try journal.next()["MESSAGE"] }
+        #expect(waited == (0..<JournalWriter.capacity).map { "m\($0)" })
+        writer.submit([("MESSAGE", "after")]) { Issue.record("undelivered") }
+        let report = try journal.next()
+        #expect(report["LOCATIOND_DROPPED"] == "\(extra)")
+        #expect(report["MESSAGE"] == "\(extra) log messages were dropped while the journal was full (journald busy, stopped or hung)")
+        #expect(try journal.next()["MESSAGE"] == "after")
+    }
+
+    /// An entry the journal refuses (none there) goes to the fallback (stderr in the daemon).
+    @Test func anEntryTheJournalRefusesGoesToTheFallback() {
+        let writer = JournalWriter(deliver: { _ in false })
+        let fellBack = DispatchSemaphore(value: 0)
+        writer.submit([("MESSAGE", "x")]) { fellBack.signal() }
+        #expect(fellBack.wait(timeout: .now() + 10) == .success)
     }
 
     @Test func priorities() {

@@ -142,13 +142,13 @@ public struct DaemonOptions: Sendable, Equatable {
           SIGTERM, SIGINT     stop gracefully (STOPPING=1), within [daemon] shutdown_timeout
           SIGHUP              reload the config file (RELOADING=1): the access policy
                               ([policy.NAME]), log.level and log.precise_coordinates apply
-                              at once; other changes are logged as needing a restart. How
-                              it ended is recorded in the runtime directory's file 'reload',
-                              which locationctl reload --pid PID waits for
+                              at once; other changes are logged as needing a restart.
+                              locationctl reload asks for the same reload on the socket and
+                              waits for its outcome
 
         ENVIRONMENT (set by systemd):
-          NOTIFY_SOCKET, WATCHDOG_USEC, WATCHDOG_PID, LISTEN_FDS, LISTEN_PID, JOURNAL_STREAM,
-          RUNTIME_DIRECTORY (where the reload record goes; default: the socket's directory)
+          NOTIFY_SOCKET, WATCHDOG_USEC, WATCHDOG_PID, LISTEN_FDS, LISTEN_PID,
+          LISTEN_FDNAMES, JOURNAL_STREAM
 
         EXIT STATUS: 0 stopped, 1 failed (the unit restarts it), 64 bad flags, 78 bad config
         file or a file or directory it names that only an administrator can mend (database,

@@ -227,7 +227,11 @@ public struct Policy: Hashable, Sendable {
     }
 
     /// Whether `uid` is a user the built-in owner rule trusts.
-    public func isOwner(uid: UInt32) -> Bool { ownerRule && (uid == 0 || uid == ownerUID) }
+    public func isOwner(uid: UInt32) -> Bool { ownerRule && isAdministrator(uid: uid) }
+
+    /// Whether `uid` is root or the daemon's own user: who may make the daemon's administrative
+    /// requests (`reload`), whatever the rules grant for location.
+    public func isAdministrator(uid: UInt32) -> Bool { uid == 0 || uid == ownerUID }
 
     public static let keys = ["user", "group", "executable", "authorization", "accuracy", "purposes", "max_regions"]
 

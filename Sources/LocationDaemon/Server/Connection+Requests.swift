@@ -45,6 +45,8 @@ extension Connection {
             send(.statusReply(statusReply(id: rid, offset: offset)), flush: false)
         case .ack(let rid, let seq):
             acknowledge(seq, id: rid)
+        case .reload(let rid):
+            reload(id: rid)
         case .regionsAdd, .regionsRemove, .regionsList, .regionsState:
             if let error = regionsRefusal(request.id) {
                 send(.error(error), flush: false)

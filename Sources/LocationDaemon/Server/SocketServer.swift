@@ -88,6 +88,9 @@ public final class SocketServer: Sendable {
         /// runs (an administrator's `rm`, a cleaner of /tmp or /run) is made again, so that
         /// programs can still connect.
         public var socketFileCheck: TimeAmount = .seconds(10)
+        /// Runs a `reload` request (the daemon's reload, as for SIGHUP) and calls its argument
+        /// with the outcome once the reload has finished; nil: `reload` is refused.
+        public var reload: (@Sendable (@escaping @Sendable (ReloadOutcome) -> Void) -> Void)?
         /// The clock of the flood limiter, the stall watch and the paced warnings.
         public var clock = ShellClock.system
 

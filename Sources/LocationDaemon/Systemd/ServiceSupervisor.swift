@@ -15,7 +15,6 @@ import NIOCore
 /// Everything else it sends (`READY=1`, `RELOADING=1`, `STOPPING=1`) is sent by the daemon at
 /// those moments through `notify`. Not thread-confined: `notify` may be called from anywhere.
 public final class ServiceSupervisor: Sendable {
-    public let notifier: SystemdNotifier
     public let hub: Hub
     /// Microseconds between two `WATCHDOG=1`; nil when the watchdog is off.
     public let watchdogPingMicroseconds: UInt64?
@@ -30,9 +29,8 @@ public final class ServiceSupervisor: Sendable {
         var ticks = 0
     }
 
-    public init(hub: Hub, notifier: SystemdNotifier = SystemdNotifier(), watchdog: Bool, logger: Logger) {
+    public init(hub: Hub, watchdog: Bool, logger: Logger) {
         self.hub = hub
-        self.notifier = notifier
         self.logger = logger
         watchdogPingMicroseconds = watchdog ? SystemdNotifier.watchdogMicroseconds().map { max($0 / 2, 1) } : nil
         box = NIOLoopBoundBox.makeBoxSendingValue(State(), as: State.self, eventLoop: hub.eventLoop)
@@ -63,7 +61,7 @@ public final class ServiceSupervisor: Sendable {
 
     /// Starts the repeated task on the hub's loop (status always, pings when asked for).
     public func start() {
-        guard notifier.isEnabled else { return }
+        guard SystemdNotifier.isEnabled else { return }
         let tick = tickMicroseconds
         if let ping = watchdogPingMicroseconds {
             logger.info("watchdog on", metadata: ["ping_interval_ms": "\(ping / 1000)"])
@@ -93,7 +91,7 @@ public final class ServiceSupervisor: Sendable {
     }
 
     @discardableResult
-    public func notify(_ state: String) -> Bool { notifier.notify(state) }
+    public func notify(_ state: String) -> Bool { SystemdNotifier.notify(state) }
 
     private func tickOnLoop() {
         let s = box.value
@@ -111,6 +109,6 @@ public final class ServiceSupervisor: Sendable {
             s.lastStatus = text
             lines.append("STATUS=\(text)")
         }
-        if !lines.isEmpty { notifier.notify(lines.joined(separator: "\n")) }
+        if !lines.isEmpty { SystemdNotifier.notify(lines.joined(separator: "\n")) }
     }
 }

@@ -204,3 +204,41 @@ final class SpawnedDaemon: @unchecked Sendable {
 
     var stderrText: String { (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? "" }
 }
+
+/// journald played by a datagram socket the test reads. libsystemd sends to
+/// /run/systemd/journal/socket, so the daemon runs in a mount namespace of its own
+/// (`unshare -m`) with `directory/run` mounted over /run, and with `JOURNAL_STREAM` naming its
+/// stderr, as systemd sets it. Root only.
+struct StandInJournal {
+    static var isAvailable: Bool { getuid() == 0 && access("/usr/bin/unshare", X_OK) == 0 }
+
+    let socket: DatagramSocket
+    let directory: URL
+
+    init(directory: URL) throws {
+        self.directory = directory
+        let run = directory.appendingPathComponent("run/systemd/journal")
+        try FileManager.default.createDirectory(at: run, withIntermediateDirectories: true)
+        socket = try DatagramSocket(path: run.appendingPathComponent("socket").path)
+    }
+
+    /// The daemon with `arguments`, logging to this journal.
+    func spawn(arguments: [String], environment: [String: String] = [:]) throws -> SpawnedDaemon {
+        // The file the daemon's stderr goes to (truncated, not replaced, at spawn): its device and inode.
+        let stderrPath = directory.appendingPathComponent("stderr.log").path
+        guard FileManager.default.createFile(atPath: stderrPath, contents: nil) else {
+            throw DaemonProcess.Failure(description: "cannot create \(stderrPath)")
+        }
+        var st = stat()
+        guard stat(stderrPath, &st) == 0 else { throw DaemonProcess.Failure(description: "stat \(stderrPath): \(errno)") }
+        return try SpawnedDaemon(arguments: arguments,
+                                 environment: environment.merging(["JOURNAL_STREAM": "\(st.st_dev):\(st.st_ino)"]) { mine, _ in mine },
+                                 directory: directory, wrapper: ["/usr/bin/unshare", "-m"],
+                                 prelude: "mount --bind '\(directory.path)/run' /run || exit 98; ")
+    }
+
+    /// The next entry's fields, or nil when none comes within `timeout` seconds.
+    func receive(timeout: Double) throws -> [String: String]? {
+        try socket.receive(timeout: timeout).map(JournalTests.parse)
+    }
+}
