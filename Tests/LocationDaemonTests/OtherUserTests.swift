@@ -14,20 +14,21 @@ struct OtherUserTests {
                       ["--reuid=daemon", "--regid=daemon", "--clear-groups", "/usr/bin/test", "-x", DaemonProcess.executable.path]).status == 0
     }
 
-    /// Runs a tiny client as nobody: connects, sends `session.start`, prints the reply line.
-    /// (The clients' sockets time out after 10 s: a daemon that does not answer fails the test
-    /// instead of hanging it.)
-    static func sessionAsNobody(socket: String, groups: String? = nil) throws -> String {
+    /// Runs a tiny client as nobody: connects, sends `request` (one line; by default an
+    /// `always` `session.start`), prints the reply line. (The clients' sockets time out after
+    /// 10 s: a daemon that does not answer fails the test instead of hanging it.)
+    static func requestAsNobody(socket: String, groups: String? = nil,
+                                request: String = #"{"type":"session.start","id":1,"authorization":"always"}"#) throws -> String {
         let script = """
             import socket,sys
             s=socket.socket(socket.AF_UNIX); s.settimeout(10); s.connect(sys.argv[1]); f=s.makefile('rwb')
             f.readline()
-            f.write(b'{"type":"session.start","id":1,"authorization":"always"}\\n'); f.flush()
+            f.write(sys.argv[2].encode() + b'\\n'); f.flush()
             print(f.readline().decode().strip())
             """
         return try runToExit(URL(fileURLWithPath: "/usr/bin/setpriv"),
                              ["--reuid=nobody", "--regid=nogroup", groups.map { "--groups=\($0)" } ?? "--clear-groups",
-                              "/usr/bin/python3", "-c", script, socket]).out
+                              "/usr/bin/python3", "-c", script, socket, request]).out
     }
 
     static func daemon(config: String) async throws -> DaemonProcess {
@@ -45,7 +46,7 @@ struct OtherUserTests {
 
     @Test func nobodyDeniedByDefaultAllowedByRule() async throws {
         let denied = try await Self.daemon(config: "[log]\nlevel = \"debug\"\n")
-        let reply = try Self.sessionAsNobody(socket: denied.socketPath)
+        let reply = try Self.requestAsNobody(socket: denied.socketPath)
         #expect(reply.contains("\"code\":\"notAuthorized\""), "\(reply)")
         #expect(reply.contains("policy rule 'default' (everyone) denies location access"), "\(reply)")
         denied.stop()
@@ -57,7 +58,7 @@ struct OtherUserTests {
             accuracy = "approximate"
 
             """)
-        let granted = try Self.sessionAsNobody(socket: allowed.socketPath)
+        let granted = try Self.requestAsNobody(socket: allowed.socketPath)
         #expect(granted.hasPrefix("{\"type\":\"session\",\"id\":1,\"state\":\"active\",\"requested\":\"always\",\"authorization\":\"when-in-use\",\"accuracy\":\"approximate\""), "\(granted)")
         #expect(granted.contains("\"rule\":\"nobody\""))
         allowed.stop()
@@ -77,7 +78,7 @@ struct OtherUserTests {
 
             """)
         defer { daemon.stop() }
-        let reply = try Self.sessionAsNobody(socket: daemon.socketPath, groups: "5,998")
+        let reply = try Self.requestAsNobody(socket: daemon.socketPath, groups: "5,998")
         #expect(reply.contains(#""rule":"first""#), "\(reply)")
     }
 
@@ -97,7 +98,7 @@ struct OtherUserTests {
 
             """)
         defer { daemon.stop() }
-        #expect(try Self.sessionAsNobody(socket: daemon.socketPath, groups: "60").contains("policy rule 'kids'"))
+        #expect(try Self.requestAsNobody(socket: daemon.socketPath, groups: "60").contains("policy rule 'kids'"))
 
         // Stopped, the daemon stands for a busy one: it accepts only after the connecting
         // process has exited and been reaped.

@@ -166,21 +166,7 @@ import Testing
         _ = try SystemdTests.read(notify) { SystemdTests.lines($0).contains("READY=1") }
         chmod(daemon.socketPath, 0o666)  // nobody may connect; the request is what is refused
         chmod(dir.path, 0o755)
-        let script = """
-            import socket,sys
-            s=socket.socket(socket.AF_UNIX); s.settimeout(10); s.connect(sys.argv[1]); f=s.makefile('rwb')
-            f.readline()
-            f.write(b'{"type":"reload","id":1}\\n'); f.flush()
-            print(f.readline().decode().strip())
-            """
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-        p.arguments = ["--reuid=nobody", "--regid=nogroup", "--clear-groups", "/usr/bin/python3", "-c", script, daemon.socketPath]
-        let out = Pipe()
-        p.standardOutput = out
-        try p.run()
-        p.waitUntilExit()
-        let reply = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let reply = try OtherUserTests.requestAsNobody(socket: daemon.socketPath, request: #"{"type":"reload","id":1}"#)
         #expect(reply.contains(#""type":"error","id":1,"code":"notPermitted","message":"reload is for root and the daemon's user only""#), "\(reply)")
         #expect(!Self.queued(notify).contains { SystemdTests.lines($0).contains("RELOADING=1") })
         #expect(daemon.stderrText.contains("reload request refused: not root or the daemon's user"), "\(daemon.stderrText)")
