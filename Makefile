@@ -19,9 +19,8 @@ DATADIR     ?= $(PREFIX)/share
 # The bundled scenarios; locationctl looks for them by name in ./Scenarios, then in
 # $(BINDIR)/../share/locationd/scenarios (relative to itself, so any PREFIX works unchanged).
 SCENARIODIR := $(DATADIR)/locationd/scenarios
-# The installed build: release, Swift runtime linked statically (docs/benchmarks.md,
-# "Footprint": 1.5 MiB less idle RSS, and the binaries do not depend on the toolchain's
-# libraries being installed), in its own build folder.
+# The installed build: release, Swift runtime linked statically (less idle memory, and the
+# binaries do not depend on the toolchain's libraries being installed), in its own build folder.
 RELEASE     := -c release --static-swift-stdlib --scratch-path .build-install
 # Where the binaries to install come from: that build unless told otherwise.
 BUILD_BIN   ?= $(shell $(SWIFT) build $(RELEASE) --show-bin-path 2>/dev/null)
@@ -115,12 +114,9 @@ FUZZ_SECONDS ?= 60
 fuzz:
 	scripts/fuzz $(FUZZ_SECONDS)
 
-# The daemon's function order (docs/benchmarks.md, "Footprint", step 4): recorded from the
-# release build and its link map, then linked in. A list left stale by changes to the daemon
-# costs idle memory (0.3 MiB after one session's fixes), never correctness; re-record after
-# changing the daemon and commit the list with the change. Two recordings of the same code can
-# differ by a 64 KiB block (which functions a run happens to reach): measure with
-# Benchmarks/footprint.py before committing one.
+# The daemon's function order (docs/benchmarks.md, "Footprint"): recorded from the release
+# build and its link map, then linked in. A stale list costs idle memory, never correctness:
+# re-record after changing the daemon, and measure with Benchmarks/footprint.py.
 orderfile:
 	rm -f .build-install/locationd.map
 	$(SWIFT) build $(RELEASE) --product locationd -Xlinker -Map=.build-install/locationd.map

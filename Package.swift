@@ -17,30 +17,14 @@ let daemonModule: [SwiftSetting] = strict + [
     .unsafeFlags(["-Xfrontend", "-disable-implicit-string-processing-module-import"]),
 ]
 
-// How the daemon is linked, for its idle memory (docs/benchmarks.md, "Footprint"): every page
-// the dynamic linker reads or writes at start stays resident. lld, because only lld (not the
-// default gold) packs the ≈ 40,000 relative relocations of Swift's metadata into a table of a
-// few KiB (DT_RELR; glibc ≥ 2.36) instead of 0.9 MiB of Elf64_Rela read at every start; and
-// no exported symbols: the driver exports every symbol of an executable, whose 1.1 MiB of
-// .dynsym/.dynstr/.gnu.hash every library's symbol lookups then search first, while nothing
-// loads the daemon or looks a symbol up in it. And the functions the daemon runs placed together
-// (scripts/locationd.order, written by Benchmarks/orderfile.py): code becomes resident in
-// 64 KiB blocks, and scattered over 9 MiB of text the few thousand functions it runs made
-// ≈ 100 blocks resident. A stale list only costs memory: unknown names are skipped. And
-// libstdc++ (only the Swift runtime uses it) and SQLite from their static archives: the
-// `-lstdc++` of the driver and the `-lsqlite3` of CSQLite's module map come before any flag
-// given here, so scripts/link, searched first, holds linker scripts of those names that name
-// the archives. libstdc++.so's relocation and symbol tables cost 0.9 MiB resident, the few
-// objects the runtime needs a few pages; SQLite's objects (Debian builds one per source file)
-// join the order file. A security update of either then needs a rebuild of locationd.
-// And segments aligned to 64 KiB (`-z max-page-size=65536`; lld's default is 4 KiB), for the
-// installed copy: a binary just written by install(1) (`make install`) or cp sits in the page
-// cache in 64 KiB folios, and a fault maps the folios under its 64 KiB fault-around window
-// whole. With 4 KiB alignment the image's addresses and file offsets differed modulo 64 KiB, so
-// most windows straddled two folios: 0.4–0.6 MiB more resident code (an installed copy idled at
-// 8.2–8.5 MiB, the linker's output at 7.7–7.9). Now offsets and addresses agree modulo 64 KiB
-// and the kernel loads the image at a 64 KiB boundary (4 bits less ASLR for the image only), so
-// a window is one folio: 7.6–7.9 MiB installed. Same file size; segment permissions unchanged.
+// How the daemon is linked, for its idle memory (docs/benchmarks.md, "Footprint", which
+// measures what each of these buys): lld with packed relative relocations and no exported
+// symbols; segments aligned to 64 KiB; the functions it runs placed together
+// (scripts/locationd.order, `make orderfile`);
+// libstdc++ from its static archive (scripts/link/libstdc++.so is a linker script naming it,
+// found before the system's); libgps from its static archive, whose strlcpy the static
+// libdispatch defines too (`--allow-multiple-definition`). Rebuild after a libgps or libstdc++
+// update.
 let daemonLinking: [LinkerSetting] = [
     .unsafeFlags(["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
                   "-Xlinker", "--no-export-dynamic",
@@ -51,13 +35,8 @@ let daemonLinking: [LinkerSetting] = [
                   "-L", "\(Context.packageDirectory)/scripts/link"], .when(platforms: [.linux])),
 ]
 
-// libgps from its static archive (libgps-dev's libgps.a), for what it loads: the daemon only
-// calls libgps's JSON decoder (CGPS/shim.h), which the archive brings in alone, while
-// libgps.so.28 needs libdbus-1, which needs libsystemd, libgcrypt, lz4, zstd, lzma and libcap:
-// 1.0 MiB resident that nothing here uses (docs/benchmarks.md, "Footprint"). The decoder's
-// strlcat comes from libgps's os_compat.o, which also defines strlcpy, as the static
-// libdispatch's shims do (glibc 2.36 has neither): the same BSD function twice, so the
-// statically linked daemon keeps the first (`--allow-multiple-definition`, in daemonLinking).
+// The daemon calls only libgps's JSON decoder (CGPS/shim.h), which the archive brings in alone;
+// libgps.so.28 would load libdbus-1 besides (docs/gpsd.md).
 let libgpsStatic: [LinkerSetting] = [
     .unsafeFlags(["-Xlinker", "-l:libgps.a"], .when(platforms: [.linux])),
 ]
@@ -94,11 +73,7 @@ let package = Package(
             ],
             swiftSettings: daemonModule, linkerSettings: libgpsStatic),
         .target(name: "LocationClient", dependencies: ["LocationProtocol", "LocationCore"], swiftSettings: strict),
-        // Empty initialisers for the SQLite extensions the store does not use (FTS3/4, FTS5,
-        // R*Tree, dbstat, sqlite_stmt), so that the daemon's static SQLite has none of them and
-        // does not run their code at every open: 0.15 MiB idle (NoExtensions.c).
-        .target(name: "CSQLiteNoExtensions"),
-        .executableTarget(name: "locationd", dependencies: ["LocationDaemon", "CSQLiteNoExtensions"], swiftSettings: daemonModule,
+        .executableTarget(name: "locationd", dependencies: ["LocationDaemon"], swiftSettings: daemonModule,
                           linkerSettings: daemonLinking),
         // Benchmark of region re-ranking (docs/regions.md): swift run -c release bench-regions
         .executableTarget(name: "bench-regions", dependencies: ["LocationCore", "Simulation"], swiftSettings: strict),

@@ -102,7 +102,7 @@ try:
     dbnote = ", database file" if opts.database == "file" else ""
     setup = which + dbnote
     print(f"| idle memory ({setup}, no gpsd, no subscribers) | VmRSS / VmHWM / Pss / Anonymous"
-          f" | {rss / 1024:.1f} / {hwm / 1024:.1f} / {pss / 1024:.1f} / {anon / 1024:.1f} MiB | — | target RSS ≤ 8 MiB |")
+          f" | {rss / 1024:.1f} / {hwm / 1024:.1f} / {pss / 1024:.1f} / {anon / 1024:.1f} MiB | — | target RSS ≤ 10 MiB |")
 
     if os.path.exists(log):
         sock = os.path.join(work, "busy.sock")
