@@ -367,7 +367,7 @@ import Testing
 
     /// A config file the daemon's user may not read (made 0600 root's to hide the policy, say)
     /// names that user and the fix, as the store's errors do; it was a bare "Permission denied",
-    /// at start and in a refused reload's record alike. A directory on the way the user may not
+    /// at start and in a refused reload alike. A directory on the way the user may not
     /// enter is named as such.
     @Test(.enabled("user 'daemon' cannot run the built locationd (a parent folder is not searchable by others)") {
         try OtherUserTests.daemonUserCanRunLocationd()
