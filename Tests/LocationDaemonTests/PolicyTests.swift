@@ -11,6 +11,17 @@ import Testing
 @Suite struct PolicyTests {
     /// The kernel's `Groups:` line has a tab after the colon: the first (lowest) group counts too
     /// (a system group like `location`, added with usermod -aG, is usually that one).
+    /// Who may make the daemon's administrative requests (`reload`): root and the daemon's own
+    /// user, whatever the rules grant for location (the built-in owner rule off included).
+    @Test func administratorsAreRootAndTheDaemonsUser() {
+        var policy = Policy()
+        policy.ownerUID = 998
+        policy.ownerRule = false
+        #expect(policy.isAdministrator(uid: 0) && policy.isAdministrator(uid: 998))
+        #expect(!policy.isAdministrator(uid: 1000) && !policy.isAdministrator(uid: 65534))
+        #expect(!policy.isOwner(uid: 998), "the owner rule is what is off, not the administrator")
+    }
+
     @Test func everySupplementaryGroupIsRead() throws {
         #expect(PeerIdentity.supplementaryGroups(status: "Name:\tx\nGroups:\t5 998 1000 \nNSpid:\t1\n") == [5, 998, 1000])
         #expect(PeerIdentity.supplementaryGroups(status: "Groups:\t\n").isEmpty)
