@@ -172,6 +172,31 @@ import Testing
         #expect(daemon.stderrText.contains("reload request refused: not root or the daemon's user"), "\(daemon.stderrText)")
     }
 
+    /// The unit's `ExecReload=` runs as the daemon's user: a daemon run as `daemon` takes a
+    /// reload from `locationctl reload` run as `daemon` too.
+    @Test(.enabled("user 'daemon' cannot run the built locationd (a parent folder is not searchable by others)") {
+        getuid() == 0 && (try? OtherUserTests.daemonUserCanRunLocationd()) == true
+    })
+    func theDaemonsOwnUserMayReload() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("locationd-reload-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let config = dir.appendingPathComponent("locationd.toml")
+        try "[log]\nprecise_coordinates = false\n".write(to: config, atomically: true, encoding: .utf8)
+        chmod(config.path, 0o644)
+        let asDaemon = ["--reuid=daemon", "--regid=daemon", "--clear-groups"]
+        let daemon = try DaemonProcess(arguments: ["--config", config.path, "--gpsd", "127.0.0.1:1"], directory: dir,
+                                       launcher: ["/usr/bin/setpriv"] + asDaemon)
+        defer { daemon.stop() }
+        try await daemon.connect().close()
+        try "[log]\nprecise_coordinates = true\n".write(to: config, atomically: true, encoding: .utf8)
+        chmod(config.path, 0o644)
+        let result = try runToExit(URL(fileURLWithPath: "/usr/bin/setpriv"),
+                                   asDaemon + [LocationCtlReplayTests.locationctl.path, "reload", "--socket", daemon.socketPath])
+        #expect(result.status == 0, "\(result)")
+        #expect(daemon.stderrText().contains("reload: applied key=log.precise_coordinates new=true old=false"), "\(daemon.stderrText())")
+    }
+
     /// No daemon at the socket fails at once, naming the socket.
     @Test func noDaemonIsAClearFailure() throws {
         let dir = try SpawnedDaemon.makeDirectory()
