@@ -322,7 +322,7 @@ final class DaemonService: Sendable {
         if let failure { throw DaemonFailure(description: failure) }
     }
 
-    /// SIGHUP: re-read the config file (command-line flags still win), apply what can change
+    /// SIGHUP or a `reload` request: re-read the config file (command-line flags still win), apply what can change
     /// live (log level, coordinate precision, the access policy), log what needs a restart. A
     /// file that does not parse changes nothing. Returns after READY=1, so systemd has both
     /// notifications before a `reload` request (`locationctl reload`, `ExecReload=`) is answered.

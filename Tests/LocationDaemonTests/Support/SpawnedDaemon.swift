@@ -136,7 +136,7 @@ final class SpawnedDaemon: @unchecked Sendable {
             : arguments + ["--database", self.directory.appendingPathComponent("locationd.db").path]
         let exe = DaemonProcess.executable.path
         var argv: [String]
-        var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("LISTEN_") && $0.key != "NOTIFY_SOCKET" && !$0.key.hasPrefix("WATCHDOG_") && $0.key != "JOURNAL_STREAM" && $0.key != "RUNTIME_DIRECTORY" && $0.key != "INVOCATION_ID" }
+        var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("LISTEN_") && $0.key != "NOTIFY_SOCKET" && !$0.key.hasPrefix("WATCHDOG_") && $0.key != "JOURNAL_STREAM" && $0.key != "INVOCATION_ID" }
         for (k, v) in environment { env[k] = v }
         var script = prelude
         if let openFiles {
