@@ -12,7 +12,7 @@ let strict: [SwiftSetting] = [
 // The modules the daemon links do without the implicit `import _StringProcessing`: the string
 // searches it adds (`contains("…")`, `firstRange(of:)`, `split(separator: "…")` on strings)
 // then do not compile here, and neither it nor _RegexParser is linked into the daemon. One such
-// call linked both: 0.3 MiB of the idle daemon (docs/benchmarks.md, "Footprint").
+// call links both: 0.3 MiB of the idle daemon (docs/benchmarks.md, "Footprint").
 let daemonModule: [SwiftSetting] = strict + [
     .unsafeFlags(["-Xfrontend", "-disable-implicit-string-processing-module-import"]),
 ]
