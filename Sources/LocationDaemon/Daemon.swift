@@ -19,10 +19,10 @@ public enum Daemon {
 
     public static func run(_ options: DaemonOptions, logControl: LogControl = LogControl(), logger: Logger) async throws {
         // The signals are caught first, before the database is opened and restored (seconds with
-        // many regions). A SIGHUP sent before took its default action on the main thread (the
-        // only one not blocking it, parked in pause()): the daemon died of it (status 129), which
-        // systemd counts as a clean end that Restart=on-failure does not restart. What comes
-        // meanwhile now waits in `wakes`: a reload once the service runs. A SIGTERM or SIGINT
+        // many regions). A SIGHUP sent before would take its default action on the main thread
+        // (the only one not blocking it, parked in pause()): the daemon would die of it (status
+        // 129), which systemd counts as a clean end that Restart=on-failure does not restart. What
+        // comes meanwhile waits in `wakes`: a reload once the service runs. A SIGTERM or SIGINT
         // before the service runs ends the start at once (nothing is served yet, and SQLite's
         // writes survive an exit at any point): held back, a start stuck on its database (a hung
         // network filesystem) would wait for TimeoutStopSec='s SIGKILL.
@@ -165,7 +165,7 @@ extension Daemon {
 
     /// The exit status for what stopped the daemon: 78 (EX_CONFIG) for a file or directory only
     /// an administrator can mend, which the unit does not restart (`RestartPreventExitStatus=`):
-    /// restarted every 2 s, such a start failed in the same way for good, since that pace never
+    /// restarted every 2 s, such a start would fail in the same way for good, since that pace never
     /// reaches systemd's start limit; 75 (EX_TEMPFAIL) for a configuration whose check could not
     /// be made for now; 1 for anything that may pass, which the unit restarts.
     public static func exitStatus(for error: any Error) -> Int32 {

@@ -4,8 +4,8 @@ import LocationCore
 /// caller appends the block to its line in one copy.
 ///
 /// Why not append to the `[UInt8]` directly: every `append` re-checks capacity and uniqueness,
-/// and reversing digits in place through `out[start...]` allocated a slice per number; a
-/// location line made ~20 appends and 7 such allocations. Capacity is checked once per
+/// and reversing digits in place through `out[start...]` allocates a slice per number; a
+/// location line makes ~20 appends and would make 7 such allocations. Capacity is checked once per
 /// operation (a trap, never an overrun), not per byte.
 ///
 /// Number and time formats live here, once; `DecimalFormat` and `ISO8601` are their `[UInt8]`

@@ -38,7 +38,7 @@ public enum RegionCodec {
         if let m = o["metadata"], m != .null {
             // Checked here for what reaches the codec by other ways than a request line (a
             // GeoJSON file): deeper metadata makes a request the daemon cannot parse, refused
-            // without its id, so the request waited for a reply until it timed out.
+            // without its id, so the request would wait for a reply until it timed out.
             let depth = nesting(m)
             guard depth <= maxMetadataDepth else {
                 throw ProtocolError(.invalidRegion, "\(at) (\(id)): metadata is nested \(depth) levels deep; at most \(maxMetadataDepth) (a protocol line holds \(maxNestingDepth), 3 of them around a region's metadata)", id: rid)

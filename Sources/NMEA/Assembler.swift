@@ -317,7 +317,7 @@ struct Assembler: Sendable {
         if f.bad { return false }
         guard begin(tod, onEpoch) else { return true }
         // A σ of 0 is no measurement (receivers that do not compute a field write 0 there):
-        // taken, it made an accuracy of 0 m that passed every accuracy gate. Such a field is
+        // taken, it would make an accuracy of 0 m that passes every accuracy gate. Such a field is
         // absent, and the DOPs give the accuracy, as they do when GST is missing.
         if let sLat, let sLon, sLat > 0, sLon > 0 { cur.gstLat = sLat; cur.gstLon = sLon }
         if let sAlt, sAlt > 0 { cur.gstAlt = sAlt }
@@ -413,7 +413,7 @@ struct Assembler: Sendable {
 
     /// Sentences of one epoch usually agree to their printed precision; when they do not
     /// (bundg_zeus_9's RMC and GGA come from different devices on a boat's bus) the last one
-    /// wins, which matched gpsd 3.22 on more epochs than ranking RMC first did.
+    /// wins, which matches gpsd 3.22 on more epochs than ranking RMC first.
     @inline(__always)
     mutating func setPosition(_ lat: Double, _ lon: Double) {
         cur.lat = lat; cur.lon = lon; cur.hasPosition = true; cur.valid = true
@@ -445,8 +445,8 @@ struct Assembler: Sendable {
         // An epoch without a fix or a date of its own carries its date on only when its time
         // goes on from the epoch before (later by less than an hour, across midnight too): after
         // a reset, status-V RMCs tell a garbage time (gp-320fw: 00:03:46, 23:59:48, 19:35:15, …),
-        // and each jump of less than 12 h moved the carried date on, until it dated a fix a day
-        // off. Dated from the last epoch that was, each is within 12 h of it.
+        // and each jump of less than 12 h would move the carried date on, until it dated a fix a
+        // day off. Dated from the last epoch that was, each is within 12 h of it.
         let goesOn = previousTod.map { (1..<Self.day / 24).contains(Self.forward(from: $0, to: tod)) } ?? false
         previousTod = tod
         if let days, cur.dateDays != nil || (cur.valid && cur.hasPosition) || goesOn || !lastTodKnown {

@@ -1,8 +1,8 @@
 /// Byte searches over a line eight bytes at a time (SWAR: one 64-bit word holds eight bytes).
 ///
-/// Why: framing a line took four byte-by-byte passes (line end, ESC, `$`, checksum up to `*`)
+/// Why: framing a line byte by byte takes four passes (line end, ESC, `$`, checksum up to `*`)
 /// and finding each field's comma a fifth; together they cost more than parsing the fields,
-/// and each loop's exit was a mispredicted branch about once a line or field. Line ends, ESC,
+/// and each loop's exit is a mispredicted branch about once a line or field. Line ends, ESC,
 /// `$` and `!` are control or punctuation bytes below `%` (0x25), which NMEA text rarely
 /// contains: a word without any byte below the looked-for one is skipped in a few
 /// instructions, and only a word that has one is looked at exactly.
@@ -51,8 +51,8 @@ enum ByteScan {
         }
         if i == end { return end }
         if end - from >= 8 {
-            // The last bytes as one overlapping word: no loop whose length varies line by line
-            // (its exit was mispredicted about once a line). The zeros shifted in match neither.
+            // The last bytes as one overlapping word: no loop whose length varies line by line (its
+            // exit would be mispredicted about once a line). The zeros shifted in match neither.
             let w = tail(p, i, end)
             let m = equal(w, a) | equal(w, b)
             return m != 0 ? i + m.trailingZeroBitCount >> 3 : end
@@ -75,8 +75,8 @@ enum ByteScan {
         var second: Int
     }
 
-    /// Scans `from..<end` up to the first CR or LF: one pass where there were three (line end,
-    /// ESC, sentence start), since all of these bytes are below `%`.
+    /// Scans `from..<end` up to the first CR or LF: one pass for three searches (line end, ESC,
+    /// sentence start), since all of these bytes are below `%`.
     @inline(__always) static func line(_ p: UnsafePointer<UInt8>, from: Int, end: Int) -> Line {
         var found = Line(end: end, first: -1, second: -1)
         var i = from

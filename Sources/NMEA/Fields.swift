@@ -4,7 +4,7 @@ import LocationCore
 /// no String, no allocation. A missing trailing field reads as empty.
 ///
 /// The commas are found once, a word at a time, when the cursor is made (`ByteScan.commaMask`):
-/// looking for each field's comma byte by byte cost more than parsing the fields.
+/// looking for each field's comma byte by byte costs more than parsing the fields.
 struct FieldCursor {
     let base: UnsafePointer<UInt8>
     var pos: Int
@@ -160,8 +160,8 @@ struct FieldCursor {
 
     /// hhmmss (as a number) and `scale` fraction digits → nanoseconds of the day.
     /// A leap second, 23:59:60.f, is the day's last nanosecond, whatever f: a `Timestamp` has
-    /// no leap seconds, and read as 00:00:00.f of the next day it took that second's time and
-    /// the fix of it was dropped as the same epoch. Its epochs are one epoch (docs/nmea.md).
+    /// no leap seconds, and read as 00:00:00.f of the next day it would take that second's time
+    /// and its fix would be dropped as the same epoch. Its epochs are one epoch (docs/nmea.md).
     @inline(__always) mutating func clock(_ whole: Int64, _ fraction: Int64, _ scale: Int) -> Int64? {
         let hh = whole / 10000, mm = whole / 100 % 100, ss = whole % 100
         guard hh < 24, mm < 60, ss <= 60 else { bad = true; return nil }

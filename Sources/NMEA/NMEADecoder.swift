@@ -21,7 +21,7 @@ public struct NMEAEpoch: Sendable, Equatable {
 
 extension NMEAEpoch {
     /// `.fix`, or `.noFix(time)`; nil for a valid position that could not be dated. Such an
-    /// epoch is not "no fix": reported as one, a GGA/GLL-only log told its subscribers the
+    /// epoch is not "no fix": reported as one, a GGA/GLL-only log would tell its subscribers the
     /// receiver had no fix at every position (gpsd's source likewise drops a TPV with a position
     /// but no time, `GPSDTPV.engineInput`). `Options.assumedDate` dates them instead.
     public var engineInput: EngineInput? {

@@ -105,7 +105,7 @@ public struct Scenario: Sendable {
             s.seed = seed
         }
         if let v = try number(o, "minimumVisit", in: "") {
-            // Longer than any stay (1e300) made no true visit at all, silently.
+            // Longer than any stay (1e300) would make no true visit at all, silently.
             guard v >= 0 && v <= maximumVisitSeconds else {
                 throw ParseError("minimumVisit \(JSONWriter.numberText(v)) is out of range; expected 0…\(JSONWriter.numberText(maximumVisitSeconds)) seconds")
             }
@@ -133,7 +133,8 @@ public struct Scenario: Sendable {
     }
 
     /// The point `north` and `east` metres from `p`: that far along the great circle in that
-    /// direction. Degrees scaled by cos(latitude) went past ±180 and divided by zero at a pole.
+    /// direction. (Degrees scaled by cos(latitude) would go past ±180 and divide by zero at a
+    /// pole.)
     public static func offset(_ p: Coordinate, north: Double, east: Double) -> Coordinate {
         let d = (north * north + east * east).squareRoot() / Geodesy.earthRadius
         guard d > 0 else { return p }
@@ -144,8 +145,8 @@ public struct Scenario: Sendable {
         return Coordinate(latitude: asin(sinPhi2) * 180 / Double.pi, longitude: remainder(lambda2 * 180 / Double.pi, 360))
     }
 
-    /// The point a fraction `t` of the way from `a` to `b` along the great circle, at an even
-    /// pace: across ±180 the short way (linear longitude went round the globe) and over a pole.
+    /// The point a fraction `t` of the way from `a` to `b` along the great circle, at an even pace:
+    /// across ±180 the short way (not round the globe, as linear longitude would) and over a pole.
     public static func along(_ a: Coordinate, _ b: Coordinate, _ t: Double) -> Coordinate {
         let u = Geodesy.unitVector(a), v = Geodesy.unitVector(b)
         let omega = acos(min(1, max(-1, (u * v).sum())))
@@ -252,7 +253,7 @@ public struct Scenario: Sendable {
     }
 
     /// Why ISO8601.parse refused `text`: a missing zone and a year beyond a `Timestamp` are the
-    /// likely slips, and "must be an ISO 8601 time" named neither.
+    /// likely slips, which "must be an ISO 8601 time" would not name.
     static func timeProblem(_ text: String) -> String {
         let b = Array(text.utf8)
         let zoned = b.last == UInt8(ascii: "Z") || b.last == UInt8(ascii: "z")
@@ -313,7 +314,7 @@ public struct Scenario: Sendable {
 
     static func leg(_ v: JSONValue, _ what: String) throws(ParseError) -> Leg {
         guard case .object(let o) = v else { throw ParseError("\(what) must be an object, not \(shown(v))") }
-        // One kind per leg: with two, one was silently dropped.
+        // One kind per leg: with two, one would be silently dropped.
         let kinds = ["stay", "walk", "cycle", "drive"].filter { o[$0] != nil }
         guard kinds.count == 1 else {
             throw ParseError(kinds.isEmpty ? "\(what) must have one of stay, walk, cycle or drive"
@@ -348,7 +349,7 @@ public struct Scenario: Sendable {
     }
 
     /// A move's target: a position or an offset, never both and never a part of one (a typo
-    /// used to read as a move of zero metres).
+    /// must not read as a move of zero metres).
     static func target(_ v: JSONValue, _ what: String) throws(ParseError) -> Target {
         guard case .object(let o) = v else { throw ParseError("\(what) must be an object, not \(shown(v))") }
         try known(o, ["latitude", "longitude", "north", "east"], in: what)

@@ -37,8 +37,8 @@ public struct TrueVisit: Hashable, Sendable {
     }
 
     /// The visits of a truth file, one JSON object a line (`line`'s format). Every field is
-    /// checked: an unreadable departure used to read as "still there", a string `indoors` as
-    /// false. Errors give the line number, counting blank lines too.
+    /// checked: an unreadable departure must not read as "still there", nor a string `indoors`
+    /// as false. Errors give the line number, counting blank lines too.
     public static func parse(lines text: String) throws(Scenario.ParseError) -> [TrueVisit] {
         var visits: [TrueVisit] = []
         let parser = JSONParser(maxDepth: 4, maxBytes: 65_536)

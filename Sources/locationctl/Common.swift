@@ -8,8 +8,8 @@ import Glibc
 /// Subscription options, shared by `watch` (sent to the daemon) and `replay` (run in-process),
 /// so a replay is asked exactly what a subscriber would ask.
 struct SubscriptionFlags: ParsableArguments {
-    // Unconditional: a negative value must reach validate() and its range message; it was
-    // refused as a missing value, and only "--distance-filter=-5" got that far.
+    // Unconditional: a negative value must reach validate() and its range message; otherwise
+    // it is refused as a missing value, and only "--distance-filter=-5" gets that far.
     @Option(name: .customLong("distance-filter"), parsing: .unconditional, help: "Deliver a fix only once it is this many metres from the last delivered one.")
     var distanceFilter: Double = 0
     @Option(name: .customLong("desired-accuracy"), parsing: .unconditional, help: "Deliver only fixes with a 95 % horizontal accuracy of at most this many metres.")

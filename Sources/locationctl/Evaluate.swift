@@ -31,7 +31,7 @@ struct Evaluate: ParsableCommand {
         }
         if log != nil || truth != nil, log == nil || truth == nil { throw ValidationError("--log and --truth go together") }
         if dataset != nil || logs != nil, dataset == nil || logs == nil { throw ValidationError("--dataset and --logs go together") }
-        // A NaN or negative value detected nothing and printed a zero score with exit 0.
+        // A NaN or negative value would detect nothing and print a zero score with exit 0.
         guard radius > 0, radius <= 100_000 else {
             throw ValidationError("--radius \(numberText(radius)) is out of range; expected more than 0 and at most 100000 metres")
         }

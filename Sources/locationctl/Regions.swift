@@ -14,8 +14,8 @@ struct Regions: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Register one circular region.")
         @OptionGroup var session: RegionsSession
         @Argument(help: "Region id.") var id: String
-        // Unconditional: the value may start with '-' (south, west); "--latitude -33.9" was
-        // refused as a missing value, and only "--latitude=-33.9" worked.
+        // Unconditional: the value may start with '-' (south, west); otherwise "--latitude -33.9"
+        // is refused as a missing value, and only "--latitude=-33.9" works.
         @Option(parsing: .unconditional, help: "Centre latitude, degrees (south negative).") var latitude: Double
         @Option(parsing: .unconditional, help: "Centre longitude, degrees (west negative).") var longitude: Double
         @Option(help: "Radius, metres (10…100000).") var radius: Double
@@ -29,7 +29,7 @@ struct Regions: AsyncParsableCommand {
 
         func validate() throws {
             // The daemon's own rule, checked before connecting: a bad value is a usage error, and
-            // a NaN (sent as null) was refused as "regions[0] (ID) has no latitude".
+            // a NaN (sent as null) would be refused as "regions[0] (ID) has no latitude".
             if let reason = region.invalidReason { throw ValidationError(reason) }
         }
 
@@ -133,7 +133,7 @@ struct Regions: AsyncParsableCommand {
         let client = try await connect(path: session.socket.path, wait: 0)
         try await Regions.openSession(client, session)
         defer { client.close() }
-        // At least one request, so that an empty file reports the regions registered (it said 0).
+        // At least one request, so that an empty file reports the regions registered, not 0.
         var start = 0, registered = 0
         repeat {
             var end = min(regions.count, start + 200)

@@ -20,7 +20,7 @@ enum RegionsGeoJSON {
     }
 
     /// What a file that is no FeatureCollection holds instead, and how to make it one: a bare
-    /// Feature or Point was told only what was expected.
+    /// Feature or Point needs more than what was expected.
     static func notACollection(_ value: JSONValue) -> String {
         func wrap(_ inside: String = "…") -> String { #"put it in one: {"type":"FeatureCollection","features":["# + inside + "]}" }
         switch value {
@@ -48,8 +48,8 @@ enum RegionsGeoJSON {
         var featureOfID: [String: Int] = [:]
         for (i, f) in features.enumerated() {
             let at = "\(name): features[\(i)]"
-            // RFC 7946: a FeatureCollection's members are Features (a bare Polygon was taken for
-            // one, its own "geometry" and "properties" looked up).
+            // RFC 7946: a FeatureCollection's members are Features (taken for one, a bare Polygon
+            // would have its own "geometry" and "properties" looked up).
             switch f["type"] {
             case .string("Feature")?: break
             case .string(let type)?: throw RuntimeError("\(at): type is \"\(type)\"; expected \"Feature\" (a Point geometry with properties.id and properties.radius)")
@@ -61,7 +61,7 @@ enum RegionsGeoJSON {
                 throw RuntimeError("\(at): properties is \(f["properties"]?.kindName ?? "missing"); a region needs an object with radius (metres), and id unless the feature has one")
             }
             // Other properties (name, stroke, …) are the file's own and ignored, but one a letter
-            // or two from a region's was a typo that registered the region with the default. Not
+            // or two from a region's is a typo that would register the region with the default. Not
             // when the feature has the region's own too: then it is the file's (radius_m beside radius).
             for key in p.keys.sorted() {
                 if let meant = meant(key), p[meant] == nil {
@@ -75,8 +75,8 @@ enum RegionsGeoJSON {
             case .number(let n)?: id = JSONWriter.numberText(n)
             default: throw RuntimeError("\(at): properties.id (or the feature's id) must be a string or a number")
             }
-            // Before anything is sent: in another request than the first, the daemon refused it
-            // after the requests before had been registered.
+            // Before anything is sent: in another request than the first, the daemon would refuse
+            // it after the requests before were registered.
             if let j = featureOfID.updateValue(i, forKey: id) {
                 throw RuntimeError("\(at): id '\(id)' is also features[\(j)]'s; region ids must be unique: rename or remove one of them")
             }
@@ -163,8 +163,8 @@ enum RegionsGeoJSON {
             }
         }
         let (lon, lat) = (try number(0, "longitude"), try number(1, "latitude"))
-        // Checked here, not left to the region's decoding: that named `properties` for a
-        // coordinate, and said nothing of the order, the usual mistake (latitude first).
+        // Checked here, not left to the region's decoding, which would name `properties` for a
+        // coordinate and say nothing of the order, the usual mistake (latitude first).
         let swapped = abs(lat) <= 180 && abs(lon) <= 90 ? " (GeoJSON order is [longitude, latitude]: swapped?)" : " (GeoJSON order is [longitude, latitude])"
         guard (-180...180).contains(lon) else {
             throw RuntimeError("\(at): geometry.coordinates[0] (longitude) is \(JSONWriter.numberText(lon)); expected -180…180\(swapped)")

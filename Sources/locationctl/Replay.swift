@@ -99,7 +99,8 @@ struct Replay: ParsableCommand {
             do { try engine.addRegions(list, for: program) } catch { throw RuntimeError("\(regions): \(error.message)") }
         }
         // Takes its buffers inout rather than capturing them: captured, every access in the loop
-        // went through the runtime's exclusivity check (swift_beginAccess), a few % of a replay.
+        // would go through the runtime's exclusivity check (swift_beginAccess), a few % of a
+        // replay.
         func emit(_ deliveries: inout [Delivery], _ out: inout StandardOutput) {
             for d in deliveries {
                 switch d.event {

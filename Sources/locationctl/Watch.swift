@@ -40,11 +40,11 @@ struct Watch: AsyncParsableCommand {
         guard authorization != nil else {
             throw ValidationError("--session must be when-in-use or always, not '\(session)'")
         }
-        // 0 or less exited 0 after the subscribed reply, with no location printed.
+        // 0 or less would exit 0 after the subscribed reply, with no location printed.
         if let count, count < 1 {
             throw ValidationError("--count \(count) is out of range; expected at least 1 location event (leave it out to watch until interrupted)")
         }
-        // A NaN or huge --wait crashed the deadline's conversion to milliseconds.
+        // A NaN or huge --wait would crash the deadline's conversion to milliseconds.
         guard (0...86_400).contains(wait) else {
             throw ValidationError("--wait \(numberText(wait)) is out of range; expected 0…86400 seconds")
         }
@@ -224,7 +224,7 @@ struct Status: AsyncParsableCommand {
 }
 
 /// Starts a session; a refusal says which session was refused (`what`), then the daemon's
-/// code and reason, alike for watch and the regions commands (these said only the reason).
+/// code and reason, alike for watch and the regions commands.
 func startSession(_ client: LocationClient, _ authorization: Authorization, purpose: String? = nil, what: String) async throws -> SessionInfo {
     do {
         return try await client.startSession(authorization, purpose: purpose)
@@ -281,11 +281,11 @@ enum DecimalText {
     }
 }
 
-/// `watch --ack`: acknowledges what was printed without flooding the daemon (an `ack` per event
-/// of a 600-event backlog exceeded the flood limit and got watch disconnected). One `ack` covers
-/// every lower `seq`, so it sends one per 100 events, one when a message that is not a queued
-/// event follows them (the backlog is over), and one 0.2 s after the last queued event
-/// otherwise. Acknowledging again changes nothing, so an overlap is harmless.
+/// `watch --ack`: acknowledges what was printed without flooding the daemon (an `ack` per event of
+/// a 600-event backlog would exceed the flood limit and get watch disconnected). One `ack` covers
+/// every lower `seq`, so it sends one per 100 events, one when a message that is not a queued event
+/// follows them (the backlog is over), and one 0.2 s after the last queued event otherwise.
+/// Acknowledging again changes nothing, so an overlap is harmless.
 final class Acknowledger: Sendable {
     private struct State {
         var printed: UInt64 = 0

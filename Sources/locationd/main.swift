@@ -6,7 +6,7 @@ import Glibc
 
 // Argument parsing and wiring only; everything else lives in LocationDaemon.
 // Before logging is set up: when stderr is the journal's stream, `<3>` makes it an error
-// there (sd-daemon(3)); it was stored at the stream's default, info.
+// there (sd-daemon(3)), not one at the stream's default, info.
 func fail(_ text: String, status: Int32) -> Never {
     let line = (JournalWriter.stderrIsJournal() ? "<3>" : "") + "locationd: \(text)\n"
     _ = line.withCString { write(STDERR_FILENO, $0, strlen($0)) }

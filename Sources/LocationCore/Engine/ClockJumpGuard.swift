@@ -1,11 +1,11 @@
 /// Holds a fix whose time jumps until the next report shows that the receiver's clock went on
 /// from it (docs/semantics.md, "Time": clock jumps).
 ///
-/// One report stamped an hour ahead (a receiver time glitch) read as a real gap: regions
-/// confirmed a transition with it alone and the next fix, back on the old timeline, a second
-/// one; the visit detector closed a stay of an hour and shifted every later time by it. A fix
-/// an hour behind did the same the other way. Held for one report, a glitch is told from a real
-/// jump (the bt451 log's 52 minutes back, a tunnel's gap) by what follows it: only a report on
+/// Taken as a real gap, one report stamped an hour ahead (a receiver time glitch) would make
+/// regions confirm a transition with it alone and, at the next fix back on the old timeline, a
+/// second one; the visit detector would close a stay of an hour and shift every later time by it. A
+/// fix an hour behind would do the same the other way. Held for one report, a glitch is told from a
+/// real jump (the bt451 log's 52 minutes back, a tunnel's gap) by what follows it: only a report on
 /// the held fix's own timeline releases it; a fix that is not drops it.
 public struct ClockJumpGuard: Sendable {
     /// The fix held.
@@ -36,8 +36,9 @@ public struct ClockJumpGuard: Sendable {
     /// Admits `fix`: returns, in order, the fixes to run through the detectors now (none, one,
     /// or a released one and this one).
     public mutating func admit(_ fix: Fix) -> (first: Fix?, second: Fix?) {
-        // No-fix reports go on from each other only with no fix between: a glitch an hour ahead
-        // and another within its window after any number of good fixes were taken as timed.
+        // No-fix reports go on from each other only with no fix between: otherwise a glitch an
+        // hour ahead and another within its window after any number of good fixes would be
+        // taken as timed.
         noFixAhead = nil
         if let h = held {
             held = nil

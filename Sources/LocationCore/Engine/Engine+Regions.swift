@@ -46,8 +46,8 @@ public struct RegionPrograms: Sendable {
     /// Runs `body` on the program's monitor (a new one if it has none). A monitor left empty is
     /// forgotten: every fix walks `order`, and programs come and go over a device's life (an
     /// upgrade changes the executable, so the program), each leaving an empty monitor behind
-    /// (6,000 cost half a core at 60 fixes/s; found by a soak review), as did a refused remove
-    /// by a program that never had regions.
+    /// (6,000 cost half a core at 60 fixes/s), as would a refused remove by a program that never
+    /// had regions.
     mutating func withMonitor<T>(_ program: ProgramID, _ body: (inout RegionMonitor) throws(RegionError) -> T) throws(RegionError) -> T {
         if monitors[program] == nil {
             monitors[program] = RegionMonitor(limits: limits)

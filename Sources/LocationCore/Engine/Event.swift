@@ -56,7 +56,7 @@ public enum EngineInput: Hashable, Sendable {
     case unsubscribe(SubscriberID)
 }
 
-/// The program a subscriber belongs to, as the shell identifies it (for now the peer's uid and
+/// The program a subscriber belongs to, as the shell identifies it (the peer's uid and
 /// executable path). Regions belong to a program, not to a connection.
 public struct ProgramID: Hashable, Sendable, Comparable, CustomStringConvertible {
     public var rawValue: String

@@ -29,9 +29,9 @@ public struct EventKinds: OptionSet, Hashable, Sendable {
     var heldVisits: [Visit] = []
     /// Approximate: the visit detector sees fixes only from the next publication on, so every
     /// subscription a program opens within one epoch watches the same stay from the same fix.
-    /// Started at its subscribe, whether a subscription got an arrival told whether the device
-    /// stayed the dwell from that second on: subscriptions opened 10 s apart timed a departure
-    /// to 10 s (docs/privacy.md, "Other channels").
+    /// Started at its subscribe, whether a subscription gets an arrival would tell whether the
+    /// device stayed the dwell from that second on: subscriptions opened 10 s apart would time a
+    /// departure to 10 s (docs/privacy.md, "Other channels").
     var visitsAwaitPublication = false
 
     init?(options: SubscriptionOptions) {

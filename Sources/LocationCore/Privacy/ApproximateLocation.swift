@@ -298,7 +298,7 @@ public struct ApproximateLocation: Sendable {
 
     /// The first report with a time, after untimed ones (a cold receiver's no-fix epochs): the
     /// epochs start from its time, publishing nothing. Shown at once, as a first report, its fix
-    /// told approximate programs the second the device first had one (came outdoors).
+    /// would tell approximate programs the second the device first had one (came outdoors).
     private mutating func startEpochs(at t: Timestamp) {
         publishedAt = Self.epochStart(t)
     }

@@ -33,8 +33,8 @@ public struct Region: Hashable, Sendable {
         if id.utf8.isEmpty || id.utf8.count > Region.maxIDBytes {
             return "region id must be 1…\(Region.maxIDBytes) bytes"
         }
-        // The store keeps ids as C strings: "a\u0000b" was saved as "a" (colliding with a region
-        // "a", or an empty id that failed the program's next start).
+        // The store keeps ids as C strings: "a\u0000b" would be saved as "a" (colliding with a
+        // region "a", or an empty id that fails the program's next start).
         if id.utf8.contains(0) { return "region id must not contain U+0000 (NUL)" }
         if !center.latitude.isFinite || abs(center.latitude) > 90 {
             return "region \(id): latitude \(numberText(center.latitude)) is out of range; expected -90…90 degrees"

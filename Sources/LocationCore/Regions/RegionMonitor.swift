@@ -80,7 +80,7 @@ public struct RegionMonitor: Sendable {
     /// Regions whose state is unknown: evaluated on every fix that can decide a side (one with
     /// an accuracy), skipped by one that cannot, to which they have nothing to answer. Watched
     /// with the others, every region of a receiver that reports no accuracy (an RMC-only log,
-    /// a TPV without eph) stayed unknown and was evaluated at every fix: 10,000 a fix.
+    /// a TPV without eph) would stay unknown and be evaluated at every fix: 10,000 a fix.
     var undecided: Set<Int> = []
     var reference: Coordinate?
     var safeDistance = 0.0
@@ -403,7 +403,7 @@ public struct RegionMonitor: Sendable {
 
 /// Planar geometry near a region: an azimuthal equidistant plane about its centre, built from
 /// unit vectors. An equirectangular plane collapses near a pole (every meridian meets there, so
-/// two fixes on opposite meridians became one point and a pass over the pole was never seen);
+/// two fixes on opposite meridians become one point and a pass over the pole is never seen);
 /// this one has no seam at the poles or the antimeridian, and keeps distances from the centre
 /// exact (the segments it is used on are at most a few kilometres long).
 public enum RegionGeometry {

@@ -84,7 +84,8 @@ public struct DaemonOptions: Sendable, Equatable {
     }
 
     /// The store's file, or nil to keep registrations in memory only ("", "none", or SQLite's
-    /// own ":memory:", which took a lock file and a privacy-secret in the working directory).
+    /// own ":memory:", which would otherwise take a lock file and a privacy-secret in the working
+    /// directory).
     public var databasePath: String? { database.isEmpty || database == "none" || database == ":memory:" ? nil : database }
 
     /// Why `replay.date` / `--date` is not a date, nil when it is one or empty (none).
@@ -355,8 +356,8 @@ public struct DaemonOptions: Sendable, Equatable {
             }
         } else if text.filter({ $0 == ":" }).count > 1 {
             // A bare IPv6 address (no port), with an optional %zone; anything else with two
-            // colons is a mistake, not an address: "1.2.3.4:2947:1" was taken as a host name,
-            // which never resolved.
+            // colons is a mistake, not an address: taken as a host name, "1.2.3.4:2947:1" would
+            // never resolve.
             guard isIPv6Address(text) else { return nil }
             host = text[...]
         } else {
@@ -370,7 +371,7 @@ public struct DaemonOptions: Sendable, Equatable {
     /// Whether `text` is an IPv6 address as getaddrinfo takes it: the address (inet_pton) and an
     /// optional `%zone`, an interface name (no ':', '/' or blank in one, as Linux's
     /// `dev_valid_name` says, at most 15 bytes) or index: "fe80::1%lo:2947" is a port written
-    /// without brackets, which was taken as part of the zone and dropped.
+    /// without brackets, which would be taken as part of the zone and dropped.
     static func isIPv6Address(_ text: String) -> Bool {
         let parts = text.split(separator: "%", maxSplits: 1, omittingEmptySubsequences: false)
         guard parts.count == 1 || (!parts[1].isEmpty && parts[1].utf8.count <= 15
@@ -383,8 +384,8 @@ public struct DaemonOptions: Sendable, Equatable {
     static let ipv6Hint = "an IPv6 address is written alone (::1), and with a port in brackets ([::1]:2947)"
 
     /// Why `host` is not a `gpsd.host` (a name or an address alone), with what to write; nil
-    /// when it is one. The `--gpsd` forms with a port or brackets were taken as a host name,
-    /// which never resolved.
+    /// when it is one. The `--gpsd` forms with a port or brackets would be taken as a host
+    /// name, which never resolves.
     @Sendable static func hostProblem(_ host: String) -> String? {
         guard let (name, port) = hostAndPort(host) else {
             if !host.hasPrefix("["), host.filter({ $0 == ":" }).count > 1 {
@@ -413,7 +414,7 @@ public struct DaemonOptions: Sendable, Equatable {
         guard fd >= 0 else {
             let code = errno
             // A link (or a directory on the way that is one) into a hidden directory too: the
-            // path alone named none ("/var/lib/locationd/drive.nmea" linked to a home directory).
+            // path alone names none ("/var/lib/locationd/drive.nmea" linked to a home directory).
             if code == ENOENT || code == EACCES {
                 if let hidden = hiddenByTheUnit(path, unitHides: unitHides) {
                     return "\(code == ENOENT ? "no such file" : "permission denied"), as the daemon sees it: \(hidden); copy the log to /var/lib/locationd (the unit's state directory) and name that"
@@ -443,10 +444,10 @@ public struct DaemonOptions: Sendable, Equatable {
     /// and /var/tmp of its own; nil for other paths. (A log in a home directory "did not exist".)
     /// The reason only: the caller adds its fix. `unitHides(dir)` says whether the unit really does: INVOCATION_ID alone is no sign (every
     /// process a service starts inherits it, a shell in a terminal that runs as one too, and
-    /// another unit may not hide them), so the hint named ProtectHome= for a file a user's
-    /// shell simply lacked.
+    /// another unit may not hide them), and the hint must not name ProtectHome= for a file a user's
+    /// shell simply lacks.
     /// A path that leads there through a symbolic link (itself, or a directory on the way)
-    /// counts too, saying where it leads: the path alone named none.
+    /// counts too, saying where it leads: the path alone names none.
     static func hiddenByTheUnit(_ path: String, unitHides: (String) -> Bool) -> String? {
         func hidden(_ path: String) -> String? {
             func under(_ dir: String) -> Bool { path == dir || path.hasPrefix(dir + "/") }

@@ -157,8 +157,8 @@ public struct TOMLDocument: Equatable, Sendable {
                     if LineParser.isUnit(tail) { throw p.error(LineParser.unitProblem(written + " " + tail, number: written)) }
                 default: break
                 }
-                // Anything else (`port = 2947 foo`) is no unit, which it was said to be: a comment
-                // without its '#', or a string left unquoted. The parser does not know the key's
+                // Anything else (`port = 2947 foo`) is no unit: a comment without its '#', or a
+                // string left unquoted. The parser does not know the key's
                 // type, so quoting is offered only as the case where a string was meant: `loop =
                 // true always` is no string, and quoting it would trade this error for a type error.
                 let quote = switch value {
@@ -227,7 +227,7 @@ private struct LineParser {
         let start = index
         while let c = peek, Self.isBare(c) { index += 1 }
         if let c = peek, c >= 0x80 {
-            // A letter outside ASCII: named whole (its first byte alone read as Latin-1 before),
+            // A letter outside ASCII: named whole (not its first byte alone, read as Latin-1),
             // and by its code point, which tells an invisible one (a no-break or zero-width
             // space pasted in) that shows as a blank or as nothing.
             var end = index + 1
@@ -245,7 +245,7 @@ private struct LineParser {
     }
 
     /// How deep arrays may nest. No option takes even one level of nesting; the limit keeps the
-    /// recursion below from overflowing the stack (`[[[[…` on one line crashed the daemon,
+    /// recursion below from overflowing the stack (`[[[[…` on one line would crash the daemon,
     /// a reload included, with nothing logged).
     static let maxArrayDepth = 8
 
@@ -306,7 +306,8 @@ private struct LineParser {
 
     /// What an unquoted word that is no TOML value was likely meant as, and what to write; nil
     /// when nothing more is known than that it is invalid. The header promises that dates are
-    /// named, and a unit or `True` read as "invalid number" or "strings must be quoted".
+    /// named, and a unit or `True` would otherwise read as "invalid number" or "strings must be
+    /// quoted".
     static func wordProblem(_ word: String, path: String) -> String? {
         let b = Array(word.utf8)
         func digits(_ range: Range<Int>) -> Bool { range.upperBound <= b.count && b[range].allSatisfy { $0 >= 0x30 && $0 <= 0x39 } }
@@ -393,7 +394,7 @@ private struct LineParser {
                       let scalar = Unicode.Scalar(v)
                 else { throw error("invalid \\\(String(UnicodeScalar(e))) escape in string") }
                 // TOML allows it, but every string here becomes a path, a user or a name for a C
-                // call, which ends at it: "root\u0000x" matched the user root.
+                // call, which ends at it: "root\u0000x" would match the user root.
                 guard v != 0 else {
                     let written = String(decoding: bytes[(index - 2)..<(index + n)], as: UTF8.self)
                     throw error("\(written) (NUL) in a string: no path, user or name locationd reads can hold it; remove it")

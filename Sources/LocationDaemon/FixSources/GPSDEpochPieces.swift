@@ -5,8 +5,8 @@ import LocationCore
 /// piece can be far from the last: haicom-305N's (after GGA) has a speed gpsd derived from the
 /// position change, 9.2 m/s for a receiver standing still, and no course; the RMC's piece has
 /// the receiver's 0.99 m/s and its course. The engine keeps the first fix of a time, so every
-/// epoch of such a receiver reached subscribers as its first piece, and a replay of the same
-/// log (the NMEA decoder assembles whole epochs) told a different story (docs/gpsd.md,
+/// epoch of such a receiver would reach subscribers as its first piece, and a replay of the same
+/// log (the NMEA decoder assembles whole epochs) would tell a different story (docs/gpsd.md,
 /// "Epochs in pieces").
 ///
 /// So a timed report is passed on once its epoch is complete: when as many pieces of its time
@@ -17,7 +17,7 @@ import LocationCore
 /// connection is held until one of those, its piece count unknown. Pieces of an epoch
 /// already passed on are dropped (the engine would drop a fix of the same time anyway, and a
 /// no-fix piece would flip the state twice within the epoch, as saab-r4's mid-epoch mode 1
-/// did).
+/// would).
 ///
 /// Pure: the source gives it the monotonic time and arms the timer it asks for.
 struct GPSDEpochPieces {
@@ -105,10 +105,10 @@ struct GPSDEpochPieces {
 }
 
 /// The pieces of each receiver gpsd reports, learned apart: gpsd interleaves the TPVs of several
-/// devices, and learning anew at every change of device held each report of two receivers
-/// until the other's next one. A change of device passes on the epoch held (one timer, one
-/// epoch held at a time), so pieces of one receiver's epoch split by another's report are
-/// passed on as they stood, the rest dropped.
+/// devices, and learning anew at every change of device would hold each report of two receivers
+/// until the other's next one. A change of device passes on the epoch held (one timer, one epoch
+/// held at a time), so pieces of one receiver's epoch split by another's report are passed on as
+/// they stood, the rest dropped.
 struct GPSDReceiversPieces {
     /// The receiver that reported last, and its pieces.
     private(set) var device = ""

@@ -8,11 +8,11 @@ import Synchronization
 
 /// Reads fixes from gpsd and reports them as `EngineInput`, on an event loop.
 ///
-/// The socket to gpsd is a NIO channel on the loop it is given — the daemon gives the hub's —
-/// so a report goes from gpsd's socket through the engine to the subscribers' sockets in one
-/// pass on one thread, with no hop between threads (that hop was most of the latency locationd
-/// added over reading gpsd directly; docs/benchmarks.md). libgps decodes each JSON line
-/// (`GPSDLineDecoder`), exactly as `gps_read` would.
+/// The socket to gpsd is a NIO channel on the loop it is given — the daemon gives the hub's — so a
+/// report goes from gpsd's socket through the engine to the subscribers' sockets in one pass on one
+/// thread, with no hop between threads (such a hop would be most of the latency locationd adds over
+/// reading gpsd directly; docs/gpsd.md). libgps decodes each JSON line (`GPSDLineDecoder`), exactly
+/// as `gps_read` would.
 ///
 /// - Each TPV with a position (mode ≥ 2, finite latitude/longitude) and a time is a `.fix`; a
 ///   TPV with mode ≤ 1 a `.noFix(time)` (see `GPSDTPV.engineInput`); an epoch gpsd reports in
@@ -531,7 +531,7 @@ public final class GPSDSource: Sendable {
                 // a connection that is accepted: one that accepts and closes at once (at its
                 // client limit, or not gpsd) would otherwise be retried at the shortest delay
                 // forever, and one that sends its banner and then fails (a line over the limit,
-                // a close) was warned about and "connected again" ten times a second.
+                // a close) would be warned about and "connected again" ten times a second.
                 s.proven = true
                 s.backoff.reset()
                 if s.problem != nil {

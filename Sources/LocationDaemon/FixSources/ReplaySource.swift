@@ -15,7 +15,7 @@ import Glibc
 /// `window` inputs the replay waits until the loop has handled the earlier ones. A replay
 /// faster than the hub can fan out therefore runs late (as a receiver whose reader lags)
 /// instead of queueing inputs without bound: NIO runs every queued task before it polls its
-/// sockets again, so an unbounded queue kept new connections waiting for seconds
+/// sockets again, so an unbounded queue would keep new connections waiting for seconds
 /// (docs/benchmarks.md, "Overload"). The gpsd source needs no such rule: it reads on the loop.
 public final class ReplaySource: Sendable {
     public let path: String

@@ -46,7 +46,7 @@ extension Hub {
     public func handOver(_ id: SubscriberID, to program: ProgramID, options: SubscriptionOptions, identity: PeerIdentity? = nil) {
         guard box.value.subscribers[id] != nil else { return }
         // A subscription the bound refused (`subscriptionKept`) ends here, even if a slot came
-        // free since: it was said to go on while connected only, and was never written to the
+        // free since: it was told to go on while connected only, and is never written to the
         // store, so a hand-over would keep what a kill would have lost.
         if box.value.refusedBackground.contains(id) { return unsubscribe(id) }
         box.value.subscribers[id] = nil

@@ -115,7 +115,8 @@ public struct PolicyRule: Hashable, Sendable {
     public var maxRegions: Int
     /// What `max_regions` may be: up to the most `max_registered` can be, so that a rule can
     /// let a program use a raised daemon limit (capped at 10,000, a max_registered above it
-    /// did nothing for anyone, and the refusal told root to raise a rule it does not have).
+    /// would do nothing for anyone, and the refusal would tell root to raise a rule it does not
+    /// have).
     public static let maxRegionsRange = 0...ConfigSchema.maxRegisteredLimit
 
     public init(name: String, line: Int = 0, user: UInt32? = nil, group: UInt32? = nil, executable: String? = nil,
@@ -300,10 +301,10 @@ public struct Policy: Hashable, Sendable {
                 if s.count > 1 && (parts.contains { $0.isEmpty || $0 == "." || $0 == ".." }) {
                     throw fail(entry.line, "\(key) is \(TOMLValue.string(s)); write the path without '.', '..', '//' or a trailing '/', as /proc/PID/exe shows it")
                 }
-                // /proc/PID/exe is never a directory: a rule naming one ("/usr/bin", "/") matched
-                // no one, silently. Checked before the links: a link to one ("/bin") was told to
-                // write the directory it resolves to, refused next. A path that does not exist
-                // yet is taken (installed later), with a warning: a typo matched no one, silently.
+                // /proc/PID/exe is never a directory: a rule naming one ("/usr/bin", "/") would
+                // match no one, silently. Checked before the links: a link to one ("/bin") would
+                // be told to write the directory it resolves to, refused next. A path that does
+                // not exist yet is taken (installed later), with a warning: a typo matches no one.
                 var info = stat()
                 let found = stat(s, &info) == 0
                 let missing = !found && (errno == ENOENT || errno == ENOTDIR)
@@ -379,8 +380,8 @@ public struct Policy: Hashable, Sendable {
     }
 
     /// A user's uid, nil when the user database has no such user. `getpwnam_r`, not `getpwnam`:
-    /// the latter says nil for a failed lookup too, which made a directory service down at boot
-    /// an unknown user, a config error systemd does not restart.
+    /// the latter says nil for a failed lookup too, which would make a directory service down at
+    /// boot an unknown user, a config error systemd does not restart.
     public static func lookUpUser(_ name: String) throws(LookupFailure) -> UInt32? {
         if let n = UInt32(name) { return n }
         var entry = passwd()
@@ -408,9 +409,9 @@ public struct Policy: Hashable, Sendable {
     /// getpwnam_r(3) lists ENOENT, ESRCH, EBADF and EPERM as "not found" on other systems, but
     /// glibc returns 0 for that, and an error code only when a service did not answer — with the
     /// code the service set, ENOENT for nss-pam-ldapd whose nslcd is not running (taken for an
-    /// unknown user, that was 78 for good). The buffer grows without the 1 MiB cap it had (a
-    /// group of many members needs more; glibc's own getgrnam grows as far as it must): only a
-    /// buffer beyond 32 MiB gives up (a group of some million members; the start then exits 75).
+    /// unknown user, that would be 78 for good). The buffer grows past 1 MiB (a group of many
+    /// members needs more; glibc's own getgrnam grows as far as it must): only a buffer beyond
+    /// 32 MiB gives up (a group of some million members; the start then exits 75).
     static func lookUp(_ call: (UnsafeMutablePointer<CChar>, Int, inout UInt32?) -> Int32) throws(LookupFailure) -> UInt32? {
         var size = 4096
         while true {

@@ -97,8 +97,8 @@ extension Connection {
         if let status, !locationIsNewest { encoder.appendStatus(status.state, time: status.time, to: &scratch) }
         pendingLocation = nil
         pendingStatus = nil
-        // Without a location written, the count waits for the next one (it was lost when only a
-        // status went out: after an accuracy change dropped the held location, for one).
+        // Without a location written, the count waits for the next one (it must not be lost when
+        // only a status goes out: after an accuracy change dropped the held location, for one).
         if location != nil { skippedSincePending = 0 }
         guard !scratch.isEmpty else { return nil }
         return context.channel.allocator.buffer(bytes: scratch)

@@ -44,8 +44,8 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
     /// The `always` program's backlog being written, a page at a time while the connection is
     /// writable: the last sequence number written, and the last one it takes (what was queued
     /// when it began; later ones are the next subscribe's). Written all at once, a program's
-    /// 10,000 queued events sat in memory for each of its connections that did not read (40
-    /// such connections: 166 MiB).
+    /// 10,000 queued events would sit in memory for each of its connections that does not read
+    /// (40 such connections: 166 MiB).
     var backlog: (after: UInt64, through: UInt64)?
     /// Events that came while the backlog was being written, in order, to follow it (region,
     /// visit and significant-change events, and held-back ones written before them).
@@ -165,7 +165,8 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
 
     /// The peer's user is at `[socket] max_connections_per_user`: an error instead of the hello,
     /// and the connection closed. Logged at most once a minute per user, with the count of those
-    /// refused meanwhile (`PacedWarnings`): each refusal logged was a way to flood the journal.
+    /// refused meanwhile (`PacedWarnings`): each refusal logged would be a way to flood the
+    /// journal.
     private func refuseCrowded(uid: UInt32, open: Int, context: ChannelHandlerContext) {
         closing = true
         let limit = configuration.maxConnectionsPerUser

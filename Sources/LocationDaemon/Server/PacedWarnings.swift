@@ -2,8 +2,8 @@ import NIOCore
 
 /// Warnings a user's programs can repeat at will (a refused connection): at most one per user
 /// per `interval`, each saying how many were held back since the one before. *Reason:* logged
-/// once until the user was below the limit again, a client closing one connection and opening
-/// two, over and over, got a warning per dip into the journal.
+/// once until the user is below the limit again, a client closing one connection and opening
+/// two, over and over, would put a warning per dip into the journal.
 struct PacedWarnings {
     let interval: TimeAmount
     /// When each user was last warned about, and how many were held back since.

@@ -72,13 +72,13 @@ public final class SocketServer: Sendable {
         public var unwritableTimeout: TimeAmount = .seconds(30)
         /// Connections one user may have open (root and the daemon's own user excepted): one
         /// user's programs must not take every descriptor the daemon has and lock every other
-        /// program out (a denied user did so with 8,000 idle connections; found by a review).
+        /// program out (8,000 idle connections of a denied user would).
         public var maxConnectionsPerUser: Int = 256
         /// Regions the programs of one user may register together (root and the daemon's own
         /// user excepted): each executable is a program with its own `max_registered`, and a user
         /// can make as many executables as it likes (copies, hard links), so only a bound per user
-        /// bounds the database and the daemon's memory (found by a review: three copies of a
-        /// binary held 30,000 regions, 786 MB resident).
+        /// bounds the database and the daemon's memory (three copies of a binary can hold 30,000
+        /// regions, 786 MB resident).
         public var maxRegionsPerUser: Int = 20_000
         /// How often the loop's stall watch beats while connections are open: a beat this late or
         /// more tells the flood limit that requests waited in the sockets meanwhile

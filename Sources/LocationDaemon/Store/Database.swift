@@ -120,16 +120,16 @@ public final class Database: @unchecked Sendable {
     static let lean: Void = { _ = locationd_sqlite3_config_lean() }()
 
     /// The version of the tables this daemon reads and writes, stamped in the file
-    /// (`PRAGMA user_version`). 0 is a new file or one from before versions were stamped (the
-    /// same tables); it is stamped at open.
+    /// (`PRAGMA user_version`). 0 is a new file or an unstamped one (the same tables); it is
+    /// stamped at open.
     static let schemaVersion: Int64 = 1
 
     /// Walks every table's and index's b-tree once (`count(*)` over each: every page is read and
-    /// its header checked): a damaged page the start does not read (a queue's table, say) let
-    /// the daemon start, then fail every write that touched it and lose every queued event at
+    /// its header checked): a damaged page the start does not read (a queue's table, say) would
+    /// let the daemon start, then fail every write that touched it and lose every queued event at
     /// the stop. Refused at the start instead, naming the fix, with the file left as it is. Not
-    /// `PRAGMA quick_check`, which also checks every cell: its code stayed resident and took the
-    /// idle footprint over 8 MiB. What the walk read is given back (the page cache).
+    /// `PRAGMA quick_check`, which also checks every cell: its code would stay resident and add
+    /// to the idle footprint. What the walk read is given back (the page cache).
     private func checkWhole() throws {
         defer { sqlite3_db_release_memory(handle) }
         var walks: [(what: String, sql: String)] = []
@@ -328,7 +328,7 @@ public final class Database: @unchecked Sendable {
     /// `unwritable` explains.
     /// A path that names a directory (it is one, or ends in '/'), or anything else that is not a
     /// regular file (`/dev/null`), is refused first, before anything is created beside it or
-    /// its mode changed (as root, the start took 0666 /dev/null to 0600).
+    /// its mode changed (as root, the start would take 0666 /dev/null to 0600).
     static func makeDirectory(for path: String) throws {
         var st = stat()
         let exists = stat(path, &st) == 0
@@ -443,8 +443,8 @@ public final class Database: @unchecked Sendable {
     ///
     /// The same for its -wal and -shm (SQLite's check looks at the main file only): commits go to
     /// the WAL, so with it deleted (a "leftover" cleaned up by hand) every registration and queued
-    /// event was acknowledged and then lost at the next kill or crash. Unlike the main file, the
-    /// daemon still holds everything then: a graceful stop checkpoints the deleted WAL into the
+    /// event would be acknowledged and then lost at the next kill or crash. Unlike the main file,
+    /// the daemon still holds everything then: a graceful stop checkpoints the deleted WAL into the
     /// database file.
     func checkNotMoved() throws {
         guard path != ":memory:" else { return }

@@ -20,9 +20,9 @@ final class DatabaseLock {
     init(database: String) throws {
         try Database.makeDirectory(for: database)
         // By the file it is, not the name given: a second daemon reaching the same file through
-        // a symbolic link (`/var/lib/locationd` linked to a data partition) took a lock file of
-        // its own, opened the same database and WAL, and the two gave out the same sequence
-        // numbers in one queue.
+        // a symbolic link (`/var/lib/locationd` linked to a data partition) would take a lock file
+        // of its own, open the same database and WAL, and the two would give out the same
+        // sequence numbers in one queue.
         file = Self.resolved(database)
         path = file + ".lock"
         fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
@@ -62,7 +62,7 @@ final class DatabaseLock {
             let e = errno
             close(d)
             // Only a lock held elsewhere is another daemon: where `flock` is emulated or refused
-            // (NFS, CIFS) the lock file alone stands, as it always did.
+            // (NFS, CIFS) the lock file alone stands.
             guard e == EWOULDBLOCK else { return }
             throw StoreError(description: "\(named ?? file) is in use by another locationd, which reached it by another name (a hard link, or a symbolic link made after it started): stop that one, or give this one its own --database (--database none keeps everything in memory)")
         }

@@ -39,8 +39,8 @@ public final class ProgramIdentities: @unchecked Sendable {
     }
 
     /// Before the path of an executable that was not verified to be the file at it
-    /// (`PeerIdentity.executableVerified`): no absolute path starts with it, and rows written
-    /// before it existed read as verified, as they were matched then.
+    /// (`PeerIdentity.executableVerified`): no absolute path starts with it, and a row without it
+    /// reads as verified.
     static let unverifiedMark = "?"
 
     /// Forgets the recorded identity of every program `unneeded` says is not needed.
@@ -94,10 +94,10 @@ public final class ProgramIdentities: @unchecked Sendable {
         writeUnsaved()
     }
 
-    /// Tries again to write the identities whose write failed. *Reason:* the identity was only
-    /// ever written when it changed, so after one failure (a full disk at the session's start)
-    /// the row never came, and a restart then discarded the away program's queue and suspended
-    /// its regions as if it had never been recorded.
+    /// Tries again to write the identities whose write failed. *Reason:* written only when it
+    /// changes, after one failure (a full disk at the session's start) the row would never come,
+    /// and a restart would discard the away program's queue and suspend its regions as if it had
+    /// never been recorded.
     public func writeUnsaved() {
         for program in unsaved {
             if let kept = known[program] { write(program, kept) } else { unsaved.remove(program) }
