@@ -239,7 +239,7 @@ import Testing
                 #expect(grid.centre(of: cap) == pole)
             }
         }
-        // Near the south pole (the old grid's cells there were a few hundred metres wide) a
+        // Near the south pole (where equal-angle cells would be a few hundred metres wide) a
         // cell is as wide as anywhere else.
         let grid = PrivacyGrid(secret: 0)
         let a = Coordinate(latitude: -89.9, longitude: 0)
@@ -512,9 +512,9 @@ import Testing
 
     /// A receiver that has reported only untimed no-fix epochs since the daemon started (a cold
     /// receiver indoors: gpsd's mode 1 may carry no time): its first fix is no "very first
-    /// report" to show at once. That was the second the device came out, sent to approximate
-    /// programs as it happened; now the first untimed report shows `noFix`, the first timed one
-    /// starts the epochs, and the fix is shown at the next epoch's start.
+    /// report" to show at once, which would tell approximate programs the second the device came
+    /// out: the first untimed report shows `noFix`, the first timed one starts the epochs, and
+    /// the fix is shown at the next epoch's start.
     @Test func aFirstFixAfterUntimedNoFixReportsWaitsForTheNextEpoch() {
         for live in [true, false] {
             var engine = Self.withTwoSubscribers()

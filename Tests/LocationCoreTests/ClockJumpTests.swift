@@ -99,8 +99,8 @@ import Testing
         #expect(perFix == [[0], [], [300, 600], [900], [1200], [1500]])
     }
 
-    /// Two receivers behind one gpsd, the second's clock 70 s behind: its reports were each a
-    /// jump back (every other fix); now each is dropped at the first receiver's next report.
+    /// Two receivers behind one gpsd, the second's clock 70 s behind: each of its reports (every
+    /// other fix) is a jump back, dropped at the first receiver's next report.
     @Test func aSecondReceiverFarBehindIsDropped() throws {
         var engine = try Self.engine()
         var fixes: [Fix] = []
@@ -166,7 +166,7 @@ import Testing
 
     /// A receiver with a fix every 5 minutes and a second of jitter, and two tunnels in a row
     /// at 1 Hz: the fix after the first gap is confirmed by one a little more than the gap
-    /// later (it was lost as a glitch).
+    /// later (not lost as a glitch).
     @Test func aLongerSecondGapConfirmsTheFirst() throws {
         var sparse = try Self.engine()
         let jitter = Self.times(Self.feed(&sparse, [0, 300, 601, 902, 1203].map { fix(at: $0, origin) }))

@@ -98,8 +98,8 @@ func run(_ monitor: inout RegionMonitor, _ fixes: [Fix]) -> [RegionEvent] {
         #expect(events[1].time == t0.adding(seconds: 40))
     }
 
-    /// Leaving 1 s before the dwell's mark: the fixes of the exit are no dwell (it was sent
-    /// at the exit's second fix, timed after the exit, for a stay of 599 s). A single fix
+    /// Leaving 1 s before the dwell's mark: the fixes of the exit are no dwell (which would be
+    /// sent at the exit's second fix, timed after the exit, for a stay of 599 s). A single fix
     /// outside (noise) only holds the dwell back to the fix after it.
     @Test func noDwellFromTheFixesOfAnExit() throws {
         var m = RegionMonitor()
@@ -143,8 +143,8 @@ func run(_ monitor: inout RegionMonitor, _ fixes: [Fix]) -> [RegionEvent] {
 
     /// The same at slower fix rates: the confirmation needed shrinks with the rate
     /// (`RegionRules.confirms`), the false transitions an hour must not grow. A single fix
-    /// deciding whenever it came more than 3 s after the previous made 12–38 transitions an
-    /// hour at 4–10 s.
+    /// deciding whenever it comes more than 3 s after the previous would make 12–38 transitions
+    /// an hour at 4–10 s.
     @Test(arguments: [2.0, 4.0, 5.0, 10.0, 30.0, 60.0, 180.0])
     func stationaryAtTheBoundaryFlapsAtMostOnceAtSlowerRates(interval: Double) throws {
         for sigma in [5.0, 15.0, 30.0] {

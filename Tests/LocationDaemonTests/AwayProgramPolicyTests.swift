@@ -167,7 +167,7 @@ import Testing
         _ = try await client.subscribe(SubscriptionOptions(events: [.visits]))
         let kept = try await h.hub.eventLoop.submit { h.hub.enforcePolicy(); return identities.recorded(me) != nil }.get()
         #expect(kept, "a reload forgot the identity of an open always subscription")
-        try await h.hub.eventLoop.submit { identities.forget(me) }.get()  // as a reload before this fix did
+        try await h.hub.eventLoop.submit { identities.forget(me) }.get()  // as a forgetful reload would
         client.close()
         _ = try await waitUntil(timeout: 20) { try await !h.hub.eventLoop.submit({ h.hub.backgroundProgramIDs.isEmpty }).get() }
         #expect(try await h.hub.eventLoop.submit { (h.hub.backgroundProgramIDs, identities.recorded(me) != nil) }.get() == ([me], true))
@@ -201,10 +201,10 @@ import Testing
     }
 
     /// Peers of a program with regions that subscribe (`always`, visits) and are gone before the
-    /// daemon writes to them: nothing is left bound to the dead subscriptions, so the region
-    /// events of the program, now away, are queued (a leaked binding sent them to a subscriber
-    /// that no longer exists, and they were lost). The bursts are longer than one read, so NIO
-    /// also reads requests from inside the failed writes.
+    /// daemon writes to them: nothing is left bound to the dead subscriptions, so the region events
+    /// of the program, now away, are queued (a leaked binding would send them to a subscriber that
+    /// no longer exists, and they would be lost). The bursts are longer than one read, so NIO also
+    /// reads requests from inside the failed writes.
     @Test func regionEventsOfAProgramWhosePeersVanishedAreQueued() async throws {
         let dir = try Self.directory()
         defer { try? FileManager.default.removeItem(at: dir) }

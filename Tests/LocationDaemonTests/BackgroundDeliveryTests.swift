@@ -228,7 +228,7 @@ struct BackgroundDeliveryTests {
 
     /// `locationctl watch --session always --ack` prints the backlog with its numbers and
     /// acknowledges it: afterwards nothing waits for locationctl's program. With 600 queued
-    /// events too: one `ack` each went past the flood limit and got watch disconnected.
+    /// events too: one `ack` each would go past the flood limit and get watch disconnected.
     @Test(arguments: [0, 599]) func watchAckPrintsAndAcknowledgesTheBacklog(farRegions: Int) async throws {
         let gpsd = try GPSDHarness()
         defer { gpsd.shutdown() }
@@ -444,7 +444,7 @@ struct BackgroundDeliveryTests {
 
     /// A visit the approximate background monitor held for its publication is newer than what
     /// waits in the queue: taken back into a precise subscription with visits, it is sent after
-    /// the backlog, not before it (it went out first: a departure before its queued arrival).
+    /// the backlog, not before it (a departure before its queued arrival).
     @Test func aVisitHeldInTheBackgroundComesAfterTheBacklog() async throws {
         let queue = try EventQueue(database: try Database(path: ":memory:"), limit: 100)
         let h = try await ServerHarness.start(queue: queue)

@@ -93,7 +93,7 @@ import Testing
 
     /// A reload that makes a subscription `always` at the bound, with no slot freed: it goes on
     /// live, and the journal says so once; a later reload that changes the policy but not its
-    /// lot offers it the slot again without warning again (it was not refused anew).
+    /// lot offers it the slot again without warning again (it is not refused anew).
     @Test func aReloadAtTheBoundWarnsOnceOfTheSubscriptionItCannotKeep() async throws {
         let log = CapturedLog()
         let clock = AdvancingClock()
@@ -156,7 +156,7 @@ import Testing
         #expect(hub.loopSnapshot.subscriberCount == 0)
 
         // A slot that comes free later (another program's subscription ends) does not make the
-        // refused one kept at its hand-over: it was said to go on while connected only, and was
+        // refused one kept at its hand-over: it was told to go on while connected only, and is
         // never written to the store.
         let first = SubscriberID(3), second = SubscriberID(4)
         let a = ProgramID("uid=4545 exe=/opt/a"), b = ProgramID("uid=4545 exe=/opt/b")

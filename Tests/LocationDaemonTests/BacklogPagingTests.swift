@@ -37,7 +37,7 @@ import Testing
             while let line = s.readLine(), !line.contains(#""type":"subscribed""#) {}
             idle.append(s)
         }
-        // Written at once, each held ≈ 1 MB beyond what the kernel's socket buffer took.
+        // Written at once, each would hold ≈ 1 MB beyond what the kernel's socket buffer takes.
         let buffered = try await h.hub.eventLoop.submit {
             h.server.registry.all.compactMap { try? $0.context?.channel.syncOptions?.getOption(ChannelOptions.bufferedWritableBytes) }
         }.get()
@@ -106,9 +106,9 @@ import Testing
 
     /// A reload changes the session's accuracy while live events wait behind the backlog, a
     /// location of the old accuracy held among them: what waited is written before the
-    /// `changed` event (as it was before the backlog was paged), the held location is dropped,
-    /// and nothing of the old accuracy comes after the news. (Upgraded, the held approximate
-    /// location was flushed after it by the re-subscription.)
+    /// `changed` event, the held location is dropped, and nothing of the old accuracy comes after
+    /// the news (upgraded, the re-subscription must not flush the held approximate location after
+    /// it).
     @Test(arguments: [(Accuracy.precise, Accuracy.approximate), (.approximate, .precise)])
     func whatWaitedBehindTheBacklogDoesNotFollowTheNews(from old: Accuracy, to new: Accuracy) async throws {
         var rule = PolicyRule(name: "me", user: getuid(), authorization: .always, accuracy: old)
@@ -144,8 +144,8 @@ import Testing
 
     /// The program's session leaves `always` (its own `session.start`, the rule still allowing
     /// it; or a reload) while its backlog is being written: what waited behind the backlog is written before
-    /// the reply, and the rest of the backlog stays queued. It went on being written, numbered,
-    /// to a session that may not acknowledge it.
+    /// the reply, and the rest of the backlog stays queued, not written, numbered, to a session
+    /// that may not acknowledge it.
     @Test func aSessionLeavingAlwaysStopsTheBacklogBeforeTheReply() async throws {
         let rule = PolicyRule(name: "me", user: getuid(), authorization: .always, accuracy: .precise)
         let (h, queue, program, dir) = try await Self.harness(rule: rule)

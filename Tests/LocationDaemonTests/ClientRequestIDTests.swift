@@ -5,8 +5,9 @@ import Testing
 /// The ids of `send`'s requests and of the client's own calls never meet, so each reply
 /// reaches whoever asked (docs/protocol.md, "Client library").
 @Suite(.serialized, .timeLimit(.minutes(5))) struct ClientRequestIDTests {
-    /// A program that sent a request with id 2 and then subscribed: the subscribe was numbered 2
-    /// too, took the other reply (`unexpectedReply`), and its own `subscribed` went to `messages`.
+    /// A program that sends a request with id 2 and then subscribes: numbered 2 too, the subscribe
+    /// would take the other reply (`unexpectedReply`), and its own `subscribed` would go to
+    /// `messages`.
     @Test func theClientNumbersItsOwnRequestsAroundSendsIDs() async throws {
         let daemon = try DaemonProcess(arguments: ["--gpsd", "127.0.0.1:1"])
         defer { daemon.stop() }
@@ -35,10 +36,9 @@ import Testing
         await #expect(throws: LocationClientError.closedBeforeReply(request: "status (id 1)")) { try await status.value }
     }
 
-    /// `send` in the moment between the client picking an id for its own call and waiting for
-    /// the reply (here: from the call's own request builder) is refused too: the id was only
-    /// marked once the call waited, so both requests went out with it and one took the other's
-    /// reply.
+    /// `send` in the moment between the client picking an id for its own call and waiting for the
+    /// reply (here: from the call's own request builder) is refused too: marked only once the call
+    /// waits, the id would go out with both requests and one would take the other's reply.
     @Test func sendRefusesAnIDTheClientHasJustPicked() async throws {
         let server = try FakeServer(.init())  // reads, never answers
         defer { server.stop() }

@@ -58,8 +58,7 @@ import Testing
             ("[gpsd\n", "locationd.toml:1: expected ']' after table name 'gpsd'"),
             ("[gpsd]\nport = 1 2\n",
              "locationd.toml:2: unexpected '2' after the value of 'port' (1); a value ends the line: a comment starts with '#' (port = 1  # 2); if 'port' takes a string, quote it whole (port = \"1 2\")"),
-            // Text after a number that is no unit: it was told "write the number alone, without
-            // a unit (2947)", which 'foo' is not.
+            // Text after a number that is no unit is not told to drop a unit.
             ("[gpsd]\nport = 2947 foo  # x\n",
              "locationd.toml:2: unexpected 'foo' after the value of 'port' (2947); a value ends the line: a comment starts with '#' (port = 2947  # foo); if 'port' takes a string, quote it whole (port = \"2947 foo\")"),
             ("[gpsd]\nport = 2947foo\n",
@@ -73,12 +72,11 @@ import Testing
             ("[gpsd]\nport =\n", "locationd.toml:2: missing value after '='"),
             ("[gpsd]\nhost = \"a\\qb\"\n", "locationd.toml:2: invalid escape '\\q' in string"),
             ("[policy.a]\nuser = \"root\\u0000x\"\n", "locationd.toml:2: \\u0000 (NUL) in a string: no path, user or name locationd reads can hold it; remove it"),
-            // Named as written, the long form too (it said \u0000 for it).
+            // Named as written, the long form too.
             ("[policy.a]\nuser = \"root\\U00000000x\"\n", "locationd.toml:2: \\U00000000 (NUL) in a string: no path, user or name locationd reads can hold it; remove it"),
             ("[gpsd]\nport = 007\n", "locationd.toml:2: invalid number '007' (TOML numbers: no leading zeros, a digit on both sides of '.' and of '_', integers within 64 bits)"),
-            // What an unquoted word was likely meant as: it said "invalid number '2024-05-01'"
-            // (the header promised "dates are not supported"), the same for a unit, and
-            // "strings must be quoted" for True.
+            // What an unquoted word was likely meant as: a date, a number with a unit, a
+            // boolean written True.
             ("[replay]\ndate = 2024-05-01\n",
              "locationd.toml:2: 'replay.date' is the TOML date 2024-05-01; dates are not supported: quote it, date = \"2024-05-01\""),
             ("[gpsd]\nport = 1979-05-27T07:32:00Z\n", "locationd.toml:2: dates are not supported ('1979-05-27T07:32:00Z')"),
@@ -98,18 +96,17 @@ import Testing
             ("[gpsd]\nhost = \"\"\"x\"\"\"\n", "locationd.toml:2: multi-line strings are not supported"),
             ("[[gpsd]]\n", "locationd.toml:1: arrays of tables ([[…]]) are not supported"),
             ("= 1\n", "locationd.toml:1: expected a key, found '='"),
-            // A non-ASCII letter in a bare key: it said "expected '=' after key 'p'", or showed the
-            // character's first byte as Latin-1 ("found 'Ã'")
+            // A non-ASCII letter in a bare key: named whole, with its code point.
             ("[gpsd]\npört = 1\n", "locationd.toml:2: 'ö' (U+00F6) cannot be in a key; use letters A–Z and a–z, digits, '_' and '-'"),
             ("[policy.straße]\n", "locationd.toml:1: 'ß' (U+00DF) cannot be in a policy rule name; use letters A–Z and a–z, digits, '_' and '-'"),
             ("é = 1\n", "locationd.toml:1: 'é' (U+00E9) cannot be in a key; use letters A–Z and a–z, digits, '_' and '-'"),
             // An invisible one (a zero-width space pasted in) is told by its code point.
             ("[gpsd]\nport\u{200B} = 1\n", "locationd.toml:2: '\u{200B}' (U+200B) cannot be in a key; use letters A–Z and a–z, digits, '_' and '-'"),
-            // A byte-order mark (Notepad's "UTF-8"): TOML has none; it said "found 'ï'"
+            // A byte-order mark (Notepad's "UTF-8"): TOML has none.
             ("\u{FEFF}[gpsd]\nport = 1\n",
              "locationd.toml:1: the file starts with a byte-order mark (U+FEFF), which TOML does not allow; save it as UTF-8 without one"),
-            // gpsd.host with a port or brackets (the --gpsd forms): resolved as a name, it never
-            // connected, and nothing said so before a client needed fixes
+            // gpsd.host with a port or brackets (the --gpsd forms): resolved as a name, it would
+            // never connect, and nothing would say so before a client needed fixes
             ("[gpsd]\nhost = \"localhost:2947\"\n",
              "locationd.toml:2: 'gpsd.host' is \"localhost:2947\"; give the host alone, without brackets or a port: host = \"localhost\" (and port = 2947)"),
             ("[gpsd]\nhost = \"[::1]:3000\"\n",
@@ -132,9 +129,9 @@ import Testing
         }
     }
 
-    /// SQLite's own name for a memory database, `:memory:`, is memory only like "none": it kept
-    /// the store in memory but still took a lock file `:memory:.lock` and a `privacy-secret` in
-    /// the working directory (under systemd, `/`: the start failed on the read-only root).
+    /// SQLite's own name for a memory database, `:memory:`, is memory only like "none": no lock
+    /// file `:memory:.lock` or `privacy-secret` in the working directory (under systemd, `/`:
+    /// the start would fail on the read-only root).
     @Test func sqliteMemoryNameKeepsNothingOnDisk() throws {
         for value in ["none", "", ":memory:"] {
             #expect(try Self.load("[store]\ndatabase = \"\(value)\"\n").databasePath == nil, "\(value)")
@@ -366,9 +363,8 @@ import Testing
     }
 
     /// A config file the daemon's user may not read (made 0600 root's to hide the policy, say)
-    /// names that user and the fix, as the store's errors do; it was a bare "Permission denied",
-    /// at start and in a refused reload alike. A directory on the way the user may not
-    /// enter is named as such.
+    /// names that user and the fix, as the store's errors do, at start and at a reload alike. A
+    /// directory on the way the user may not enter is named as such.
     @Test(.enabled("user 'daemon' cannot run the built locationd (a parent folder is not searchable by others)") {
         try OtherUserTests.daemonUserCanRunLocationd()
     })
@@ -394,8 +390,7 @@ import Testing
 
     /// The config file a symbolic link (into a checkout of the admin's, say) whose target is
     /// readable (0644) in a directory the daemon's user may not enter: that directory is named,
-    /// through the link. It said "make it readable by the daemon's user (chmod 0644)", which the
-    /// file already was, and which changed nothing.
+    /// through the link (not the file, readable already).
     @Test(.enabled("user 'daemon' cannot run the built locationd (a parent folder is not searchable by others)") {
         try OtherUserTests.daemonUserCanRunLocationd()
     })
@@ -512,7 +507,7 @@ import Testing
             #expect("\(error)".contains("privacy-secret") && "\(error)".contains("remove it to generate a new one"), "\(error)")
         }
         // One that cannot be created is the store's failure, restarted (exit 1) where it may
-        // pass (it was a config error, 75, which names only a lookup not answered). A path
+        // pass (not a config error, 75, which names only a lookup not answered). A path
         // through a file fails at the read already, for good (78). (The creation's own 78, a
         // directory the daemon may not write, needs a user other than root: `ReadOnlyDatabaseTests`
         // covers such directories for the database, which is created first.)
@@ -529,8 +524,8 @@ import Testing
 }
 
 extension ConfigTests {
-    /// The port suggested for gpsd.port is one TOML and gpsd.port accept: "gps:02947" said
-    /// "port = 02947" (a leading zero, which TOML refuses) and "gps:+2947" "port = +2947".
+    /// The port suggested for gpsd.port is one TOML and gpsd.port accept: for "gps:02947" not
+    /// "port = 02947" (a leading zero, which TOML refuses), for "gps:+2947" not "port = +2947".
     @Test func aSuggestedPortIsAValidTOMLInteger() throws {
         for host in ["gps:02947", "gps:+2947", "[::1]:02947"] {
             let message = try #require(Self.error("[gpsd]\nhost = \"\(host)\"\n"), "\(host)")

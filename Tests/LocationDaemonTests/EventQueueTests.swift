@@ -30,8 +30,8 @@ import Testing
 
     /// A queue head that cannot be (acknowledged or lost beyond the last sequence number given
     /// out, or a negative number: a damaged file, a hand edit) stops the start with a message
-    /// naming the file, the program and the fix; the count's arithmetic trapped and the daemon
-    /// died with a backtrace (SIGILL), again at every restart.
+    /// naming the file, the program and the fix, not a trap in the count's arithmetic (SIGILL)
+    /// at every restart.
     @Test func anInconsistentQueueHeadIsAnErrorNotACrash() throws {
         defer { cleanUp() }
         _ = try queue()

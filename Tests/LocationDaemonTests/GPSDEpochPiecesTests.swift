@@ -141,8 +141,8 @@ import Testing
 
     /// A piece late once (400 ms where the limit is twice the usual 150) goes out as its
     /// epoch's first piece, but the next epochs are whole again: the late piece's arrival is the
-    /// spread the next is held for. (Unread, the limit fell to its floor, and every epoch after
-    /// went out as its first piece.)
+    /// spread the next is held for. (Unread, the limit would fall to its floor, and every epoch
+    /// after would go out as its first piece.)
     @Test func aPieceLateOnceDoesNotLeaveTheLimitAtItsFloor() {
         var arrivals: [(Int, Double, Int64)] = []
         for second in 0..<8 {

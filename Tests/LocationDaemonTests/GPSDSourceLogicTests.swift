@@ -141,8 +141,8 @@ struct GPSDSourceLogicTests {
     }
 
     /// A gpsd that accepts and never says anything (stopped with SIGSTOP, hung before its
-    /// banner) is not reported connected: subscribers saw `connected` and `disconnected` at every
-    /// retry. Its connections are dropped by the idle check, as before.
+    /// banner) is not reported connected (subscribers would see `connected` and `disconnected`
+    /// at every retry). Its connections are dropped by the idle check.
     @Test func aGPSDThatAcceptsAndSaysNothingIsNotConnected() async throws {
         let port = Int(try GPSDHarness.freePort())
         let gpsd = try FakeGPSD(port: port, steps: [])
@@ -198,8 +198,8 @@ struct GPSDSourceLogicTests {
     }
 
     /// A device that comes back after gpsd reported it gone is tracked again, even when it
-    /// was also the last to report: its path was left out of the set, so the other device's
-    /// going made a no-fix while it reported (and its own next unplug went unseen).
+    /// was also the last to report: left out of the set, the other device's going would make a
+    /// no-fix while it reports (and its own next unplug would go unseen).
     @Test func aReceiverThatComesBackIsTrackedAgain() async throws {
         var step = FakeGPSD.Step.lines([Self.version, Self.tpv(1, device: "/dev/a"), Self.tpv(2, device: "/dev/b"),
                                         Self.tpv(3, device: "/dev/a")], close: false)
@@ -231,8 +231,8 @@ struct GPSDSourceLogicTests {
     }
 
     /// A receiver set to report less often than two idle checks is judged by its own pace once
-    /// two reports showed it: reports every 3.5 checks are not a silence each time (they were,
-    /// with a warning and a no-fix between every two fixes). One report alone is not judged.
+    /// two reports showed it: reports every 3.5 checks are not a silence each time (with a
+    /// warning and a no-fix between every two fixes). One report alone is not judged.
     @Test func aSlowReceiverIsJudgedByItsOwnPace() async throws {
         var step = FakeGPSD.Step.lines([Self.version, Self.tpv(1)], close: false, answersVersion: true)
         step.timed = [(0.35, [Self.tpv(2)]), (0.7, [Self.tpv(3)]), (1.05, [Self.tpv(4)]), (1.4, [Self.tpv(5)])]
@@ -247,7 +247,6 @@ struct GPSDSourceLogicTests {
 
     /// gpsd that hangs after a report other than a TPV: the check that sends the probe does not
     /// call the receiver silent (gpsd has not answered yet); the next one drops gpsd as hung.
-    /// It was reported as a silent receiver, with a warning that gpsd answers, then dropped.
     @Test func aHungGPSDIsNotASilentReceiver() async throws {
         var step = FakeGPSD.Step.lines([Self.version, Self.tpv(1), Self.tpv(2)], close: false)
         step.timed = [(0.3, [#"{"class":"SKY","device":"/dev/ttyACM0","satellites":[]}"#])]
@@ -383,9 +382,9 @@ struct GPSDSourceLogicTests {
     }
 
     /// A gpsd that sends its banner and then fails every connection (closes, or sends a line
-    /// over the limit) is retried with a growing delay and warned about once: the banner alone
-    /// used to count as gpsd being back, so each attempt was a new warning, a "connected again"
-    /// notice and a retry at the shortest delay (49 of each in 6 s).
+    /// over the limit) is retried with a growing delay and warned about once: were the banner
+    /// alone to count as gpsd being back, each attempt would be a new warning, a "connected
+    /// again" notice and a retry at the shortest delay (49 of each in 6 s).
     @Test(arguments: [false, true])
     func aGPSDThatFailsAfterItsBannerIsRetriedWithBackoffAndWarnedOnce(longLine: Bool) async throws {
         let port = Int(try GPSDHarness.freePort())

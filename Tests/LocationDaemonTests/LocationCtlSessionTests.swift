@@ -103,8 +103,8 @@ import Testing
         }
     }
 
-    /// A reload that revokes the session ends `watch` with the daemon's reason (it used to wait
-    /// forever, printing nothing); a reload that only changes it is printed.
+    /// A reload that revokes the session ends `watch` with the daemon's reason (rather than
+    /// waiting forever, printing nothing); a reload that only changes it is printed.
     @Test func watchEndsWhenAReloadEndsItsSession() async throws {
         let daemon = try await Self.daemon(rule: "authorization = \"always\"\n")
         defer { daemon.stop() }
@@ -144,8 +144,8 @@ import Testing
         #expect(stderr.contains("locationd ended the session: policy rule 'ctl'"), "\(stderr)")
     }
 
-    /// The daemon stopping ends `watch` with exit status 1 and says so (it exited 0, as if it had
-    /// done what it was asked, and in `--json` said nothing).
+    /// The daemon stopping ends `watch` with exit status 1 and says so, also with `--json` (not 0,
+    /// as if it had done what it was asked).
     @Test func watchFailsWhenTheDaemonGoesAway() async throws {
         let daemon = try await Self.daemon(rule: "authorization = \"always\"\n")
         defer { daemon.stop() }
@@ -230,8 +230,7 @@ import Testing
     }
 
     /// A refused add says which regions were refused and whether any went in before: regions go
-    /// 200 to a request, each all-or-nothing (a refused first region read "regions 1…1 (the 0
-    /// before were registered)").
+    /// 200 to a request, each all-or-nothing.
     @Test func refusedRegionsSayWhatWasRegistered() async throws {
         let daemon = try await Self.daemon(rule: "authorization = \"always\"\naccuracy = \"precise\"\n[regions]\nmax_registered = 200\n")
         defer { daemon.stop() }
@@ -259,8 +258,8 @@ import Testing
         #expect(one.err.hasPrefix("Error: locationd refused region 'home'; it was not registered: "), "\(one.err)")
     }
 
-    /// Importing a file without features changes nothing and says how many stay registered
-    /// (it printed "added 0; 0 registered" without asking the daemon).
+    /// Importing a file without features changes nothing and says how many stay registered,
+    /// asking the daemon.
     @Test func importingNoFeaturesReportsTheRegisteredOnes() async throws {
         let daemon = try await Self.daemon(rule: "authorization = \"always\"\naccuracy = \"precise\"\n")
         defer { daemon.stop() }
@@ -349,7 +348,7 @@ import Testing
         #expect(denied.status == 1)
         #expect(denied.err.contains("locationd refused the session (--session when-in-use): notAuthorized: policy rule 'ctl' (executable \(Self.locationctl)) denies location access"),
                 "\(denied.err)")
-        // The regions commands say which session was refused too (it was the bare reason).
+        // The regions commands say which session was refused too.
         let geojson = FileManager.default.temporaryDirectory.appendingPathComponent("denied-\(UUID().uuidString.prefix(8)).geojson")
         try Data(#"{"type":"FeatureCollection","features":[]}"#.utf8).write(to: geojson)
         defer { try? FileManager.default.removeItem(at: geojson) }

@@ -52,8 +52,8 @@ import Testing
         #expect(r.out.contains("demo: true 3, detected 3, matched 3\nhike: true 5, detected 5, matched 5\n2 tracks\ntrue visits 8, detected 8, matched 8\n"), "\(r.out)")
     }
 
-    /// A GGA/GLL-only log's positions: skipped with a warning naming `--date` (they were each
-    /// printed as a "noFix" status), fixes with it. The corpus has a real one (an echo sounder).
+    /// A GGA/GLL-only log's positions: skipped with a warning naming `--date` (not printed as a
+    /// "noFix" status each), fixes with it. The corpus has a real one (an echo sounder).
     @Test func replayOfAnUndatedLogWarnsAndTakesADate() throws {
         let body = "GPGLL,5119.881,N,00125.169,E,164326,A,D"
         let x = body.utf8.reduce(UInt8(0)) { $0 ^ $1 }
@@ -78,8 +78,8 @@ import Testing
     }
 
     /// A bad flag is a usage error (64, with the usage); a missing log is not (1, its reason
-    /// alone, and nothing on standard output: the subscription's first status used to come
-    /// before the log was opened).
+    /// alone, and nothing on standard output: the log is opened before the subscription's first
+    /// status).
     @Test func badOptionsAndMissingFilesAreClearErrors() throws {
         let bad = try Self.run(["replay", "/nonexistent.nmea", "--distance-filter=-5"])
         #expect(bad.status == 64)
@@ -123,8 +123,8 @@ import Testing
         try Data(#"{"type":"Polygon","coordinates":[[[13.4,52.5],[13.5,52.5],[13.4,52.6],[13.4,52.5]]]}"#.utf8).write(to: dir.appendingPathComponent("area.geojson"))
         try Data(#"{"type":"Feature","geometry":{"type":"Point","coordinates":[13.4,52.5]},"properties":{"id":"x","radius":50}}"#.utf8)
             .write(to: dir.appendingPathComponent("single.geojson"))
-        // A property a letter or two from a region's: the region was registered with the
-        // default (notifyOnEntry true) and nothing said so. Others are the file's own.
+        // A property a letter or two from a region's is refused (ignored, the region would be
+        // registered with the default, notifyOnEntry true, silently). Others are the file's own.
         let foreign = #""name":"Home","stroke":"red","marker-color":"blue","title":"t","description":"d","date":"2024-05-01","radius_km":1,"_id":"x","ID":7,"radius_m":50"#
         try Data(#"{"type":"FeatureCollection","features":[\#(feature),"radius":50,\#(foreign),"notifyOnEnter":false}}]}"#.utf8)
             .write(to: dir.appendingPathComponent("typo.geojson"))
@@ -140,7 +140,7 @@ import Testing
             (["replay", "-", "--regions", "snake.geojson"], #"Error: snake.geojson: features[0].properties: "notify_on_exit" is no region property; did you mean "notifyOnExit"?"#),
             (["evaluate", "nosuch"], "no scenario 'nosuch'"),
             (["simulate", "nosuch"], "no scenario 'nosuch'"),
-            // JSON that does not parse: where, as line and column (it said "at byte 4").
+            // JSON that does not parse: where, as line and column.
             (["simulate", "bad.json"], "Error: bad.json:1:1: not JSON: invalid literal; expected null\n"),
             (["regions", "import", "broken.geojson"], "Error: broken.geojson:3:15: not JSON: unexpected ','; expected a value\n"),
             (["simulate", "demo", "--output", "/nonexistent/demo.nmea"], "/nonexistent/demo.nmea: cannot write: No such file or directory"),
@@ -151,13 +151,12 @@ import Testing
             // Named by the feature, not by the request the daemon would have been sent (regions[0]).
             (["regions", "import", "small.geojson"], "Error: small.geojson: features[0].properties: region x: radius 5 is out of range; expected 10…100000 metres\n"),
             (["regions", "import", "noradius.geojson"], "Error: noradius.geojson: features[0].properties (x) has no radius\n"),
-            // What the geometry has instead of a Point's two numbers (it was one message for all).
+            // What the geometry has instead of a Point's two numbers, one message for each.
             (["regions", "import", "quoted.geojson"],
              "Error: quoted.geojson: features[0]: geometry.coordinates[1] (latitude) must be a number, not the string \"52.5\": write it without quotes\n"),
             (["regions", "import", "polygon.geojson"], "Error: polygon.geojson: features[0]: geometry is a Polygon; expected a Point with [longitude, latitude]"),
             (["replay", "-", "--regions", "nogeometry.geojson"], "Error: nogeometry.geojson: features[0]: geometry is null; expected a Point"),
-            // A coordinate out of range is the geometry's, not the properties' (it said
-            // "features[0].properties: region x: latitude 151.2 is out of range").
+            // A coordinate out of range is the geometry's, not the properties'.
             (["regions", "import", "swapped.geojson"],
              "Error: swapped.geojson: features[0]: geometry.coordinates[1] (latitude) is 151.2; expected -90…90 (GeoJSON order is [longitude, latitude]: swapped?)\n"),
             (["replay", "-", "--regions", "farout.geojson"],
@@ -333,7 +332,7 @@ import Testing
     }
 
     /// RFC 7946 gives a Feature an `id` of its own: it names the region when `properties.id` is
-    /// absent or null (a null used to be an error, "must be a string or a number").
+    /// absent or null.
     @Test func theFeaturesOwnIDNamesTheRegionWhenPropertiesHaveNone() throws {
         let log = DaemonEndToEndTests.walk(count: 30, startSecond: 0)
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ctl-featureid-\(UUID().uuidString.prefix(8))")

@@ -65,7 +65,7 @@ struct OtherUserTests {
     }
 
     /// A rule naming the peer's lowest supplementary group matches (the kernel's list starts
-    /// after a tab, and that first group used to be dropped).
+    /// after a tab, which must not cost the first group).
     @Test func theFirstSupplementaryGroupMatchesItsRule() async throws {
         let daemon = try await Self.daemon(config: """
             [policy.first]
@@ -84,8 +84,8 @@ struct OtherUserTests {
 
     /// A rule denying a supplementary group holds for a peer that is gone by the time the daemon
     /// identifies it: a process of that group connects, hands the socket to a child and exits.
-    /// Its groups used to be read from /proc/PID/status after the accept, so a pid already gone
-    /// had none, and the next rule (here the default) granted a session.
+    /// Read from /proc/PID/status after the accept, a pid already gone would have no groups, and
+    /// the next rule (here the default) would grant a session.
     @Test func aGroupRuleHoldsForAPeerThatExitedBeforeItWasIdentified() async throws {
         let daemon = try await Self.daemon(config: """
             [policy.kids]

@@ -35,7 +35,7 @@ import Testing
 
     /// A user database that does not answer (LDAP or sssd down at boot) is no unknown user: the
     /// start exits 75, which the unit restarts, where an unknown name is 78, which it does not.
-    /// `getpwnam`, used before, said nil for both, so the service stayed down for good.
+    /// (`getpwnam` says nil for both, which would keep the service down for good.)
     @Test func aUserDatabaseThatDoesNotAnswerIsATemporaryFailure() throws {
         let document = try TOMLDocument.parse("[policy.fleet]\nuser = \"fleet\"\nauthorization = \"always\"\n", file: "locationd.toml")
         let down: (String) throws(Policy.LookupFailure) -> UInt32? = { _ throws(Policy.LookupFailure) in throw Policy.LookupFailure(reason: "Connection refused") }
@@ -252,7 +252,7 @@ import Testing
             // A link (python3 → python3.11): /proc/PID/exe shows its target, so the link never matches.
             ("[policy.nav]\nexecutable = \"/usr/bin/python3\"\nauthorization = \"always\"\n",
              "locationd.toml:2: 'policy.nav.executable' is \"/usr/bin/python3\", which is \"\(URL(fileURLWithPath: "/usr/bin/python3").resolvingSymlinksInPath().path)\" once its links are resolved; /proc/PID/exe shows that path: write \"\(URL(fileURLWithPath: "/usr/bin/python3").resolvingSymlinksInPath().path)\""),
-            // A directory is never /proc/PID/exe: the rule matched no one and nothing said so.
+            // A directory is never /proc/PID/exe: the rule would match no one, silently.
             ("[policy.nav]\nexecutable = \"/usr\"\nauthorization = \"always\"\n",
              "locationd.toml:2: 'policy.nav.executable' is \"/usr\", a directory; name the program's file in it, as /proc/PID/exe shows it (e.g. \"/usr/bin/navit\")"),
             ("[policy.nav]\nexecutable = \"/\"\nauthorization = \"always\"\n",
@@ -277,8 +277,8 @@ import Testing
              "locationd.toml:2: 'policy.nav.user' is -1; expected a user id 0…4294967295"),
             ("[policy.nav]\nuser = 0\nauthorization = 2\n",
              "locationd.toml:3: 'policy.nav.authorization' must be a string, not an integer"),
-            // A rule's key below the next header: it said "[policy.navit] has no authorization",
-            // on line 1, and did not name line 6.
+            // A rule's key below the next header: named at its own line (6), with the rule it
+            // belongs to, not as a rule without authorization at line 1.
             ("[policy.navit]\nuser = \"root\"\n\n[gpsd]\nport = 2947\nauthorization = \"always\"\n",
              "locationd.toml:6: unknown key 'gpsd.authorization'; expected one of host, port, device ('authorization' is a key of [policy.NAME] rules: move it into the [policy.NAME] rule it belongs to: a rule's keys come before the next table's header)"),
             ("[policy.a.b]\n", "locationd.toml:1: nested tables ([policy.a.…]) are not supported"),
@@ -326,9 +326,9 @@ import Testing
             #expect(blocking.rule(for: PeerIdentity(pid: 1, uid: 1000, gid: 900, executable: "/usr/bin/spy", executableVerified: verified)).authorization == .denied)
         }
         #expect(blocking.rule(for: PeerIdentity(pid: 1, uid: 1000, gid: 900, executable: "/usr/bin/other")).name == "location")
-        // Rules are not ordered as a whole: each part is the narrower one (the purpose key of
-        // an approximate when-in-use rule gave an unverified copy precise location, where the
-        // rule after it allowed always approximate; found by a review).
+        // Rules are not ordered as a whole: each part is the narrower one (otherwise the purpose
+        // key of an approximate when-in-use rule would give an unverified copy precise location,
+        // where the rule after it allows always approximate).
         var partial = Policy()
         partial.ownerRule = false
         partial.rules = [PolicyRule(name: "nav", executable: "/usr/bin/navit", authorization: .whenInUse, accuracy: .approximate, purposes: ["navigation"]),
@@ -529,8 +529,8 @@ import Testing
 
     /// Locations dropped for a slow reader are told by the next location's `"skipped":N`, also
     /// when only a held status went out first (as after an accuracy change dropped the held
-    /// location) and when that next location is written at once: the count was zeroed by the
-    /// status, or the hub's line, which has none, went out as it was.
+    /// location) and when that next location is written at once: the count must not be zeroed by
+    /// the status, nor the hub's line, which has none, go out as it is.
     @Test func theSkippedCountReachesTheNextLocation() async throws {
         let h = try await ServerHarness.start(onlyRule: PolicyRule(name: "me", user: getuid(), authorization: .always, accuracy: .precise))
         defer { h.stopIfRunning() }
@@ -605,7 +605,7 @@ import Testing
 
     /// A reload whose rule no longer lists the session's purpose takes back the precise access
     /// the purpose gave, not the approximate access the rule still gives: `changed`, not
-    /// `ended` (the session and its subscription were closed).
+    /// `ended` (which would close the session and its subscription).
     @Test func aReloadWithdrawingAPurposeLeavesTheSessionApproximate() async throws {
         let (h, served, client) = try await Self.serving(PolicyRule(name: "nav", user: getuid(), authorization: .always, accuracy: .approximate, purposes: ["nav"]))
         defer { h.stopIfRunning() }
@@ -693,8 +693,7 @@ import Testing
     }
 
     /// Without a file, `policy check` checks the one the daemon reads, as `--check-config` does:
-    /// the advice to a path that does not exist, "leave out the path", holds for both (it
-    /// took `policy check` to a missing-argument error, exit 64).
+    /// the advice to a path that does not exist, "leave out the path", holds for both.
     @Test func policyCheckWithoutAFileChecksTheDaemonsOwn() throws {
         let missing = FileManager.default.temporaryDirectory.appendingPathComponent("no-\(UUID().uuidString.prefix(8)).toml").path
         let named = try LocationCtlReplayTests.run(["policy", "check", missing])

@@ -91,8 +91,8 @@ struct ReadOnlyDatabaseTests {
     }
 
     /// Under systemd, a database in a home directory, which the unit's ProtectHome=yes hides
-    /// from the daemon, is said to be hidden, with the fix: it read "chmod o+x /home", which
-    /// cannot help. Only when the directory is hidden indeed (INVOCATION_ID alone is no sign):
+    /// from the daemon, is said to be hidden, with the fix ("chmod o+x /home" cannot
+    /// help). Only when the directory is hidden indeed (INVOCATION_ID alone is no sign):
     /// ProtectHome=yes is played by a mode-0000 tmpfs on /home in a mount namespace of the
     /// daemon's own, the daemon running as the user `daemon`.
     @Test(.enabled("needs unshare, a locationd built outside /home, and user 'daemon' able to run it") {
@@ -116,9 +116,9 @@ struct ReadOnlyDatabaseTests {
     }
 
     /// Another file of the daemon's user named by mistake, one it may read but not write
-    /// (0444): refused as no database with its mode kept. The header was only checked when the
-    /// file opened for writing, so this one lost its group's and others' bits (0444 → 0400) and
-    /// the start said to make it writable (chmod 0600), after which it was still no database.
+    /// (0444): refused as no database with its mode kept: checked only once the file opens for
+    /// writing, it would lose its group's and others' bits (0444 → 0400), and the start would say
+    /// to make it writable (chmod 0600), after which it would still be no database.
     @Test(.enabled("user 'daemon' cannot run the built locationd (a parent folder is not searchable by others)") {
         try OtherUserTests.daemonUserCanRunLocationd()
     })
@@ -138,7 +138,7 @@ struct ReadOnlyDatabaseTests {
     }
 
     /// A privacy-secret the daemon's user may not read (restored from a backup as root, 0600):
-    /// the start's error names the user and the fix; it was a bare "PATH: Permission denied".
+    /// the start's error names the user and the fix.
     @Test(.enabled("user 'daemon' cannot run the built locationd (a parent folder is not searchable by others)") {
         try OtherUserTests.daemonUserCanRunLocationd()
     })
@@ -267,8 +267,8 @@ struct ReadOnlyDatabaseTests {
 
     /// `[store] database` in a directory that does not exist, on a read-only filesystem: what the
     /// shipped unit's ProtectSystem=strict makes of any path outside /var/lib/locationd. The fix
-    /// said to create the directory (mkdir -p …, "under systemd StateDirectory= does this"),
-    /// after which the daemon still could not write there; it names ReadWritePaths= now.
+    /// names ReadWritePaths=: creating the directory (mkdir -p …) would still leave the daemon
+    /// unable to write there.
     @Test(.enabled("cannot make read-only bind mounts here (unshare -m)") { try ReadOnlyDatabaseTests.canMountReadOnly() })
     func aDatabaseDirectoryOnAReadOnlyFilesystemNamesReadWritePaths() async throws {
         let state = try Self.temporaryDirectory()
@@ -280,8 +280,8 @@ struct ReadOnlyDatabaseTests {
             """)
     }
 
-    /// A full filesystem at start: the error gave SQLite's "database or disk is full" alone;
-    /// it names the filesystem to free and the way out. Space may come free: exit 1, which the
+    /// A full filesystem at start: beside SQLite's "database or disk is full", the error names
+    /// the filesystem to free and the way out. Space may come free: exit 1, which the
     /// unit restarts. (A 48 KiB tmpfs, filled, in a mount namespace of the daemon's own.)
     @Test(.enabled("cannot make read-only bind mounts here (unshare -m)") { try ReadOnlyDatabaseTests.canMountReadOnly() })
     func aFullFilesystemAtStartNamesTheFix() async throws {

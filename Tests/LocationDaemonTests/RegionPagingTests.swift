@@ -4,8 +4,8 @@ import LocationProtocol
 import Testing
 @testable import LocationDaemon
 
-/// `regions.list` / `regions.state` replies come in pages that fit the line limit (found by the
-/// kill -9 registration test: 300 small regions overflowed one 65,536-byte line).
+/// `regions.list` / `regions.state` replies come in pages that fit the line limit (300 small
+/// regions overflow one 65,536-byte line).
 @Suite(.serialized, .timeLimit(.minutes(5))) struct RegionPagingTests {
     static func regions(_ n: Int, metadataBytes: Int) -> [Region] {
         (0..<n).map { i in

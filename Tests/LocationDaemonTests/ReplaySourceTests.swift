@@ -55,8 +55,8 @@ import Testing
     }
 
     /// A GGA-only log (an echo sounder's, a receiver set to GGA alone) has positions and no
-    /// date. Without one they were each reported as "no fix"; now they are skipped and the
-    /// warning says how many and how to date them; with `date` they are fixes, the date
+    /// date. Without one they are skipped (not reported as "no fix"), and the warning says how
+    /// many and how to date them; with `date` they are fixes, the date
     /// advancing at midnight.
     @Test func undatedPositionsAreSkippedWithAWarningOrDatedByTheOption() async throws {
         func gga(_ hhmmss: String) -> String {

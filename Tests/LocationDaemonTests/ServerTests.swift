@@ -369,9 +369,9 @@ import Testing
 
     /// A peer that sends its requests and goes at once: the daemon's first flush fails, and NIO
     /// closes the connection from inside that write. The requests after it, and the rest of the
-    /// `subscribe` that wrote, ran after the close and kept a session and a subscription no
-    /// close would release (300 such peers: 300 sessions, the receiver never released; found
-    /// by a soak review).
+    /// `subscribe` that wrote, run after the close and must not keep a session and a
+    /// subscription no close would release (300 such peers would hold 300 sessions, and the
+    /// receiver for good).
     @Test func aPeerGoneMidRequestLeavesNoSessionOrSubscription() async throws {
         let h = try await ServerHarness.start()
         defer { h.stopIfRunning() }
@@ -590,7 +590,8 @@ import Testing
         await h.stop()
     }
     /// Missing parents are created 0755 (docs/protocol.md, "Transport"), whatever the umask:
-    /// under 0077 (the unit's UMask=) they were 0700, and the socket's group could not reach it.
+    /// under 0077 (the unit's UMask=) they would be 0700, and the socket's group could not reach
+    /// it.
     @Test func missingParentsAre0755UnderARestrictiveUmask() throws {
         let top = "/tmp/sockpath-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         defer { for dir in [top + "/a/b", top + "/a", top] { rmdir(dir) } }

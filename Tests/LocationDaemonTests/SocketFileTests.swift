@@ -9,9 +9,6 @@ import Testing
 /// The socket file over a daemon's life (docs/systemd.md, "Shutdown"): it removes the file it
 /// created, and only that one.
 @Suite(.serialized, .timeLimit(.minutes(2))) struct SocketFileTests {
-    /// A's socket file is removed while it runs and B binds the same path; A's shutdown leaves
-    /// B's socket in place (it used to unlink whatever socket was at the path), and B's own
-    /// shutdown removes it.
     /// Connects to `path` once `daemon` serves it (polling its startup, not pacing the test).
     static func connect(_ path: String, _ daemon: SpawnedDaemon) async throws -> LocationClient {
         let deadline = Date().addingTimeInterval(10)
@@ -62,6 +59,8 @@ import Testing
         #expect(FileIdentity(path: h.path) == nil, "the stop leaves the file it made")
     }
 
+    /// A's socket file is removed while it runs and B binds the same path; A's shutdown leaves
+    /// B's socket in place, and B's own shutdown removes it.
     @Test func aStoppingDaemonLeavesAnotherDaemonsSocketAlone() async throws {
         let aDirectory = try SpawnedDaemon.makeDirectory()
         let a = try SpawnedDaemon(arguments: DescriptorLimitTests.arguments(aDirectory, ["--gpsd", "127.0.0.1:1"]),
@@ -103,8 +102,7 @@ import Testing
     }
 
     /// A socket directory the daemon's user cannot write: the start fails naming the socket, the
-    /// directory, the user and the fix (it said only `bind(descriptor:ptr:bytes:): Permission
-    /// denied`).
+    /// directory, the user and the fix.
     @Test(.enabled("user 'daemon' cannot run the built locationd (a parent folder is not searchable by others)") {
         try OtherUserTests.daemonUserCanRunLocationd()
     })
@@ -120,8 +118,7 @@ import Testing
     }
 
     /// A socket directory the daemon's user cannot create (a parent not its to write): the start
-    /// fails naming the directory, the parent, the user and the fix (it said only `mkdir DIR:
-    /// Permission denied`).
+    /// fails naming the directory, the parent, the user and the fix.
     @Test(.enabled("user 'daemon' cannot run the built locationd (a parent folder is not searchable by others)") {
         try OtherUserTests.daemonUserCanRunLocationd()
     })
@@ -150,7 +147,7 @@ import Testing
     }
 
     /// A second daemon on a socket another one serves says what to do: stop the other, or use
-    /// another path (it said only "another server is listening there").
+    /// another path.
     @Test func aSocketAnotherDaemonServesIsNamedWithTheFix() async throws {
         let first = try DaemonProcess(arguments: ["--gpsd", "127.0.0.1:1"], database: "none")
         defer { first.stop() }
@@ -164,9 +161,8 @@ import Testing
     }
 
     /// A socket directory, or one on the way to it, that the daemon's user cannot enter: the
-    /// start fails naming that directory, the missing search permission and the fix (it said
-    /// `stat PATH: Permission denied`, or `mkdir DIR: Permission denied`, or blamed the
-    /// directory's write permission).
+    /// start fails naming that directory, the missing search permission and the fix (not
+    /// the directory's write permission).
     @Test(.enabled("user 'daemon' cannot run the built locationd (a parent folder is not searchable by others)") {
         try OtherUserTests.daemonUserCanRunLocationd()
     })
@@ -236,9 +232,9 @@ import Testing
 @Suite(.serialized) struct SocketBindTests {
     static func path() -> String { "/tmp/locationd-bind-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock" }
 
-    /// Bound but not yet listening (NIO listened only once it took the descriptor over), the
-    /// socket refused connections, so a second daemon starting on the path took it for a stale
-    /// one and unlinked it: the first then served a file nobody could reach.
+    /// Bound but not yet listening (NIO listens only once it takes the descriptor over), the
+    /// socket would refuse connections, so a second daemon starting on the path would take it
+    /// for a stale one and unlink it: the first would serve a file nobody can reach.
     @Test func aFreshlyBoundSocketIsNotTakenForAStaleOne() throws {
         let path = Self.path()
         defer { unlink(path) }

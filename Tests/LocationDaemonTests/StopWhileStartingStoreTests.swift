@@ -8,8 +8,7 @@ import Glibc
 extension SystemdTests {
     /// A stop while starting exits at once, without the graceful stop's checkpoint: what the
     /// start wrote (the tables, the version stamp) stays in the `-wal`, as after a kill. The
-    /// file alone does not hold everything then (docs/regions.md, "Persistence", said it did
-    /// after any SIGTERM, `systemctl stop`).
+    /// file alone does not hold everything then (docs/regions.md, "Persistence").
     @Test func aStopWhileStartingLeavesTheWALAsAKillDoes() async throws {
         let (daemon, fd) = try await Self.heldInItsStart()
         defer { daemon.stop(); close(fd) }

@@ -36,8 +36,8 @@ import Testing
     }
 
     /// The tables' version is stamped in the file (`PRAGMA user_version`), and a file stamped by
-    /// a newer daemon (a downgrade) is refused with the fix, untouched: it was opened and read as
-    /// this daemon's own, whatever its tables had become.
+    /// a newer daemon (a downgrade) is refused with the fix, untouched, not opened and read as
+    /// this daemon's own, whatever its tables have become.
     @Test func aDatabaseFromANewerDaemonIsRefusedUntouched() throws {
         let dir = try Self.directory()
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -62,8 +62,8 @@ import Testing
 
     /// SQLite sets no page-cache bulk aside for the store's connection (CSQLite's shim): with
     /// Debian's 20 pages (≈ 86 KiB, all written at the first read) the store, opened and read,
-    /// held ≈ 100 KiB of SQLite's memory; now what it reads. (SQLite's own count, process-wide:
-    /// `make test` runs the tests one at a time.)
+    /// would hold ≈ 100 KiB of SQLite's memory; without them, what it reads. (SQLite's own count,
+    /// process-wide: `make test` runs the tests one at a time.)
     @Test func theStoreSetsNoPageCacheAsideUpFront() throws {
         let dir = try Self.directory()
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -78,8 +78,8 @@ import Testing
     }
 
     /// The daemon started on such a file exits 78, which the unit does not restart
-    /// (`RestartPreventExitStatus=`): restarted every 2 s it was refused in the same way for good.
-    /// A file another locationd holds may come free: that start still exits 1, restarted.
+    /// (`RestartPreventExitStatus=`): restarted every 2 s it would be refused in the same way for
+    /// good. A file another locationd holds may come free: that start still exits 1, restarted.
     @Test func aStartOnANewerDatabaseExits78() throws {
         let dir = try Self.directory()
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -154,7 +154,7 @@ import Testing
     }
 
     /// A program whose stored regions are refused at start (here a radius below 10 m) is logged
-    /// on its own and not counted in "regions restored" (which said programs=2 regions=2).
+    /// on its own and not counted in "regions restored".
     @Test func aProgramWhoseRegionsDoNotLoadIsNotCountedAsRestored() async throws {
         let dir = try Self.directory()
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -197,10 +197,8 @@ import Testing
         #expect(try queue.acknowledge(1, for: program) == 0)
     }
 
-    /// The same through a connection: the client's error said `cannot record the
-    /// acknowledgement: PATH: database is locked; … check the disk and the daemon's log`, the
-    /// administrator's text (the daemon's file, its error, its fix), and nothing was logged.
-    /// The client gets a client's reason; the log gets the rest.
+    /// The same through a connection: the client gets a client's reason, not the administrator's
+    /// text (the daemon's file, its error, its fix); the log gets the rest.
     @Test func anAckTheStoreRefusesGivesTheClientAClientsReasonAndLogsTheCause() async throws {
         let dir = try Self.directory()
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -314,11 +312,11 @@ import Testing
         #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == bytes)
     }
 
-    /// `[store] database` (`--database`) naming a directory, its own state directory say: the
-    /// start said only "unable to open database file", and first took the group's and others'
-    /// permissions off that directory (run as root with `--database /home`, every user's home
-    /// became unreachable) and made a `.lock` in it for a trailing '/'. It is refused before
-    /// anything is touched, naming the fix.
+    /// `[store] database` (`--database`) naming a directory, its own state directory say, is
+    /// refused before anything is touched, naming the fix: taken for a file, the start would take
+    /// the group's and others' permissions off that directory (as root with `--database /home`,
+    /// every user's home unreachable), make a `.lock` in it for a trailing '/', and fail with
+    /// "unable to open database file".
     @Test func aDirectoryAsTheDatabaseIsRefusedUntouched() throws {
         let dir = try Self.directory()
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -333,10 +331,11 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: dir.path + ".lock"))
     }
 
-    /// `--database /dev/null`, meant as "no database": run as root, the start took the group's
-    /// and others' permissions off the device (0666 → 0600, so every other user's programs
-    /// lost /dev/null), left a `-journal` beside it, and failed with "disk I/O error". Anything
-    /// that is not a regular file is refused before it is touched, naming "none". (A copy of
+    /// `--database /dev/null`, meant as "no database": anything that is not a regular file is
+    /// refused before it is touched, naming "none". Taken for a file, as root, the start would
+    /// take the group's and others' permissions off the device (0666 → 0600, so every other
+    /// user's programs lose /dev/null), leave a `-journal` beside it, and fail with "disk I/O
+    /// error". (A copy of
     /// /dev/null, major 1 minor 3, made with mknod in a temporary folder: root only, as the
     /// suites that need root are; run as another user it failed at the mknod, EPERM.)
     @Test(.enabled(if: getuid() == 0, "needs root: mknod of a device needs CAP_MKNOD"))
@@ -367,14 +366,14 @@ import Testing
         } catch {
             #expect("\(error)" == "\(path): file is not a database; \(Self.damagedFix(path))")
         }
-        // Named by mistake (another file of the admin's), it keeps its mode: it lost the group's
-        // and others' bits before SQLite found it was no database.
+        // Named by mistake (another file of the admin's), it keeps its mode: it must not lose the
+        // group's and others' bits before SQLite finds it is no database.
         #expect(try Self.mode(path) == 0o644)
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path) == ["locationd.db"])
     }
 
-    /// The database file deleted while the daemon runs (with its -wal and -shm): SQLite went on
-    /// writing to the deleted file, so a registration was acknowledged and gone at the next
+    /// The database file deleted while the daemon runs (with its -wal and -shm): SQLite would go on
+    /// writing to the deleted file, so a registration would be acknowledged and gone at the next
     /// start. It is refused with `storeFailed`, naming the file and the fix, and logged.
     @Test func aDatabaseDeletedWhileRunningRefusesWrites() async throws {
         let dir = try SpawnedDaemon.makeDirectory()
@@ -404,11 +403,11 @@ import Testing
         #expect(daemon.stderrText.contains("restart locationd (systemctl restart locationd)"), "\(daemon.stderrText.suffix(1000))")
     }
 
-    /// The -wal removed while the daemon runs (a "leftover" cleaned up by hand): commits went on
-    /// into the deleted WAL and were acknowledged, and a kill then lost them (regions added after
-    /// the removal were gone at the next start). Writes are refused instead, and a graceful
-    /// restart keeps everything acknowledged before.
-    /// (Given as a symbolic link, the WAL is beside the file it points to: checked there.)
+    /// The -wal removed while the daemon runs (a "leftover" cleaned up by hand): commits would go
+    /// on into the deleted WAL, acknowledged, and a kill would lose them (regions added after the
+    /// removal gone at the next start). Writes are refused instead, and a graceful restart keeps
+    /// everything acknowledged before. (Given as a symbolic link, the WAL is beside the file it
+    /// points to: checked there.)
     @Test(arguments: [false, true])
     func aWALDeletedWhileRunningRefusesWritesAndAGracefulRestartKeepsEverything(throughALink: Bool) async throws {
         let dir = try SpawnedDaemon.makeDirectory()
@@ -458,10 +457,9 @@ import Testing
     }
 
     /// A graceful stop (SIGTERM: systemctl stop) leaves the database file whole on its own: the
-    /// WAL is checkpointed into it. Every commit stayed in the -wal, the file itself holding only
-    /// the empty schema, so the .db copied alone after a stop (a backup, a move to another
-    /// machine) had no region, and a -wal removed as a leftover took every acknowledged
-    /// registration with it.
+    /// WAL is checkpointed into it. Left in the -wal, every commit would be missing from the .db
+    /// copied alone after a stop (a backup, a move to another machine), and a -wal removed as a
+    /// leftover would take every acknowledged registration with it.
     @Test func aGracefulStopLeavesEverythingInTheDatabaseFile() async throws {
         let dir = try SpawnedDaemon.makeDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -499,9 +497,9 @@ import Testing
     }
 
     /// A write the store refuses outside a request (here the program's identity, recorded when
-    /// an `always` session starts) goes to the log as an error with its `error` field: it was
-    /// written raw to stderr, which under systemd is the journal's stream — priority 6 (info),
-    /// no LOCATIOND_ERROR, so `journalctl -p err` never showed it.
+    /// an `always` session starts) goes to the log as an error with its `error` field, not raw
+    /// to stderr, which under systemd is the journal's stream — priority 6 (info), no
+    /// LOCATIOND_ERROR, so `journalctl -p err` would never show it.
     @Test(.enabled(if: StandInJournal.isAvailable, "needs root and unshare: a stand-in journald"))
     func aFailedWriteOutsideARequestIsLoggedAsAnError() async throws {
         let (daemon, journal, database) = try await Self.daemonWithItsDatabaseDeleted()
@@ -522,9 +520,8 @@ import Testing
         #expect(daemon.stderrText.isEmpty, "\(daemon.stderrText)")
     }
 
-    /// A background monitor that cannot be written is logged naming it and its program: the
-    /// entry said `database: queue failed`, which names neither what was not saved (the
-    /// monitor, which a restart then lacks) nor whose (docs/systemd.md, "Journal").
+    /// A background monitor that cannot be written is logged naming it and its program: what was
+    /// not saved (the monitor, which a restart then lacks) and whose (docs/systemd.md, "Journal").
     @Test(.enabled(if: StandInJournal.isAvailable, "needs root and unshare: a stand-in journald"))
     func aFailedBackgroundMonitorWriteIsLoggedNamingIt() async throws {
         let (daemon, journal, database) = try await Self.daemonWithItsDatabaseDeleted()
@@ -570,9 +567,9 @@ import Testing
     }
 
     /// A registration change writes the rows it changes, not all of the program's: with 2,000
-    /// regions registered, adding one wrote 4,001 rows (every row deleted and inserted again,
-    /// ≈ 24 ms on the loop per request at 10,000 regions in release, so 200 such requests held
-    /// every connection for ≈ 5 s).
+    /// regions registered, rewriting all would make adding one write 4,001 rows (every row deleted
+    /// and inserted again; at 10,000 regions ≈ 14 ms a request in release, so 200 such requests
+    /// would hold every connection for ≈ 2.8 s: docs/regions.md, "Persistence").
     @Test func aRegistrationChangeWritesOnlyItsRows() async throws {
         let dir = try Self.directory()
         defer { try? FileManager.default.removeItem(at: dir) }

@@ -292,9 +292,9 @@ import Glibc
     }
 
     /// A refused config file (exit 78) or command line (64) does not fix itself, so the unit does
-    /// not restart the daemon for them. `Restart=on-failure` alone did, every `RestartSec=2s` for
-    /// good: the start limit (5 starts per 10 s, a window that begins again once it has passed)
-    /// is never reached 2 s apart, and the journal filled with the same error.
+    /// not restart the daemon for them. `Restart=on-failure` alone would, every `RestartSec=2s`
+    /// for good: the start limit (5 starts per 10 s, a window that begins again once it has
+    /// passed) is never reached 2 s apart, and the journal would fill with the same error.
     @Test func theUnitDoesNotRestartAfterAConfigOrUsageError() throws {
         let unit = try String(contentsOf: ConfigTests.repo.appendingPathComponent("systemd/locationd.service"), encoding: .utf8)
         let prevented = unit.split(separator: "\n").filter { $0.hasPrefix("RestartPreventExitStatus=") }

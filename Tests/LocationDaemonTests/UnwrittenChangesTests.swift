@@ -50,9 +50,9 @@ import Testing
         #expect(!unwritten.isEmpty, "the lost counts still have to be written")
     }
 
-    /// Region states given up after six failed writes were simply dropped: the database kept the
-    /// state from before, and a restart then sent a transition again (an `exit` the program had
-    /// already had). Once writing works, the program's current states are written.
+    /// Region states given up after six failed writes are written from memory once writing
+    /// works: dropped, the database would keep the state from before, and a restart would send a
+    /// transition again (an `exit` the program already had).
     @Test func statesGivenUpAreWrittenFromMemoryOnceWritingWorks() async throws {
         let dir = try Away.directory()
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -92,10 +92,10 @@ import Testing
         #expect(stored.first { $0.program == program }?.records.map(\.state) == [.inside])
     }
 
-    /// A program's identity whose write failed (the disk full at its session's start) was never
-    /// written: it was written only when it changed. Away after its connection closed, a restart
-    /// then found no identity, discarded its queue and suspended its regions. Written at the
-    /// next write that works, or when its last connection closes, whichever comes first.
+    /// A program's identity whose write failed (the disk full at its session's start) is written
+    /// at the next write that works, or when its last connection closes, whichever comes first:
+    /// written only when it changes, it would never be, and with the program away a restart
+    /// would find no identity, discard its queue and suspend its regions.
     enum Retry: CaseIterable, Sendable { case theNextWrite, itsLastConnectionClosing, aFixThatWritesNothing }
 
     @Test(arguments: Retry.allCases)
@@ -235,8 +235,8 @@ import Testing
     }
 
     /// A stop while the lock is still held after the held events were given up (six failed
-    /// attempts): the stop's line counts them. It said 0 events, as they had moved to the lost
-    /// count, whose `overflow` could not be written either.
+    /// attempts): the stop's line counts them, though they have moved to the lost count, whose
+    /// `overflow` could not be written either.
     @Test func aStopCountsEventsGivenUpEarlierAsLost() async throws {
         let dir = try Away.directory()
         defer { try? FileManager.default.removeItem(at: dir) }

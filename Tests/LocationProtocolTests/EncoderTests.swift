@@ -39,7 +39,7 @@ import Testing
         "1900-02-29T00:00:00Z", "2019-04-31T00:00:00Z", "2019-03-12T24:00:00Z", "2019-03-12T10:60:00Z",
         "2019-03-12T10:00:61Z", "2019-03-12T10:00:01.Z", "2019-03-12T10:00:01.1234567891Z",
         "2019-03-12T10:00:01Zjunk", "19-03-12T10:00:01Z", "2019-03-12T10:00:01+0200", "2019-00-10T00:00:00Z",
-        // Beyond what 64-bit nanoseconds hold: they used to wrap into another century.
+        // Beyond what 64-bit nanoseconds hold: they must not wrap into another century.
         "2300-01-01T00:00:00Z", "9999-12-31T23:59:59Z", "1600-01-01T00:00:00Z", "2262-04-12T00:00:00Z",
     ])
     func rejects(text: String) {

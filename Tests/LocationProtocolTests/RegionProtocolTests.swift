@@ -47,7 +47,7 @@ import Testing
         (#"{"type":"regions.add","id":1,"regions":[{"latitude":1,"longitude":2,"radius":50}]}"#, .missingField, "regions[0] has no id (a string of 1…256 bytes)"),
         (#"{"type":"regions.add","id":1,"regions":[{"id":"a","latitude":1,"longitude":2,"radius":50,"notifyOnEntry":1}]}"#, .badField, "notifyOnEntry must be a boolean"),
         (#"{"type":"regions.remove","id":1}"#, .missingField, "missing field ids"),
-        // Both at once took "all" and deleted what the ids did not name.
+        // Both at once: "all" would delete what the ids do not name.
         (#"{"type":"regions.remove","id":1,"all":true,"ids":["x"]}"#, .badField, #"give either ids or "all":true, not both"#),
         (#"{"type":"regions.remove","id":1,"all":"true"}"#, .badField, "all must be true or false, not a string"),
         (#"{"type":"regions.remove","id":1,"all":false}"#, .missingField, "missing field ids"),

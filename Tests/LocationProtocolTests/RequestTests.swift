@@ -31,7 +31,7 @@ import Testing
         }
     }
 
-    /// A purpose out of range says how long it is (it said only "1…256 bytes").
+    /// A purpose out of range says how long it is.
     @Test func purposeOutOfRangeNamesItsLength() {
         expectDecodeError(#"{"type":"session.start","id":1,"purpose":""}"#, code: .outOfRange,
                           text: "purpose of 0 bytes is out of range; a purpose key has 1…256 bytes")

@@ -263,10 +263,10 @@ let rmcBody = "GPRMC,123519,A,4807.038,N,01131.000,E,022.4,084.4,230394,003.1,W"
         #expect(r.epochs.map(\.time) == [ts(1999, 12, 31, 23, 59, 59), ts(2000, 1, 1, 0, 0, 0)])
     }
 
-    /// A leap second (23:59:60, as a receiver prints it at the end of 2016-12-31) is the day's
-    /// last nanosecond: its fix comes after 23:59:59 and before the next day's 00:00:00, each
-    /// once. Read as 00:00:00 of the next day, it had the next second's time, and the engine
-    /// dropped that second's fix as the same epoch. A GGA-only log's carried date stays the day.
+    /// A leap second (23:59:60, as a receiver prints it at the end of 2016-12-31) is the day's last
+    /// nanosecond: its fix comes after 23:59:59 and before the next day's 00:00:00, each once. Read
+    /// as 00:00:00 of the next day, it would have the next second's time, and the engine would drop
+    /// that second's fix as the same epoch. A GGA-only log's carried date stays the day.
     @Test func aLeapSecondIsTheDaysLastInstant() throws {
         let last = ts(2016, 12, 31, 23, 59, 59).adding(seconds: 0.999_999_999)
         var text = ""
@@ -352,8 +352,8 @@ let rmcBody = "GPRMC,123519,A,4807.038,N,01131.000,E,022.4,084.4,230394,003.1,W"
         #expect(run(night, o).epochs.last?.fix?.time == ts(2019, 4, 8, 8, 0, 30))
     }
 
-    /// A year past what a Timestamp holds trapped on Int64 overflow; it is malformed, like one
-    /// before 1980, and leaves the epoch undated.
+    /// A year past what a Timestamp holds (it would trap on Int64 overflow) is malformed, like
+    /// one before 1980, and leaves the epoch undated.
     @Test(arguments: ["99999999", "2262", "1979"])
     func zdaYearsOutOfRangeAreMalformed(_ year: String) {
         let r = run(sentence("GPZDA,051134.000,04,07,\(year),,")

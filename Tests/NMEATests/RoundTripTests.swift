@@ -61,7 +61,7 @@ struct RoundTripTests {
     }
 
     /// GSA lists at most 12 satellites and at least none: any count the writer is given makes a
-    /// well-formed epoch (a count below 1 trapped on an empty range).
+    /// well-formed epoch (a count below 1 must not trap on an empty range).
     @Test(arguments: [-1, 0, 1, 12, 40])
     func anySatelliteCountWritesAWellFormedEpoch(_ satellites: Int) throws {
         var q = Self.dops

@@ -4,8 +4,8 @@ import Simulation
 import Testing
 
 /// Scenarios across ±180 and over a pole, replayed through the project's NMEA decoder: every
-/// fix is a position on the globe and no fix jumps farther than a step. Moves used to go the
-/// long way round in longitude, noise wrote longitudes past 180 and divided by cos(90°).
+/// fix is a position on the globe and no fix jumps farther than a step: no move goes the long way
+/// round in longitude, no noise writes longitudes past 180 or divides by cos(90°).
 @Suite struct GlobeEdgeTests {
     static func fixes(_ json: String) throws -> [Fix] {
         let nmea = Simulator(try Scenario.parse(json)).run().nmea

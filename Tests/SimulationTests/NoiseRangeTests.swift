@@ -3,7 +3,7 @@ import NMEA
 import Simulation
 import Testing
 
-/// Noise that used to trap `locationctl simulate` (SIGILL in `NMEAWriter.angle`) or write
+/// Noise that would trap `locationctl simulate` (SIGILL in `NMEAWriter.angle`) or write
 /// nonsense latitudes is refused with the path and the value; the writer itself never traps.
 @Suite struct NoiseRangeTests {
     static let head = #"{"start":"2026-03-10T07:00:00Z","origin":{"latitude":48.1,"longitude":11.5},"#

@@ -1,8 +1,8 @@
 import Simulation
 import Testing
 
-/// Legs that used to be misread silently (a typo in a target became a move of zero metres, a
-/// second mode or a string `indoors` was ignored) are refused, and every parse error names
+/// Legs that could be misread silently (a typo in a target as a move of zero metres, a second
+/// mode or a string `indoors` ignored) are refused, and every parse error names
 /// the JSON path and the value.
 @Suite struct ScenarioMessageTests {
     static func message(_ fields: String) -> String? {

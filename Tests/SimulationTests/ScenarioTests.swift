@@ -79,8 +79,8 @@ let bundledNames = ["demo", "commuter", "delivery", "hike", "parked-car"]
         #expect(zip(parsed, out.truth).allSatisfy { Geodesy.distance($0.coordinate, $1.coordinate) < 0.01 })
     }
 
-    /// A scenario that is not JSON is shown at the line and column of the mistake (it said "at
-    /// byte 113"); a value that is wrong has no position.
+    /// A scenario that is not JSON is shown at the line and column of the mistake; a value that is
+    /// wrong has no position.
     @Test func brokenJSONIsShownAtItsLineAndColumn() {
         do {
             _ = try Scenario.parse("{\n  \"name\": \"x\",\n  \"legs\": [{\"stay\": 60},]\n}\n")
@@ -108,7 +108,7 @@ let bundledNames = ["demo", "commuter", "delivery", "hike", "parked-car"]
         }
     }
 
-    /// Values that used to trap (a seed beyond UInt64, epochs beyond Int, a move off the globe)
+    /// Values that would trap (a seed beyond UInt64, epochs beyond Int, a move off the globe)
     /// are parse errors naming the field; a scenario that would make more than
     /// `Scenario.maximumEpochs` is refused before anything is simulated.
     @Test(arguments: [

@@ -3,7 +3,7 @@ import Simulation
 import Testing
 
 /// `evaluate --truth` reads every field of a truth line or refuses it with the line number
-/// (blank lines counted) and the value: an unreadable departure used to mean "still there".
+/// (blank lines counted) and the value: an unreadable departure must not mean "still there".
 @Suite struct TruthFileTests {
     static let good = #"{"type":"visit","place":"office","arrival":"2026-03-10T07:22:53Z","departure":"2026-03-10T10:22:53Z","latitude":48.1,"longitude":11.5,"indoors":true}"#
 
@@ -43,7 +43,7 @@ import Testing
     }
 
     /// JSON that does not parse is shown at its line and column, as for the other JSON files
-    /// locationctl reads (it said "is not a JSON object", without the reason or where).
+    /// locationctl reads.
     @Test func brokenJSONIsShownAtItsLineAndColumn() {
         do {
             _ = try TrueVisit.parse(lines: Self.good + "\n\n{\"arrival\": \"2026-03-10T07:22:53Z\" \"latitude\": 1}\n")
