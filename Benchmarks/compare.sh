@@ -40,8 +40,8 @@ fi
 
 # Seconds per run of a command (stdout discarded), repeated until MIN_SECONDS have passed.
 # The clock is bash's own (no process per reading) and the bound is computed once: a helper
-# process inside the loop used to add its start-up (≈ 30 ms of python3) to every run, which
-# counted for 3 % of gpsdecode's second but 40 % of a 70 ms replay.
+# process inside the loop would add its start-up (≈ 30 ms of python3) to every run, 3 % of
+# gpsdecode's second but 40 % of a 70 ms replay.
 time_cmd() {
     local start end n=0 min_us
     min_us=$(python3 -c "print(int($MIN_SECONDS*1e6))")
