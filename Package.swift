@@ -47,6 +47,7 @@ let package = Package(
     products: [
         .executable(name: "locationd", targets: ["locationd"]),
         .executable(name: "locationctl", targets: ["locationctl"]),
+        .executable(name: "locationd-mqtt", targets: ["locationd-mqtt"]),
         .library(name: "LocationClient", targets: ["LocationClient"]),
     ],
     dependencies: [
@@ -59,6 +60,8 @@ let package = Package(
         // libsystemd: notify, watchdog, socket activation, journal (docs/systemd.md).
         .systemLibrary(name: "CSystemd", path: "Sources/CSystemd"),
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite"),
+        // The TOML subset of locationd.toml and mqtt.toml (no dependency, no Foundation).
+        .target(name: "TOMLConfig", swiftSettings: daemonModule),
         .target(name: "LocationCore", swiftSettings: daemonModule),
         .target(name: "NMEA", dependencies: ["LocationCore"], swiftSettings: daemonModule),
         .target(name: "LocationProtocol", dependencies: ["LocationCore"], swiftSettings: daemonModule),
@@ -66,7 +69,7 @@ let package = Package(
         .target(
             name: "LocationDaemon",
             dependencies: [
-                "LocationCore", "NMEA", "LocationProtocol", "CGPS", "CSystemd", "CSQLite",
+                "LocationCore", "NMEA", "LocationProtocol", "TOMLConfig", "CGPS", "CSystemd", "CSQLite",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -86,6 +89,16 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict),
+        // The MQTT bridge (docs/mqtt.md): libmosquitto (Debian libmosquitto-dev) for MQTT; the
+        // OwnTracks mapping, its commands and configuration are pure (OwnTracks), the I/O is the
+        // executable's. A client of locationd like any other: it does not link the daemon.
+        .systemLibrary(name: "CMosquitto", path: "Sources/CMosquitto"),
+        .target(name: "OwnTracks", dependencies: ["LocationCore", "LocationProtocol", "TOMLConfig"], swiftSettings: strict),
+        .executableTarget(
+            name: "locationd-mqtt",
+            dependencies: ["OwnTracks", "LocationClient", "LocationProtocol", "LocationCore", "TOMLConfig", "CMosquitto",
+                           .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict),
         .testTarget(name: "LocationCoreTests", dependencies: ["LocationCore", "Simulation"], swiftSettings: strict),
         .testTarget(name: "NMEATests", dependencies: ["NMEA", "LocationCore", "LocationProtocol", "Simulation"], swiftSettings: strict),
         .testTarget(name: "SimulationTests", dependencies: ["Simulation", "LocationCore", "NMEA"], swiftSettings: strict),
@@ -96,6 +109,9 @@ let package = Package(
                            // A virtual clock for the hub's timers (publication ticks); part of swift-nio.
                            .product(name: "NIOEmbedded", package: "swift-nio")],
             swiftSettings: strict),
+        .testTarget(name: "MQTTBridgeTests",
+                    dependencies: ["OwnTracks", "LocationClient", "LocationProtocol", "LocationCore", "TOMLConfig"],
+                    swiftSettings: strict),
     ]
 )
 
@@ -108,9 +124,12 @@ if Context.environment["LOCATIOND_FUZZ"] != nil {
                           path: "Fuzz/fuzz-nmea", swiftSettings: fuzz),
         .executableTarget(name: "fuzz-request", dependencies: ["LocationProtocol"],
                           path: "Fuzz/fuzz-request", swiftSettings: fuzz),
+        .executableTarget(name: "fuzz-owntracks-command", dependencies: ["OwnTracks"],
+                          path: "Fuzz/fuzz-owntracks-command", swiftSettings: fuzz),
     ]
     package.products += [
         .executable(name: "fuzz-nmea", targets: ["fuzz-nmea"]),
         .executable(name: "fuzz-request", targets: ["fuzz-request"]),
+        .executable(name: "fuzz-owntracks-command", targets: ["fuzz-owntracks-command"]),
     ]
 }

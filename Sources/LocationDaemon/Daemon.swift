@@ -7,6 +7,7 @@ import NIOPosix
 import Synchronization
 #if canImport(Glibc)
 import Glibc
+import TOMLConfig
 #endif
 
 /// Wires the shell together: one event loop for the hub, every connection and the gpsd source

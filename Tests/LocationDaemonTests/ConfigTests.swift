@@ -1,6 +1,7 @@
 import Foundation
 import LocationCore
 @testable import LocationDaemon
+import TOMLConfig
 import Testing
 
 @Suite(.timeLimit(.minutes(5))) struct ConfigTests {

@@ -4,6 +4,7 @@ import LocationClient
 import LocationCore
 import LocationProtocol
 import NIOCore
+import TOMLConfig
 import Testing
 @testable import LocationDaemon
 

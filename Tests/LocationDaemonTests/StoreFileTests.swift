@@ -4,6 +4,7 @@ import LocationClient
 import LocationCore
 import LocationProtocol
 @testable import LocationDaemon
+import TOMLConfig
 import Testing
 
 /// The database file itself (docs/regions.md, "Persistence").

@@ -4,6 +4,7 @@ import LocationCore
 @testable import LocationDaemon
 import Logging
 import Synchronization
+import TOMLConfig
 import Testing
 #if canImport(Glibc)
 import Glibc

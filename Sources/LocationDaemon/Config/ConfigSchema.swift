@@ -1,4 +1,5 @@
 import LocationCore
+import TOMLConfig
 
 /// Every option of locationd.toml: its table, key, type, range, default (the value in a fresh
 /// `DaemonOptions`) and whether a reload (SIGHUP) can apply it live. Config/locationd.toml and

@@ -2,6 +2,7 @@ import LocationCore
 import NMEA
 #if canImport(Glibc)
 import Glibc
+import TOMLConfig
 #endif
 
 /// The daemon's settings: defaults, then the config file (locationd.toml), then command-line

@@ -1,4 +1,5 @@
 import Glibc
+import TOMLConfig
 
 /// The per-device secret of the approximate-location grid (docs/privacy.md): 8 random bytes
 /// generated once (the system CSPRNG) into `privacy-secret` next to the database, mode 0600, and read

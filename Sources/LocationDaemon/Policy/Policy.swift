@@ -1,5 +1,6 @@
 import Glibc
 import LocationCore
+import TOMLConfig
 
 /// Who is at the other end of a connection: `SO_PEERCRED` (pid, uid, gid) and `SO_PEERGROUPS`
 /// (supplementary groups) at connect, the executable of that pid (`/proc/PID/exe`).

@@ -1,0 +1,135 @@
+import CMosquitto
+import Glibc
+import OwnTracks
+
+/// What libmosquitto's network thread reports, in order.
+enum MQTTEvent: Sendable {
+    /// CONNACK; `code` 0 is success, otherwise the broker's refusal.
+    case connected(code: Int32)
+    /// The connection ended (`code` 0: asked for); libmosquitto reconnects by itself.
+    case disconnected(code: Int32)
+    /// The broker acknowledged (PUBACK) the message with this id.
+    case published(mid: Int32)
+    case message(topic: String, payload: [UInt8])
+}
+
+struct MQTTFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ what: String, _ rc: Int32) {
+        description = "\(what): \(String(cString: mosquitto_strerror(rc)))"
+    }
+    init(_ description: String) { self.description = description }
+}
+
+/// One libmosquitto client with its own network thread (`mosquitto_loop_start`), which
+/// connects, reconnects with an exponential back-off (1 s doubling to 60 s) and resends
+/// unacknowledged QoS 1 messages after a reconnect. Its callbacks only hand events to `events`.
+final class MQTTClient: @unchecked Sendable {
+    private let handle: OpaquePointer
+    private let sink: Unmanaged<Sink>
+    let events: AsyncStream<MQTTEvent>
+
+    final class Sink {
+        let continuation: AsyncStream<MQTTEvent>.Continuation
+        init(_ c: AsyncStream<MQTTEvent>.Continuation) { continuation = c }
+    }
+
+    struct Options {
+        var clientID: String
+        var host: String
+        var port: Int
+        var keepalive: Int
+        var username: String?
+        var password: String?
+        var caFile: String?
+        var certFile: String?
+        var keyFile: String?
+        var will: OutgoingMessage
+    }
+
+    init(_ o: Options) throws {
+        mosquitto_lib_init()
+        let (stream, continuation) = AsyncStream<MQTTEvent>.makeStream()
+        events = stream
+        sink = Unmanaged.passRetained(Sink(continuation))
+        // clean_session false: the broker keeps the session, so commands sent while the device
+        // was away arrive when it is back (OwnTracks: "send with QoS > 0").
+        guard let h = mosquitto_new(o.clientID, false, sink.toOpaque()) else {
+            sink.release()
+            throw MQTTFailure("mosquitto_new failed (client id \(o.clientID))")
+        }
+        handle = h
+        var rc = mosquitto_int_option(h, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V311)
+        guard rc == MOSQ_ERR_SUCCESS.rawValue else { throw MQTTFailure("protocol version", rc) }
+        rc = o.will.payload.withUnsafeBytes {
+            mosquitto_will_set(h, o.will.topic, Int32($0.count), $0.baseAddress, 1, o.will.retain)
+        }
+        guard rc == MOSQ_ERR_SUCCESS.rawValue else { throw MQTTFailure("last will", rc) }
+        if let user = o.username {
+            rc = mosquitto_username_pw_set(h, user, o.password)
+            guard rc == MOSQ_ERR_SUCCESS.rawValue else { throw MQTTFailure("username", rc) }
+        }
+        if let ca = o.caFile {
+            rc = mosquitto_tls_set(h, ca, nil, o.certFile, o.keyFile, nil)
+            guard rc == MOSQ_ERR_SUCCESS.rawValue else { throw MQTTFailure("TLS (ca_file \(ca))", rc) }
+        }
+        _ = mosquitto_reconnect_delay_set(h, 1, 60, true)
+        mosquitto_connect_callback_set(h) { _, user, code in
+            MQTTClient.sink(user)?.continuation.yield(.connected(code: code))
+        }
+        mosquitto_disconnect_callback_set(h) { _, user, code in
+            MQTTClient.sink(user)?.continuation.yield(.disconnected(code: code))
+        }
+        mosquitto_publish_callback_set(h) { _, user, mid in
+            MQTTClient.sink(user)?.continuation.yield(.published(mid: mid))
+        }
+        mosquitto_message_callback_set(h) { _, user, message in
+            guard let m = message?.pointee else { return }
+            let topic = m.topic.map { String(cString: $0) } ?? ""
+            let bytes = m.payload.map { Array(UnsafeRawBufferPointer(start: $0, count: Int(m.payloadlen))) } ?? []
+            MQTTClient.sink(user)?.continuation.yield(.message(topic: topic, payload: bytes))
+        }
+        // Connects in the background: a broker that is down now is retried by the loop thread.
+        let connect = mosquitto_connect_async(h, o.host, Int32(o.port), Int32(o.keepalive))
+        if connect != MOSQ_ERR_SUCCESS.rawValue && connect != MOSQ_ERR_ERRNO.rawValue {
+            throw MQTTFailure("connect \(o.host):\(o.port)", connect)
+        }
+        rc = mosquitto_loop_start(h)
+        guard rc == MOSQ_ERR_SUCCESS.rawValue else { throw MQTTFailure("loop start", rc) }
+        if connect == MOSQ_ERR_ERRNO.rawValue { continuation.yield(.disconnected(code: connect)) }
+    }
+
+    private static func sink(_ user: UnsafeMutableRawPointer?) -> Sink? {
+        user.map { Unmanaged<Sink>.fromOpaque($0).takeUnretainedValue() }
+    }
+
+    /// Hands `m` to the client at QoS 1; returns its message id.
+    func publish(_ m: OutgoingMessage) throws -> Int32 {
+        var mid: Int32 = 0
+        let rc = m.payload.withUnsafeBytes {
+            mosquitto_publish(handle, &mid, m.topic, Int32($0.count), $0.baseAddress, 1, m.retain)
+        }
+        guard rc == MOSQ_ERR_SUCCESS.rawValue else { throw MQTTFailure("publish to \(m.topic)", rc) }
+        return mid
+    }
+
+    func subscribe(_ topic: String) throws {
+        let rc = mosquitto_subscribe(handle, nil, topic, 1)
+        guard rc == MOSQ_ERR_SUCCESS.rawValue else { throw MQTTFailure("subscribe \(topic)", rc) }
+    }
+
+    /// Disconnects (the broker then does not publish the last will) and stops the thread.
+    func stop() {
+        _ = mosquitto_disconnect(handle)
+        _ = mosquitto_loop_stop(handle, false)
+        sink.takeUnretainedValue().continuation.finish()
+    }
+
+    deinit {
+        mosquitto_destroy(handle)
+        sink.release()
+    }
+
+    static func describe(connack code: Int32) -> String { String(cString: mosquitto_connack_string(code)) }
+    static func describe(error code: Int32) -> String { String(cString: mosquitto_strerror(code)) }
+}
