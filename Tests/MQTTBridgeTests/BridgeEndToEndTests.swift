@@ -1,0 +1,225 @@
+import Foundation
+import LocationCore
+import LocationProtocol
+import Testing
+
+/// locationd-mqtt between a real locationd replaying the demo trip and a real mosquitto broker,
+/// read by `mosquitto_sub -v`, a subscriber nobody here wrote (docs/mqtt.md, "Tests").
+@Suite(.serialized, .timeLimit(.minutes(5))) struct BridgeEndToEndTests {
+    static let topic = "owntracks/alice/car"
+
+    static func seconds(_ iso: JSONValue?) -> Double? {
+        guard case .string(let s)? = iso, let t = ISO8601.parse(s) else { return nil }
+        return (Double(t.nanoseconds) / 1e9).rounded(.down)
+    }
+
+    /// Every location and visit locationd delivers arrives, in order, with OwnTracks' fields,
+    /// units and types.
+    @Test(.enabled(if: have("mosquitto", "mosquitto_sub"))) func everyEventArrivesInOwnTracksForm() throws {
+        let dir = try makeDirectory("mq-e2e")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let log = try demoLog(in: dir)
+        let expected = try expectedEvents(log: log, events: "location,visits")
+        let broker = try Broker(directory: dir)
+        defer { broker.kill() }
+        let sub = try Subscriber(broker: broker, base: Self.topic, directory: dir)
+        defer { sub.process.stop() }
+        let daemon = try startLocationd(directory: dir, log: log, extra: ["--speed", "0"])
+        defer { daemon.stop() }
+        let bridge = try startBridge(directory: dir, broker: broker, topic: Self.topic)
+        defer { bridge.stop() }
+
+        let expectedLocations = expected.filter { $0["type"] == .string("location") }
+        let expectedVisits = expected.filter { $0["type"] == .string("visit") }
+        #expect(expectedLocations.count > 1000 && expectedVisits.count >= 4)
+        try waitUntil("every event at the subscriber", timeout: 60, detail: { "bridge: \(bridge.stderr.suffix(2000))" }) {
+            sub.messages.count >= expected.count
+        }
+        let locations = sub.messages.filter { $0.topic == Self.topic }
+        #expect(locations.count == expectedLocations.count)
+        for (message, want) in zip(locations, expectedLocations) {
+            let got = try JSONParser().parse(message.payload)
+            guard case .object(let fields) = got else { Issue.record("not an object: \(message.payload)"); continue }
+            #expect(Set(fields.keys).isSubset(of: ["_type", "tid", "lat", "lon", "tst", "acc", "alt", "vac", "vel", "cog", "t"]), "\(message.payload)")
+            #expect(got["_type"] == .string("location") && got["tid"] == .string("ar") && got["t"] == .string("t"))
+            #expect(got["lat"] == want["latitude"] && got["lon"] == want["longitude"])
+            #expect(got["tst"].flatMap { if case .number(let n) = $0 { n } else { nil } } == Self.seconds(want["time"]))
+            for key in ["acc", "alt", "vac", "vel", "cog"] {
+                if case .number(let n)? = got[key] { #expect(n == n.rounded() && n != 0, "\(key) in \(message.payload)") }
+            }
+            if case .number(let speed)? = want["speed"], (speed * 3.6).rounded() != 0 {
+                #expect(got["vel"] == .number((speed * 3.6).rounded()), "\(message.payload)")
+            }
+        }
+        let visits = sub.objects("visit")
+        #expect(visits.count == expectedVisits.count)
+        for (got, want) in zip(visits, expectedVisits) {
+            #expect(got["event"] == want["event"] && got["lat"] == want["latitude"] && got["lon"] == want["longitude"])
+            #expect(got["atst"].flatMap { if case .number(let n) = $0 { n } else { nil } } == Self.seconds(want["arrival"]))
+        }
+        #expect(sub.messages.filter { $0.topic == Self.topic + "/visit" }.count == visits.count)
+        // No precise coordinate in the bridge's log.
+        #expect(!bridge.stderr.contains("52.5"), "\(bridge.stderr)")
+    }
+
+    /// `setWaypoints` from the broker registers regions in locationd that then fire transitions
+    /// with the waypoint's `desc`, `rid` and `tst` (`wtst`); `waypoints` lists them.
+    @Test(.enabled(if: have("mosquitto", "mosquitto_sub", "mosquitto_pub"))) func setWaypointsFromTheBrokerFiresTransitions() throws {
+        let dir = try makeDirectory("mq-wp")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let log = try demoLog(in: dir)
+        let broker = try Broker(directory: dir)
+        defer { broker.kill() }
+        let sub = try Subscriber(broker: broker, base: Self.topic, directory: dir)
+        defer { sub.process.stop() }
+        // Looped, so that a pass after the command crosses the region.
+        let daemon = try startLocationd(directory: dir, log: log, extra: ["--speed", "400", "--loop"])
+        defer { daemon.stop() }
+        let bridge = try startBridge(directory: dir, broker: broker, topic: Self.topic, config: "[publish]\nevents = [\"transition\"]\n")
+        defer { bridge.stop() }
+        try waitUntil("the bridge connected to both", detail: { bridge.stderr }) {
+            let status = (try? String(contentsOfFile: "\(dir)/status.json", encoding: .utf8)) ?? ""
+            return status.contains(#""broker":"connected","locationd":"connected""#)
+        }
+        // The demo's second stop, 52.5163 13.3777.
+        let command = #"{"_type":"cmd","action":"setWaypoints","waypoints":{"_type":"waypoints","waypoints":[{"_type":"waypoint","desc":"Office","rid":"office-1","lat":52.5163,"lon":13.3777,"rad":120,"tst":1700000000}]}}"#
+        _ = try run(["/usr/bin/mosquitto_pub", "-h", "127.0.0.1", "-p", "\(broker.port)", "-q", "1", "-t", Self.topic + "/cmd", "-m", command])
+        try waitUntil("the waypoints message", detail: { bridge.stderr }) { !sub.objects("waypoints").isEmpty }
+        #expect(sub.messages.first { $0.topic == Self.topic + "/waypoints" }?.payload
+                == #"{"_type":"waypoints","_creator":"locationd-mqtt","waypoints":[{"_type":"waypoint","desc":"Office","lat":52.5163,"lon":13.3777,"rad":120,"tst":1700000000,"rid":"office-1"}]}"#)
+        try waitUntil("an enter and a leave", timeout: 60, detail: { String(bridge.stderr.suffix(3000) + sub.process.stdout.suffix(2000)) }) {
+            let events = sub.objects("transition").compactMap { $0["event"] }
+            return events.contains(.string("enter")) && events.contains(.string("leave"))
+        }
+        for t in sub.objects("transition") {
+            #expect(t["desc"] == .string("Office") && t["rid"] == .string("office-1") && t["wtst"] == .number(1_700_000_000))
+            #expect(t["t"] == .string("c") && t["tid"] == .string("ar"))
+        }
+        #expect(sub.messages.filter { $0.topic == Self.topic }.isEmpty, "locations are not published: events = [transition]")
+
+        // Asked again, the list comes again; cleared, it is empty.
+        _ = try run(["/usr/bin/mosquitto_pub", "-h", "127.0.0.1", "-p", "\(broker.port)", "-q", "1", "-t", Self.topic + "/cmd", "-m", #"{"_type":"cmd","action":"clearWaypoints"}"#])
+        try waitUntil("the empty list", detail: { bridge.stderr }) {
+            sub.messages.contains { $0.payload == #"{"_type":"waypoints","_creator":"locationd-mqtt","waypoints":[]}"# }
+        }
+    }
+
+    /// Garbage on BASE/cmd is logged and ignored; the bridge goes on and answers the next
+    /// `reportLocation` with `t:"r"`.
+    @Test(.enabled(if: have("mosquitto", "mosquitto_sub", "mosquitto_pub"))) func badCommandsAreLoggedAndIgnored() throws {
+        let dir = try makeDirectory("mq-bad")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let log = try demoLog(in: dir)
+        let broker = try Broker(directory: dir)
+        defer { broker.kill() }
+        let sub = try Subscriber(broker: broker, base: Self.topic, directory: dir)
+        defer { sub.process.stop() }
+        let daemon = try startLocationd(directory: dir, log: log, extra: ["--speed", "0"])
+        defer { daemon.stop() }
+        let bridge = try startBridge(directory: dir, broker: broker, topic: Self.topic, config: "[publish]\nminimum_interval = 600\n")
+        defer { bridge.stop() }
+        try waitUntil("a location", detail: { bridge.stderr }) { !sub.objects("location").isEmpty }
+        let garbage = ["not json", "[1,2]", #"{"_type":"cmd"}"#, #"{"_type":"cmd","action":"dump"}"#,
+                       #"{"_type":"cmd","action":"setWaypoints","waypoints":[{"desc":"x","lat":1,"lon":1,"rad":1}]}"#,
+                       String(repeating: "{\"a\":", count: 100)]
+        for g in garbage {
+            _ = try run(["/usr/bin/mosquitto_pub", "-h", "127.0.0.1", "-p", "\(broker.port)", "-q", "1", "-t", Self.topic + "/cmd", "-m", g])
+        }
+        _ = try run(["/usr/bin/mosquitto_pub", "-h", "127.0.0.1", "-p", "\(broker.port)", "-q", "1", "-t", Self.topic + "/cmd", "-m", #"{"_type":"cmd","action":"reportLocation"}"#])
+        try waitUntil("the reply to reportLocation", detail: { bridge.stderr }) {
+            sub.objects("location").contains { $0["t"] == .string("r") }
+        }
+        #expect(bridge.isRunning)
+        let logged = bridge.stderr
+        #expect(logged.contains("ignored a message on \(Self.topic)/cmd: not JSON"))
+        #expect(logged.contains(#"unsupported action "dump""#))
+        #expect(logged.contains("radius 1 is out of range"))
+        #expect(logged.contains(#"_type is absent; expected "cmd""#) == false)  // {"_type":"cmd"} has its _type
+        #expect(logged.contains("action is absent; expected a string"))
+    }
+
+    /// TLS with a test CA made here (openssl) and a username and password (mosquitto_passwd);
+    /// the password comes from $CREDENTIALS_DIRECTORY as systemd's LoadCredential= gives it.
+    @Test(.enabled(if: have("mosquitto", "mosquitto_sub", "mosquitto_passwd", "openssl"))) func tlsWithATestCAAndAPassword() throws {
+        let dir = try makeDirectory("mq-tls")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        for step in [
+            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=test CA", "-keyout", "\(dir)/ca.key", "-out", "\(dir)/ca.pem"],
+            ["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout", "\(dir)/server.key", "-out", "\(dir)/server.csr"],
+        ] { let r = try run(step); #expect(r.status == 0, "\(r.err)") }
+        try "subjectAltName=IP:127.0.0.1\n".write(toFile: "\(dir)/san.ext", atomically: true, encoding: .utf8)
+        let sign = try run(["openssl", "x509", "-req", "-in", "\(dir)/server.csr", "-CA", "\(dir)/ca.pem", "-CAkey", "\(dir)/ca.key",
+                            "-CAcreateserial", "-days", "2", "-extfile", "\(dir)/san.ext", "-out", "\(dir)/server.pem"])
+        #expect(sign.status == 0, "\(sign.err)")
+        let passwd = try run(["/usr/bin/mosquitto_passwd", "-c", "-b", "\(dir)/passwd", "car", "s3cret pass"])
+        #expect(passwd.status == 0, "\(passwd.err)")
+        // Started as root, mosquitto reads its files as the mosquitto user.
+        for file in ["server.key", "passwd"] { chmod("\(dir)/\(file)", 0o644) }
+        let broker = try Broker(directory: dir, extraConfig: """
+            allow_anonymous false
+            password_file \(dir)/passwd
+            cafile \(dir)/ca.pem
+            certfile \(dir)/server.pem
+            keyfile \(dir)/server.key
+            """)
+        defer { broker.kill() }
+        let sub = try Subscriber(broker: broker, base: Self.topic, directory: dir,
+                                 extra: ["--cafile", "\(dir)/ca.pem", "-u", "car", "-P", "s3cret pass"])
+        defer { sub.process.stop() }
+        let log = try demoLog(in: dir)
+        let daemon = try startLocationd(directory: dir, log: log, extra: ["--speed", "0"])
+        defer { daemon.stop() }
+        let credentials = "\(dir)/credentials"
+        try FileManager.default.createDirectory(atPath: credentials, withIntermediateDirectories: true)
+        try "s3cret pass\n".write(toFile: "\(credentials)/mqtt-password", atomically: true, encoding: .utf8)
+        let bridge = try startBridge(directory: dir, broker: broker, topic: Self.topic, config: """
+            [broker]
+            username = "car"
+            password_file = "mqtt-password"
+            ca_file = "\(dir)/ca.pem"
+            [publish]
+            minimum_interval = 300
+            """, environment: ["CREDENTIALS_DIRECTORY": credentials])
+        defer { bridge.stop() }
+        try waitUntil("locations over TLS", detail: { bridge.stderr }) { sub.objects("location").count >= 3 }
+
+        // A wrong password is refused by the broker, and the bridge says so.
+        try "wrong\n".write(toFile: "\(credentials)/mqtt-password", atomically: true, encoding: .utf8)
+        let refused = try startBridge(directory: dir, broker: broker, topic: "owntracks/alice/other", config: """
+            [broker]
+            username = "car"
+            password_file = "mqtt-password"
+            ca_file = "\(dir)/ca.pem"
+            """, name: "refused", environment: ["CREDENTIALS_DIRECTORY": credentials])
+        defer { refused.stop() }
+        try waitUntil("the refusal in the log", detail: { refused.stderr }) { refused.stderr.contains("the broker refused the connection") }
+    }
+
+    /// A bad configuration is refused at start with the file, the line and the key (exit 78);
+    /// a bad command line with the flag (exit 64); nothing crashes.
+    @Test func badConfigurationIsNamed() throws {
+        let dir = try makeDirectory("mq-conf")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = "\(dir)/mqtt.toml"
+        try "[broker]\naddress = \"localhost:1883\"\nkeepalive = 1\n".write(toFile: path, atomically: true, encoding: .utf8)
+        let exe = binDirectory + "/locationd-mqtt"
+        var r = try run([exe, "--config", path, "--topic", "owntracks/a/b"])
+        #expect(r.status == 78)
+        #expect(r.err == "locationd-mqtt: \(path):3: 'broker.keepalive' is 1; expected 5…65535 seconds\n")
+        r = try run([exe, "--config", "\(dir)/none.toml", "--topic", "owntracks/a/b"])
+        #expect(r.status == 78 && r.err.contains("none.toml: no such file"))
+        r = try run([exe, "--config", "/dev/null", "--broker", "x:99999", "--topic", "owntracks/a/b"])
+        #expect(r.status == 64 && r.err.contains("--broker 'x:99999': expected HOST, HOST:PORT"))
+        r = try run([exe, "--config", "/dev/null"])
+        #expect(r.status == 64 && r.err.contains("no topic"))
+        r = try run([exe, "--config", "/dev/null", "--topic", "owntracks/#"])
+        #expect(r.status == 64 && r.err.contains("wildcards"))
+        try "[broker]\nusername = \"u\"\npassword_file = \"\(dir)/missing\"\n".write(toFile: path, atomically: true, encoding: .utf8)
+        r = try run([exe, "--config", path, "--topic", "owntracks/a/b"])
+        #expect(r.status == 78 && r.err.contains("missing: no such password file"))
+        r = try run([exe, "--config", "/dev/null", "--topic", "owntracks/a/b", "--check-config"])
+        #expect(r.status == 0 && r.out.contains("client id locationd-mqtt-a-b"))
+        r = try run([exe, "--status", "--status-file", "\(dir)/none.json"])
+        #expect(r.status == 3 && r.err.contains("not running"))
+    }
+}

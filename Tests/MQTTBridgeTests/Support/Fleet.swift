@@ -1,0 +1,98 @@
+import Foundation
+import LocationProtocol
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A real mosquitto broker with its own config on a free loopback port; restartable on the
+/// same port (its session state is in memory: `persistence false`, as a restart loses it).
+final class Broker: @unchecked Sendable {
+    let directory: String
+    let port: UInt16
+    let extraConfig: String
+    private(set) var process: Child?
+
+    init(directory: String, extraConfig: String = "allow_anonymous true\n", port: UInt16? = nil) throws {
+        self.directory = directory
+        self.extraConfig = extraConfig
+        self.port = try port ?? freePort()
+        try start()
+    }
+
+    func start() throws {
+        let conf = "\(directory)/mosquitto.conf"
+        try "listener \(port) 127.0.0.1\npersistence false\n\(extraConfig)".write(toFile: conf, atomically: true, encoding: .utf8)
+        let child = try Child(["/usr/sbin/mosquitto", "-c", conf], name: "mosquitto", directory: directory)
+        process = child
+        try waitUntil("mosquitto listening on \(port)", detail: { child.stderr }) { canConnect(port: port) || !child.isRunning }
+        guard child.isRunning else { throw Failure(description: "mosquitto exited: \(child.stderr)") }
+    }
+
+    func kill() {
+        process?.stop()
+        process = nil
+    }
+}
+
+/// `mosquitto_sub -v` on `BASE/#` (one line per message: topic, space, payload), ready once a
+/// probe published through the broker came back.
+final class Subscriber: @unchecked Sendable {
+    let process: Child
+    let base: String
+
+    init(broker: Broker, base: String, directory: String, extra: [String] = [], name: String = "sub") throws {
+        self.base = base
+        process = try Child(["/usr/bin/mosquitto_sub", "-h", "127.0.0.1", "-p", "\(broker.port)", "-v", "-q", "1",
+                             "-t", "\(base)/#", "-t", base] + extra, name: name, directory: directory)
+        let probe = "\(base)/probe"
+        try waitUntil("mosquitto_sub to subscribe", detail: { self.process.stderr }) {
+            _ = try? run(["/usr/bin/mosquitto_pub", "-h", "127.0.0.1", "-p", "\(broker.port)", "-t", probe, "-m", "{}"] + extra)
+            return process.stdout.contains(probe)
+        }
+    }
+
+    /// Every message so far: (topic, payload), the probes left out.
+    var messages: [(topic: String, payload: String)] {
+        process.stdout.split(separator: "\n").compactMap { line -> (topic: String, payload: String)? in
+            let parts = line.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: false)
+            guard parts.count == 2, !parts[0].hasSuffix("/probe") else { return nil }
+            return (String(parts[0]), String(parts[1]))
+        }
+    }
+
+    /// The parsed payloads of the messages of one `_type`.
+    func objects(_ type: String) -> [JSONValue] {
+        messages.compactMap { try? JSONParser().parse($0.payload) }.filter { $0["_type"] == .string(type) }
+    }
+}
+
+/// locationd replaying an NMEA log (`--replay LOG`; it waits for the first subscriber).
+func startLocationd(directory: String, log: String, extra: [String] = [], database: String? = nil) throws -> Child {
+    try Child([binDirectory + "/locationd", "--socket", "\(directory)/ld.sock", "--database", database ?? "\(directory)/ld.db",
+               "--replay", log, "--log-level", "debug"] + extra, name: "locationd", directory: directory)
+}
+
+/// locationd-mqtt with `config` (TOML text) written beside it.
+func startBridge(directory: String, broker: Broker, topic: String, config: String = "", name: String = "bridge",
+                 environment: [String: String] = [:]) throws -> Child {
+    let path = "\(directory)/mqtt.toml"
+    try config.write(toFile: path, atomically: true, encoding: .utf8)
+    return try Child([binDirectory + "/locationd-mqtt", "--config", path, "--socket", "\(directory)/ld.sock",
+                      "--broker", "127.0.0.1:\(broker.port)", "--topic", topic, "--status-file", "\(directory)/status.json",
+                      "--log-level", "debug"], name: name, directory: directory, environment: environment)
+}
+
+/// The demo trip's log (`locationctl simulate demo`), written once per directory.
+func demoLog(in directory: String) throws -> String {
+    let path = "\(directory)/demo.nmea"
+    let r = try run([binDirectory + "/locationctl", "simulate", "demo", "-o", path])
+    guard r.status == 0 else { throw Failure(description: "locationctl simulate: \(r.err)") }
+    return path
+}
+
+/// What `locationctl replay` computes for the log: the events a subscriber of locationd gets.
+func expectedEvents(log: String, events: String) throws -> [JSONValue] {
+    let r = try run([binDirectory + "/locationctl", "replay", log, "--events", events])
+    guard r.status == 0 else { throw Failure(description: "locationctl replay: \(r.err)") }
+    return r.out.split(separator: "\n").compactMap { try? JSONParser().parse(String($0)) }
+}
