@@ -46,6 +46,7 @@ build:
 release:
 	$(SWIFT) build $(RELEASE) --product locationd
 	$(SWIFT) build $(RELEASE) --product locationctl
+	$(SWIFT) build $(RELEASE) --product locationd-mqtt
 
 test: deps
 	$(SWIFT) build --build-tests $(WERROR)
@@ -68,14 +69,17 @@ install-files:
 		"$(DESTDIR)$(SYSCONFDIR)/locationd" "$(DESTDIR)$(DOCDIR)" "$(DESTDIR)$(SCENARIODIR)" \
 		"$(DESTDIR)$(DATADIR)/bash-completion/completions" "$(DESTDIR)$(DATADIR)/zsh/site-functions" \
 		"$(DESTDIR)$(DATADIR)/fish/vendor_completions.d"
-	install -m 0755 "$(BUILD_BIN)/locationd" "$(BUILD_BIN)/locationctl" "$(DESTDIR)$(BINDIR)/"
+	install -m 0755 "$(BUILD_BIN)/locationd" "$(BUILD_BIN)/locationctl" "$(BUILD_BIN)/locationd-mqtt" "$(DESTDIR)$(BINDIR)/"
 	sed -e 's|^ExecStart=/usr/local/bin/|ExecStart=$(BINDIR)/|' -e 's|^ExecReload=/usr/local/bin/|ExecReload=$(BINDIR)/|' \
 		-e 's|/etc/locationd/|$(SYSCONFDIR)/locationd/|g' \
 		-e 's|file:/usr/local/share/doc/locationd/|file:$(DOCDIR)/|' systemd/locationd.service \
 		> "$(DESTDIR)$(UNITDIR)/locationd.service"
 	sed -e 's|file:/usr/local/share/doc/locationd/|file:$(DOCDIR)/|' systemd/locationd.socket \
 		> "$(DESTDIR)$(UNITDIR)/locationd.socket"
-	chmod 0644 "$(DESTDIR)$(UNITDIR)/locationd.service" "$(DESTDIR)$(UNITDIR)/locationd.socket"
+	sed -e 's|^ExecStart=/usr/local/bin/|ExecStart=$(BINDIR)/|' -e 's|/etc/locationd/|$(SYSCONFDIR)/locationd/|g' \
+		-e 's|file:/usr/local/share/doc/locationd/|file:$(DOCDIR)/|' systemd/locationd-mqtt.service \
+		> "$(DESTDIR)$(UNITDIR)/locationd-mqtt.service"
+	chmod 0644 "$(DESTDIR)$(UNITDIR)/locationd.service" "$(DESTDIR)$(UNITDIR)/locationd.socket" "$(DESTDIR)$(UNITDIR)/locationd-mqtt.service"
 	install -m 0644 systemd/sysusers.d/locationd.conf "$(DESTDIR)$(SYSUSERSDIR)/locationd.conf"
 	install -m 0644 systemd/tmpfiles.d/locationd.conf "$(DESTDIR)$(TMPFILESDIR)/locationd.conf"
 	@# An edited config is never overwritten: the new default goes next to it.
@@ -85,6 +89,13 @@ install-files:
 		echo "kept $$conf (edited); the shipped default is $$conf.default"; \
 	else \
 		install -m 0644 Config/locationd.toml "$$conf"; \
+	fi
+	@conf="$(DESTDIR)$(SYSCONFDIR)/locationd/mqtt.toml"; \
+	if [ -e "$$conf" ] && ! cmp -s Config/mqtt.toml "$$conf"; then \
+		install -m 0644 Config/mqtt.toml "$$conf.default"; \
+		echo "kept $$conf (edited); the shipped default is $$conf.default"; \
+	else \
+		install -m 0644 Config/mqtt.toml "$$conf"; \
 	fi
 	@# Every doc: they point to each other (privacy.md, regions.md, semantics.md, …).
 	install -m 0644 README.md docs/*.md "$(DESTDIR)$(DOCDIR)/"
@@ -98,6 +109,7 @@ install-files:
 	@echo "  systemd-sysusers && systemd-tmpfiles --create $(TMPFILESDIR)/locationd.conf"
 	@echo "  systemctl daemon-reload && systemctl enable --now locationd.socket locationd.service"
 	@echo "  usermod -aG location USER    # who may use the socket"
+	@echo "  MQTT bridge: set [owntracks] topic in $(SYSCONFDIR)/locationd/mqtt.toml, then systemctl enable --now locationd-mqtt"
 
 # The locationctl that `build` made: `swift run` without $(WERROR) would compile every module again.
 demo: deps build
