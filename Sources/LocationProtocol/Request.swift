@@ -196,8 +196,13 @@ public enum Request: Hashable, Sendable {
             let accuracy = try number(object, "desiredAccuracy", in: limits.desiredAccuracy, unit: "metres", id: id)
             let interval = try number(object, "minimumInterval", in: limits.minimumInterval, unit: "seconds", id: id) ?? 0
             let events = try eventKinds(object, id: id)
-            return .subscribe(id: id, options: SubscriptionOptions(
-                distanceFilter: distance, desiredAccuracy: accuracy, minimumInterval: interval, events: events))
+            var options = SubscriptionOptions(distanceFilter: distance, desiredAccuracy: accuracy, minimumInterval: interval, events: events)
+            switch object["durable"] {
+            case nil, .null?: break
+            case .bool(let b)?: options.durable = b
+            case let other?: throw ProtocolError(.badField, "durable must be true or false, not \(other.kindName)", id: id)
+            }
+            return .subscribe(id: id, options: options)
         case "unsubscribe":
             return .unsubscribe(id: id)
         case "status":
@@ -272,6 +277,7 @@ public enum Request: Hashable, Sendable {
             JSONWriter.appendASCII(",\"minimumInterval\":", to: &out)
             JSONWriter.appendNumber(options.minimumInterval, to: &out)
             if options.events != .location { EventEncoder.appendEvents(options.events, to: &out) }
+            if options.durable { JSONWriter.appendASCII(",\"durable\":true", to: &out) }
         case .unsubscribe: type("unsubscribe")
         case .status(_, let offset):
             type("status")

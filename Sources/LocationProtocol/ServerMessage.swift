@@ -128,6 +128,7 @@ public indirect enum ServerMessage: Hashable, Sendable {
             JSONWriter.appendASCII(",\"minimumInterval\":", to: &out)
             JSONWriter.appendNumber(o.minimumInterval, to: &out)
             EventEncoder.appendEvents(o.events, to: &out)
+            if o.durable { JSONWriter.appendASCII(",\"durable\":true", to: &out) }
             JSONWriter.appendASCII(o.accuracy == .approximate ? ",\"accuracy\":\"approximate\"}\n" : ",\"accuracy\":\"precise\"}\n", to: &out)
         case .session(let info):
             info.append(to: &out)
@@ -313,6 +314,11 @@ public indirect enum ServerMessage: Hashable, Sendable {
                 guard let accuracy = Accuracy(rawValue: a) else { throw DecodingError("subscribed has accuracy \(JSONWriter.quoted(a)); expected precise or approximate") }
                 options.accuracy = accuracy
             case let other?: throw DecodingError("subscribed.accuracy must be a string, not \(other.kindName)")
+            }
+            switch o["durable"] {
+            case nil, .null?: break
+            case .bool(let b)?: options.durable = b
+            case let other?: throw DecodingError("subscribed.durable must be a boolean, not \(other.kindName)")
             }
             return .subscribed(id: id, options: options)
         case "unsubscribed":

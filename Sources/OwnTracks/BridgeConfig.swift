@@ -52,13 +52,16 @@ public struct BridgeConfig: Hashable, Sendable {
     /// TLS is on when a CA file is given.
     public var tls: Bool { !caFile.isEmpty }
 
-    /// The subscription asked of locationd.
+    /// The subscription asked of locationd: durable, its events kept until acknowledged.
     public var subscription: SubscriptionOptions {
         var events: EventKinds = mode == .move ? .location : .significant
         if visits { events.insert(.visits) }
         if !locations { events.remove(mode == .move ? .location : .significant) }
         if events.isEmpty { events = .location }  // nothing to publish but transitions: the smallest stream
-        return SubscriptionOptions(distanceFilter: distanceFilter, minimumInterval: minimumInterval, events: events)
+        var options = SubscriptionOptions(distanceFilter: distanceFilter, minimumInterval: minimumInterval, events: events)
+        // Every event numbered and kept by locationd until the broker has it (docs/mqtt.md).
+        options.durable = true
+        return options
     }
 
     /// A path of the config relative to systemd's credentials folder (`LoadCredential=`) when

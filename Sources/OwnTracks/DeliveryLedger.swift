@@ -3,9 +3,13 @@
 /// the daemon (docs/mqtt.md, "Durability"). Pure; the bridge feeds it and does what it says.
 ///
 /// A `seq` is acknowledged to locationd only when it and every lower one are done: PUBACKed,
-/// or never to be published (an event the configuration does not publish, or one dropped at
-/// the bound and counted in a `lost` message). Messages without a `seq` (replies to commands,
-/// waypoint lists) are published the same way but owe locationd nothing.
+/// or never to be published (an event the configuration does not publish). Numbered events are
+/// taken only in order, one after another: one that does not follow the last (a gap), or that
+/// finds the outbox full, is refused with every later one, and the bridge subscribes again once
+/// the outbox has drained (`needsResubscribe`): locationd keeps them and writes them again, so
+/// the bound costs nothing and no acknowledgement ever passes an event it did not publish.
+/// Messages without a `seq` (replies to commands, waypoint lists) are published the same way
+/// but owe locationd nothing; past the bound the oldest of them go, counted for a `lost` message.
 public struct DeliveryLedger: Sendable {
     public struct Entry: Hashable, Sendable {
         public var message: OutgoingMessage
@@ -24,6 +28,10 @@ public struct DeliveryLedger: Sendable {
     public private(set) var acknowledged: UInt64 = 0
     /// Messages dropped at the bound since the last `takeLost()`.
     public private(set) var lostSinceReport: UInt64 = 0
+    /// The last numbered event taken since the subscription (re)started; nil: none yet.
+    public private(set) var lastTaken: UInt64?
+    /// A numbered event was refused: the rest come again after a new subscribe.
+    public private(set) var needsResubscribe = false
     public let limit: Int
 
     public init(limit: Int) { self.limit = max(1, limit) }
@@ -33,20 +41,36 @@ public struct DeliveryLedger: Sendable {
 
     /// An event arrived with `seq` (nil: not from the durable queue) and, when it is published,
     /// its message. Past the bound the oldest waiting message is dropped and counted.
-    public mutating func received(_ message: OutgoingMessage?, seq: UInt64?) {
+    /// `first`: the lowest seq the message accounts for (an `overflow` for `lost` events ending
+    /// at `seq`: `seq - lost + 1`); `seq` itself otherwise. Returns false when a numbered
+    /// event was refused (`needsResubscribe`).
+    @discardableResult
+    public mutating func received(_ message: OutgoingMessage?, seq: UInt64?, first: UInt64? = nil) -> Bool {
         if let seq {
-            guard seq > acknowledged, pending.last.map({ seq > $0.seq }) ?? true else { return }  // a duplicate from a backlog
+            if needsResubscribe { return false }
+            if let last = lastTaken, seq <= last { return true }  // already taken (a backlog written again)
+            if seq <= acknowledged { lastTaken = seq; return true }  // published and acknowledged before
+            if let last = lastTaken, (first ?? seq) > last + 1 {
+                needsResubscribe = true  // a gap: what is missing comes again from locationd
+                return false
+            }
+            if message != nil && waiting >= limit {
+                needsResubscribe = true
+                return false
+            }
+            lastTaken = seq
             pending.append((seq, message == nil))
         }
-        guard let message else { return }
+        guard let message else { return true }
         outbox.append(Entry(message: message, seq: seq))
         while waiting > limit {
             let dropped = outbox[outboxStart]
+            if dropped.seq != nil { break }  // only possible while numbered ones fill it: they stay
             outboxStart += 1
             lostSinceReport += 1
-            if let s = dropped.seq { markDone(s) }
         }
         compact()
+        return true
     }
 
     /// The next message to hand to the client, if any; `handed(mid:)` or `putBack()` follows.
@@ -80,11 +104,17 @@ public struct DeliveryLedger: Sendable {
         return lostSinceReport
     }
 
-    /// The in-flight messages, when a client is replaced: libmosquitto keeps and resends its
-    /// own while it lives, so only a new client needs them again (none here: one client).
-    /// A new connection to locationd restarts the numbering of what it resends: forget
-    /// pending seqs above the acknowledged one (they will come again in the backlog).
-    public mutating func locationdReconnected() {
+    /// Whether to subscribe again now: a numbered event was refused, and nothing numbered is
+    /// waiting or in flight (so the backlog written again brings as few duplicates as can be).
+    public var shouldResubscribe: Bool {
+        needsResubscribe && waiting == 0 && !inFlight.values.contains { $0 != nil }
+    }
+
+    /// A new subscription (a reconnect to locationd, or `shouldResubscribe`): locationd writes
+    /// everything above its last acknowledgement again, from its oldest. Numbered messages
+    /// not yet handed to the client go (they come again); those in flight stay with the client
+    /// (libmosquitto resends them) but acknowledge nothing: their copies in the backlog will.
+    public mutating func resubscribed() {
         pending.removeAll()
         pendingStart = 0
         var kept: [Entry] = []
@@ -92,6 +122,8 @@ public struct DeliveryLedger: Sendable {
         outbox = kept
         outboxStart = 0
         for (mid, seq) in inFlight where seq != nil { inFlight[mid] = .some(nil) }
+        lastTaken = nil
+        needsResubscribe = false
     }
 
     private mutating func markDone(_ seq: UInt64) {

@@ -68,7 +68,8 @@ import OwnTracks
             case .locationd(let message): await handle(message)
             case .locationdClosed(let why):
                 client = nil
-                ledger.locationdReconnected()
+                resubscribing = false
+                ledger.resubscribed()
                 log.warning("connection to locationd closed; reconnecting", metadata: ["reason": "\(why)"])
             }
             pump()
@@ -115,8 +116,17 @@ import OwnTracks
             ledger.received(m, seq: seq)
             if m == nil, let ack = ledger.skipped(seq: seq) { acknowledge(ack) }
         case .overflow(let lost, let seq):
-            log.warning("locationd's queue for the bridge overflowed", metadata: ["lost": "\(lost)", "seq": "\(seq)"])
-            ledger.received(encoder.lost(lost, seq: seq), seq: seq)
+            if ledger.received(encoder.lost(lost, seq: seq), seq: seq, first: seq - min(lost, seq) + 1) {
+                log.warning("locationd's queue for the bridge overflowed: its oldest events were dropped", metadata: ["lost": "\(lost)", "seq": "\(seq)"])
+            }
+        case .subscribed(let id, _) where id == Self.resubscription:
+            // Everything after this reply is the new subscription's backlog, from the oldest
+            // event not acknowledged.
+            resubscribing = false
+            ledger.resubscribed()
+        case .error(let e) where e.id == Self.resubscription:
+            resubscribing = false
+            log.warning("cannot subscribe again: \(e.code.rawValue): \(e.message)")
         case .session(let info):
             log.notice("session \(info.state.rawValue)", metadata: ["authorization": "\(info.authorization?.rawValue ?? "none")", "accuracy": "\(info.accuracy?.rawValue ?? "none")"])
         case .error(let e):
@@ -192,8 +202,23 @@ import OwnTracks
         return nil
     }
 
-    /// Hands waiting messages to the MQTT client while connected, up to `window` in flight.
+    /// The id of a subscribe sent to get locationd's queue written again (`DeliveryLedger`);
+    /// its reply comes in order with the events, so the ledger knows where the backlog starts.
+    static let resubscription = RequestID.string("resubscribe")
+    private var resubscribing = false
+
+    /// Hands waiting messages to the MQTT client while connected, up to `window` in flight;
+    /// subscribes again when the ledger refused numbered events and has drained.
     private func pump() {
+        if ledger.shouldResubscribe, !resubscribing, let client {
+            do {
+                try client.send(.subscribe(id: Self.resubscription, options: config.subscription))
+                resubscribing = true
+                log.info("subscribing again: locationd writes its queue again from the oldest event not acknowledged")
+            } catch {
+                log.warning("cannot subscribe again: \(error)")
+            }
+        }
         let lost = ledger.takeLost()
         if lost > 0 {
             log.warning("the bridge's queue is full: oldest messages dropped", metadata: ["lost": "\(lost)", "queue_limit": "\(config.queueLimit)"])

@@ -46,7 +46,9 @@ import Testing
         #expect(c.tls && c.certFile == "/etc/ssl/c.pem" && c.keyFile == "/etc/ssl/c.key")
         #expect(c.topic == "owntracks/alice/car" && c.effectiveTID == "A7")
         #expect(c.mode == .significant && c.locations && c.visits && !c.transitions)
-        #expect(c.subscription == SubscriptionOptions(distanceFilter: 25.5, minimumInterval: 10, events: [.significant, .visits]))
+        var expected = SubscriptionOptions(distanceFilter: 25.5, minimumInterval: 10, events: [.significant, .visits])
+        expected.durable = true
+        #expect(c.subscription == expected)
         #expect(c.queueLimit == 500)
         #expect(c.problem == nil)
     }

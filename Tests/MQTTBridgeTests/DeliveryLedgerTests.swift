@@ -44,7 +44,7 @@ import Testing
         ledger.received(message(2), seq: 2)
         let mids = handAll(&ledger, from: &mid)
         #expect(ledger.puback(mid: mids[0]) == 1)
-        ledger.locationdReconnected()
+        ledger.resubscribed()
         // locationd resends everything above its last ack: 2 again, then 3.
         ledger.received(message(1), seq: 1)
         ledger.received(message(2), seq: 2)
@@ -56,16 +56,58 @@ import Testing
         #expect(ledger.puback(mid: again[1]) == 3)
     }
 
-    @Test func pastTheBoundTheOldestGoAndAreCounted() {
+    @Test func aFullOutboxRefusesNumberedEventsUntilASubscribeWritesThemAgain() {
         var ledger = DeliveryLedger(limit: 3)
         for seq in UInt64(1)...5 { ledger.received(message(Int(seq)), seq: seq) }
-        #expect(ledger.waiting == 3)
-        #expect(ledger.next?.seq == 3)
-        #expect(ledger.takeLost() == 2)
-        #expect(ledger.takeLost() == 0)
+        #expect(ledger.waiting == 3, "4 and 5 refused: locationd keeps them")
+        #expect(ledger.needsResubscribe && !ledger.shouldResubscribe, "not before the outbox drained")
         var mid: Int32 = 1
         let mids = handAll(&ledger, from: &mid)
-        #expect(ledger.puback(mid: mids[0]) == 3, "the dropped 1 and 2 count as done")
+        #expect(!ledger.shouldResubscribe, "not while they are in flight")
+        for m in mids { _ = ledger.puback(mid: m) }
+        #expect(ledger.acknowledged == 3, "never past what was published")
+        #expect(ledger.shouldResubscribe)
+        ledger.resubscribed()
+        for seq in UInt64(4)...6 { ledger.received(message(Int(seq)), seq: seq) }
+        #expect(ledger.waiting == 3 && ledger.next?.seq == 4)
+        #expect(ledger.takeLost() == 0, "nothing numbered is ever dropped by the bridge")
+    }
+
+    @Test func aGapIsNeverAcknowledgedOver() {
+        var ledger = DeliveryLedger(limit: 10)
+        ledger.received(message(1), seq: 1)
+        let third = ledger.received(message(3), seq: 3)
+        #expect(!third, "2 is missing")
+        let fourth = ledger.received(message(4), seq: 4)
+        #expect(!fourth, "and so is everything after it, until a subscribe")
+        var mid: Int32 = 1
+        let mids = handAll(&ledger, from: &mid)
+        #expect(mids.count == 1)
+        #expect(ledger.puback(mid: mids[0]) == 1)
+        #expect(ledger.shouldResubscribe)
+    }
+
+    @Test func anOverflowContinuesTheSequence() {
+        var ledger = DeliveryLedger(limit: 10)
+        ledger.received(message(1), seq: 1)
+        // locationd dropped 2…5: the overflow accounts for them.
+        let overflow = ledger.received(message(0), seq: 5, first: 2)
+        #expect(overflow)
+        let sixth = ledger.received(message(6), seq: 6)
+        #expect(sixth)
+        #expect(!ledger.needsResubscribe)
+        var mid: Int32 = 1
+        let mids = handAll(&ledger, from: &mid)
+        for m in mids { _ = ledger.puback(mid: m) }
+        #expect(ledger.acknowledged == 6)
+    }
+
+    @Test func messagesWithoutSeqPastTheBoundGoOldestFirstAndAreCounted() {
+        var ledger = DeliveryLedger(limit: 2)
+        for n in 1...5 { ledger.received(message(n), seq: nil) }
+        #expect(ledger.waiting == 2 && ledger.next?.message == message(4))
+        #expect(ledger.takeLost() == 3)
+        #expect(ledger.takeLost() == 0)
     }
 
     @Test func longRunsStayCompact() {

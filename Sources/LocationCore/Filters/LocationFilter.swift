@@ -13,6 +13,10 @@ public struct SubscriptionOptions: Hashable, Sendable {
     public var visitParameters = VisitDetector.Parameters()
     /// Significant-change parameters (docs/semantics.md, "Significant change").
     public var significantParameters = SignificantChange.Parameters()
+    /// Every event of the subscription (after its filters) is numbered in the program's durable
+    /// queue and written from there, kept until acknowledged (docs/protocol.md, "Durable
+    /// subscriptions"). The daemon's concern: the engine delivers the same events either way.
+    public var durable = false
     /// What the session allows (set by the daemon from the session, not by the client):
     /// `approximate` runs the subscription through `ApproximateLocation` (docs/privacy.md).
     public var accuracy: Accuracy = .precise
