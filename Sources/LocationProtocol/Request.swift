@@ -55,6 +55,8 @@ public enum ErrorCode: String, Hashable, Sendable, CaseIterable {
     /// one user (`[store] max_background_programs_per_user`): an `always` subscribe asking for
     /// visits or significant changes from another program is refused; nothing was applied.
     case tooManyBackgroundPrograms
+    /// Another connection of the program holds its durable subscription; nothing was applied.
+    case durableInUse
     /// A region is malformed (radius, coordinates, id, dwell, metadata); nothing was applied.
     case invalidRegion
     /// A region id is already registered or given twice; nothing was applied.

@@ -271,7 +271,7 @@ public indirect enum ServerMessage: Hashable, Sendable {
         do {
             let message = try decodeUnsequenced(o)
             switch message {
-            case .visit, .significant, .region:
+            case .location, .visit, .significant, .region:
                 if let seq = try sequenceNumber(o) { return .queued(seq: seq, message) }
             default: break
             }

@@ -15,7 +15,15 @@ import OwnTracks
         case locationd(ServerMessage)
         case locationdConnected(LocationClient)
         case locationdClosed(String)
+        /// Four times a second: the acknowledgement to locationd and the status file.
+        case tick
     }
+
+    /// The highest seq the broker has for locationd to forget, and the last one sent: sent on
+    /// the tick, one `ack` for all the PUBACKs since (an `ack` per PUBACK would exceed
+    /// locationd's flood limit at a few hundred messages a second).
+    private var ackDue: UInt64 = 0
+    private var ackSent: UInt64 = 0
 
     let config: BridgeConfig
     let encoder: OwnTracksEncoder
@@ -52,7 +60,13 @@ import OwnTracks
         }
         let (config, log) = (self.config, self.log)
         let connector = Task.detached { await Self.keepLocationdConnected(config: config, log: log, input: input) }
-        defer { connector.cancel() }
+        let ticker = Task.detached {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(250))
+                input.yield(.tick)
+            }
+        }
+        defer { connector.cancel(); ticker.cancel() }
         writeStatus()
         for await item in inputs {
             switch item {
@@ -66,9 +80,20 @@ import OwnTracks
                 heldCommands.removeAll()
                 for command in held { await run(command) }
             case .locationd(let message): await handle(message)
+            case .tick:
+                if ackDue > ackSent, let client {
+                    do {
+                        try client.send(.ack(id: nil, seq: ackDue))
+                        ackSent = ackDue
+                    } catch {
+                        log.warning("cannot acknowledge to locationd", metadata: ["seq": "\(ackDue)", "error": "\(error)"])
+                    }
+                }
+                status.write(force: true)
             case .locationdClosed(let why):
                 client = nil
                 resubscribing = false
+                ackSent = 0
                 ledger.resubscribed()
                 log.warning("connection to locationd closed; reconnecting", metadata: ["reason": "\(why)"])
             }
@@ -112,7 +137,7 @@ import OwnTracks
     private func handle(_ message: ServerMessage) async {
         switch message {
         case .queued(let seq, let inner):
-            let m = encode(inner)
+            let m = encode(inner, seq: seq)
             ledger.received(m, seq: seq)
             if m == nil, let ack = ledger.skipped(seq: seq) { acknowledge(ack) }
         case .overflow(let lost, let seq):
@@ -132,38 +157,36 @@ import OwnTracks
         case .error(let e):
             log.warning("locationd: \(e.code.rawValue): \(e.message)")
         default:
-            if let m = encode(message) { ledger.received(m, seq: nil) }
+            if let m = encode(message, seq: nil) { ledger.received(m, seq: nil) }
         }
     }
 
     /// The OwnTracks message for a locationd event, or nil when the configuration does not
     /// publish it. Remembers the latest fix for `reportLocation`.
-    private func encode(_ message: ServerMessage) -> OutgoingMessage? {
+    private func encode(_ message: ServerMessage, seq: UInt64?) -> OutgoingMessage? {
         switch message {
         case .location(let fix, _):
             lastFix = fix
             guard config.locations, config.mode == .move else { return nil }
-            return encoder.location(fix, trigger: .timer, seq: nil)
+            return encoder.location(fix, trigger: .timer, seq: seq)
         case .significant(let fix):
             if config.mode == .significant { lastFix = fix }
             guard config.locations, config.mode == .significant else { return nil }
-            return encoder.location(fix, trigger: .ping, seq: nil)
+            return encoder.location(fix, trigger: .ping, seq: seq)
         case .visit(let v):
             guard config.visits else { return nil }
-            return encoder.visit(v)
+            return encoder.visit(v, seq: seq)
         case .region(let e):
             guard config.transitions else { return nil }
-            return encoder.transition(e, waypoint: waypoints[e.region])
+            return encoder.transition(e, waypoint: waypoints[e.region], seq: seq)
         default:
             return nil
         }
     }
 
+    /// `seq` and everything below it may be forgotten by locationd: sent at the next tick.
     private func acknowledge(_ seq: UInt64) {
-        guard let client else { return }  // the next connection's backlog starts again below it
-        do { try client.send(.ack(id: nil, seq: seq)) } catch {
-            log.warning("cannot acknowledge to locationd", metadata: ["seq": "\(seq)", "error": "\(error)"])
-        }
+        ackDue = max(ackDue, seq)
     }
 
     // MARK: MQTT
@@ -315,12 +338,6 @@ import OwnTracks
     nonisolated static func now() -> Int64 {
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)
-        return Int64(ts.tv_sec)
-    }
-
-    nonisolated static func nowMonotonic() -> Int64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
         return Int64(ts.tv_sec)
     }
 }

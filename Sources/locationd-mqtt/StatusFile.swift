@@ -1,9 +1,10 @@
+import Dispatch
 import Glibc
 import LocationCore
 import LocationProtocol
 
 /// The bridge's state for `locationd-mqtt --status`: a small JSON file, replaced whole
-/// (write, then rename) whenever it changes, at most once a second unless a connection changed.
+/// (write, then rename) when a connection changes, and at the bridge's tick when anything did.
 final class StatusFile {
     let path: String
     var brokerConnected = false
@@ -16,7 +17,6 @@ final class StatusFile {
     var lastConnect: Int64?
     var lastPuback: Int64?
     private var written: [UInt8] = []
-    private var writtenAt: Int64 = 0
     private var writtenConnections = (false, false)
 
     init(path: String) { self.path = path }
@@ -48,11 +48,11 @@ final class StatusFile {
         return out
     }
 
-    func write() {
+    /// Writes when a connection changed, or (`force`) when anything did.
+    func write(force: Bool = false) {
         guard !path.isEmpty else { return }
-        let now = Bridge.nowMonotonic()
         let connections = (brokerConnected, locationdConnected)
-        guard connections != writtenConnections || now > writtenAt else { return }
+        guard force || connections != writtenConnections else { return }
         let text = render()
         guard text != written else { return }
         let temporary = path + ".new"
@@ -62,7 +62,21 @@ final class StatusFile {
         close(fd)
         guard ok, rename(temporary, path) == 0 else { unlink(temporary); return }
         written = text
-        writtenAt = now
         writtenConnections = connections
+    }
+}
+
+/// SIGTERM and SIGINT end the bridge at once, removing the status file (`--status` then says
+/// it is not running); the broker publishes the last will. Keep the returned sources alive.
+func stopOnSignals(removing statusPath: String) -> [any DispatchSourceSignal] {
+    [SIGTERM, SIGINT].map { sig in
+        signal(sig, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+        source.setEventHandler {
+            unlink(statusPath)
+            _exit(0)
+        }
+        source.resume()
+        return source
     }
 }

@@ -1,6 +1,5 @@
 // locationd-mqtt: publishes what locationd delivers to an MQTT broker as OwnTracks JSON
 // (docs/mqtt.md). Argument parsing and wiring only; the mapping is in the OwnTracks module.
-import Dispatch
 import Glibc
 import Logging
 import OwnTracks
@@ -133,19 +132,7 @@ LoggingSystem.bootstrap { label in
 let log = Logger(label: "locationd-mqtt")
 
 // SIGTERM/SIGINT: the status file goes with the process; the broker publishes the last will.
-signal(SIGTERM, SIG_IGN)
-signal(SIGINT, SIG_IGN)
-var signalSources: [any DispatchSourceSignal] = []
-for sig in [SIGTERM, SIGINT] {
-    let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-    let path = statusPath
-    source.setEventHandler {
-        unlink(path)
-        _exit(0)
-    }
-    source.resume()
-    signalSources.append(source)
-}
+let signalSources = stopOnSignals(removing: statusPath)
 
 let status = StatusFile(path: statusPath)
 let resolve = { (path: String) -> String? in path.isEmpty ? nil : BridgeConfig.credentialPath(path, credentialsDirectory: credentials) }

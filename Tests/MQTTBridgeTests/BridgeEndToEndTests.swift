@@ -40,7 +40,8 @@ import Testing
         for (message, want) in zip(locations, expectedLocations) {
             let got = try JSONParser().parse(message.payload)
             guard case .object(let fields) = got else { Issue.record("not an object: \(message.payload)"); continue }
-            #expect(Set(fields.keys).isSubset(of: ["_type", "tid", "lat", "lon", "tst", "acc", "alt", "vac", "vel", "cog", "t"]), "\(message.payload)")
+            #expect(Set(fields.keys).isSubset(of: ["_type", "tid", "lat", "lon", "tst", "acc", "alt", "vac", "vel", "cog", "t", "_seq"]), "\(message.payload)")
+            #expect(fields["_seq"] != nil, "every event is numbered by locationd: \(message.payload)")
             #expect(got["_type"] == .string("location") && got["tid"] == .string("ar") && got["t"] == .string("t"))
             #expect(got["lat"] == want["latitude"] && got["lon"] == want["longitude"])
             #expect(got["tst"].flatMap { if case .number(let n) = $0 { n } else { nil } } == Self.seconds(want["time"]))

@@ -50,6 +50,7 @@ extension Hub {
         // store, so a hand-over would keep what a kill would have lost.
         if box.value.refusedBackground.contains(id) { return unsubscribe(id) }
         box.value.subscribers[id] = nil
+        endDurable(id)
         // What the program keeps away is decided by the identity of the session that handed
         // over (a reload meanwhile may have forgotten the one its session.start recorded).
         if let identity, speaksForItsProgram(identity) { identities?.record(identity) }

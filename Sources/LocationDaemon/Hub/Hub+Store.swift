@@ -13,6 +13,10 @@ extension Hub {
     func persist(_ s: State) {
         s.engine.drainProgramEvents(into: &s.programEvents)
         if !s.programEvents.isEmpty { dropEventsReceivedLive(s) }
+        if !s.durableEvents.isEmpty {
+            s.programEvents += s.durableEvents
+            s.durableEvents.removeAll(keepingCapacity: true)
+        }
         let changes = regionStore == nil ? [] : s.engine.drainRegionChanges()
         if privacyCells != nil, s.engine.privacy.cell != s.storedCell { storePrivacyCell(s) }
         if changes.isEmpty && s.programEvents.isEmpty {

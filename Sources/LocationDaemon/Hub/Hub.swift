@@ -97,6 +97,11 @@ public final class Hub: Sendable {
         /// came: what publication ticks estimate the receiver's time from.
         var clockAnchor: (time: Timestamp, at: NIODeadline)?
         var tick: Scheduled<Void>?
+        /// Durable subscriptions and their programs, both ways (`Hub+Durable`), and the events
+        /// of the input being handled diverted to their queues.
+        var durableSubscribers: [SubscriberID: ProgramID] = [:]
+        var durablePrograms: [ProgramID: SubscriberID] = [:]
+        var durableEvents: [ProgramEvent] = []
     }
 
     public init(eventLoop: any EventLoop, sourceDescription: String, logger: Logger = Logger(label: "locationd.hub"),
@@ -191,6 +196,7 @@ public final class Hub: Sendable {
     /// Closes `id`'s subscription, if any.
     public func unsubscribe(_ id: SubscriberID) {
         guard box.value.subscribers.removeValue(forKey: id) != nil else { return }
+        endDurable(id)
         forgetAlways(id)
         handle(.unsubscribe(id))
         updateDemand()
@@ -206,8 +212,12 @@ public final class Hub: Sendable {
         s.processedInputs &+= 1
         if s.engine.clock.dropped >= s.clockGlitchNoticeAt { logClockGlitches(s) }
         // A fix, or a publication (at a report without a fix, or a tick) that made background
-        // events, is written before its events leave.
-        if case .fix = input { persist(s) } else if s.engine.hasProgramEvents { persist(s) }
+        // events or events of durable subscriptions, is written before its events leave.
+        let diverted = divertDurable(s)
+        if case .fix = input { persist(s) } else if s.engine.hasProgramEvents || diverted { persist(s) }
+        if diverted { dropDiverted(s) }
+        // After this input's live events (its status first): they are older.
+        defer { if !s.durableSubscribers.isEmpty { notifyDurable(s) } }
         if publicationTicks { anchorClock(s, input) }
         s.lines.startInput()
         guard let afterFirstDelivery else {

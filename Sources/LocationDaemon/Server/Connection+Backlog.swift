@@ -37,7 +37,10 @@ extension Connection {
                 context.write(wrapOutboundOut(context.channel.allocator.buffer(bytes: line)), promise: nil)
             }
             guard let next else {
-                if progress.through > 0 { logger.info("background queue delivered", metadata: ["through": "\(progress.through)"]) }
+                if progress.through > 0 && durableWritten == nil {
+                    logger.info("background queue delivered", metadata: ["through": "\(progress.through)"])
+                }
+                if durableWritten != nil { durableWritten = progress.through }
                 stopBacklog()
                 if pendingLocation != nil || pendingStatus != nil { flushPending() } else { context.flush() }
                 return
@@ -45,6 +48,21 @@ extension Connection {
             progress.after = next
             backlog = progress
             context.flush()
+        }
+    }
+
+    /// A durable subscription's queue grew: what is new is written from it, after whatever of
+    /// the backlog is still being written (docs/protocol.md, "Durable subscriptions").
+    func durableQueueGrew() {
+        guard let written = durableWritten, let queue = hub.queue, context != nil else { return }
+        let last = queue.lastSeq(of: program)
+        if var progress = backlog {
+            progress.through = max(progress.through, last)
+            backlog = progress
+        } else if last > written {
+            if pendingLocation != nil || pendingStatus != nil { flushPending() }
+            backlog = (written, last)
+            writeBacklog()
         }
     }
 

@@ -24,7 +24,7 @@ extension Connection {
         case .subscribe(let rid, _) where session == nil:
             send(.error(notAuthorized(rid)), flush: false)
         case .subscribe(let rid, let options):
-            if let error = backgroundRefusal(options, id: rid) {
+            if let error = backgroundRefusal(options, id: rid) ?? durableRefusal(options, id: rid) {
                 send(.error(error), flush: false)
                 return
             }
@@ -38,6 +38,7 @@ extension Connection {
                 hub.unsubscribe(id)
                 isSubscribed = false
             }
+            durableWritten = nil
             stopBacklog()
             dropPending()
             send(.unsubscribed(id: rid), flush: false)

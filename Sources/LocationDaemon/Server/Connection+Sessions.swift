@@ -11,6 +11,9 @@ extension Connection {
         requestedOptions = options
         let effective = effectiveOptions(options, session.grant)
         isSubscribed = true
+        // Durable before the subscription opens, so that every event of it is queued (a
+        // durable subscribe is refused at the request when it cannot be: `durableRefusal`).
+        updateDurable(always: session.grant.authorization == .always)
         hub.subscribe(id, options: effective, subscriber: self) {
             // Writing the status may have found the peer gone: the connection closed meanwhile
             // (`channelInactive` unsubscribed it), and nothing may be kept or bound for it.
@@ -54,6 +57,7 @@ extension Connection {
         // now), and what waited behind it, made under the old grant, goes before the news.
         if old?.authorization == .always && session.grant.authorization != .always { stopBacklog() }
         announce()
+        updateDurable(always: session.grant.authorization == .always)
         if old?.authorization != .always && session.grant.authorization == .always {
             keep(always: effectiveOptions(requestedOptions, session.grant))
             takeBackground()
@@ -61,6 +65,30 @@ extension Connection {
             // No longer always: a kill now must not leave it monitored in the background.
             hub.subscriptionKept(id, of: program, always: nil)
         }
+    }
+
+    /// Makes the subscription durable when it asked to be and its session is `always` (only
+    /// an `always` program has a queue), or ends that (docs/protocol.md, "Durable subscriptions").
+    func updateDurable(always: Bool) {
+        if requestedOptions.durable, always, hub.makeDurable(id, of: program) == nil {
+            if durableWritten == nil { durableWritten = 0 }
+        } else {
+            hub.endDurable(id)
+            durableWritten = nil
+        }
+    }
+
+    /// Why a `subscribe` asking for `durable` is refused, or nil.
+    func durableRefusal(_ options: SubscriptionOptions, id rid: RequestID?) -> ProtocolError? {
+        guard options.durable, let session else { return nil }
+        guard session.grant.authorization == .always else {
+            return ProtocolError(.insufficientAuthorization, "a durable subscription needs an always session (its events wait in the program's queue); this one is \(session.grant.authorization.rawValue)", id: rid)
+        }
+        guard hub.queue != nil else {
+            return ProtocolError(.outOfRange, "durable: this daemon keeps no queue", id: rid)
+        }
+        if let why = hub.durableRefusal(id, of: program) { return ProtocolError(.durableInUse, why, id: rid) }
+        return nil
     }
 
     func effectiveOptions(_ options: SubscriptionOptions, _ grant: Grant) -> SubscriptionOptions {

@@ -7,7 +7,7 @@ import NIOCore
 /// One client connection: line framing, requests → replies, the subscription, and the bounded
 /// outbox for slow readers (docs/protocol.md, "Slow readers"). Lives on the hub's loop. Its
 /// state is here; each part's code is in a `Connection+Part.swift` of its own.
-final class Connection: ChannelInboundHandler, HubSubscriber {
+final class Connection: ChannelInboundHandler, DurableSubscriber {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
@@ -47,6 +47,10 @@ final class Connection: ChannelInboundHandler, HubSubscriber {
     /// 10,000 queued events would sit in memory for each of its connections that does not read
     /// (40 such connections: 166 MiB).
     var backlog: (after: UInt64, through: UInt64)?
+    /// A durable subscription (docs/protocol.md, "Durable subscriptions"): the last sequence
+    /// number written from the program's queue, whose newer events follow as they are queued
+    /// (`durableQueueGrew`); nil when the subscription is not durable.
+    var durableWritten: UInt64?
     /// Events that came while the backlog was being written, in order, to follow it (region,
     /// visit and significant-change events, and held-back ones written before them).
     var behindBacklog: [ByteBuffer] = []
