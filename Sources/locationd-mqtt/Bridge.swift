@@ -137,10 +137,12 @@ import OwnTracks
     private func handle(_ message: ServerMessage) async {
         switch message {
         case .queued(let seq, let inner):
+            status.received = max(status.received, seq)
             let m = encode(inner, seq: seq)
             ledger.received(m, seq: seq)
             if m == nil, let ack = ledger.skipped(seq: seq) { acknowledge(ack) }
         case .overflow(let lost, let seq):
+            status.received = max(status.received, seq)
             if ledger.received(encoder.lost(lost, seq: seq), seq: seq, first: seq - min(lost, seq) + 1) {
                 log.warning("locationd's queue for the bridge overflowed: its oldest events were dropped", metadata: ["lost": "\(lost)", "seq": "\(seq)"])
             }

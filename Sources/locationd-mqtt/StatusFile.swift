@@ -12,6 +12,7 @@ final class StatusFile {
     var queued = 0
     var inFlight = 0
     var acknowledged: UInt64 = 0
+    var received: UInt64 = 0
     var published: UInt64 = 0
     var lost: UInt64 = 0
     var lastConnect: Int64?
@@ -28,7 +29,7 @@ final class StatusFile {
         JSONWriter.appendASCII(",\"locationd\":", to: &out)
         JSONWriter.appendASCII(locationdConnected ? "\"connected\"" : "\"disconnected\"", to: &out)
         for (key, value) in [("queued", UInt64(queued)), ("inFlight", UInt64(inFlight)), ("published", published),
-                             ("acknowledgedSeq", acknowledged), ("lost", lost)] {
+                             ("receivedSeq", received), ("acknowledgedSeq", acknowledged), ("lost", lost)] {
             out.append(UInt8(ascii: ","))
             JSONWriter.appendString(key, to: &out)
             out.append(UInt8(ascii: ":"))

@@ -5,23 +5,29 @@ import Glibc
 #endif
 
 /// A real mosquitto broker with its own config on a free loopback port; restartable on the
-/// same port (its session state is in memory: `persistence false`, as a restart loses it).
+/// same port. `persistent`: it keeps sessions and queued messages in its folder across a
+/// restart (`persistence true`), as a fleet's broker does; otherwise in memory only.
 final class Broker: @unchecked Sendable {
     let directory: String
     let port: UInt16
     let extraConfig: String
+    let persistent: Bool
     private(set) var process: Child?
 
-    init(directory: String, extraConfig: String = "allow_anonymous true\n", port: UInt16? = nil) throws {
+    init(directory: String, extraConfig: String = "allow_anonymous true\n", persistent: Bool = false) throws {
         self.directory = directory
         self.extraConfig = extraConfig
-        self.port = try port ?? freePort()
+        self.persistent = persistent
+        self.port = try freePort()
         try start()
     }
 
     func start() throws {
         let conf = "\(directory)/mosquitto.conf"
-        try "listener \(port) 127.0.0.1\npersistence false\n\(extraConfig)".write(toFile: conf, atomically: true, encoding: .utf8)
+        // Started as root, mosquitto writes its database as the mosquitto user.
+        if persistent { chmod(directory, 0o777) }
+        let persistence = persistent ? "persistence true\npersistence_location \(directory)/\nautosave_interval 1\n" : "persistence false\n"
+        try "listener \(port) 127.0.0.1\n\(persistence)\(extraConfig)".write(toFile: conf, atomically: true, encoding: .utf8)
         let child = try Child(["/usr/sbin/mosquitto", "-c", conf], name: "mosquitto", directory: directory)
         process = child
         try waitUntil("mosquitto listening on \(port)", detail: { child.stderr }) { canConnect(port: port) || !child.isRunning }
@@ -32,6 +38,17 @@ final class Broker: @unchecked Sendable {
         process?.stop()
         process = nil
     }
+
+    /// Stops it as its service manager would (SIGTERM: a persistent broker saves its database)
+    /// and starts it again on the same port.
+    func restart() throws {
+        if let process {
+            process.kill(SIGTERM)
+            guard process.waitForExit() != nil else { throw Failure(description: "mosquitto did not stop") }
+        }
+        process = nil
+        try start()
+    }
 }
 
 /// `mosquitto_sub -v` on `BASE/#` (one line per message: topic, space, payload), ready once a
@@ -40,10 +57,13 @@ final class Subscriber: @unchecked Sendable {
     let process: Child
     let base: String
 
-    init(broker: Broker, base: String, directory: String, extra: [String] = [], name: String = "sub") throws {
+    /// `persistent`: a session the broker keeps (client id, clean session off), so that what is
+    /// published while the subscriber reconnects waits for it.
+    init(broker: Broker, base: String, directory: String, extra: [String] = [], name: String = "sub", persistent: Bool = false) throws {
         self.base = base
+        let session = persistent ? ["-c", "-i", "test-\(name)"] : []
         process = try Child(["/usr/bin/mosquitto_sub", "-h", "127.0.0.1", "-p", "\(broker.port)", "-v", "-q", "1",
-                             "-t", "\(base)/#", "-t", base] + extra, name: name, directory: directory)
+                             "-t", "\(base)/#", "-t", base] + session + extra, name: name, directory: directory)
         let probe = "\(base)/probe"
         try waitUntil("mosquitto_sub to subscribe", detail: { self.process.stderr }) {
             _ = try? run(["/usr/bin/mosquitto_pub", "-h", "127.0.0.1", "-p", "\(broker.port)", "-t", probe, "-m", "{}"] + extra)

@@ -30,8 +30,21 @@ final class Child: @unchecked Sendable {
         let cArgs = argv.map { strdup($0) } + [nil]
         let cEnv = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer { cArgs.forEach { free($0) }; cEnv.forEach { free($0) } }
+        // The child starts with no signal blocked and the usual dispositions: the test runner's
+        // (SIGTERM blocked or ignored) would make mosquitto deaf to the stop a service manager sends.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var none = sigset_t()
+        sigemptyset(&none)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for sig in [SIGTERM, SIGINT, SIGHUP, SIGPIPE] { sigaddset(&defaults, sig) }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         var child: pid_t = 0
-        let rc = posix_spawnp(&child, argv[0], &actions, nil, cArgs, cEnv)
+        let rc = posix_spawnp(&child, argv[0], &actions, &attributes, cArgs, cEnv)
         guard rc == 0 else { throw Failure(description: "spawn \(argv[0]): \(String(cString: strerror(rc)))") }
         pid = child
     }
