@@ -34,7 +34,7 @@ help:
 	@echo "make install  release build, then install binaries, units, config, completions, docs, scenarios"
 	@echo "              (PREFIX=$(PREFIX), DESTDIR=$(DESTDIR); see docs/systemd.md)"
 	@echo "make bench    benchmarks against gpsdecode, pynmea2, gpspipe (docs/benchmarks.md)"
-	@echo "make fuzz     libFuzzer runs of the NMEA and request decoders (FUZZ_SECONDS=$(FUZZ_SECONDS))"
+	@echo "make fuzz     libFuzzer runs of the NMEA, request and OwnTracks command decoders (FUZZ_SECONDS=$(FUZZ_SECONDS))"
 	@echo "make orderfile  re-record scripts/locationd.order after changing the daemon (needs valgrind)"
 
 deps:
