@@ -83,20 +83,15 @@ install-files:
 	install -m 0644 systemd/sysusers.d/locationd.conf "$(DESTDIR)$(SYSUSERSDIR)/locationd.conf"
 	install -m 0644 systemd/tmpfiles.d/locationd.conf "$(DESTDIR)$(TMPFILESDIR)/locationd.conf"
 	@# An edited config is never overwritten: the new default goes next to it.
-	@conf="$(DESTDIR)$(SYSCONFDIR)/locationd/locationd.toml"; \
-	if [ -e "$$conf" ] && ! cmp -s Config/locationd.toml "$$conf"; then \
-		install -m 0644 Config/locationd.toml "$$conf.default"; \
-		echo "kept $$conf (edited); the shipped default is $$conf.default"; \
-	else \
-		install -m 0644 Config/locationd.toml "$$conf"; \
-	fi
-	@conf="$(DESTDIR)$(SYSCONFDIR)/locationd/mqtt.toml"; \
-	if [ -e "$$conf" ] && ! cmp -s Config/mqtt.toml "$$conf"; then \
-		install -m 0644 Config/mqtt.toml "$$conf.default"; \
-		echo "kept $$conf (edited); the shipped default is $$conf.default"; \
-	else \
-		install -m 0644 Config/mqtt.toml "$$conf"; \
-	fi
+	@for name in locationd.toml mqtt.toml; do \
+		conf="$(DESTDIR)$(SYSCONFDIR)/locationd/$$name"; \
+		if [ -e "$$conf" ] && ! cmp -s "Config/$$name" "$$conf"; then \
+			install -m 0644 "Config/$$name" "$$conf.default"; \
+			echo "kept $$conf (edited); the shipped default is $$conf.default"; \
+		else \
+			install -m 0644 "Config/$$name" "$$conf"; \
+		fi; \
+	done
 	@# Every doc: they point to each other (privacy.md, regions.md, semantics.md, …).
 	install -m 0644 README.md docs/*.md "$(DESTDIR)$(DOCDIR)/"
 	install -m 0644 Scenarios/*.json "$(DESTDIR)$(SCENARIODIR)/"

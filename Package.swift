@@ -120,11 +120,12 @@ let package = Package(
 if Context.environment["LOCATIOND_FUZZ"] != nil {
     let fuzz: [SwiftSetting] = strict + [.unsafeFlags(["-parse-as-library"])]
     package.targets += [
-        .executableTarget(name: "fuzz-nmea", dependencies: ["NMEA", "LocationCore", "LocationProtocol"],
+        .target(name: "FuzzDriver", path: "Fuzz/FuzzDriver", swiftSettings: strict),
+        .executableTarget(name: "fuzz-nmea", dependencies: ["FuzzDriver", "NMEA", "LocationCore", "LocationProtocol"],
                           path: "Fuzz/fuzz-nmea", swiftSettings: fuzz),
-        .executableTarget(name: "fuzz-request", dependencies: ["LocationProtocol"],
+        .executableTarget(name: "fuzz-request", dependencies: ["FuzzDriver", "LocationProtocol"],
                           path: "Fuzz/fuzz-request", swiftSettings: fuzz),
-        .executableTarget(name: "fuzz-owntracks-command", dependencies: ["OwnTracks"],
+        .executableTarget(name: "fuzz-owntracks-command", dependencies: ["FuzzDriver", "OwnTracks"],
                           path: "Fuzz/fuzz-owntracks-command", swiftSettings: fuzz),
     ]
     package.products += [

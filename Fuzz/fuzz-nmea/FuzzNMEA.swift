@@ -1,5 +1,6 @@
 // libFuzzer target: the NMEA decoder (and the event encoder on whatever fixes come out).
 // Built only by scripts/fuzz (LOCATIOND_FUZZ=1, -sanitize=fuzzer,address); libFuzzer supplies main.
+import FuzzDriver
 import LocationCore
 import LocationProtocol
 import NMEA
@@ -59,16 +60,7 @@ func decode(_ bytes: UnsafeRawBufferPointer) -> CInt {
     return 0
 }
 
-// SwiftPM links an executable with main = fuzz_nmea_main; hand control to libFuzzer's driver
-// from there (libFuzzer's own main is then not linked).
-@_silgen_name("LLVMFuzzerRunDriver")
-func LLVMFuzzerRunDriver(
-    _ argc: UnsafeMutablePointer<CInt>,
-    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
-    _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt) -> CInt
-
 @_cdecl("fuzz_nmea_main")
 public func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
-    var argc = argc, argv = argv
-    return LLVMFuzzerRunDriver(&argc, &argv, fuzzNMEA)
+    runLibFuzzer(argc, argv, fuzzNMEA)
 }

@@ -2,6 +2,7 @@
 // whole payloads. A setWaypoints that decodes registers only valid regions, and its waypoints,
 // published as a `waypoints` message and sent back in a setWaypoints, decode to the same ones.
 // Built only by scripts/fuzz (LOCATIOND_FUZZ=1, -sanitize=fuzzer,address); libFuzzer supplies main.
+import FuzzDriver
 import OwnTracks
 
 @_cdecl("LLVMFuzzerTestOneInput")
@@ -22,14 +23,7 @@ public func fuzzCommand(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     return 0
 }
 
-@_silgen_name("LLVMFuzzerRunDriver")
-func LLVMFuzzerRunDriver(
-    _ argc: UnsafeMutablePointer<CInt>,
-    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
-    _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt) -> CInt
-
 @_cdecl("fuzz_owntracks_command_main")
 public func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
-    var argc = argc, argv = argv
-    return LLVMFuzzerRunDriver(&argc, &argv, fuzzCommand)
+    runLibFuzzer(argc, argv, fuzzCommand)
 }

@@ -1,6 +1,7 @@
 // libFuzzer target: the protocol request decoder on whole lines. A request that decodes must
 // re-encode to a line that decodes to the same request.
 // Built only by scripts/fuzz (LOCATIOND_FUZZ=1, -sanitize=fuzzer,address); libFuzzer supplies main.
+import FuzzDriver
 import LocationProtocol
 
 @_cdecl("LLVMFuzzerTestOneInput")
@@ -20,16 +21,7 @@ public func fuzzRequest(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     return 0
 }
 
-// SwiftPM links an executable with main = fuzz_request_main; hand control to libFuzzer's driver
-// from there (libFuzzer's own main is then not linked).
-@_silgen_name("LLVMFuzzerRunDriver")
-func LLVMFuzzerRunDriver(
-    _ argc: UnsafeMutablePointer<CInt>,
-    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
-    _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt) -> CInt
-
 @_cdecl("fuzz_request_main")
 public func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
-    var argc = argc, argv = argv
-    return LLVMFuzzerRunDriver(&argc, &argv, fuzzRequest)
+    runLibFuzzer(argc, argv, fuzzRequest)
 }

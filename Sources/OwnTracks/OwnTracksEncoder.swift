@@ -184,19 +184,21 @@ public struct OwnTracksEncoder: Sendable {
         if let seq { appendInteger("_seq", Int64(clamping: seq), to: &out) }
     }
 
-    private func appendString(_ key: StaticString, _ value: String, to out: inout [UInt8]) {
+    /// `,"key":`
+    private func appendKey(_ key: StaticString, to out: inout [UInt8]) {
         out.append(UInt8(ascii: ","))
         out.append(UInt8(ascii: "\""))
         JSONWriter.appendASCII(key, to: &out)
         JSONWriter.appendASCII("\":", to: &out)
+    }
+
+    private func appendString(_ key: StaticString, _ value: String, to out: inout [UInt8]) {
+        appendKey(key, to: &out)
         JSONWriter.appendString(value, to: &out)
     }
 
     private func appendInteger(_ key: StaticString, _ value: Int64, to out: inout [UInt8]) {
-        out.append(UInt8(ascii: ","))
-        out.append(UInt8(ascii: "\""))
-        JSONWriter.appendASCII(key, to: &out)
-        JSONWriter.appendASCII("\":", to: &out)
+        appendKey(key, to: &out)
         DecimalFormat.appendInteger(value, to: &out)
     }
 

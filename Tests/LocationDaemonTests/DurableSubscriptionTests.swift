@@ -25,6 +25,14 @@ struct DurableSubscriptionTests {
         return url
     }
 
+    /// The daemon started again on `daemon`'s database (reading nothing new: gpsd is not
+    /// there), with a client connected to it.
+    static func restarted(_ daemon: DaemonProcess) async throws -> (DaemonProcess, LocationClient) {
+        let again = try DaemonProcess(arguments: ["--gpsd", "127.0.0.1:1"], database: daemon.directory.appendingPathComponent("locationd.db").path,
+                                      directory: daemon.directory)
+        return (again, try await again.connect())
+    }
+
     /// The numbered events among `messages`: (seq, event).
     static func numbered(_ messages: [ServerMessage]) -> [(seq: UInt64, message: ServerMessage)] {
         messages.compactMap { if case .queued(let seq, let m) = $0 { (seq, m) } else { nil } }
@@ -58,11 +66,8 @@ struct DurableSubscriptionTests {
         #expect(daemon.waitForExit(timeout: 30) != nil)
         client.close()
 
-        let again = try DaemonProcess(arguments: ["--gpsd", "127.0.0.1:1"], database: daemon.directory.appendingPathComponent("locationd.db").path,
-                                      directory: daemon.directory)
-        defer { again.stop() }
-        let second = try await again.connect()
-        defer { second.close() }
+        let (again, second) = try await Self.restarted(daemon)
+        defer { again.stop(); second.close() }
         let waiting = try #require(try await second.status().queued)
         #expect(waiting >= 150, "the 200 locations less the 50 acknowledged")
         let backlog = Self.numbered(try await Self.subscribe(second) { Self.numbered($0).count >= waiting })
@@ -85,13 +90,9 @@ struct DurableSubscriptionTests {
         _ = daemon.waitForExit()
         client.close()
 
-        let again = try DaemonProcess(arguments: ["--gpsd", "127.0.0.1:1"], database: daemon.directory.appendingPathComponent("locationd.db").path,
-                                      directory: daemon.directory)
-        defer { again.stop() }
-        let second = try await again.connect()
-        defer { second.close() }
-        let last = try await second.status()  // the queue's length for this program
-        let waiting = try #require(last.queued)
+        let (again, second) = try await Self.restarted(daemon)
+        defer { again.stop(); second.close() }
+        let waiting = try #require(try await second.status().queued)
         #expect(waiting >= 20, "at least the 20 seen and not acknowledged")
         let backlog = Self.numbered(try await Self.subscribe(second) { Self.numbered($0).count >= waiting })
         #expect(backlog.first?.seq == 21)

@@ -16,14 +16,9 @@ import Testing
     /// Every location and visit locationd delivers arrives, in order, with OwnTracks' fields,
     /// units and types.
     @Test(.enabled(if: have("mosquitto", "mosquitto_sub"))) func everyEventArrivesInOwnTracksForm() throws {
-        let dir = try makeDirectory("mq-e2e")
-        defer { try? FileManager.default.removeItem(atPath: dir) }
-        let log = try demoLog(in: dir)
+        let fleet = try Fleet("mq-e2e", topic: Self.topic)
+        let (dir, log, broker, sub) = (fleet.directory, fleet.log, fleet.broker, fleet.sub)
         let expected = try expectedEvents(log: log, events: "location,visits")
-        let broker = try Broker(directory: dir)
-        defer { broker.kill() }
-        let sub = try Subscriber(broker: broker, base: Self.topic, directory: dir)
-        defer { sub.process.stop() }
         var daemon = try startLocationd(directory: dir, log: log, extra: ["--speed", "0"])
         defer { daemon.stop() }
         let bridge = try startBridge(directory: dir, broker: broker, topic: Self.topic)
@@ -69,13 +64,8 @@ import Testing
     /// `setWaypoints` from the broker registers regions in locationd that then fire transitions
     /// with the waypoint's `desc`, `rid` and `tst` (`wtst`); `waypoints` lists them.
     @Test(.enabled(if: have("mosquitto", "mosquitto_sub", "mosquitto_pub"))) func setWaypointsFromTheBrokerFiresTransitions() throws {
-        let dir = try makeDirectory("mq-wp")
-        defer { try? FileManager.default.removeItem(atPath: dir) }
-        let log = try demoLog(in: dir)
-        let broker = try Broker(directory: dir)
-        defer { broker.kill() }
-        let sub = try Subscriber(broker: broker, base: Self.topic, directory: dir)
-        defer { sub.process.stop() }
+        let fleet = try Fleet("mq-wp", topic: Self.topic)
+        let (dir, log, broker, sub) = (fleet.directory, fleet.log, fleet.broker, fleet.sub)
         // Looped, so that a pass after the command crosses the region.
         let daemon = try startLocationd(directory: dir, log: log, extra: ["--speed", "400", "--loop"])
         defer { daemon.stop() }
@@ -111,13 +101,8 @@ import Testing
     /// Garbage on BASE/cmd is logged and ignored; the bridge goes on and answers the next
     /// `reportLocation` with `t:"r"`.
     @Test(.enabled(if: have("mosquitto", "mosquitto_sub", "mosquitto_pub"))) func badCommandsAreLoggedAndIgnored() throws {
-        let dir = try makeDirectory("mq-bad")
-        defer { try? FileManager.default.removeItem(atPath: dir) }
-        let log = try demoLog(in: dir)
-        let broker = try Broker(directory: dir)
-        defer { broker.kill() }
-        let sub = try Subscriber(broker: broker, base: Self.topic, directory: dir)
-        defer { sub.process.stop() }
+        let fleet = try Fleet("mq-bad", topic: Self.topic)
+        let (dir, log, broker, sub) = (fleet.directory, fleet.log, fleet.broker, fleet.sub)
         let daemon = try startLocationd(directory: dir, log: log, extra: ["--speed", "100"])
         defer { daemon.stop() }
         let bridge = try startBridge(directory: dir, broker: broker, topic: Self.topic, config: "[publish]\nminimum_interval = 600\n")
@@ -252,13 +237,8 @@ import Testing
     }
 
     @Test(.enabled(if: have("mosquitto", "mosquitto_sub", "mosquitto_pub"))) func everyNumberedEventArrivesThroughRestartsAndKills() throws {
-        let dir = try makeDirectory("mq-dur")
-        defer { try? FileManager.default.removeItem(atPath: dir) }
-        let log = try demoLog(in: dir)
-        let broker = try Broker(directory: dir, persistent: true)
-        defer { broker.kill() }
-        let sub = try Subscriber(broker: broker, base: Self.topic, directory: dir, persistent: true)
-        defer { sub.process.stop() }
+        let fleet = try Fleet("mq-dur", topic: Self.topic, persistent: true)
+        let (dir, log, broker, sub) = (fleet.directory, fleet.log, fleet.broker, fleet.sub)
         var daemon = try startLocationd(directory: dir, log: log, extra: ["--speed", "60"])
         defer { daemon.stop() }
         var bridges = [try startBridge(directory: dir, broker: broker, topic: Self.topic, name: "bridge-0")]

@@ -116,3 +116,25 @@ func expectedEvents(log: String, events: String) throws -> [JSONValue] {
     guard r.status == 0 else { throw Failure(description: "locationctl replay: \(r.err)") }
     return r.out.split(separator: "\n").compactMap { try? JSONParser().parse(String($0)) }
 }
+
+/// A test's folder with the demo log, a broker and a subscriber on `topic`/#; all stopped and
+/// removed when released.
+final class Fleet {
+    let directory: String
+    let log: String
+    let broker: Broker
+    let sub: Subscriber
+
+    init(_ name: String, topic: String, persistent: Bool = false) throws {
+        directory = try makeDirectory(name)
+        log = try demoLog(in: directory)
+        broker = try Broker(directory: directory, persistent: persistent)
+        sub = try Subscriber(broker: broker, base: topic, directory: directory, persistent: persistent)
+    }
+
+    deinit {
+        sub.process.stop()
+        broker.kill()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}
