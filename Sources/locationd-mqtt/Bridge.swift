@@ -109,14 +109,20 @@ import OwnTracks
     private nonisolated static func keepLocationdConnected(config: BridgeConfig, log: Logger, input: AsyncStream<Input>.Continuation) async {
         var delay = 1.0
         while !Task.isCancelled {
+            var current: LocationClient?
             do {
                 let c = try await LocationClient.connect(path: config.socket)
+                current = c
                 let session = try await c.startSession(.always, purpose: nil)
+                var options = config.subscription
                 if session.authorization != .always {
-                    log.warning("locationd granted \(session.authorization?.rawValue ?? "no session"), not always: nothing is monitored while the bridge is away, and regions need always", metadata: ["rule": "\(session.rule ?? "")"])
+                    // Only an always session has a queue: events are then sent live, and lost
+                    // while the bridge is away (docs/mqtt.md, "Durability").
+                    options.durable = false
+                    log.warning("locationd granted \(session.authorization?.rawValue ?? "no session"), not always: nothing is kept for the bridge while it or the broker is away, and waypoints need always", metadata: ["rule": "\(session.rule ?? "")"])
                 }
                 input.yield(.locationdConnected(c))
-                try await c.subscribe(config.subscription)
+                try await c.subscribe(options)
                 delay = 1
                 do {
                     for try await m in c.messages { input.yield(.locationd(m)) }
@@ -124,11 +130,11 @@ import OwnTracks
                 } catch {
                     input.yield(.locationdClosed("\(error)"))
                 }
-                c.close()
             } catch {
-                log.warning("cannot reach locationd; retrying", metadata: ["socket": "\(config.socket)", "error": "\(error)", "retry": "\(delay) s"])
-                input.yield(.locationdClosed("\(error)"))
+                log.warning("cannot subscribe to locationd; retrying", metadata: ["socket": "\(config.socket)", "error": "\(error)", "retry": "\(delay) s"])
+                if current != nil { input.yield(.locationdClosed("\(error)")) }
             }
+            current?.close()
             try? await Task.sleep(for: .seconds(delay))
             delay = min(delay * 2, 30)
         }
