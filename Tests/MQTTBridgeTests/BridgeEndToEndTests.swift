@@ -295,7 +295,10 @@ import Testing
             }
         }
         #expect(Set(firstSeen) == Set(1...last), "missing: \(Set(1...last).subtracting(firstSeen).sorted().prefix(20))")
-        #expect(firstSeen == firstSeen.sorted(), "first arrivals in locationd's order")
+        let disorder = zip(firstSeen, firstSeen.dropFirst()).enumerated().first { $0.element.0 > $0.element.1 }.map { i, _ in
+            Array(firstSeen[max(0, i - 5)..<min(firstSeen.count, i + 6)])
+        }
+        #expect(disorder == nil, "first arrivals out of locationd's order: \(disorder ?? [])")
         let tsts = firstSeen.compactMap { payloadBySeq[$0] }.compactMap { try? JSONParser().parse($0) }
             .filter { $0["_type"] == .string("location") }.compactMap { if case .number(let t)? = $0["tst"] { t } else { nil } }
         #expect(tsts == tsts.sorted(), "locations in time order")

@@ -58,10 +58,12 @@ final class Subscriber: @unchecked Sendable {
     let base: String
 
     /// `persistent`: a session the broker keeps (client id, clean session off), so that what is
-    /// published while the subscriber reconnects waits for it.
+    /// published while the subscriber reconnects waits for it; and without the retained copy
+    /// the broker sends at every (re)subscribe (`-R`, as OwnTracks Recorder ignores it): that is
+    /// the broker's snapshot of the latest location, not a delivery of it.
     init(broker: Broker, base: String, directory: String, extra: [String] = [], name: String = "sub", persistent: Bool = false) throws {
         self.base = base
-        let session = persistent ? ["-c", "-i", "test-\(name)"] : []
+        let session = persistent ? ["-c", "-i", "test-\(name)", "-R"] : []
         process = try Child(["/usr/bin/mosquitto_sub", "-h", "127.0.0.1", "-p", "\(broker.port)", "-v", "-q", "1",
                              "-t", "\(base)/#", "-t", base] + session + extra, name: name, directory: directory)
         let probe = "\(base)/probe"
