@@ -20,6 +20,29 @@ import Testing
         #expect(try ServerMessage.decode(String(decoding: plain.dropLast(), as: UTF8.self)) == .region(Self.exit))
     }
 
+    /// A durable subscription's location is numbered like any queued event (docs/protocol.md,
+    /// "Durable subscriptions").
+    @Test func aNumberedLocationDecodesAsQueued() throws {
+        let fix = Fix(time: Self.exit.time, coordinate: Coordinate(latitude: 52.5, longitude: 13.4), horizontalAccuracy: 4)
+        var line: [UInt8] = []
+        EventEncoder().appendQueued(.location(fix), seq: 7, to: &line)
+        #expect(try ServerMessage.decode(String(decoding: line.dropLast(), as: UTF8.self)) == .queued(seq: 7, .location(fix, skipped: 0)))
+    }
+
+    @Test func durableIsAskedAndEchoedOnlyWhenSet() throws {
+        var durable = SubscriptionOptions(events: [.location, .visits])
+        durable.durable = true
+        let request = Request.subscribe(id: .number(1), options: durable)
+        #expect(request.line.contains(#""durable":true"#))
+        #expect(try Request.decode(Array(request.line.utf8.dropLast())) == request)
+        #expect(!Request.subscribe(id: nil, options: SubscriptionOptions()).line.contains("durable"))
+        #expect(throws: ProtocolError.self) { try Request.decode(Array(#"{"type":"subscribe","durable":1}"#.utf8)) }
+        let reply = ServerMessage.subscribed(id: .number(1), options: durable)
+        #expect(reply.line.contains(#""durable":true"#))
+        #expect(try ServerMessage.decode(String(reply.line.dropLast())) == reply)
+        #expect(!ServerMessage.subscribed(id: nil, options: SubscriptionOptions()).line.contains("durable"))
+    }
+
     @Test func overflowAndAckedRoundTrip() throws {
         var line: [UInt8] = []
         EventEncoder.appendOverflow(lost: 3, seq: 40, to: &line)
