@@ -28,7 +28,7 @@ import Testing
         let second = try DaemonProcess(arguments: ["--replay", "/dev/null"], database: database)
         defer { second.stop() }
         #expect(second.waitForExit(timeout: 20) == 1)
-        #expect(second.stderrText().contains("\(database) is in use by another locationd (pid \(first.pid ?? -1))"), "\(second.stderrText())")
+        #expect(second.stderrText().contains("\(database) is in use by another locationd (pid \(first.pid))"), "\(second.stderrText())")
         #expect(first.isRunning)
     }
 

@@ -52,12 +52,12 @@ import Testing
     static var ownHard: UInt64 { DescriptorLimit.current()?.hard ?? 1024 }
 
     /// Connects once the daemon serves (polling its startup, not pacing the test).
-    static func connect(_ daemon: SpawnedDaemon) async throws -> LocationClient {
+    static func connect(_ daemon: DaemonProcess) async throws -> LocationClient {
         let deadline = Date().addingTimeInterval(10)
         while true {
             do { return try await LocationClient.connect(path: daemon.socketPath) } catch {
                 guard Date() < deadline, daemon.waitForExit(timeout: 0) == nil else {
-                    throw DaemonProcess.Failure(description: "cannot connect: \(error); stderr: \(daemon.stderrText)")
+                    throw DaemonProcess.Failure(description: "cannot connect: \(error); stderr: \(daemon.stderrText())")
                 }
                 try await Task.sleep(for: .milliseconds(20))
             }
@@ -73,27 +73,27 @@ import Testing
     @Test func spawnedDaemonRaisesItsSoftLimitToTheHardOne() async throws {
         let hard = min(Self.ownHard, 4096)
         try #require(hard > 1024, "the test process's hard RLIMIT_NOFILE is \(hard): cannot test a raise")
-        let dir = try SpawnedDaemon.makeDirectory()
-        let daemon = try SpawnedDaemon(arguments: Self.arguments(dir, ["--gpsd", "127.0.0.1:1"]), environment: [:],
+        let dir = try DaemonProcess.makeDirectory()
+        let daemon = try DaemonProcess(spawning: Self.arguments(dir, ["--gpsd", "127.0.0.1:1"]), environment: [:],
                                        directory: dir, openFiles: (1024, hard))
         defer { daemon.stop() }
         try await Self.connect(daemon).close()
         let limits = try #require(Self.openFiles(of: daemon.pid))
         #expect(limits.soft == "\(hard)" && limits.hard == "\(hard)", "Max open files: \(limits)")
-        #expect(daemon.stderrText.contains("info locationd: open-file limit hard=\(hard) soft=\(hard) was=1024"), "\(daemon.stderrText)")
-        #expect(!daemon.stderrText.contains("LimitNOFILE="), "a notice although \(hard) is enough")
+        #expect(daemon.stderrText().contains("info locationd: open-file limit hard=\(hard) soft=\(hard) was=1024"), "\(daemon.stderrText())")
+        #expect(!daemon.stderrText().contains("LimitNOFILE="), "a notice although \(hard) is enough")
     }
 
     /// With a hard limit of 1,024 nothing can be raised: a notice names the limit and the fix.
     @Test func aLowHardLimitIsNamedWithItsFix() async throws {
-        let dir = try SpawnedDaemon.makeDirectory()
-        let daemon = try SpawnedDaemon(arguments: Self.arguments(dir, ["--gpsd", "127.0.0.1:1"]), environment: [:],
+        let dir = try DaemonProcess.makeDirectory()
+        let daemon = try DaemonProcess(spawning: Self.arguments(dir, ["--gpsd", "127.0.0.1:1"]), environment: [:],
                                        directory: dir, openFiles: (1024, 1024))
         defer { daemon.stop() }
         try await Self.connect(daemon).close()
         let limits = try #require(Self.openFiles(of: daemon.pid))
         #expect(limits.soft == "1024" && limits.hard == "1024")
-        let log = daemon.stderrText
+        let log = daemon.stderrText()
         let notice = log.split(separator: "\n").first { $0.contains("LimitNOFILE=") }
         #expect(notice?.contains("1024 soft, 1024 hard") == true, "\(log)")
         #expect(notice?.contains(" notice locationd: ") == true, "\(notice ?? "no notice")")
@@ -117,8 +117,8 @@ import Testing
         let gpsd = try GPSDHarness()
         defer { gpsd.shutdown() }
         let log = DaemonEndToEndTests.walk(count: 5, startSecond: 0)
-        let dir = try SpawnedDaemon.makeDirectory()
-        let daemon = try SpawnedDaemon(arguments: Self.arguments(dir, ["--gpsd", "\(gpsd.host):\(gpsd.portString)"]),
+        let dir = try DaemonProcess.makeDirectory()
+        let daemon = try DaemonProcess(spawning: Self.arguments(dir, ["--gpsd", "\(gpsd.host):\(gpsd.portString)"]),
                                        environment: [:], directory: dir, openFiles: (1024, hard))
         defer { daemon.stop() }
         try await Self.connect(daemon).close()
@@ -127,7 +127,7 @@ import Testing
         defer { for c in clients { c.close() } }
         for i in 0..<1100 {
             var c = try RawClient(path: daemon.socketPath)
-            try #require(c.waitFor("\"hello\"") != nil, "connection \(i): no hello; \(daemon.stderrText.suffix(500))")
+            try #require(c.waitFor("\"hello\"") != nil, "connection \(i): no hello; \(daemon.stderrText().suffix(500))")
             clients.append(c)
         }
         let client = try await Self.connect(daemon)
@@ -143,13 +143,13 @@ import Testing
             seen = try await reader.read(timeout: 20) { $0.fixes.count >= log.fixes.count }
         } catch {
             _ = daemon.waitForExit(timeout: 1)
-            Issue.record("\(error); daemon: \(daemon.stderrText.split(separator: "\n").filter { !$0.contains("connection opened") }.prefix(30).joined(separator: "\n"))")
+            Issue.record("\(error); daemon: \(daemon.stderrText().split(separator: "\n").filter { !$0.contains("connection opened") }.prefix(30).joined(separator: "\n"))")
             return
         }
         #expect(seen.fixes.map(\.time) == log.fixes.map(\.time))
         let fd = Self.descriptor(of: daemon.pid, connectedToPort: gpsd.gpsdPort)
         #expect(fd.map { $0 > 1023 } == true, "the gpsd connection is on descriptor \(fd.map(String.init) ?? "none")")
-        #expect(daemon.waitForExit(timeout: 0) == nil, "the daemon died: \(daemon.stderrText.suffix(1000))")
+        #expect(daemon.waitForExit(timeout: 0) == nil, "the daemon died: \(daemon.stderrText().suffix(1000))")
     }
 
     /// CPU time (user + system, clock ticks) the process has used (/proc/PID/stat).
@@ -165,8 +165,8 @@ import Testing
     /// queue: the daemon pauses accepting (it does not retry at once, at 100 % CPU), says so once
     /// with the limit and the fix, and serves the waiting connections once descriptors are free.
     @Test func outOfDescriptorsTheDaemonWaitsAndRecovers() async throws {
-        let dir = try SpawnedDaemon.makeDirectory()
-        let daemon = try SpawnedDaemon(arguments: Self.arguments(dir, ["--gpsd", "127.0.0.1:1"]), environment: [:],
+        let dir = try DaemonProcess.makeDirectory()
+        let daemon = try DaemonProcess(spawning: Self.arguments(dir, ["--gpsd", "127.0.0.1:1"]), environment: [:],
                                        directory: dir, openFiles: (1024, 1024))
         defer { daemon.stop() }
         try await Self.connect(daemon).close()
@@ -187,8 +187,8 @@ import Testing
         defer { for c in clients { c.close() } }
         for _ in 0..<60 { clients.append(try RawClient(path: daemon.socketPath)) }
         let deadline = Date().addingTimeInterval(10)
-        while !daemon.stderrText.contains("cannot accept a connection"), Date() < deadline { usleep(10_000) }
-        let log = daemon.stderrText
+        while !daemon.stderrText().contains("cannot accept a connection"), Date() < deadline { usleep(10_000) }
+        let log = daemon.stderrText()
         let line = log.split(separator: "\n").first { $0.contains("cannot accept a connection") }
         #expect(line?.contains(" error locationd: ") == true, "\(log.suffix(1500))")
         #expect(line?.contains("open-file limit (RLIMIT_NOFILE, \(limit) soft, \(limit) hard)") == true, "\(line ?? "no line")")
@@ -208,7 +208,7 @@ import Testing
         let elapsed = Date().timeIntervalSince(started)
         let used = Double(try #require(Self.cpuTicks(of: daemon.pid)) - before) / Double(sysconf(Int32(_SC_CLK_TCK)))
         #expect(used < elapsed * 0.3, "the daemon used \(used) s of CPU in \(elapsed) s while out of descriptors")
-        #expect(daemon.stderrText.split(separator: "\n").filter { $0.contains("cannot accept a connection") }.count == 1,
+        #expect(daemon.stderrText().split(separator: "\n").filter { $0.contains("cannot accept a connection") }.count == 1,
                 "the failure is logged once a minute, not at every attempt")
 
         // Descriptors freed (the accepted connections closed): as many waiting ones are served.
@@ -217,8 +217,8 @@ import Testing
             #expect(clients[i].waitFor("\"hello\"", timeout: 10) != nil, "connection \(i) was not served after descriptors were freed")
         }
         clients.removeFirst(accepted.count)
-        #expect(daemon.stderrText.contains("notice locationd: accepting connections again after"), "\(daemon.stderrText.suffix(1000))")
-        #expect(daemon.waitForExit(timeout: 0) == nil, "the daemon died: \(daemon.stderrText.suffix(1000))")
+        #expect(daemon.stderrText().contains("notice locationd: accepting connections again after"), "\(daemon.stderrText().suffix(1000))")
+        #expect(daemon.waitForExit(timeout: 0) == nil, "the daemon died: \(daemon.stderrText().suffix(1000))")
     }
 
     /// The daemon's descriptor whose TCP connection goes to `port` on 127.0.0.1 (/proc/net/tcp).

@@ -165,7 +165,7 @@ struct HostileClientTests {
         let daemon = try DaemonProcess(arguments: ["--gpsd", "127.0.0.1:1", "--log-level", "warning"])
         defer { daemon.stop() }
         _ = try await daemon.connect().close()
-        let pid = try #require(daemon.pid)
+        let pid = daemon.pid
         var probe = try RawClient(path: daemon.socketPath)
         #expect(probe.waitFor("\"hello\"") != nil)
         let baseline = residentKiB(pid)
@@ -274,7 +274,7 @@ struct ManyConnectionsTests {
         setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised)
         try #require(raised.rlim_cur >= 2048, "cannot raise RLIMIT_NOFILE to hold 1,000 connections")
         _ = try await daemon.connect().close()
-        let pid = try #require(daemon.pid)
+        let pid = daemon.pid
 
         var clients: [RawClient] = []
         for i in 0..<1000 {

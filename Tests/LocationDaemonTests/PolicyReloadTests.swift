@@ -10,13 +10,13 @@ import Testing
 /// (a `changed` event) and to new connections.
 @Suite(.timeLimit(.minutes(5))) struct PolicyReloadTests {
     @Test func reloadKeepsOldPolicyWhenBadAndAppliesGoodOneToOpenSessions() async throws {
-        let dir = try SpawnedDaemon.makeDirectory()
+        let dir = try DaemonProcess.makeDirectory()
         let notify = try DatagramSocket(path: dir.appendingPathComponent("notify.sock").path)
         let config = dir.appendingPathComponent("locationd.toml")
         let me = getuid()
         try "[policy.me]\nuser = \(me)\nauthorization = \"always\"\naccuracy = \"approximate\"\n".write(to: config, atomically: true, encoding: .utf8)
-        let daemon = try SpawnedDaemon(
-            arguments: ["--config", config.path, "--socket", dir.appendingPathComponent("locationd.sock").path, "--gpsd", "127.0.0.1:1"],
+        let daemon = try DaemonProcess(
+            spawning: ["--config", config.path, "--socket", dir.appendingPathComponent("locationd.sock").path, "--gpsd", "127.0.0.1:1"],
             environment: ["NOTIFY_SOCKET": notify.path], directory: dir)
         defer { daemon.stop() }
         _ = try SystemdTests.read(notify) { SystemdTests.lines($0).contains("READY=1") }
@@ -30,7 +30,7 @@ import Testing
         daemon.signal(SIGHUP)
         _ = try SystemdTests.read(notify) { SystemdTests.lines($0).contains("READY=1") }
         #expect(try await client.status().grant == "always approximate (rule me)")
-        #expect(daemon.stderrText.contains("reload failed; keeping the current configuration: \(config.path):3: unknown authorization 'alway'; expected denied, when-in-use or always"))
+        #expect(daemon.stderrText().contains("reload failed; keeping the current configuration: \(config.path):3: unknown authorization 'alway'; expected denied, when-in-use or always"))
 
         // A good one: the open session changes at once, and new connections get it too.
         try "[policy.me]\nuser = \(me)\nauthorization = \"when-in-use\"\naccuracy = \"precise\"\n".write(to: config, atomically: true, encoding: .utf8)
@@ -48,28 +48,28 @@ import Testing
     /// regions (the receiver is released: nothing needs fixes); giving it back resumes the
     /// regions; a restart under a revoking policy suspends them before anything is served.
     @Test func reloadAndRestartDecideWhatAProgramThatIsAwayKeeps() async throws {
-        let dir = try SpawnedDaemon.makeDirectory()
+        let dir = try DaemonProcess.makeDirectory()
         let notify = try DatagramSocket(path: dir.appendingPathComponent("notify.sock").path)
         let config = dir.appendingPathComponent("locationd.toml")
         func policy(_ authorization: String) throws {
             try "[policy.me]\nuser = \(getuid())\nauthorization = \"\(authorization)\"\naccuracy = \"precise\"\n"
                 .write(to: config, atomically: true, encoding: .utf8)
         }
-        func start() throws -> SpawnedDaemon {
-            let daemon = try SpawnedDaemon(
-                arguments: ["--config", config.path, "--socket", dir.appendingPathComponent("locationd.sock").path,
+        func start() throws -> DaemonProcess {
+            let daemon = try DaemonProcess(
+                spawning: ["--config", config.path, "--socket", dir.appendingPathComponent("locationd.sock").path,
                             "--database", dir.appendingPathComponent("locationd.db").path, "--gpsd", "127.0.0.1:1"],
                 environment: ["NOTIFY_SOCKET": notify.path], directory: dir)
             _ = try SystemdTests.read(notify) { SystemdTests.lines($0).contains("READY=1") }
             return daemon
         }
-        func reload(_ daemon: SpawnedDaemon, to authorization: String) throws {
+        func reload(_ daemon: DaemonProcess, to authorization: String) throws {
             try policy(authorization)
             daemon.signal(SIGHUP)
             _ = try SystemdTests.read(notify) { SystemdTests.lines($0).contains("READY=1") }
         }
         /// The daemon's view, asked by a connection of the same program without a session.
-        func status(_ daemon: SpawnedDaemon) async throws
+        func status(_ daemon: DaemonProcess) async throws
             -> (receiver: String?, background: Int?, regions: Int?, suspended: Bool?) {
             let watcher = try await LocationClient.connect(path: daemon.socketPath)
             defer { watcher.close() }
@@ -78,7 +78,7 @@ import Testing
         }
 
         try policy("always")
-        // Each SpawnedDaemon removes the shared directory when released: both live to the end.
+        // Each DaemonProcess removes the shared directory when released: both live to the end.
         let daemon = try start()
         defer { daemon.stop() }
         do {
@@ -105,14 +105,14 @@ import Testing
         away = try await status(daemon)
         #expect(away.background == 0 && away.receiver == "released")
         #expect(away.regions == 1 && away.suspended == true, "status tells the program its regions are suspended")
-        #expect(daemon.stderrText.contains("policy: background monitoring ended"))
-        #expect(daemon.stderrText.contains("policy: regions suspended"))
+        #expect(daemon.stderrText().contains("policy: background monitoring ended"))
+        #expect(daemon.stderrText().contains("policy: regions suspended"))
 
         try reload(daemon, to: "always")
         away = try await status(daemon)
         #expect(away.background == 0 && away.receiver == "watching", "regions resumed; the ended monitor stays ended")
         #expect(away.regions == 1 && away.suspended == false)
-        #expect(daemon.stderrText.contains("policy: regions resumed"))
+        #expect(daemon.stderrText().contains("policy: regions resumed"))
 
         daemon.stop()
         try policy("when-in-use")
@@ -120,6 +120,6 @@ import Testing
         defer { restarted.stop() }
         let afterRestart = try await status(restarted)
         #expect(afterRestart.receiver == "released" && afterRestart.regions == 1 && afterRestart.suspended == true, "\(afterRestart)")
-        #expect(restarted.stderrText.contains("policy: regions suspended"))
+        #expect(restarted.stderrText().contains("policy: regions suspended"))
     }
 }

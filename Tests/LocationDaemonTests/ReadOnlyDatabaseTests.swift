@@ -96,7 +96,7 @@ struct ReadOnlyDatabaseTests {
     /// ProtectHome=yes is played by a mode-0000 tmpfs on /home in a mount namespace of the
     /// daemon's own, the daemon running as the user `daemon`.
     @Test(.enabled("needs unshare, a locationd built outside /home, and user 'daemon' able to run it") {
-        try SpawnedDaemon.canHideHome && OtherUserTests.daemonUserCanRunLocationd()
+        try DaemonProcess.canHideHome && OtherUserTests.daemonUserCanRunLocationd()
     })
     func aDatabaseTheUnitHidesSaysWhy() throws {
         let database = "/home/nobody-\(UUID().uuidString.prefix(8))/locationd.db"
@@ -106,12 +106,12 @@ struct ReadOnlyDatabaseTests {
         let hint = "\(database).lock: cannot open the database's lock file (the unit's ProtectHome=yes hides /home from locationd); set [store] database to a file under /var/lib/locationd (the unit's state directory), \(Self.memoryFix)"
         for (prelude, expected) in [(protectHome + asDaemon, hint),
                                     (asDaemon, "cannot create the database directory (the directory /home is not writable by user daemon")] {
-            let dir = try SpawnedDaemon.makeDirectory()
-            let daemon = try SpawnedDaemon(arguments: ["--gpsd", "127.0.0.1:1", "--database", database, "--socket", dir.appendingPathComponent("s").path],
+            let dir = try DaemonProcess.makeDirectory()
+            let daemon = try DaemonProcess(spawning: ["--gpsd", "127.0.0.1:1", "--database", database, "--socket", dir.appendingPathComponent("s").path],
                                            environment: invocation, directory: dir, wrapper: ["/usr/bin/unshare", "-m"], prelude: prelude)
             defer { daemon.stop() }
-            #expect(daemon.waitForExit() == 78, "\(daemon.stderrText)")
-            #expect(daemon.stderrText.contains(expected), "\(prelude): \(daemon.stderrText)")
+            #expect(daemon.waitForExit() == 78, "\(daemon.stderrText())")
+            #expect(daemon.stderrText().contains(expected), "\(prelude): \(daemon.stderrText())")
         }
     }
 

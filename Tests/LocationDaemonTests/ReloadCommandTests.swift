@@ -10,7 +10,7 @@ import Testing
 /// applied, 1 with the daemon's reason when it was refused; only root and the daemon's user may
 /// ask.
 @Suite(.timeLimit(.minutes(5))) struct ReloadCommandTests {
-    static func reload(_ daemon: SpawnedDaemon, _ extra: [String] = []) throws -> (status: Int32, out: String, err: String) {
+    static func reload(_ daemon: DaemonProcess, _ extra: [String] = []) throws -> (status: Int32, out: String, err: String) {
         try LocationCtlReplayTests.run(["reload", "--socket", daemon.socketPath] + extra)
     }
 
@@ -22,15 +22,15 @@ import Testing
     }
 
     @Test func returnsOnceTheReloadIsInForceAndFailsWithTheReasonWhenRefused() async throws {
-        let dir = try SpawnedDaemon.makeDirectory()
+        let dir = try DaemonProcess.makeDirectory()
         let notify = try DatagramSocket(path: dir.appendingPathComponent("notify.sock").path)
         let config = dir.appendingPathComponent("locationd.toml")
         func policy(_ rule: String) throws {
             try "[policy.me]\nuser = \(getuid())\n\(rule)".write(to: config, atomically: true, encoding: .utf8)
         }
         try policy("authorization = \"always\"\naccuracy = \"approximate\"\n")
-        let daemon = try SpawnedDaemon(
-            arguments: ["--config", config.path, "--socket", dir.appendingPathComponent("locationd.sock").path, "--gpsd", "127.0.0.1:1"],
+        let daemon = try DaemonProcess(
+            spawning: ["--config", config.path, "--socket", dir.appendingPathComponent("locationd.sock").path, "--gpsd", "127.0.0.1:1"],
             environment: ["NOTIFY_SOCKET": notify.path], directory: dir)
         defer { daemon.stop() }
         _ = try SystemdTests.read(notify) { SystemdTests.lines($0).contains("READY=1") }
@@ -43,7 +43,7 @@ import Testing
         try policy("authorization = \"when-in-use\"\naccuracy = \"precise\"\n")
         let applied = try Self.reload(daemon)
         #expect(applied.status == 0 && applied.out.isEmpty && applied.err.isEmpty, "\(applied)")
-        #expect(daemon.stderrText.contains("reload: policy applied"), "\(daemon.stderrText)")
+        #expect(daemon.stderrText().contains("reload: policy applied"), "\(daemon.stderrText())")
         let sent = Self.queued(notify)
         let reloading = try #require(sent.firstIndex { SystemdTests.lines($0).contains("RELOADING=1") }, "\(sent)")
         #expect(SystemdTests.lines(sent[reloading]).contains { $0.hasPrefix("MONOTONIC_USEC=") }, "\(sent[reloading])")
@@ -59,7 +59,7 @@ import Testing
         #expect(refused.status == 1, "\(refused)")
         #expect(refused.err.contains("locationd refused the reload and keeps its current configuration: \(config.path):3: unknown authorization 'alway'; expected denied, when-in-use or always"),
                 "\(refused.err)")
-        #expect(daemon.stderrText.contains("reload failed; keeping the current configuration: \(config.path):3: unknown authorization 'alway'"))
+        #expect(daemon.stderrText().contains("reload failed; keeping the current configuration: \(config.path):3: unknown authorization 'alway'"))
         let third = try await LocationClient.connect(path: daemon.socketPath)
         defer { third.close() }
         #expect(try await third.startSession(.always).authorization == .whenInUse)
@@ -89,7 +89,7 @@ import Testing
     /// A rule naming an executable that does not exist is taken, and the log says so at start
     /// and at each reload that still names it (a typo matched no one, silently).
     @Test func aMissingExecutableIsLoggedAtStartAndReload() throws {
-        let dir = try SpawnedDaemon.makeDirectory()
+        let dir = try DaemonProcess.makeDirectory()
         let notify = try DatagramSocket(path: dir.appendingPathComponent("notify.sock").path)
         let config = dir.appendingPathComponent("locationd.toml")
         let missing = dir.appendingPathComponent("navti").path
@@ -97,18 +97,18 @@ import Testing
             try "[policy.nav]\n\(line)executable = \"\(missing)\"\nauthorization = \"always\"\n".write(to: config, atomically: true, encoding: .utf8)
         }
         try rule("")
-        let daemon = try SpawnedDaemon(
-            arguments: ["--config", config.path, "--socket", dir.appendingPathComponent("locationd.sock").path, "--gpsd", "127.0.0.1:1"],
+        let daemon = try DaemonProcess(
+            spawning: ["--config", config.path, "--socket", dir.appendingPathComponent("locationd.sock").path, "--gpsd", "127.0.0.1:1"],
             environment: ["NOTIFY_SOCKET": notify.path], directory: dir)
         defer { daemon.stop() }
         _ = try SystemdTests.read(notify) { SystemdTests.lines($0).contains("READY=1") }
         let warning = "'policy.nav.executable' is \"\(missing)\", which does not exist: rule 'nav' matches no program until one is installed at that path"
-        #expect(daemon.stderrText.contains("\(config.path):2: \(warning)"), "\(daemon.stderrText)")
+        #expect(daemon.stderrText().contains("\(config.path):2: \(warning)"), "\(daemon.stderrText())")
 
         try rule("accuracy = \"precise\"\n")
         let reloaded = try Self.reload(daemon)
         #expect(reloaded.status == 0, "\(reloaded)")
-        #expect(daemon.stderrText.contains("reload: \(config.path):3: \(warning)"), "\(daemon.stderrText)")
+        #expect(daemon.stderrText().contains("reload: \(config.path):3: \(warning)"), "\(daemon.stderrText())")
     }
 
     /// The reload held open: the config file is a FIFO, so the daemon's reload waits in open(2)
@@ -116,7 +116,7 @@ import Testing
     /// stderr pipe stays open); once the file is written it exits 0, with the new level already
     /// in force.
     @Test func waitsWhileTheDaemonIsStillReloading() throws {
-        let dir = try SpawnedDaemon.makeDirectory()
+        let dir = try DaemonProcess.makeDirectory()
         let notify = try DatagramSocket(path: dir.appendingPathComponent("notify.sock").path)
         let config = dir.appendingPathComponent("locationd.toml")
         #expect(mkfifo(config.path, 0o600) == 0)
@@ -127,8 +127,8 @@ import Testing
             #expect(fd >= 0 && write(fd, bytes, bytes.count) == bytes.count)
             close(fd)
         }
-        let daemon = try SpawnedDaemon(
-            arguments: ["--config", config.path, "--socket", dir.appendingPathComponent("locationd.sock").path, "--gpsd", "127.0.0.1:1"],
+        let daemon = try DaemonProcess(
+            spawning: ["--config", config.path, "--socket", dir.appendingPathComponent("locationd.sock").path, "--gpsd", "127.0.0.1:1"],
             environment: ["NOTIFY_SOCKET": notify.path], directory: dir)
         defer { daemon.stop() }
         feed("[log]\nlevel = \"info\"\n")
@@ -150,17 +150,17 @@ import Testing
         let said = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         ctl.waitUntilExit()
         #expect(ctl.terminationStatus == 0, "\(said)")
-        #expect(daemon.stderrText.contains(#"reload: applied key=log.level new="debug" old="info""#), "\(daemon.stderrText)")
+        #expect(daemon.stderrText().contains(#"reload: applied key=log.level new="debug" old="info""#), "\(daemon.stderrText())")
     }
 
     /// A reload is an administrator's action: another user (nobody, via setpriv) who may
     /// connect gets `notPermitted`, and nothing is reloaded.
     @Test(.enabled(if: getuid() == 0, "needs root: runs a client as nobody (setpriv)"))
     func onlyRootAndTheDaemonsUserMayReload() async throws {
-        let dir = try SpawnedDaemon.makeDirectory()
+        let dir = try DaemonProcess.makeDirectory()
         let notify = try DatagramSocket(path: dir.appendingPathComponent("notify.sock").path)
-        let daemon = try SpawnedDaemon(
-            arguments: ["--socket", dir.appendingPathComponent("locationd.sock").path, "--gpsd", "127.0.0.1:1"],
+        let daemon = try DaemonProcess(
+            spawning: ["--socket", dir.appendingPathComponent("locationd.sock").path, "--gpsd", "127.0.0.1:1"],
             environment: ["NOTIFY_SOCKET": notify.path], directory: dir)
         defer { daemon.stop() }
         _ = try SystemdTests.read(notify) { SystemdTests.lines($0).contains("READY=1") }
@@ -169,7 +169,7 @@ import Testing
         let reply = try OtherUserTests.requestAsNobody(socket: daemon.socketPath, request: #"{"type":"reload","id":1}"#)
         #expect(reply.contains(#""type":"error","id":1,"code":"notPermitted","message":"reload is for root and the daemon's user only""#), "\(reply)")
         #expect(!Self.queued(notify).contains { SystemdTests.lines($0).contains("RELOADING=1") })
-        #expect(daemon.stderrText.contains("reload request refused: not root or the daemon's user"), "\(daemon.stderrText)")
+        #expect(daemon.stderrText().contains("reload request refused: not root or the daemon's user"), "\(daemon.stderrText())")
     }
 
     /// The unit's `ExecReload=` runs as the daemon's user: a daemon run as `daemon` takes a
@@ -199,7 +199,7 @@ import Testing
 
     /// No daemon at the socket fails at once, naming the socket.
     @Test func noDaemonIsAClearFailure() throws {
-        let dir = try SpawnedDaemon.makeDirectory()
+        let dir = try DaemonProcess.makeDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let missing = dir.appendingPathComponent("none.sock").path
         let result = try LocationCtlReplayTests.run(["reload", "--socket", missing])

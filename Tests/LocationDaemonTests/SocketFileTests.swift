@@ -10,12 +10,12 @@ import Testing
 /// created, and only that one.
 @Suite(.serialized, .timeLimit(.minutes(2))) struct SocketFileTests {
     /// Connects to `path` once `daemon` serves it (polling its startup, not pacing the test).
-    static func connect(_ path: String, _ daemon: SpawnedDaemon) async throws -> LocationClient {
+    static func connect(_ path: String, _ daemon: DaemonProcess) async throws -> LocationClient {
         let deadline = Date().addingTimeInterval(10)
         while true {
             do { return try await LocationClient.connect(path: path) } catch {
                 guard Date() < deadline, daemon.waitForExit(timeout: 0) == nil else {
-                    throw DaemonProcess.Failure(description: "cannot connect: \(error); stderr: \(daemon.stderrText)")
+                    throw DaemonProcess.Failure(description: "cannot connect: \(error); stderr: \(daemon.stderrText())")
                 }
                 try await Task.sleep(for: .milliseconds(20))
             }
@@ -62,16 +62,16 @@ import Testing
     /// A's socket file is removed while it runs and B binds the same path; A's shutdown leaves
     /// B's socket in place, and B's own shutdown removes it.
     @Test func aStoppingDaemonLeavesAnotherDaemonsSocketAlone() async throws {
-        let aDirectory = try SpawnedDaemon.makeDirectory()
-        let a = try SpawnedDaemon(arguments: DescriptorLimitTests.arguments(aDirectory, ["--gpsd", "127.0.0.1:1"]),
+        let aDirectory = try DaemonProcess.makeDirectory()
+        let a = try DaemonProcess(spawning: DescriptorLimitTests.arguments(aDirectory, ["--gpsd", "127.0.0.1:1"]),
                                   environment: [:], directory: aDirectory)
         defer { a.stop() }
         let path = a.socketPath
         try await DescriptorLimitTests.connect(a).close()
         #expect(unlink(path) == 0)
 
-        let bDirectory = try SpawnedDaemon.makeDirectory()
-        let b = try SpawnedDaemon(arguments: ["--socket", path, "--database", "none", "--gpsd", "127.0.0.1:1"],
+        let bDirectory = try DaemonProcess.makeDirectory()
+        let b = try DaemonProcess(spawning: ["--socket", path, "--database", "none", "--gpsd", "127.0.0.1:1"],
                                   environment: [:], directory: bDirectory)
         defer { b.stop() }
         let client = try await Self.connect(path, b)
@@ -80,14 +80,14 @@ import Testing
         #expect(status.connected == 1)
 
         a.signal(SIGTERM)
-        #expect(a.waitForExit() == 0, "\(a.stderrText.suffix(1000))")
-        #expect(access(path, F_OK) == 0, "A's shutdown removed B's socket file; A: \(a.stderrText.suffix(800))")
-        #expect(a.stderrText.contains("notice locationd: the socket file is not the one this daemon created"), "\(a.stderrText.suffix(800))")
+        #expect(a.waitForExit() == 0, "\(a.stderrText().suffix(1000))")
+        #expect(access(path, F_OK) == 0, "A's shutdown removed B's socket file; A: \(a.stderrText().suffix(800))")
+        #expect(a.stderrText().contains("notice locationd: the socket file is not the one this daemon created"), "\(a.stderrText().suffix(800))")
         let again = try await LocationClient.connect(path: path)
         again.close()
 
         b.signal(SIGTERM)
-        #expect(b.waitForExit() == 0, "\(b.stderrText.suffix(1000))")
+        #expect(b.waitForExit() == 0, "\(b.stderrText().suffix(1000))")
         #expect(access(path, F_OK) != 0, "B did not remove its own socket file")
     }
 
@@ -107,7 +107,7 @@ import Testing
         try OtherUserTests.daemonUserCanRunLocationd()
     })
     func aSocketDirectoryTheDaemonsUserCannotWriteIsNamedWithTheFix() async throws {
-        let dir = try SpawnedDaemon.makeDirectory()
+        let dir = try DaemonProcess.makeDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         chmod(dir.path, 0o555)
         let path = dir.appendingPathComponent("x.sock").path
@@ -123,7 +123,7 @@ import Testing
         try OtherUserTests.daemonUserCanRunLocationd()
     })
     func aSocketDirectoryTheDaemonsUserCannotCreateIsNamedWithTheFix() async throws {
-        let dir = try SpawnedDaemon.makeDirectory()
+        let dir = try DaemonProcess.makeDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         chmod(dir.path, 0o755)
         let target = dir.appendingPathComponent("a/b").path
@@ -136,7 +136,7 @@ import Testing
     /// A socket path through a file: `mkdir -p` cannot mend that, so the fix is another path
     /// or removing the file.
     @Test func aSocketPathThroughAFileIsNamedWithTheFix() throws {
-        let dir = try SpawnedDaemon.makeDirectory()
+        let dir = try DaemonProcess.makeDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let file = dir.appendingPathComponent("file")
         try Data().write(to: file)
@@ -167,7 +167,7 @@ import Testing
         try OtherUserTests.daemonUserCanRunLocationd()
     })
     func aSocketDirectoryTheDaemonsUserCannotEnterIsNamedWithTheFix() async throws {
-        let dir = try SpawnedDaemon.makeDirectory()
+        let dir = try DaemonProcess.makeDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let closed = dir.appendingPathComponent("closed")
         try FileManager.default.createDirectory(at: closed, withIntermediateDirectories: false)
@@ -213,7 +213,7 @@ import Testing
     /// search permission (a file without an x bit refuses X_OK even to root): the start fails
     /// with "Not a directory", naming the path.
     @Test func aFileInTheSocketsPathIsNotADirectoryNotAPermission() async throws {
-        let dir = try SpawnedDaemon.makeDirectory()
+        let dir = try DaemonProcess.makeDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let file = dir.appendingPathComponent("notadir")
         #expect(FileManager.default.createFile(atPath: file.path, contents: Data(), attributes: [.posixPermissions: 0o644]))

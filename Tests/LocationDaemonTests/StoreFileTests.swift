@@ -377,8 +377,8 @@ import Testing
     /// writing to the deleted file, so a registration would be acknowledged and gone at the next
     /// start. It is refused with `storeFailed`, naming the file and the fix, and logged.
     @Test func aDatabaseDeletedWhileRunningRefusesWrites() async throws {
-        let dir = try SpawnedDaemon.makeDirectory()
-        let daemon = try SpawnedDaemon(arguments: ["--socket", dir.appendingPathComponent("locationd.sock").path,
+        let dir = try DaemonProcess.makeDirectory()
+        let daemon = try DaemonProcess(spawning: ["--socket", dir.appendingPathComponent("locationd.sock").path,
                                                    "--gpsd", "127.0.0.1:1"], environment: [:], directory: dir)
         defer { daemon.stop() }
         try await DescriptorLimitTests.connect(daemon).close()
@@ -399,9 +399,9 @@ import Testing
         // The client gets a client's reason; the file and the fix are the administrator's, in the log.
         #expect(refused?.contains(Hub.notStoredReason) == true, "\(refused ?? "no reply")")
         #expect(refused?.contains(dir.path) == false && refused?.contains("restart") == false, "\(refused ?? "no reply")")
-        #expect(daemon.stderrText.contains("error locationd: cannot store region registrations"), "\(daemon.stderrText.suffix(1000))")
-        #expect(daemon.stderrText.contains("\(database) was deleted or replaced while locationd ran"), "\(daemon.stderrText.suffix(1000))")
-        #expect(daemon.stderrText.contains("restart locationd (systemctl restart locationd)"), "\(daemon.stderrText.suffix(1000))")
+        #expect(daemon.stderrText().contains("error locationd: cannot store region registrations"), "\(daemon.stderrText().suffix(1000))")
+        #expect(daemon.stderrText().contains("\(database) was deleted or replaced while locationd ran"), "\(daemon.stderrText().suffix(1000))")
+        #expect(daemon.stderrText().contains("restart locationd (systemctl restart locationd)"), "\(daemon.stderrText().suffix(1000))")
     }
 
     /// The -wal removed while the daemon runs (a "leftover" cleaned up by hand): commits would go
@@ -411,7 +411,7 @@ import Testing
     /// points to: checked there.)
     @Test(arguments: [false, true])
     func aWALDeletedWhileRunningRefusesWritesAndAGracefulRestartKeepsEverything(throughALink: Bool) async throws {
-        let dir = try SpawnedDaemon.makeDirectory()
+        let dir = try DaemonProcess.makeDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let socket = dir.appendingPathComponent("locationd.sock").path
         let database = dir.appendingPathComponent(throughALink ? "data/locationd.db" : "locationd.db").path
@@ -422,7 +422,7 @@ import Testing
             try #require(symlink(database, given) == 0)
         }
         let arguments = ["--socket", socket, "--gpsd", "127.0.0.1:1", "--database", given]
-        let daemon = try SpawnedDaemon(arguments: arguments, environment: [:], directory: dir)
+        let daemon = try DaemonProcess(spawning: arguments, environment: [:], directory: dir)
         defer { daemon.stop() }
         try await DescriptorLimitTests.connect(daemon).close()
         var client = try RawClient(path: daemon.socketPath)
@@ -438,13 +438,13 @@ import Testing
         let refused = add("after")
         #expect(refused?.contains(#""code":"storeFailed""#) == true, "\(refused ?? "no reply")")
         #expect(refused?.contains(Hub.notStoredReason) == true && refused?.contains(dir.path) == false, "\(refused ?? "no reply")")
-        #expect(daemon.stderrText.contains("\(database)-wal was deleted or replaced while locationd ran"), "\(daemon.stderrText.suffix(1000))")
-        #expect(daemon.stderrText.contains("restart it gracefully"), "\(daemon.stderrText.suffix(1000))")
+        #expect(daemon.stderrText().contains("\(database)-wal was deleted or replaced while locationd ran"), "\(daemon.stderrText().suffix(1000))")
+        #expect(daemon.stderrText().contains("restart it gracefully"), "\(daemon.stderrText().suffix(1000))")
         client.close()
 
         daemon.signal(SIGTERM)  // systemctl stop: the stop checkpoints the deleted WAL into the file
-        #expect(daemon.waitForExit(timeout: 20) == 0, "\(daemon.stderrText.suffix(1000))")
-        let restarted = try SpawnedDaemon(arguments: arguments, environment: [:], directory: dir)
+        #expect(daemon.waitForExit(timeout: 20) == 0, "\(daemon.stderrText().suffix(1000))")
+        let restarted = try DaemonProcess(spawning: arguments, environment: [:], directory: dir)
         defer { restarted.stop() }
         try await DescriptorLimitTests.connect(restarted).close()
         client = try RawClient(path: restarted.socketPath)
@@ -462,9 +462,9 @@ import Testing
     /// copied alone after a stop (a backup, a move to another machine), and a -wal removed as a
     /// leftover would take every acknowledged registration with it.
     @Test func aGracefulStopLeavesEverythingInTheDatabaseFile() async throws {
-        let dir = try SpawnedDaemon.makeDirectory()
+        let dir = try DaemonProcess.makeDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let daemon = try SpawnedDaemon(arguments: ["--socket", dir.appendingPathComponent("locationd.sock").path,
+        let daemon = try DaemonProcess(spawning: ["--socket", dir.appendingPathComponent("locationd.sock").path,
                                                    "--gpsd", "127.0.0.1:1"], environment: [:], directory: dir)
         defer { daemon.stop() }
         try await DescriptorLimitTests.connect(daemon).close()
@@ -475,7 +475,7 @@ import Testing
         #expect(client.waitFor(#""type":"regions.changed""#) != nil)
         client.close()
         daemon.signal(SIGTERM)
-        #expect(daemon.waitForExit() == 0, "\(daemon.stderrText.suffix(1000))")
+        #expect(daemon.waitForExit() == 0, "\(daemon.stderrText().suffix(1000))")
 
         let database = dir.appendingPathComponent("locationd.db").path
         let wal = (try? FileManager.default.attributesOfItem(atPath: database + "-wal")[.size] as? Int) ?? 0
@@ -487,8 +487,8 @@ import Testing
 
     /// A daemon logging to a stand-in journal, whose database file (and its -wal and -shm) was
     /// deleted once it ran: every write outside a request fails from then on.
-    static func daemonWithItsDatabaseDeleted() async throws -> (daemon: SpawnedDaemon, journal: StandInJournal, database: String) {
-        let journal = try StandInJournal(directory: try SpawnedDaemon.makeDirectory())
+    static func daemonWithItsDatabaseDeleted() async throws -> (daemon: DaemonProcess, journal: StandInJournal, database: String) {
+        let journal = try StandInJournal(directory: try DaemonProcess.makeDirectory())
         let dir = journal.directory
         let daemon = try journal.spawn(arguments: ["--socket", dir.appendingPathComponent("locationd.sock").path, "--gpsd", "127.0.0.1:1"])
         try await DescriptorLimitTests.connect(daemon).close()
@@ -516,9 +516,9 @@ import Testing
             if fields["MESSAGE"]?.contains("program identity") == true { entry = fields }
         }
         #expect(client.waitFor(#""type":"session""#) != nil)
-        #expect(entry?["PRIORITY"] == "3", "\(entry ?? [:]); stderr: \(daemon.stderrText)")
+        #expect(entry?["PRIORITY"] == "3", "\(entry ?? [:]); stderr: \(daemon.stderrText())")
         #expect(entry?["LOCATIOND_ERROR"]?.contains("\(database) was deleted or replaced") == true, "\(entry ?? [:])")
-        #expect(daemon.stderrText.isEmpty, "\(daemon.stderrText)")
+        #expect(daemon.stderrText().isEmpty, "\(daemon.stderrText())")
     }
 
     /// A background monitor that cannot be written is logged naming it and its program: what was
@@ -547,8 +547,8 @@ import Testing
     /// the NUL, as "a": a later region "a" then failed with a UNIQUE constraint, and an id cut to
     /// nothing failed the program's next start. Such an id is refused as invalid.
     @Test func aRegionIDWithNULIsRefused() async throws {
-        let dir = try SpawnedDaemon.makeDirectory()
-        let daemon = try SpawnedDaemon(arguments: ["--socket", dir.appendingPathComponent("locationd.sock").path,
+        let dir = try DaemonProcess.makeDirectory()
+        let daemon = try DaemonProcess(spawning: ["--socket", dir.appendingPathComponent("locationd.sock").path,
                                                    "--gpsd", "127.0.0.1:1"], environment: [:], directory: dir)
         defer { daemon.stop() }
         try await DescriptorLimitTests.connect(daemon).close()

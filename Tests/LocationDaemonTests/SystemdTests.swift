@@ -31,13 +31,13 @@ import Glibc
 
     /// The daemon (no gpsd) with `config` as its config file and NOTIFY_SOCKET on a datagram
     /// socket, plus `environment`.
-    static func spawn(config: String, environment: [String: String]) throws -> (daemon: SpawnedDaemon, notify: DatagramSocket, config: URL) {
-        let dir = try SpawnedDaemon.makeDirectory()
+    static func spawn(config: String, environment: [String: String]) throws -> (daemon: DaemonProcess, notify: DatagramSocket, config: URL) {
+        let dir = try DaemonProcess.makeDirectory()
         let notify = try DatagramSocket(path: dir.appendingPathComponent("notify.sock").path, timestamps: true)
         let file = dir.appendingPathComponent("locationd.toml")
         try config.write(to: file, atomically: true, encoding: .utf8)
-        let daemon = try SpawnedDaemon(
-            arguments: ["--config", file.path, "--socket", dir.appendingPathComponent("locationd.sock").path, "--gpsd", "127.0.0.1:1"],
+        let daemon = try DaemonProcess(
+            spawning: ["--config", file.path, "--socket", dir.appendingPathComponent("locationd.sock").path, "--gpsd", "127.0.0.1:1"],
             environment: environment.merging(["NOTIFY_SOCKET": notify.path]) { mine, _ in mine }, directory: dir)
         return (daemon, notify, file)
     }
@@ -100,7 +100,7 @@ import Glibc
         let reload = try Self.read(notify) { Self.lines($0).contains("READY=1") }
         let reloading = try #require(reload.first { Self.lines($0).contains("RELOADING=1") })
         #expect(reloading.contains("MONOTONIC_USEC="))
-        let log = daemon.stderrText
+        let log = daemon.stderrText()
         #expect(log.contains("reload: applied key=log.level new=\"debug\" old=\"info\""), "\(log)")
         #expect(log.contains("applies after a restart"), "\(log)")
         #expect(log.contains("key=socket.flood_burst new=50 old=200"), "\(log)")
@@ -110,15 +110,15 @@ import Glibc
         // SIGTERM: STOPPING=1, then a clean exit.
         daemon.signal(SIGTERM)
         _ = try Self.read(notify) { Self.lines($0).contains("STOPPING=1") }
-        #expect(daemon.waitForExit() == 0, "\(daemon.stderrText)")
+        #expect(daemon.waitForExit() == 0, "\(daemon.stderrText())")
         #expect(!FileManager.default.fileExists(atPath: daemon.socketPath))
     }
 
     @Test func watchdogPingsStopWhenTheEventLoopStalls() throws {
-        let dir = try SpawnedDaemon.makeDirectory()
+        let dir = try DaemonProcess.makeDirectory()
         let notify = try DatagramSocket(path: dir.appendingPathComponent("notify.sock").path)
-        let daemon = try SpawnedDaemon(
-            arguments: ["--socket", dir.appendingPathComponent("locationd.sock").path, "--gpsd", "127.0.0.1:1"],
+        let daemon = try DaemonProcess(
+            spawning: ["--socket", dir.appendingPathComponent("locationd.sock").path, "--gpsd", "127.0.0.1:1"],
             environment: ["NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "200000", "LOCATIOND_TEST_STALL_ON": "SIGUSR2"],
             directory: dir)
         defer { daemon.stop() }
@@ -152,23 +152,23 @@ import Glibc
         let stopping = Date()
         daemon.signal(SIGTERM)
         _ = try Self.read(notify) { Self.lines($0).contains("STOPPING=1") }
-        #expect(daemon.waitForExit(timeout: 10) == 1, "\(daemon.stderrText)")
+        #expect(daemon.waitForExit(timeout: 10) == 1, "\(daemon.stderrText())")
         let took = Date().timeIntervalSince(stopping)
         #expect(took > 0.4 && took < 5, "the stop was abandoned after \(took) s; shutdown_timeout is 0.5 s")
-        #expect(daemon.stderrText.contains("shutdown did not finish within 0.5 s (daemon.shutdown_timeout); exiting"),
-                "\(daemon.stderrText)")
+        #expect(daemon.stderrText().contains("shutdown did not finish within 0.5 s (daemon.shutdown_timeout); exiting"),
+                "\(daemon.stderrText())")
     }
 
     @Test func socketActivationServesThePassedSocket() async throws {
-        let dir = try SpawnedDaemon.makeDirectory()
+        let dir = try DaemonProcess.makeDirectory()
         let notify = try DatagramSocket(path: dir.appendingPathComponent("notify.sock").path)
         let activated = dir.appendingPathComponent("activated.sock").path
         let listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         try #require(listener >= 0)
         try #require(withSockaddr(activated) { bind(listener, $0, $1) } == 0)
         try #require(listen(listener, 16) == 0)
-        let daemon = try SpawnedDaemon(
-            arguments: ["--socket", dir.appendingPathComponent("locationd.sock").path, "--gpsd", "127.0.0.1:1"],
+        let daemon = try DaemonProcess(
+            spawning: ["--socket", dir.appendingPathComponent("locationd.sock").path, "--gpsd", "127.0.0.1:1"],
             environment: ["NOTIFY_SOCKET": notify.path], directory: dir, passing: listener)
         close(listener)  // the child holds its copy
         defer { daemon.stop() }
@@ -181,13 +181,13 @@ import Glibc
         #expect(status.subscribers == 0)
         // The configured path was not bound: the passed socket replaced it.
         #expect(!FileManager.default.fileExists(atPath: daemon.socketPath))
-        #expect(daemon.stderrText.contains("listening on an inherited socket fd=3"))
+        #expect(daemon.stderrText().contains("listening on an inherited socket fd=3"))
         // The stop names what was served, not the configured path it never bound.
         client.close()
         daemon.signal(SIGTERM)
-        #expect(daemon.waitForExit(timeout: 10) == 0, "\(daemon.stderrText)")
-        #expect(daemon.stderrText.contains("stopped listening fd=3"), "\(daemon.stderrText)")
-        #expect(!daemon.stderrText.contains(daemon.socketPath), "\(daemon.stderrText)")
+        #expect(daemon.waitForExit(timeout: 10) == 0, "\(daemon.stderrText())")
+        #expect(daemon.stderrText().contains("stopped listening fd=3"), "\(daemon.stderrText())")
+        #expect(!daemon.stderrText().contains(daemon.socketPath), "\(daemon.stderrText())")
     }
 
     /// The daemon held in its start at a known point: its privacy secret is a FIFO, which it
@@ -252,26 +252,26 @@ import Glibc
     /// a terminal run as a service; another unit may not hide /home): with /home visible, the
     /// plain reason, as when run by hand. ProtectHome=yes is played by a mode-0000 tmpfs on
     /// /home in a mount namespace of the daemon's own (root only).
-    @Test(.enabled(if: getuid() == 0 && SpawnedDaemon.canHideHome)) func aReplayLogTheUnitHidesSaysWhy() throws {
+    @Test(.enabled(if: getuid() == 0 && DaemonProcess.canHideHome)) func aReplayLogTheUnitHidesSaysWhy() throws {
         let log = "/home/nobody-\(UUID().uuidString.prefix(8))/drive.nmea"
         let hint = "no such file, as the daemon sees it: the unit's ProtectHome=yes hides /home from locationd; copy the log to /var/lib/locationd (the unit's state directory) and name that"
         let invocation = ["INVOCATION_ID": "0123456789abcdef0123456789abcdef"]
         let protectHome = "mount -t tmpfs -o mode=000 tmpfs /home || exit 98; "
         for (environment, prelude, expected) in [(invocation, protectHome, hint), (invocation, "", "no such file; give the path"),
                                                  ([:], protectHome, "no such file; give the path"), ([:], "", "no such file; give the path")] {
-            let dir = try SpawnedDaemon.makeDirectory()
-            let daemon = try SpawnedDaemon(arguments: ["--replay", log, "--socket", dir.appendingPathComponent("s").path],
+            let dir = try DaemonProcess.makeDirectory()
+            let daemon = try DaemonProcess(spawning: ["--replay", log, "--socket", dir.appendingPathComponent("s").path],
                                            environment: environment, directory: dir, wrapper: ["/usr/bin/unshare", "-m"], prelude: prelude)
             defer { daemon.stop() }
-            #expect(daemon.waitForExit() == 64, "\(daemon.stderrText)")
-            #expect(daemon.stderrText.contains("--replay '\(log)': cannot open it for reading: \(expected)"), "\(prelude) \(environment): \(daemon.stderrText)")
+            #expect(daemon.waitForExit() == 64, "\(daemon.stderrText())")
+            #expect(daemon.stderrText().contains("--replay '\(log)': cannot open it for reading: \(expected)"), "\(prelude) \(environment): \(daemon.stderrText())")
         }
     }
 
     /// A replay log named through a symbolic link (or a linked directory) into a home directory
     /// is hidden the same way under the unit: the message names where it leads and why, not
     /// just "no such file" for a path outside /home.
-    @Test(.enabled(if: getuid() == 0 && SpawnedDaemon.canHideHome)) func aReplayLogLinkedIntoAHiddenDirectorySaysWhy() throws {
+    @Test(.enabled(if: getuid() == 0 && DaemonProcess.canHideHome)) func aReplayLogLinkedIntoAHiddenDirectorySaysWhy() throws {
         let target = "/home/nobody-\(UUID().uuidString.prefix(8))/drive.nmea"
         // The links outside /tmp, which the unit hides itself (that is said first).
         let links = "/dev/shm/ld-\(UUID().uuidString.prefix(8))"
@@ -282,13 +282,13 @@ import Glibc
         #expect(symlink(target, link) == 0)
         #expect(symlink((target as NSString).deletingLastPathComponent, linkedDirectory) == 0)
         for log in [link, linkedDirectory + "/drive.nmea"] {
-            let dir = try SpawnedDaemon.makeDirectory()
-            let daemon = try SpawnedDaemon(arguments: ["--replay", log, "--socket", dir.appendingPathComponent("s").path],
+            let dir = try DaemonProcess.makeDirectory()
+            let daemon = try DaemonProcess(spawning: ["--replay", log, "--socket", dir.appendingPathComponent("s").path],
                                            environment: ["INVOCATION_ID": "0123456789abcdef0123456789abcdef"], directory: dir,
                                            wrapper: ["/usr/bin/unshare", "-m"], prelude: "mount -t tmpfs -o mode=000 tmpfs /home || exit 98; ")
             defer { daemon.stop() }
             #expect(daemon.waitForExit() == 64)
-            #expect(daemon.stderrText.contains("--replay '\(log)': cannot open it for reading: no such file, as the daemon sees it: it leads to \(target), and the unit's ProtectHome=yes hides /home from locationd; copy the log to /var/lib/locationd (the unit's state directory) and name that"), "\(daemon.stderrText)")
+            #expect(daemon.stderrText().contains("--replay '\(log)': cannot open it for reading: no such file, as the daemon sees it: it leads to \(target), and the unit's ProtectHome=yes hides /home from locationd; copy the log to /var/lib/locationd (the unit's state directory) and name that"), "\(daemon.stderrText())")
         }
     }
 
@@ -309,7 +309,7 @@ import Glibc
     /// `<3>` prefix journald reads as its priority (sd-daemon(3)). It had none, so the journal
     /// stored why the daemon would not start at priority 6 (info), hidden from `journalctl -p err`.
     @Test func aConfigErrorAtStartIsAnErrorInTheJournal() throws {
-        let dir = try SpawnedDaemon.makeDirectory()
+        let dir = try DaemonProcess.makeDirectory()
         let config = dir.appendingPathComponent("locationd.toml").path
         try "[gpsd]\nhots = \"x\"\n".write(toFile: config, atomically: true, encoding: .utf8)
         // The file the daemon's stderr goes to (truncated, not replaced, at spawn): its device and inode.
@@ -317,22 +317,22 @@ import Glibc
         #expect(FileManager.default.createFile(atPath: stderrPath, contents: nil))
         var st = stat()
         #expect(stat(stderrPath, &st) == 0)
-        let daemon = try SpawnedDaemon(
-            arguments: ["--config", config, "--socket", dir.appendingPathComponent("locationd.sock").path, "--gpsd", "127.0.0.1:1"],
+        let daemon = try DaemonProcess(
+            spawning: ["--config", config, "--socket", dir.appendingPathComponent("locationd.sock").path, "--gpsd", "127.0.0.1:1"],
             environment: ["JOURNAL_STREAM": "\(st.st_dev):\(st.st_ino)"], directory: dir)
         defer { daemon.stop() }
         #expect(daemon.waitForExit() == 78)
-        #expect(daemon.stderrText == "<3>locationd: \(config):2: unknown key 'gpsd.hots'; expected one of host, port, device\n")
+        #expect(daemon.stderrText() == "<3>locationd: \(config):2: unknown key 'gpsd.hots'; expected one of host, port, device\n")
     }
 
     @Test(.enabled(if: StandInJournal.isAvailable, "needs root and unshare: a stand-in journald at /run/systemd/journal/socket in a mount namespace"))
     func daemonLogsToTheJournal() throws {
-        let journal = try StandInJournal(directory: try SpawnedDaemon.makeDirectory())
+        let journal = try StandInJournal(directory: try DaemonProcess.makeDirectory())
         let daemon = try journal.spawn(arguments: ["--socket", journal.directory.appendingPathComponent("locationd.sock").path, "--gpsd", "127.0.0.1:1"])
         defer { daemon.stop() }
         var entries: [[String: String]] = []
         while !entries.contains(where: { $0["MESSAGE"]?.hasPrefix("serving") == true }) {
-            entries.append(try #require(try journal.receive(timeout: 10), "no journal entry; stderr: \(daemon.stderrText)"))
+            entries.append(try #require(try journal.receive(timeout: 10), "no journal entry; stderr: \(daemon.stderrText())"))
         }
         let serving = entries.last!
         #expect(serving["SYSLOG_IDENTIFIER"] == "locationd")
@@ -341,7 +341,7 @@ import Glibc
         #expect(serving["LOCATIOND_SOURCE"] == "gpsd 127.0.0.1:1")
         #expect(serving["CODE_FILE"]?.hasSuffix("Daemon.swift") == true)
         #expect(serving["CODE_FUNC"] == "run(wakes:wake:)")
-        #expect(daemon.stderrText.isEmpty, "nothing on stderr while the journal takes it")
+        #expect(daemon.stderrText().isEmpty, "nothing on stderr while the journal takes it")
         // The last entries of a stop are sent before the process exits.
         daemon.signal(SIGTERM)
         #expect(daemon.waitForExit() == 0)
@@ -356,7 +356,7 @@ import Glibc
     /// sd_journal_sendv waits for as long as the journal's socket is full.)
     @Test(.enabled(if: StandInJournal.isAvailable, "needs root and unshare: a stand-in journald at /run/systemd/journal/socket in a mount namespace"))
     func aJournalThatStopsReadingDoesNotStopTheDaemon() async throws {
-        let journal = try StandInJournal(directory: try SpawnedDaemon.makeDirectory())
+        let journal = try StandInJournal(directory: try DaemonProcess.makeDirectory())
         let notify = try DatagramSocket(path: journal.directory.appendingPathComponent("notify.sock").path)
         let daemon = try journal.spawn(arguments: ["--socket", journal.directory.appendingPathComponent("locationd.sock").path,
                                                    "--gpsd", "127.0.0.1:1", "--log-level", "debug"],

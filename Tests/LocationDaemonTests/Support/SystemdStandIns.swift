@@ -97,114 +97,6 @@ final class DatagramSocket: @unchecked Sendable {
     }
 }
 
-/// The real `locationd` started with posix_spawn, so a test controls its environment and can
-/// pass it a descriptor as fd 3 (socket activation). stderr goes to a file in `directory`.
-final class SpawnedDaemon: @unchecked Sendable {
-    let directory: URL
-    let pid: pid_t
-    private var exitStatus: Int32?
-
-    var socketPath: String { directory.appendingPathComponent("locationd.sock").path }
-    var stderrPath: String { directory.appendingPathComponent("stderr.log").path }
-
-    /// Whether ProtectHome=yes can be played (a mode-0000 tmpfs on /home in a mount namespace
-    /// of the daemon's own, `unshare -m`): not when the built locationd is under /home, which
-    /// the tmpfs would hide too (the exec failed, 127, instead of the daemon's message).
-    static var canHideHome: Bool {
-        access("/usr/bin/unshare", X_OK) == 0 && !DaemonProcess.executable.path.hasPrefix("/home/")
-    }
-
-    static func makeDirectory() throws -> URL {
-        // Short: sun_path holds at most 107 bytes.
-        let dir = URL(fileURLWithPath: "/tmp/ld-\(UUID().uuidString.prefix(8))")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        return dir
-    }
-
-    /// - Parameters:
-    ///   - passing: a listening socket handed over as fd 3 with LISTEN_FDS=1 and LISTEN_PID set
-    ///     to the child's own pid (through `sh -c 'export LISTEN_PID=$$; exec …'`).
-    ///   - openFiles: the child's RLIMIT_NOFILE (set by the shell before `exec`, so the test
-    ///     process keeps its own hard limit); both at most the test process's hard limit.
-    ///   - wrapper, prelude: a command the shell runs under (`unshare -m`), and shell commands
-    ///     run before `exec` (mounts in that namespace).
-    init(arguments: [String], environment: [String: String], directory: URL? = nil, passing fd: CInt? = nil,
-         openFiles: (soft: UInt64, hard: UInt64)? = nil, wrapper: [String] = [], prelude: String = "") throws {
-        self.directory = try directory ?? Self.makeDirectory()
-        // Never the system's /var/lib/locationd: each daemon keeps its state in its own folder.
-        let arguments = arguments.contains("--database") ? arguments
-            : arguments + ["--database", self.directory.appendingPathComponent("locationd.db").path]
-        let exe = DaemonProcess.executable.path
-        var argv: [String]
-        var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("LISTEN_") && $0.key != "NOTIFY_SOCKET" && !$0.key.hasPrefix("WATCHDOG_") && $0.key != "JOURNAL_STREAM" && $0.key != "INVOCATION_ID" }
-        for (k, v) in environment { env[k] = v }
-        var script = prelude
-        if let openFiles {
-            // Soft first: a hard limit below the current soft one is refused.
-            script += "ulimit -S -n \(openFiles.soft) && ulimit -H -n \(openFiles.hard) || exit 99; "
-        }
-        if fd != nil {
-            env["LISTEN_FDS"] = "1"
-            script += "export LISTEN_PID=$$; "
-        }
-        if script.isEmpty && wrapper.isEmpty {
-            argv = [exe] + arguments
-        } else {
-            argv = wrapper + ["/bin/sh", "-c", script + "exec \"$0\" \"$@\"", exe] + arguments
-        }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 2, self.directory.appendingPathComponent("stderr.log").path,
-                                         O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        if let fd {
-            // dup2 onto 3 clears close-on-exec; a descriptor already at 3 is moved away first.
-            let source = fd == 3 ? dup(fd) : fd
-            posix_spawn_file_actions_adddup2(&actions, source, 3)
-        }
-        let cArgs = argv.map { strdup($0) } + [nil]
-        let cEnv = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { cArgs.forEach { free($0) }; cEnv.forEach { free($0) } }
-        var child: pid_t = 0
-        let rc = posix_spawn(&child, argv[0], &actions, nil, cArgs, cEnv)
-        guard rc == 0 else { throw DaemonProcess.Failure(description: "posix_spawn: \(String(cString: strerror(rc)))") }
-        pid = child
-    }
-
-    deinit {
-        stop()
-        try? FileManager.default.removeItem(at: directory)
-    }
-
-    func signal(_ sig: Int32) { if exitStatus == nil { kill(pid, sig) } }
-
-    /// Waits for the exit; the exit status, or nil on timeout (a failure guard, not pacing).
-    func waitForExit(timeout: Double = 10) -> Int32? {
-        if let exitStatus { return exitStatus }
-        let deadline = Date().addingTimeInterval(timeout)
-        var status: Int32 = 0
-        while Date() < deadline {
-            let r = waitpid(pid, &status, WNOHANG)
-            if r == pid {
-                exitStatus = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
-                return exitStatus
-            }
-            usleep(10_000)
-        }
-        return nil
-    }
-
-    func stop() {
-        guard exitStatus == nil else { return }
-        kill(pid, SIGKILL)
-        _ = waitForExit()
-    }
-
-    var stderrText: String { (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? "" }
-}
-
 /// journald played by a datagram socket the test reads. libsystemd sends to
 /// /run/systemd/journal/socket, so the daemon runs in a mount namespace of its own
 /// (`unshare -m`) with `directory/run` mounted over /run, and with `JOURNAL_STREAM` naming its
@@ -223,7 +115,7 @@ struct StandInJournal {
     }
 
     /// The daemon with `arguments`, logging to this journal.
-    func spawn(arguments: [String], environment: [String: String] = [:]) throws -> SpawnedDaemon {
+    func spawn(arguments: [String], environment: [String: String] = [:]) throws -> DaemonProcess {
         // The file the daemon's stderr goes to (truncated, not replaced, at spawn): its device and inode.
         let stderrPath = directory.appendingPathComponent("stderr.log").path
         guard FileManager.default.createFile(atPath: stderrPath, contents: nil) else {
@@ -231,7 +123,7 @@ struct StandInJournal {
         }
         var st = stat()
         guard stat(stderrPath, &st) == 0 else { throw DaemonProcess.Failure(description: "stat \(stderrPath): \(errno)") }
-        return try SpawnedDaemon(arguments: arguments,
+        return try DaemonProcess(spawning: arguments,
                                  environment: environment.merging(["JOURNAL_STREAM": "\(st.st_dev):\(st.st_ino)"]) { mine, _ in mine },
                                  directory: directory, wrapper: ["/usr/bin/unshare", "-m"],
                                  prelude: "mount --bind '\(directory.path)/run' /run || exit 98; ")
