@@ -539,7 +539,7 @@ final class Core: Sendable {
         case .session(let info): replyID = info.id
         case .acked(let id, _, _): replyID = id
         case .reloaded(let id): replyID = id
-        case .location, .status, .visit, .significant, .region, .queued, .overflow: replyID = nil
+        case .location, .status, .visit, .significant, .paused, .resumed, .region, .queued, .overflow: replyID = nil
         }
         enum Route { case waiter(Pending), late, stream }
         let route: Route = state.withLock { s in

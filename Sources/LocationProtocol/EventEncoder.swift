@@ -19,6 +19,8 @@ public struct EventEncoder: Sendable {
         case .visit(let visit): appendVisit(visit, to: &out)
         case .significant(let fix): appendSignificant(fix, to: &out)
         case .region(let e): RegionCodec.appendEvent(e, to: &out)
+        case .paused(let time): appendPause(paused: true, time: time, to: &out)
+        case .resumed(let time): appendPause(paused: false, time: time, to: &out)
         }
     }
 

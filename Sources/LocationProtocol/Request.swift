@@ -204,6 +204,7 @@ public enum Request: Hashable, Sendable {
             case .bool(let b)?: options.durable = b
             case let other?: throw ProtocolError(.badField, "durable must be true or false, not \(other.kindName)", id: id)
             }
+            try decodeStreamOptions(object, into: &options, id: id)
             return .subscribe(id: id, options: options)
         case "unsubscribe":
             return .unsubscribe(id: id)
@@ -280,6 +281,7 @@ public enum Request: Hashable, Sendable {
             JSONWriter.appendNumber(options.minimumInterval, to: &out)
             if options.events != .location { EventEncoder.appendEvents(options.events, to: &out) }
             if options.durable { JSONWriter.appendASCII(",\"durable\":true", to: &out) }
+            EventEncoder.appendStreamOptions(options, to: &out)
         case .unsubscribe: type("unsubscribe")
         case .status(_, let offset):
             type("status")

@@ -82,6 +82,10 @@ public indirect enum ServerMessage: Hashable, Sendable {
     case visit(Visit)
     /// A significant-change event.
     case significant(Fix)
+    /// The subscription's locations pause: the device is still (docs/semantics.md, "Pause when stationary").
+    case paused(Timestamp)
+    /// They resume: movement confirmed.
+    case resumed(Timestamp)
     /// Reply to `regions.list` / `regions.state`: one page of regions with their states;
     /// `next` is the offset of the following page, nil on the last.
     case regions(id: RequestID?, regions: [RegionRecord], next: Int? = nil)
@@ -129,6 +133,7 @@ public indirect enum ServerMessage: Hashable, Sendable {
             JSONWriter.appendNumber(o.minimumInterval, to: &out)
             EventEncoder.appendEvents(o.events, to: &out)
             if o.durable { JSONWriter.appendASCII(",\"durable\":true", to: &out) }
+            EventEncoder.appendStreamOptions(o, to: &out)
             JSONWriter.appendASCII(o.accuracy == .approximate ? ",\"accuracy\":\"approximate\"}\n" : ",\"accuracy\":\"precise\"}\n", to: &out)
         case .session(let info):
             info.append(to: &out)
@@ -210,6 +215,10 @@ public indirect enum ServerMessage: Hashable, Sendable {
             EventEncoder().appendVisit(v, to: &out)
         case .significant(let fix):
             EventEncoder().appendSignificant(fix, to: &out)
+        case .paused(let time):
+            EventEncoder().appendPause(paused: true, time: time, to: &out)
+        case .resumed(let time):
+            EventEncoder().appendPause(paused: false, time: time, to: &out)
         case .queued(let seq, let message):
             message.append(to: &out)
             out.removeLast(2)
@@ -320,6 +329,7 @@ public indirect enum ServerMessage: Hashable, Sendable {
             case .bool(let b)?: options.durable = b
             case let other?: throw DecodingError("subscribed.durable must be a boolean, not \(other.kindName)")
             }
+            try decodeStreamOptions(o, into: &options)
             return .subscribed(id: id, options: options)
         case "unsubscribed":
             return .unsubscribed(id: id)
@@ -374,6 +384,10 @@ public indirect enum ServerMessage: Hashable, Sendable {
             return .visit(try decodeVisit(o))
         case "significant":
             return .significant(try decodeSignificant(o))
+        case "paused":
+            return .paused(try decodePauseTime(o, type))
+        case "resumed":
+            return .resumed(try decodePauseTime(o, type))
         case "regions":
             return .regions(id: id, regions: try RegionCodec.decodeRecords(o["regions"]),
                             next: o["next"] == nil || o["next"] == .null ? nil : try int(o, "next"))

@@ -17,8 +17,10 @@ public struct Scenario: Sendable {
         public var multipathSeconds: Double = 60
         /// Probability per fix of a wild fix…
         public var outlierRate: Double = 0
-        /// …displaced by about this many metres (uniform 0.5–1.5 ×), in a random direction.
+        /// …displaced by about this many metres (uniform 0.5–1.5 ×), in a random direction…
         public var outlierDistance: Double = 300
+        /// …for 1…this many epochs in a row (uniform), the same displacement (a multipath spike).
+        public var outlierEpochs = 1
         /// Long-run fraction of epochs without a fix…
         public var lossFraction: Double = 0
         /// …in bursts of this mean length, seconds.
@@ -271,7 +273,7 @@ public struct Scenario: Sendable {
     static func noise(_ v: JSONValue, base: Noise, _ what: String) throws(ParseError) -> Noise {
         guard case .object(let o) = v else { throw ParseError("\(what) must be an object, not \(shown(v))") }
         try known(o, ["sigma", "multipathSigma", "multipathSeconds", "outlierRate", "outlierDistance",
-                      "lossFraction", "lossBurstSeconds", "reacquisitionDistance", "reacquisitionSeconds"], in: what)
+                      "outlierEpochs", "lossFraction", "lossBurstSeconds", "reacquisitionDistance", "reacquisitionSeconds"], in: what)
         var n = base
         // Distances beyond `maximumNoiseMetres` are no receiver's error, and 1e300 overflowed
         // the position into latitudes the NMEA writer could not write.
@@ -300,6 +302,12 @@ public struct Scenario: Sendable {
             n.outlierRate = x
         }
         if let x = try metres("outlierDistance") { n.outlierDistance = x }
+        if let x = try number(o, "outlierEpochs", in: what) {
+            guard x >= 1 && x <= 60, x == x.rounded() else {
+                throw ParseError("\(what).outlierEpochs \(JSONWriter.numberText(x)) is out of range; expected an integer 1…60")
+            }
+            n.outlierEpochs = Int(x)
+        }
         if let x = try number(o, "lossFraction", in: what) {
             guard x >= 0 && x < 1 else {
                 throw ParseError("\(what).lossFraction \(JSONWriter.numberText(x)) is out of range; expected at least 0 and less than 1")

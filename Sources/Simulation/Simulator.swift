@@ -106,6 +106,11 @@ public struct Simulator {
         public var truth: [TrueVisit]
         /// Time of the last epoch.
         public var end: Timestamp
+        /// Times of the fixes written displaced by an outlier (a spike's epochs), in order.
+        public var outliers: [Timestamp] = []
+        /// Times of the first fix written after each leg with `"signal":"lost"`: where a real
+        /// jump (out of a tunnel) shows.
+        public var jumps: [Timestamp] = []
     }
 
     /// The ground truth only (cheap: no noise, no NMEA).
@@ -124,6 +129,11 @@ public struct Simulator {
         // Re-acquisition after a loss: the offset's direction and the time the fixes came back.
         var reacquired: (time: Double, north: Double, east: Double)?
         var wasLost = false
+        // The current outlier run: epochs left, and its displacement.
+        var spikeLeft = 0, spikeNorth = 0.0, spikeEast = 0.0
+        var outliers: [Timestamp] = []
+        var jumps: [Timestamp] = []
+        var afterLostLeg = false
 
         func epoch(_ truthPosition: Coordinate, speed: Double, course: Double?, noise: Scenario.Noise, forcedLoss: Bool) {
             let time = scenario.start.adding(seconds: elapsed)
@@ -144,8 +154,11 @@ public struct Simulator {
             if lost || forcedLoss {
                 wasLost = true
                 nmea.append(contentsOf: writer.noFixEpoch(at: time).utf8)
+                if forcedLoss { afterLostLeg = true }
+                spikeLeft = max(0, spikeLeft - 1)
                 return
             }
+            if afterLostLeg { jumps.append(time); afterLostLeg = false }
             var dn = mpNorth + gn * noise.sigma, de = mpEast + ge * noise.sigma
             // Drawn only when the model has it, so scenarios without it keep their bytes.
             if wasLost && noise.reacquisitionDistance > 0 {
@@ -162,10 +175,18 @@ public struct Simulator {
                     reacquired = nil
                 }
             }
-            if outlierDraw < noise.outlierRate {
+            if spikeLeft > 0 {
+                spikeLeft -= 1
+                dn += spikeNorth; de += spikeEast
+                outliers.append(time)
+            } else if outlierDraw < noise.outlierRate {
                 let angle = Double(rng.next() >> 11) / Double(1 << 53) * 2 * Double.pi
                 let r = noise.outlierDistance * (0.5 + Double(rng.next() >> 11) / Double(1 << 53))
-                dn += r * cos(angle); de += r * sin(angle)
+                spikeNorth = r * cos(angle); spikeEast = r * sin(angle)
+                dn += spikeNorth; de += spikeEast
+                outliers.append(time)
+                // Drawn only for runs: a scenario without them makes the same bytes as before.
+                if noise.outlierEpochs > 1 { spikeLeft = Int(rng.next() % UInt64(noise.outlierEpochs)) }
             }
             let coordinate = Scenario.offset(truthPosition, north: dn, east: de)
             // The receiver's own error estimate knows its white noise and part of multipath,
@@ -211,7 +232,8 @@ public struct Simulator {
            truth[truth.count - 1].departure == scenario.start.adding(seconds: elapsed) {
             truth[truth.count - 1].departure = nil
         }
-        return Output(nmea: nmea, truth: truth, end: scenario.start.adding(seconds: elapsed - dt))
+        return Output(nmea: nmea, truth: truth, end: scenario.start.adding(seconds: elapsed - dt),
+                      outliers: outliers, jumps: jumps)
     }
 
     static func bearing(_ a: Coordinate, _ b: Coordinate) -> Double {

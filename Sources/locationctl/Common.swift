@@ -16,9 +16,19 @@ struct SubscriptionFlags: ParsableArguments {
     var desiredAccuracy: Double?
     @Option(name: .customLong("minimum-interval"), parsing: .unconditional, help: "Deliver at most one fix per this many seconds (of fix time).")
     var minimumInterval: Double = 0
+    @Flag(help: "Every fix, outliers included: locations bypass the outlier gate (docs/semantics.md, \"Outliers\").")
+    var raw = false
+    @Flag(name: .customLong("pauses-when-stationary"), help: "Pause locations while the device is still (a paused event), until it moves (resumed).")
+    var pausesWhenStationary = false
+    @Option(name: .customLong("activity-type"), help: "How long still is still, with --pauses-when-stationary: automotive, fitness or other.")
+    var activityType: String = ActivityType.other.rawValue
 
     var options: SubscriptionOptions {
-        SubscriptionOptions(distanceFilter: distanceFilter, desiredAccuracy: desiredAccuracy, minimumInterval: minimumInterval)
+        var o = SubscriptionOptions(distanceFilter: distanceFilter, desiredAccuracy: desiredAccuracy, minimumInterval: minimumInterval)
+        o.raw = raw
+        o.pausesWhenStationary = pausesWhenStationary
+        o.activityType = ActivityType(rawValue: activityType) ?? .other  // checked by validate()
+        return o
     }
 
     func validate() throws {
@@ -32,6 +42,9 @@ struct SubscriptionFlags: ParsableArguments {
         }
         guard l.minimumInterval.contains(minimumInterval) else {
             throw ValidationError("--minimum-interval \(numberText(minimumInterval)) is out of range; expected \(Int(l.minimumInterval.lowerBound))…\(Int(l.minimumInterval.upperBound)) seconds")
+        }
+        guard ActivityType(rawValue: activityType) != nil else {
+            throw ValidationError("--activity-type '\(activityType)': expected automotive, fitness or other")
         }
     }
 }

@@ -6,7 +6,7 @@ import LocationProtocol
 /// `locationctl evaluate`: visit detection scored against ground truth (docs/visits.md).
 struct Evaluate: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Score visit detection against ground truth: per-stay precision/recall/F1, arrival and departure errors.",
+        abstract: "Score visit detection against ground truth: per-stay precision/recall/F1, arrival and departure errors; for a scenario also the outlier gate: good and outlier fixes delivered, delay after real jumps.",
         discussion: """
             Either simulate SCENARIO (file or name, as for simulate) and score the engine's visits \
             on it, or score a recorded --log against a --truth file (JSON lines as simulate \
@@ -50,10 +50,12 @@ struct Evaluate: ParsableCommand {
         }
         let nmea: [UInt8]
         let trueVisits: [TrueVisit]
+        var locations: LocationScore?
         if let scenario {
             let output = Simulator(try loadScenario(scenario)).run()
             nmea = output.nmea
             trueVisits = output.truth
+            locations = scoreLocations(output)
         } else {
             nmea = try readFileBytes(log!, what: "NMEA log")
             let truthText = String(decoding: try readFileBytes(truth!, what: "truth file"), as: UTF8.self)
@@ -72,6 +74,8 @@ struct Evaluate: ParsableCommand {
             }
         }
         out.line(score.description)
+        // Only a simulation knows which of its fixes are outliers.
+        if let locations { out.line(locations.description) }
         out.flush()
     }
 

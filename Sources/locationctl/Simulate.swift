@@ -14,7 +14,7 @@ struct Simulate: ParsableCommand {
         abstract: "Write an NMEA log (RMC+GGA+GSA+GST) and the true visits of a scenario.",
         discussion: """
             SCENARIO is a scenario file (JSON, docs/visits.md), or the name of a bundled one \
-            (commuter, delivery, hike, parked-car, demo), looked up in ./Scenarios, then where \
+            (commuter, delivery, hike, parked-car, spikes, demo), looked up in ./Scenarios, then where \
             make install puts them: ../share/locationd/scenarios from locationctl's directory \
             (/usr/local/share/locationd/scenarios for /usr/local/bin/locationctl); 'demo' is \
             also built in. The output is deterministic for a scenario and seed.

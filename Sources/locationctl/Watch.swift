@@ -125,6 +125,10 @@ struct Watch: AsyncParsableCommand {
         case .significant(let fix):
             return ISO8601.string(fix.time) + "  significant change  " + degrees(fix.coordinate.latitude, "N", "S")
                 + " " + degrees(fix.coordinate.longitude, "E", "W")
+        case .paused(let time):
+            return ISO8601.string(time) + "  paused: the device is still"
+        case .resumed(let time):
+            return ISO8601.string(time) + "  resumed: the device moves"
         case .region(let e):
             return ISO8601.string(e.time) + "  region \(printableID(e.region)) \(e.kind.rawValue)" + (e.inferred ? " (inferred)" : "")
                 + "  " + degrees(e.coordinate.latitude, "N", "S") + " " + degrees(e.coordinate.longitude, "E", "W")
@@ -142,6 +146,8 @@ struct Watch: AsyncParsableCommand {
             if o.distanceFilter > 0 { parts.append("distance filter \(DecimalText.fixed(o.distanceFilter, 1)) m") }
             if let a = o.desiredAccuracy { parts.append("accuracy ≤ \(DecimalText.fixed(a, 1)) m") }
             if o.minimumInterval > 0 { parts.append("every ≥ \(DecimalText.fixed(o.minimumInterval, 1)) s") }
+            if o.raw { parts.append("raw") }
+            if o.pausesWhenStationary { parts.append("pauses when stationary (\(o.activityType.rawValue))") }
             return "subscribed" + (parts.isEmpty ? "" : " (" + parts.joined(separator: ", ") + ")")
         default:
             return nil

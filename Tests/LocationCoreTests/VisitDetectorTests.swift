@@ -340,6 +340,7 @@ struct VisitRecorder {
                 case .visit(let v): v.kind.rawValue
                 case .significant: "significant"
                 case .region: "region"
+                case .paused, .resumed: "pause"
                 }
             }
         }

@@ -32,7 +32,7 @@ func bundled(_ name: String) throws -> Scenario {
     return try Scenario.parse(text)
 }
 
-let bundledNames = ["demo", "commuter", "delivery", "hike", "parked-car"]
+let bundledNames = ["demo", "commuter", "delivery", "hike", "parked-car", "spikes"]
 
 @Suite struct ScenarioTests {
     @Test func builtInDemoIsTheBundledFile() throws {

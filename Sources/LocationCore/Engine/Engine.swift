@@ -12,6 +12,10 @@ public struct Engine: Sendable {
         var filter: LocationFilter
         var extras: SubscriptionExtras? = nil
         var approximate = false
+        /// Location events from the fixes before the outlier gate (`raw`).
+        var raw = false
+        /// Present when the subscription pauses while the device is still.
+        var pause: StationaryPause? = nil
     }
 
     @usableFromInline var subscriptions: [Subscription] = []
@@ -37,6 +41,11 @@ public struct Engine: Sendable {
     public private(set) var clock = ClockJumpGuard()
     /// The state approximate subscriptions were last told (`approximateStatus`).
     @usableFromInline var approximateShown: SourceState = .disconnected
+    /// Fixes the device cannot have reached wait for the next ones to confirm them, before
+    /// every stage but raw subscriptions' locations (docs/semantics.md, "Outliers").
+    public private(set) var outliers = OutlierGate()
+    /// Whether any subscription is raw (otherwise a fix costs no pass over them before the gate).
+    @usableFromInline var anyRaw = false
 
     public init() {}
 
@@ -58,17 +67,17 @@ public struct Engine: Sendable {
             guard fix.coordinate.isValid else { return }
             if let a = fix.horizontalAccuracy, !(a >= 0 && a.isFinite) { fix.horizontalAccuracy = nil }
             let (first, second) = clock.admit(fix)
-            if let first { take(first, into: &out) }
-            if let second { take(second, into: &out) }
+            if let first { pass(first, into: &out) }
+            if let second { pass(second, into: &out) }
         case .noFix(let reported):
-            if let released = clock.noFix(at: reported) { take(released, into: &out) }
+            if let released = clock.noFix(at: reported) { pass(released, into: &out) }
             let time = clock.noFixTime  // nil when off the timeline: a reset receiver's clock
             setState(.noFix, time: time, into: &out)
             let publications = privacy.publications
             privacy.offerNoFix(at: time)
             showApproximate(since: publications, into: &out)
         case .source(let state):
-            if state == .disconnected { clock.sourceLost() }
+            if state == .disconnected { clock.sourceLost(); outliers.reset() }
             setState(state, time: nil, into: &out)
             if state == .disconnected { privacy.sourceLost() }
             showApproximateState(into: &out)
@@ -81,9 +90,14 @@ public struct Engine: Sendable {
             // setting a new distanceFilter on CLLocationManager; the visit and significant-change
             // detectors carry over for the kinds both ask for (`adopt`, as a take-back does):
             // restarted, an open visit never got its departure.
+            // Approximate subscriptions see published cells: neither raw fixes nor when the
+            // device stopped and moved on (what the publication epochs hide).
+            let approximate = options.accuracy == .approximate
+            let paused = options.pausesWhenStationary && !approximate && options.events.contains(.location)
             let sub = Subscription(id: id, filter: LocationFilter(options: options.effectiveForFilter),
-                                   extras: SubscriptionExtras(options: options),
-                                   approximate: options.accuracy == .approximate)
+                                   extras: SubscriptionExtras(options: options), approximate: approximate,
+                                   raw: options.raw && !approximate,
+                                   pause: paused ? StationaryPause(parameters: .init(activity: options.activityType)) : nil)
             let i: Int
             var previous: SubscriptionExtras?
             if let existing = indexByID[id] {
@@ -96,6 +110,7 @@ public struct Engine: Sendable {
                 indexByID[id] = i
                 subscriptions.append(sub)
             }
+            anyRaw = subscriptions.contains { $0.raw }
             // A new subscriber learns the source state at once instead of waiting for a change;
             // an approximate one the published state and location (a new subscription shows
             // nothing that was not already published).
@@ -120,23 +135,54 @@ public struct Engine: Sendable {
                 indexByID[subscriptions[i].id] = i
             }
             subscriptions.removeLast()
+            anyRaw = subscriptions.contains { $0.raw }
             regionPrograms.unbind(id)
         }
     }
 
-    /// One fix the clock guard let through, run through every stage.
-    @usableFromInline mutating func take(_ fix: Fix, into out: inout [Delivery]) {
+    /// One fix the clock guard let through: the receiver reports positions, raw subscriptions
+    /// see it, and what the outlier gate passes on goes through every stage.
+    @usableFromInline mutating func pass(_ fix: Fix, into out: inout [Delivery]) {
         setState(.fix, time: fix.time, into: &out)
         lastFix = fix
+        if anyRaw {
+            for i in subscriptions.indices where subscriptions[i].raw
+                && subscriptions[i].filter.options.events.contains(.location) && subscriptions[i].pause?.isPaused != true
+                && subscriptions[i].filter.offer(fix) {
+                out.append(Delivery(subscriber: subscriptions[i].id, event: .location(fix)))
+            }
+        }
+        let n = outliers.admit(fix)
+        for k in 0..<n {
+            let accepted = outliers.released[k]
+            take(accepted, into: &out)
+        }
+    }
+
+    /// One fix the outlier gate passed on, run through every stage.
+    @usableFromInline mutating func take(_ fix: Fix, into out: inout [Delivery]) {
         let publications = privacy.publications
         privacy.offer(fix)
         showApproximate(since: publications, into: &out)
         // Once per fix, for every visit detector's plane.
         let unit = Geodesy.unitVector(fix.coordinate)
         for i in subscriptions.indices {
-            // Approximate subscriptions hear of locations only at publications (above).
-            if !subscriptions[i].approximate, subscriptions[i].filter.options.events.contains(.location),
-               subscriptions[i].filter.offer(fix) {
+            // Approximate subscriptions hear of locations only at publications (above), raw
+            // ones before the gate (`pass`).
+            var deliver = !subscriptions[i].approximate && !subscriptions[i].raw
+                && subscriptions[i].filter.options.events.contains(.location)
+            if subscriptions[i].pause != nil {
+                switch subscriptions[i].pause!.offer(fix) {
+                case .deliver: break
+                case .hold: deliver = false
+                case .pause:
+                    out.append(Delivery(subscriber: subscriptions[i].id, event: .paused(fix.time)))
+                    deliver = false
+                case .resume:
+                    out.append(Delivery(subscriber: subscriptions[i].id, event: .resumed(fix.time)))
+                }
+            }
+            if deliver, subscriptions[i].filter.offer(fix) {
                 out.append(Delivery(subscriber: subscriptions[i].id, event: .location(fix)))
             }
             if subscriptions[i].extras != nil {

@@ -28,6 +28,12 @@ public enum Event: Hashable, Sendable {
     case significant(Fix)
     /// A geofence event of the subscriber's program (docs/regions.md).
     case region(RegionEvent)
+    /// The device has been still long enough: no `location` until `resumed` (subscriptions
+    /// with `pausesWhenStationary`; docs/semantics.md, "Pause when stationary"). The time of
+    /// the fix that completed the stillness.
+    case paused(Timestamp)
+    /// Movement confirmed after `paused`: locations again; the time of the fix that confirmed it.
+    case resumed(Timestamp)
 }
 
 /// An event addressed to one subscriber.

@@ -20,6 +20,13 @@ public struct SubscriptionOptions: Hashable, Sendable {
     /// What the session allows (set by the daemon from the session, not by the client):
     /// `approximate` runs the subscription through `ApproximateLocation` (docs/privacy.md).
     public var accuracy: Accuracy = .precise
+    /// Location events from every fix, outliers included: the outlier gate (docs/semantics.md,
+    /// "Outliers") applies to the other kinds only.
+    public var raw = false
+    /// Pause the location events while the device is still (docs/semantics.md, "Pause when
+    /// stationary"), with the stillness `activityType` asks for.
+    public var pausesWhenStationary = false
+    public var activityType: ActivityType = .other
 
     /// The options the location filter of an approximate subscription runs with: at most one
     /// fix per `approximateInterval`, and no accuracy gate (approximate fixes are ~2 km).

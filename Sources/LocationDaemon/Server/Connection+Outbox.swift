@@ -59,8 +59,8 @@ extension Connection {
         case .status(let state, let time):
             pendingStatus = (state, time)
             locationIsNewest = false
-        case .visit, .significant, .region:
-            // Visits, significant changes and region events are rare and cannot be replaced by a
+        case .visit, .significant, .region, .paused, .resumed:
+            // Visits, significant changes, region and pause events are rare and cannot be replaced by a
             // newer one: never dropped, written behind the held-back events (order is kept), and
             // behind the backlog while it is being written.
             if backlog != nil {
