@@ -189,6 +189,8 @@ import Testing
             (["evaluate", "demo", "--dwell", "inf"], "--dwell inf is out of range; expected 0…604800 seconds"),
             (["replay", "missing.nmea", "--accuracy", "fuzzy"], "--accuracy 'fuzzy': expected precise or approximate"),
             (["replay", "missing.nmea", "--max-active", "0"], "--max-active '0': expected a number ≥ 1 or unlimited"),
+            (["replay", "missing.nmea", "--pauses-when-stationary", "--activity-type", "boat"], "--activity-type 'boat': expected automotive, fitness or other"),
+            (["watch", "--activity-type", "boat"], "--activity-type 'boat': expected automotive, fitness or other"),
             (["simulate", "--seed", "x"], "--seed"),
             (["regions", "remove"], "give region ids or --all"),
             // Checked before connecting, as the daemon would: a NaN was sent as null ("has no latitude").

@@ -72,4 +72,28 @@ struct OutlierDaemonTests {
         options.raw = true
         #expect(try await Self.daemonLines(log, options) == expected)
     }
+
+    /// `locationctl watch --pauses-when-stationary` asks for it and prints the pause events.
+    @Test func watchPausesWhenStationary() async throws {
+        let scenario = try Scenario.parse(#"""
+            {"start": "2026-06-01T07:00:00Z", "origin": {"latitude": 48.775846, "longitude": 9.182932},
+             "legs": [{"stay": 200}, {"walk": {"north": 300}}, {"stay": 200}]}
+            """#)
+        let output = Simulator(scenario).run()
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent("pause-\(UUID().uuidString.prefix(8)).nmea")
+        try Data(output.nmea).write(to: log)
+        defer { try? FileManager.default.removeItem(at: log) }
+        let daemon = try DaemonProcess(arguments: ["--replay", log.path, "--speed", "0"])
+        defer { daemon.stop() }
+        let watch = try LocationCtlReplayTests.run(["watch", "--socket", daemon.socketPath, "--wait", "10", "--json",
+                                                    "--pauses-when-stationary", "--activity-type", "fitness"])
+        // The replay's end closes the connection: watch's failure, with what it printed.
+        #expect(watch.status == 1 && watch.err.contains("locationd closed the connection"), "\(watch.err)")
+        let lines = watch.out.split(separator: "\n").map(String.init)
+        #expect(lines.contains { $0.hasPrefix("{\"type\":\"subscribed\"") && $0.contains("\"pausesWhenStationary\":true,\"activityType\":\"fitness\"") })
+        // Paused 180 s into each stay; resumed by the walk.
+        #expect(lines.filter { $0.hasPrefix("{\"type\":\"paused\"") } == [
+            #"{"type":"paused","time":"2026-06-01T07:03:00Z"}"#, #"{"type":"paused","time":"2026-06-01T07:09:54Z"}"#])
+        #expect(lines.filter { $0.hasPrefix("{\"type\":\"resumed\"") }.count == 1)
+    }
 }
