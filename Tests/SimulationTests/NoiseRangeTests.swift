@@ -16,6 +16,9 @@ import Testing
         (#""outdoor":{"outlierRate":1,"outlierDistance":1e30}"#, "outdoor.outlierDistance 1e+30 is out of range; expected 0…100000 metres"),
         (#""outdoor":{"outlierRate":1.5}"#, "outdoor.outlierRate 1.5 is out of range; expected a probability 0…1"),
         (#""indoor":{"outlierRate":-0.1}"#, "indoor.outlierRate -0.1 is out of range; expected a probability 0…1"),
+        (#""outdoor":{"outlierEpochs":0}"#, "outdoor.outlierEpochs 0 is out of range; expected an integer 1…60"),
+        (#""outdoor":{"outlierEpochs":1.5}"#, "outdoor.outlierEpochs 1.5 is out of range; expected an integer 1…60"),
+        (#""indoor":{"outlierEpochs":61}"#, "indoor.outlierEpochs 61 is out of range; expected an integer 1…60"),
     ])
     func outOfRangeNoiseIsRefused(_ noise: String, _ message: String) {
         let text = Self.head + noise + #","legs":[{"stay":60}]}"#
