@@ -152,27 +152,28 @@ public struct Engine: Sendable {
                 out.append(Delivery(subscriber: subscriptions[i].id, event: .location(fix)))
             }
         }
-        let n = outliers.admit(fix)
+        // Once per fix, for the gate and every visit detector's plane.
+        let unit = Geodesy.unitVector(fix.coordinate)
+        let n = outliers.admit(fix, unit: unit)
         for k in 0..<n {
+            // The last one released is this fix; earlier ones are held fixes a confirmation let go.
             let accepted = outliers.released[k]
-            take(accepted, into: &out)
+            take(accepted, unit: k == n - 1 ? unit : Geodesy.unitVector(accepted.coordinate), into: &out)
         }
     }
 
     /// One fix the outlier gate passed on, run through every stage.
-    @usableFromInline mutating func take(_ fix: Fix, into out: inout [Delivery]) {
+    @usableFromInline mutating func take(_ fix: Fix, unit: SIMD3<Double>, into out: inout [Delivery]) {
         let publications = privacy.publications
         privacy.offer(fix)
         showApproximate(since: publications, into: &out)
-        // Once per fix, for every visit detector's plane.
-        let unit = Geodesy.unitVector(fix.coordinate)
         for i in subscriptions.indices {
             // Approximate subscriptions hear of locations only at publications (above), raw
             // ones before the gate (`pass`).
             var deliver = !subscriptions[i].approximate && !subscriptions[i].raw
                 && subscriptions[i].filter.options.events.contains(.location)
             if subscriptions[i].pause != nil {
-                switch subscriptions[i].pause!.offer(fix) {
+                switch subscriptions[i].pause!.offer(fix, unit: unit) {
                 case .deliver: break
                 case .hold: deliver = false
                 case .pause:

@@ -58,6 +58,7 @@ public struct StationaryPause: Sendable {
     /// Where and when the current still run began (while paused: where it began); nil after a
     /// moving fix.
     private var anchor: Fix?
+    private var anchorUnit = SIMD3<Double>()
     /// The latest fix seen.
     private var latest: Timestamp?
     /// While paused: the first of the current run of moving fixes and its length; the first of
@@ -68,7 +69,8 @@ public struct StationaryPause: Sendable {
 
     public init(parameters: Parameters) { self.parameters = parameters }
 
-    public mutating func offer(_ fix: Fix) -> Outcome {
+    /// Offers an accepted fix (`unit`: its unit vector).
+    public mutating func offer(_ fix: Fix, unit: SIMD3<Double>) -> Outcome {
         if let latest {
             switch fix.time.order(after: latest) {
             case .later: break
@@ -86,14 +88,16 @@ public struct StationaryPause: Sendable {
         let moving = (OutlierGate.knownSpeed(fix) ?? 0) >= p.movingSpeed
         guard let a = anchor else {
             anchor = moving ? nil : fix
+            anchorUnit = unit
             return .deliver
         }
-        let distance = Geodesy.distance(a.coordinate, fix.coordinate)
+        let distance = Geodesy.chordDistance(anchorUnit, unit)
         let accuracy = fix.horizontalAccuracy ?? 0
         if !isPaused {
             if moving || distance > p.stillRadius + accuracy {
                 // A still run starts at a fix that is not moving.
                 anchor = moving ? nil : fix
+                anchorUnit = unit
                 return .deliver
             }
             guard fix.time - a.time >= p.stillSeconds else { return .deliver }

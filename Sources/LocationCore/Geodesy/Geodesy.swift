@@ -15,6 +15,14 @@ public enum Geodesy {
         return 2 * earthRadius * asin(min(1, h.squareRoot()))
     }
 
+    /// The straight-line distance in metres between two points as `unitVector`s: never longer
+    /// than the great circle, and shorter by θ²/24 of it (0.1 % at 1,000 km); no trigonometry,
+    /// for rules that run on every fix and already have the unit vectors.
+    @inlinable public static func chordDistance(_ a: SIMD3<Double>, _ b: SIMD3<Double>) -> Double {
+        let d = a - b
+        return (d * d).sum().squareRoot() * earthRadius
+    }
+
     /// The point on the unit sphere (x towards 0°N 0°E, z towards the North Pole): the region
     /// index, region crossings and visits' planes work on these, with no seam at the
     /// antimeridian or the poles.
