@@ -48,6 +48,12 @@ public struct VisitDetector: Sendable {
         public var movingSpeed: Double
         /// …and a stay whose early fixes moved more often than this share is not a visit yet.
         public var maximumMovingShare: Double
+        /// Without a reported speed, a fix is moving when the stay's early fixes made steady
+        /// progress over the last `progressWindow` seconds: at least this speed, net, m/s…
+        public var progressSpeed: Double
+        /// …over this window, seconds (jitter is bounded: its net displacement does not grow
+        /// with the window; walking's does).
+        public var progressWindow: Double
         /// Fixes with a 95 % accuracy worse than this are ignored (treated as fix loss), metres.
         public var maximumAccuracy: Double
         /// Until its arrival is emitted, a stay's centre forgets older fixes with this time
@@ -58,8 +64,10 @@ public struct VisitDetector: Sendable {
                     departureFixes: Int = 3, departureSeconds: Double = 10,
                     departureDistance: Double = 200, farDepartureSeconds: Double = 30, nearDepartureSeconds: Double = 300,
                     movingSpeed: Double = 0.5, maximumMovingShare: Double = 0.1,
+                    progressSpeed: Double = 0.25, progressWindow: Double = 180,
                     maximumAccuracy: Double = 200, candidateMemory: Double = 30) {
             self.movingSpeed = movingSpeed; self.maximumMovingShare = maximumMovingShare
+            self.progressSpeed = progressSpeed; self.progressWindow = progressWindow
             self.radius = radius; self.dwell = dwell; self.coreRadius = coreRadius
             self.departureFixes = departureFixes; self.departureSeconds = departureSeconds
             self.departureDistance = departureDistance
@@ -142,13 +150,16 @@ public struct VisitDetector: Sendable {
         /// average with that time constant runs beside the mean; when the two part by more than
         /// the core radius the mean restarts from the fast one, so a device on the move does not
         /// leave a trail of old fixes in the centre.
-        mutating func add(_ fix: Fix, _ unit: SIMD3<Double>, distance: Double, radius: Double, coreRadius: Double, memory: Double = 0) {
+        mutating func add(_ fix: Fix, _ unit: SIMD3<Double>, distance: Double, radius: Double, coreRadius: Double,
+                          memory: Double = 0, stepCap: Double = .infinity) {
             let p = local(unit)
             if memory > 0 {
                 if count == 0 {
                     fastX = p.x; fastY = p.y
                 } else {
-                    let a = 1 - exp(-max(0, fix.time - lastInside) / memory)
+                    // A gap counts as at most `stepCap`: a sparse logger (a fix every few minutes
+                    // while still) moves the average a fraction per fix, not all the way.
+                    let a = 1 - exp(-min(max(0, fix.time - lastInside), stepCap) / memory)
                     fastX += a * (p.x - fastX); fastY += a * (p.y - fastY)
                     let dx = fastX - meanX, dy = fastY - meanY
                     if (dx * dx + dy * dy).squareRoot() > coreRadius {
@@ -290,7 +301,7 @@ public struct VisitDetector: Sendable {
             let dp = p.distanceFromCentre(unit)
             if dp <= parameters.radius {
                 p.add(fix, unit, distance: dp, radius: parameters.radius, coreRadius: parameters.coreRadius,
-                      memory: parameters.candidateMemory)
+                      memory: parameters.candidateMemory, stepCap: parameters.departureSeconds)
                 remember(fix, unit, in: &pendingEarly, moved: &movedSincePendingEarly, stay: p)
             } else {
                 p = Stay(fix, unit)
@@ -370,8 +381,35 @@ public struct VisitDetector: Sendable {
             guard stay.distanceFromCentre(buffer[0].unit) > parameters.coreRadius else { return }
             buffer.removeFirst()  // 64 entries moved, in place: no allocation
         }
+        if fix.speed == nil, let middle = walkedThrough(to: unit, at: fix.time, in: buffer, stay: stay) {
+            buffer[middle].moved = true
+        }
         buffer.append((fix.time, unit, moved))
         moved = false
+    }
+
+    /// Movement seen in positions, for fixes without a Doppler speed: the remembered fix
+    /// halfway back over `progressWindow` seconds, when the device made steady progress
+    /// through it — the fix a window back (the newest at least that old, and no more than
+    /// twice: a longer gap is a logger asleep, no evidence) is at least `progressSpeed` × the
+    /// time away, the path through the middle fix is not far from straight (≤ 2 × the net
+    /// displacement) and each half made at least a quarter of the progress. Jitter, however
+    /// strong, wanders round a point: its net displacement does not grow with the window and
+    /// its path doubles back. A slow walk up a hill or along a beach makes steady progress;
+    /// a device that stopped halfway made none in the second half.
+    func walkedThrough(to unit: SIMD3<Double>, at time: Timestamp, in buffer: [EarlyFix], stay: Stay) -> Int? {
+        let window = parameters.progressWindow
+        guard let back = buffer.lastIndex(where: { time - $0.time >= window }),
+              time - buffer[back].time <= 2 * window,
+              let middle = buffer.lastIndex(where: { time - $0.time >= window / 2 }), middle > back else { return nil }
+        let p = stay.local(unit), a = stay.local(buffer[back].unit), m = stay.local(buffer[middle].unit)
+        func length(_ u: (x: Double, y: Double), _ v: (x: Double, y: Double)) -> Double {
+            ((u.x - v.x) * (u.x - v.x) + (u.y - v.y) * (u.y - v.y)).squareRoot()
+        }
+        let net = length(a, p), first = length(a, m), second = length(m, p)
+        guard net >= parameters.progressSpeed * (time - buffer[back].time),
+              first + second <= 2 * net, min(first, second) >= net / 4 else { return nil }
+        return middle
     }
 
     /// The stay's first own fix: the first remembered fix within the core radius of the
