@@ -122,13 +122,21 @@ def median_centre(run):
     return (sorted(p[1] for p in run)[len(run) // 2], sorted(p[2] for p in run)[len(run) // 2])
 
 
-def draft(points, radius=75, minimum=300, still=0.5, still_share=0.8, merge=100):
+def progress_speeds(points, window=180):
+    """Net speed over `window` seconds centred on each point (between the points `window`/2
+    either side, at least one step each way), m/s: a walk's steady progress, which jitter —
+    wandering round a point — does not make."""
+    return smoothed_speeds(points, window)
+
+
+def draft(points, radius=75, minimum=300, still=0.5, walking=0.25, still_share=0.8, merge=100, contiguous=120):
     """Stays by the labelling rule (docs/visits.md, "Labelling guide"), looking at the whole
-    track: runs of still points (smoothed speed below `still`, m/s), grown while every point stays
+    track: runs of still points (smoothed speed below `still`, m/s, and net progress over three
+    minutes below `walking`, m/s), grown while every point stays
     within `radius` of the run's median and at least `still_share` of its time is still, kept
     when they last `minimum` seconds; stays at one place (`merge` m) with no other stay
-    between are one. A draft to review, not the labels."""
-    speeds = smoothed_speeds(points)
+    between are one, and so are stays `contiguous` seconds apart or less (no walk between). A draft to review, not the labels."""
+    speeds = [v if p < walking else max(v, still) for v, p in zip(smoothed_speeds(points), progress_speeds(points))]
     n, stays, i = len(points), [], 0
     while i < n:
         if speeds[i] >= still:
@@ -152,7 +160,7 @@ def draft(points, radius=75, minimum=300, still=0.5, still_share=0.8, merge=100)
             i += 1
     merged = []
     for s in stays:
-        if merged and distance(merged[-1][2], s[2]) <= merge:
+        if merged and (distance(merged[-1][2], s[2]) <= merge or s[0] - merged[-1][1] <= contiguous):
             merged[-1][1] = s[1]
         else:
             merged.append(s)
