@@ -64,7 +64,7 @@ public struct VisitDetector: Sendable {
                     departureFixes: Int = 3, departureSeconds: Double = 10,
                     departureDistance: Double = 200, farDepartureSeconds: Double = 30, nearDepartureSeconds: Double = 300,
                     movingSpeed: Double = 0.5, maximumMovingShare: Double = 0.1,
-                    progressSpeed: Double = 0.25, progressWindow: Double = 180,
+                    progressSpeed: Double = 0.25, progressWindow: Double = 120,
                     maximumAccuracy: Double = 200, candidateMemory: Double = 30) {
             self.movingSpeed = movingSpeed; self.maximumMovingShare = maximumMovingShare
             self.progressSpeed = progressSpeed; self.progressWindow = progressWindow
@@ -316,7 +316,7 @@ public struct VisitDetector: Sendable {
               fix.time - firstOutside >= parameters.departureSeconds else { return }
         // A reported visit, and any stay whose outside run began as fixes came back after a
         // dropout (a receiver re-acquiring off), needs the stronger evidence.
-        if (confirmed || runAfterGap) && !departureIsCertain(from: stay) { return }
+        if (confirmed || runAfterGap) && !departureIsCertain(from: stay, at: fix.time) { return }
         if confirmed {
             emit(Visit(kind: .departure, arrival: arrival, departure: stay.lastCore,
                        coordinate: stay.centre, horizontalAccuracy: stay.spread95))
@@ -336,14 +336,20 @@ public struct VisitDetector: Sendable {
 
     /// Whether the current run of outside fixes ends a reported visit: its latest fixes are
     /// far (`departureDistance`) and span `farDepartureSeconds`, or the whole run spans
-    /// `nearDepartureSeconds` and the tentative next stay it forms is itself outside the
-    /// radius. Indoor multipath that wanders 100–115 m out for a minute or two, or a receiver
+    /// `nearDepartureSeconds` (or, sparse, `sparseDepartureFixes` fixes over twice that) and
+    /// the tentative next stay it forms is itself outside the radius. Indoor multipath that wanders 100–115 m out for a minute or two, or a receiver
     /// re-acquiring a few hundred metres off for seconds after a dropout, is neither.
-    func departureIsCertain(from stay: Stay) -> Bool {
+    func departureIsCertain(from stay: Stay, at time: Timestamp) -> Bool {
         if farCount >= parameters.departureFixes && farEvidence >= parameters.farDepartureSeconds { return true }
-        guard outsideEvidence >= parameters.nearDepartureSeconds, let p = pending else { return false }
-        return stay.distanceFromCentre(p.centreUnit) > parameters.radius
+        guard let p = pending, stay.distanceFromCentre(p.centreUnit) > parameters.radius else { return false }
+        return outsideEvidence >= parameters.nearDepartureSeconds
+            || (outsideCount >= sparseDepartureFixes && time - firstOutside >= 2 * parameters.nearDepartureSeconds)
     }
+
+    /// A sparse logger (a fix every few minutes) never gathers `nearDepartureSeconds` of
+    /// evidence counted `departureSeconds` a step: its run of outside fixes ends a visit once
+    /// it has this many fixes spanning twice that time, a stay next door in its own right.
+    var sparseDepartureFixes: Int { parameters.departureFixes + 2 }
 
     /// Emits the arrival once the stay's own fixes — from the first to the last within the
     /// core radius — span the dwell time. The cheap check on the whole stay's span comes first;
