@@ -127,11 +127,76 @@ import Glibc
         }
     }
 
-    /// Without a reported speed the rule does nothing: the same stay is a visit as before.
-    @Test func fixesWithoutSpeedNeverCountAsMoving() {
+    /// Without a reported speed a still stay is a visit as before: the progress rule sees no
+    /// progress in it.
+    @Test func aStillStayWithoutSpeedIsAVisit() {
         var r = VisitRecorder()
         r.stay(at: 0, 0, from: 0, seconds: 301)
         #expect(r.arrivals.count == 1)
         #expect(r.arrivals.first?.arrival == t0)
+    }
+
+    /// A slow stroll round a square of 60 m (0.35 m/s, 1 Hz, no speed in the fixes: a GPX
+    /// track) stays within 50 m of its centre for 15 minutes but is no visit. Without the
+    /// progress rule it is reported.
+    @Test func aSlowStrollWithoutSpeedIsNoVisit() {
+        /// A point `d` metres along the square's perimeter (corners at ±30 m).
+        func square(_ d: Double) -> (Double, Double) {
+            let s = d.truncatingRemainder(dividingBy: 240), side = Int(s / 60), u = s - Double(side) * 60 - 30
+            switch side {
+            case 0: return (-30, u)
+            case 1: return (u, 30)
+            case 2: return (30, -u)
+            default: return (-u, -30)
+            }
+        }
+        func stroll(_ p: VisitDetector.Parameters) -> VisitRecorder {
+            var r = VisitRecorder(p)
+            for i in 0..<900 {
+                let (n, e) = square(0.35 * Double(i)), (dn, de) = jitter(i, 4)
+                r.feed(fix(at: Double(i), offset(n + dn, e + de), accuracy: nil))
+            }
+            return r
+        }
+        #expect(stroll(.init()).arrivals.isEmpty)
+        #expect(!stroll(.init(progressSpeed: .infinity)).arrivals.isEmpty, "the stroll alone is a visit without the rule")
+    }
+
+    /// Jitter without speed is still a visit from its first fix: a watch's ±10 m without an
+    /// accuracy (no net progress), and a poor receiver's ±70 m with its accuracy of 60 m
+    /// (points anywhere in its error disc; less than twice that apart is no walk).
+    @Test(arguments: [(10.0, nil), (70.0, 60.0)] as [(Double, Double?)])
+    func jitterWithoutSpeedIsStillAVisit(metres: Double, accuracy: Double?) {
+        var r = VisitRecorder()
+        for i in 0..<600 {
+            let (dn, de) = jitter(i, metres)
+            r.feed(fix(at: Double(i), offset(dn, de), accuracy: accuracy))
+        }
+        #expect(r.arrivals.count == 1)
+        #expect(r.arrivals.first?.arrival == t0)
+    }
+
+    /// A logger writing a fix every 150 s (none in between): half an hour at one place, then
+    /// half an hour 150 m on. The second stay ends the first visit once its fixes span ten
+    /// minutes (a gap alone never would), and is a visit itself.
+    @Test func aSparseLoggersStayNextDoorEndsTheVisit() {
+        var r = VisitRecorder()
+        var t = 0.0
+        for k in 0..<13 {
+            let (dn, de) = jitter(k, 20)
+            r.feed(fix(at: t, offset(dn, de), accuracy: nil)); t += 150
+        }
+        #expect(r.arrivals.count == 1)
+        let moved = t
+        for k in 13..<26 {
+            let (dn, de) = jitter(k, 20)
+            r.feed(fix(at: t, offset(150 + dn, de), accuracy: nil)); t += 150
+        }
+        #expect(r.departures.count == 1)
+        if let d = r.events.first(where: { $0.visit.kind == .departure }) {
+            #expect(d.at - t0 >= moved + 600 && d.at - t0 <= moved + 750, "departure emitted at \(d.at - t0)")
+            #expect(d.visit.departure.map { $0 - t0 } == moved - 150)
+        }
+        #expect(r.arrivals.count == 2)
     }
 }

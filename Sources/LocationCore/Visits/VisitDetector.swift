@@ -387,7 +387,8 @@ public struct VisitDetector: Sendable {
             guard stay.distanceFromCentre(buffer[0].unit) > parameters.coreRadius else { return }
             buffer.removeFirst()  // 64 entries moved, in place: no allocation
         }
-        if fix.speed == nil, let middle = walkedThrough(to: unit, at: fix.time, in: buffer, stay: stay) {
+        if fix.speed == nil, let middle = walkedThrough(to: unit, at: fix.time, accuracy: fix.horizontalAccuracy,
+                                                        in: buffer, stay: stay) {
             buffer[middle].moved = true
         }
         buffer.append((fix.time, unit, moved))
@@ -399,11 +400,15 @@ public struct VisitDetector: Sendable {
     /// through it — the fix a window back (the newest at least that old, and no more than
     /// twice: a longer gap is a logger asleep, no evidence) is at least `progressSpeed` × the
     /// time away, the path through the middle fix is not far from straight (≤ 2 × the net
-    /// displacement) and each half made at least a quarter of the progress. Jitter, however
-    /// strong, wanders round a point: its net displacement does not grow with the window and
+    /// displacement) and each half made at least a quarter of the progress. Jitter
+    /// wanders round a point: its net displacement does not grow with the window and
     /// its path doubles back. A slow walk up a hill or along a beach makes steady progress;
-    /// a device that stopped halfway made none in the second half.
-    func walkedThrough(to unit: SIMD3<Double>, at time: Timestamp, in buffer: [EarlyFix], stay: Stay) -> Int? {
+    /// a device that stopped halfway made none in the second half. The net displacement must
+    /// also be at least twice the fix's 95 % accuracy when the receiver reports one, so that
+    /// white noise of a poor receiver, whose points can fall anywhere in its error disc, is
+    /// no walk.
+    func walkedThrough(to unit: SIMD3<Double>, at time: Timestamp, accuracy: Double?,
+                       in buffer: [EarlyFix], stay: Stay) -> Int? {
         let window = parameters.progressWindow
         guard let back = buffer.lastIndex(where: { time - $0.time >= window }),
               time - buffer[back].time <= 2 * window,
@@ -413,7 +418,7 @@ public struct VisitDetector: Sendable {
             ((u.x - v.x) * (u.x - v.x) + (u.y - v.y) * (u.y - v.y)).squareRoot()
         }
         let net = length(a, p), first = length(a, m), second = length(m, p)
-        guard net >= parameters.progressSpeed * (time - buffer[back].time),
+        guard net >= max(parameters.progressSpeed * (time - buffer[back].time), 2 * (accuracy ?? 0)),
               first + second <= 2 * net, min(first, second) >= net / 4 else { return nil }
         return middle
     }
