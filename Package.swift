@@ -65,6 +65,8 @@ let package = Package(
         .target(name: "LocationCore", swiftSettings: daemonModule),
         .target(name: "NMEA", dependencies: ["LocationCore"], swiftSettings: daemonModule),
         .target(name: "LocationProtocol", dependencies: ["LocationCore"], swiftSettings: daemonModule),
+        // gpsd's client protocol (gpsd_json(5)) for existing gpsd programs (docs/compatibility.md).
+        .target(name: "GPSDProtocol", dependencies: ["LocationCore", "LocationProtocol"], swiftSettings: daemonModule),
         .target(name: "Simulation", dependencies: ["LocationCore", "NMEA", "LocationProtocol"], swiftSettings: strict),
         .target(
             name: "LocationDaemon",
@@ -100,8 +102,9 @@ let package = Package(
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict),
         .testTarget(name: "LocationCoreTests", dependencies: ["LocationCore", "Simulation"], swiftSettings: strict),
-        .testTarget(name: "NMEATests", dependencies: ["NMEA", "LocationCore", "LocationProtocol", "Simulation"], swiftSettings: strict),
+        .testTarget(name: "NMEATests", dependencies: ["NMEA", "GPSDProtocol", "LocationCore", "LocationProtocol", "Simulation"], swiftSettings: strict),
         .testTarget(name: "SimulationTests", dependencies: ["Simulation", "LocationCore", "NMEA"], swiftSettings: strict),
+        .testTarget(name: "GPSDProtocolTests", dependencies: ["GPSDProtocol", "LocationCore", "NMEA"], swiftSettings: strict),
         .testTarget(name: "LocationProtocolTests", dependencies: ["LocationProtocol", "LocationCore", "Simulation"], swiftSettings: strict),
         .testTarget(
             name: "LocationDaemonTests",
@@ -127,10 +130,13 @@ if Context.environment["LOCATIOND_FUZZ"] != nil {
                           path: "Fuzz/fuzz-request", swiftSettings: fuzz),
         .executableTarget(name: "fuzz-owntracks-command", dependencies: ["FuzzDriver", "OwnTracks"],
                           path: "Fuzz/fuzz-owntracks-command", swiftSettings: fuzz),
+        .executableTarget(name: "fuzz-gpsd-request", dependencies: ["FuzzDriver", "GPSDProtocol"],
+                          path: "Fuzz/fuzz-gpsd-request", swiftSettings: fuzz),
     ]
     package.products += [
         .executable(name: "fuzz-nmea", targets: ["fuzz-nmea"]),
         .executable(name: "fuzz-request", targets: ["fuzz-request"]),
         .executable(name: "fuzz-owntracks-command", targets: ["fuzz-owntracks-command"]),
+        .executable(name: "fuzz-gpsd-request", targets: ["fuzz-gpsd-request"]),
     ]
 }
