@@ -59,6 +59,8 @@ let package = Package(
         .systemLibrary(name: "CGPS", path: "Sources/CGPS"),
         // libsystemd: notify, watchdog, socket activation, journal (docs/systemd.md).
         .systemLibrary(name: "CSystemd", path: "Sources/CSystemd"),
+        // inet_diag: who a TCP peer is (its structures do not import into Swift).
+        .target(name: "CInetDiag"),
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite"),
         // The TOML subset of locationd.toml and mqtt.toml (no dependency, no Foundation).
         .target(name: "TOMLConfig", swiftSettings: daemonModule),
@@ -71,7 +73,7 @@ let package = Package(
         .target(
             name: "LocationDaemon",
             dependencies: [
-                "LocationCore", "NMEA", "LocationProtocol", "TOMLConfig", "CGPS", "CSystemd", "CSQLite",
+                "LocationCore", "NMEA", "LocationProtocol", "TOMLConfig", "CGPS", "CSystemd", "CInetDiag", "CSQLite",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
