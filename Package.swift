@@ -73,7 +73,7 @@ let package = Package(
         .target(
             name: "LocationDaemon",
             dependencies: [
-                "LocationCore", "NMEA", "LocationProtocol", "TOMLConfig", "CGPS", "CSystemd", "CInetDiag", "CSQLite",
+                "LocationCore", "NMEA", "LocationProtocol", "GPSDProtocol", "TOMLConfig", "CGPS", "CSystemd", "CInetDiag", "CSQLite",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

@@ -288,6 +288,7 @@ final class DaemonService: Sendable {
             server = try await SocketServer.start(hub: hub, configuration: configuration, logger: logger)
             logger.info("serving", metadata: ["socket": "\(options.socketPath)", "source": "\(hub.sourceDescription)"])
         }
+        let compatibility = try await startCompatibilityServers()
         // The socket accepts connections now, and the store was opened before the group started.
         supervisor.notify("READY=1\nMAINPID=\(getpid())\nSTATUS=\(try await supervisor.currentStatus())")
         supervisor.start()
@@ -299,7 +300,7 @@ final class DaemonService: Sendable {
             case .stop: break waiting
             case .failed(let why): failure = why; break waiting
             case .reload(let answer):
-                let outcome = await reload(supervisor, server: server)
+                let outcome = await reload(supervisor, server: server, compatibility: compatibility)
                 answer?(outcome)
             case .stall: stallLoop(supervisor)
             }
@@ -310,6 +311,8 @@ final class DaemonService: Sendable {
         stopSource()
         await hub.processed()
         await server.close()
+        await compatibility.gpsd?.close()
+        await compatibility.nmea?.close()
         try? await hub.eventLoop.submit { hub.releaseHeldVisits() }.get()
         // The WAL into the file: after a stop the database file alone holds everything.
         if let database = hub.regionStore?.database {
@@ -323,11 +326,34 @@ final class DaemonService: Sendable {
         if let failure { throw DaemonFailure(description: failure) }
     }
 
+    /// The servers for programs that do not speak locationd's protocol (docs/compatibility.md),
+    /// each when configured.
+    struct CompatibilityServers {
+        var gpsd: GPSDServer?
+        var nmea: NMEAServer?
+    }
+
+    func startCompatibilityServers() async throws -> CompatibilityServers {
+        var servers = CompatibilityServers()
+        if let address = options.gpsdServerAddress {
+            var configuration = GPSDServer.Configuration(host: address.host, port: address.port, device: hub.sourceDescription)
+            configuration.revision = "locationd \(Daemon.version)"
+            configuration.floodBurst = options.floodBurst
+            configuration.floodRate = options.floodRate
+            configuration.unwritableTimeout = .milliseconds(Int64(options.unwritableTimeout * 1000))
+            servers.gpsd = try await GPSDServer.start(hub: hub, configuration: configuration, logger: logger)
+        }
+        if !options.nmeaServerSocket.isEmpty {
+            servers.nmea = try await NMEAServer.start(hub: hub, configuration: .init(path: options.nmeaServerSocket), logger: logger)
+        }
+        return servers
+    }
+
     /// SIGHUP or a `reload` request: re-read the config file (command-line flags still win), apply what can change
     /// live (log level, coordinate precision, the access policy), log what needs a restart. A
     /// file that does not parse changes nothing. Returns after READY=1, so systemd has both
     /// notifications before a `reload` request (`locationctl reload`, `ExecReload=`) is answered.
-    func reload(_ supervisor: ServiceSupervisor, server: SocketServer) async -> ReloadOutcome {
+    func reload(_ supervisor: ServiceSupervisor, server: SocketServer, compatibility: CompatibilityServers) async -> ReloadOutcome {
         let start = SystemdNotifier.monotonicMicroseconds()
         supervisor.notify("RELOADING=1\nMONOTONIC_USEC=\(start)\nSTATUS=reloading configuration")
         let old = current.withLock { $0 }
@@ -350,6 +376,8 @@ final class DaemonService: Sendable {
                 // Access rules apply live, to new and open sessions (docs/privacy.md).
                 kept.policy = new.policy
                 try? await server.applyPolicy(new.policy)
+                try? await compatibility.gpsd?.applyPolicy()
+                try? await compatibility.nmea?.applyPolicy()
                 logger.notice("reload: policy applied", metadata: ["rules": "\(new.policy.rules.map(\.name))"])
             }
             if let level = Logger.Level(rawValue: kept.logLevel) { logControl.level = level }

@@ -22,23 +22,24 @@ public struct NMEAWriter: Sendable {
         public init() {}
     }
 
+    /// What a receiver reporting `fix` would have said of its solution: DOPs and the geoid
+    /// separation read back through the decoder's own model (`UERE`: 95 % error = DOP × UERE),
+    /// so that a reader of the sentences finds the fix's accuracy again.
+    public static func quality(of fix: Fix) -> Quality {
+        var q = Quality()
+        if let h = fix.horizontalAccuracy, h.isFinite, h > 0 { q.hdop = h / UERE.horizontal }
+        if let v = fix.verticalAccuracy, v.isFinite, v > 0 { q.vdop = v / UERE.vertical }
+        if let hae = fix.altitudeHAE, let msl = fix.altitudeMSL { q.geoidSeparation = hae - msl }
+        return q
+    }
+
     /// The sentences of one epoch with a position, CRLF-terminated. A coordinate off the globe
     /// (non-finite, or beyond ±90/±180) has no NMEA text: the epoch is written without a fix,
     /// as a receiver would, rather than as fields a parser would misread.
     public func epoch(_ fix: Fix, quality: Quality = Quality()) -> String {
         guard fix.coordinate.isValid else { return noFixEpoch(at: fix.time) }
-        let c = CivilTime(fix.time)
-        let time = two(c.hour) + two(c.minute) + two(c.second) + "." + two(c.nanosecond / 10_000_000)
-        let date = two(c.day) + two(c.month) + two(c.year % 100)
-        let (lat, ns) = Self.angle(fix.coordinate.latitude, degreeDigits: 2, positive: "N", negative: "S")
-        let (lon, ew) = Self.angle(fix.coordinate.longitude, degreeDigits: 3, positive: "E", negative: "W")
-        let knots = fix.speed.map { fixed($0 / 0.514444, 3) } ?? ""
-        let course = fix.course.map { fixed($0, 2) } ?? ""
-        let msl = fix.altitudeMSL ?? fix.altitudeHAE.map { $0 - quality.geoidSeparation }
-        var out = ""
-        out += sentence("\(talker)RMC,\(time),A,\(lat),\(ns),\(lon),\(ew),\(knots),\(course),\(date),,,A")
-        out += sentence("\(talker)GGA,\(time),\(lat),\(ns),\(lon),\(ew),1,\(two(max(0, quality.satellites))),\(fixed(quality.hdop, 1)),"
-            + "\(msl.map { fixed($0, 1) } ?? ""),M,\(fixed(quality.geoidSeparation, 1)),M,,")
+        var out = rmcAndGGA(fix, quality: quality)
+        let time = Self.timeField(fix.time)
         let mode = fix.mode == .threeD ? "3" : "2"
         let used = max(0, min(12, quality.satellites))  // GSA lists at most 12
         let prns = (0..<used).map { two(($0 + 1) * 2) }.joined(separator: ",")
@@ -51,6 +52,29 @@ public struct NMEAWriter: Sendable {
                 + "\(fixed(sLat, 1)),\(fixed(sLon, 1)),\(sAlt)")
         }
         return out
+    }
+
+    /// RMC and GGA of a fix: position, time, date, speed, course, altitude and HDOP — all that
+    /// GeoClue's NMEA source reads. Empty for a coordinate off the globe.
+    public func rmcAndGGA(_ fix: Fix, quality: Quality = Quality()) -> String {
+        guard fix.coordinate.isValid else { return "" }
+        let time = Self.timeField(fix.time)
+        let c = CivilTime(fix.time)
+        let date = two(c.day) + two(c.month) + two(c.year % 100)
+        let (lat, ns) = Self.angle(fix.coordinate.latitude, degreeDigits: 2, positive: "N", negative: "S")
+        let (lon, ew) = Self.angle(fix.coordinate.longitude, degreeDigits: 3, positive: "E", negative: "W")
+        let knots = fix.speed.map { fixed($0 / 0.514444, 3) } ?? ""
+        let course = fix.course.map { fixed($0, 2) } ?? ""
+        let msl = fix.altitudeMSL ?? fix.altitudeHAE.map { $0 - quality.geoidSeparation }
+        return sentence("\(talker)RMC,\(time),A,\(lat),\(ns),\(lon),\(ew),\(knots),\(course),\(date),,,A")
+            + sentence("\(talker)GGA,\(time),\(lat),\(ns),\(lon),\(ew),1,\(two(max(0, quality.satellites))),\(fixed(quality.hdop, 1)),"
+                + "\(msl.map { fixed($0, 1) } ?? ""),M,\(fixed(quality.geoidSeparation, 1)),M,,")
+    }
+
+    /// hhmmss.ss
+    private static func timeField(_ time: Timestamp) -> String {
+        let c = CivilTime(time)
+        return two(c.hour) + two(c.minute) + two(c.second) + "." + two(c.nanosecond / 10_000_000)
     }
 
     /// The sentences of an epoch without a position (fix lost), as receivers send them.

@@ -102,6 +102,10 @@ public enum ConfigSchema {
         .string("store", "database", \.database),
         .integer("store", "queue_limit", \.queueLimit, range: 1...10_000_000),
         .integer("store", "max_background_programs_per_user", \.maxBackgroundProgramsPerUser, range: 1...1_000_000),
+        .string("gpsd_server", "listen", \.gpsdServerListen, check: ListenAddress.problem),
+        .boolean("gpsd_server", "allow_non_loopback", \.gpsdServerAllowNonLoopback),
+        .string("nmea_server", "socket", \.nmeaServerSocket, maxBytes: socketPathMaxBytes,
+                why: " (a Unix socket address holds 108 bytes with its terminating NUL): choose a shorter path"),
         .number("daemon", "shutdown_timeout", \.shutdownTimeout, range: 0.1...300, unit: " s"),
         .boolean("systemd", "watchdog", \.watchdog),
     ]

@@ -58,6 +58,14 @@ public struct DaemonOptions: Sendable, Equatable {
     public var queueLimit = 10_000
     /// Programs of one user that may keep background monitoring, and so a queue, while away.
     public var maxBackgroundProgramsPerUser = Hub.defaultMaxBackgroundProgramsPerUser
+    // [gpsd_server]
+    /// `ADDRESS:PORT` to serve gpsd's protocol on (docs/compatibility.md); empty: off.
+    public var gpsdServerListen = ""
+    /// Whether `gpsdServerListen` may be off loopback (its peers then get the default rule).
+    public var gpsdServerAllowNonLoopback = false
+    // [nmea_server]
+    /// Unix socket serving GGA and RMC for GeoClue (docs/compatibility.md); empty: off.
+    public var nmeaServerSocket = ""
     // [daemon]
     /// Bound on the graceful shutdown after SIGTERM, seconds; then the stop is abandoned (exit 1).
     public var shutdownTimeout = 5.0
@@ -89,6 +97,15 @@ public struct DaemonOptions: Sendable, Equatable {
     /// directory).
     public var databasePath: String? { database.isEmpty || database == "none" || database == ":memory:" ? nil : database }
 
+    /// Where gpsd's protocol is served, nil when it is not.
+    public var gpsdServerAddress: ListenAddress? { try? ListenAddress.parse(gpsdServerListen).get() }
+
+    /// Why `gpsdServerListen` may not be served: an address off loopback the config has not allowed.
+    var gpsdServerProblem: String? {
+        guard let address = gpsdServerAddress, !address.isLoopback, !gpsdServerAllowNonLoopback else { return nil }
+        return "\(gpsdServerListen) is not a loopback address: gpsd's clients are identified only on loopback, so locationd serves them elsewhere only with [gpsd_server] allow_non_loopback = true, and every such client then gets [policy.default]"
+    }
+
     /// Why `replay.date` / `--date` is not a date, nil when it is one or empty (none).
     static func replayDateProblem(_ text: String) -> String? {
         guard !text.isEmpty, case .failure(let why) = NMEAReplay.parseDate(text) else { return nil }
@@ -103,6 +120,7 @@ public struct DaemonOptions: Sendable, Equatable {
 
     public static let usage = """
         USAGE: locationd [--config FILE] [--socket PATH] [--gpsd HOST[:PORT] | --replay LOG [--speed N] [--loop] [--date YYYY-MM-DD]]
+                         [--gpsd-listen ADDRESS:PORT] [--nmea-socket PATH]
                          [--log-level LEVEL] [--database PATH|none] [--privacy-seed N]
                locationd --check-config [FILE]
 
@@ -123,6 +141,12 @@ public struct DaemonOptions: Sendable, Equatable {
                               ignored when systemd passes a socket (locationd.socket)
           --gpsd HOST[:PORT]  gpsd to read (default: localhost:2947); an IPv6 address in
                               brackets with a port: [::1]:2947
+          --gpsd-listen ADDRESS:PORT
+                              serve gpsd's protocol to gpsd's clients (cgps, gpspipe,
+                              libgps, Python's gps) on a loopback address, e.g.
+                              127.0.0.1:2948 (default: off; docs/compatibility.md)
+          --nmea-socket PATH  serve GGA and RMC sentences for GeoClue on a Unix socket
+                              (default: off; docs/compatibility.md)
           --replay LOG        replay an NMEA 0183 log instead of reading gpsd (- = standard
                               input); it must open for reading at start (exit 64, or 78
                               for the file's replay.file). The replay starts when the first
@@ -201,7 +225,7 @@ public struct DaemonOptions: Sendable, Equatable {
         // Which option named the file, for the fix when it does not exist.
         var configFlag = "--config"
         var check = false
-        var sawReplay = false, sawGPSD = false, sawReplayOption = false
+        var sawReplay = false, sawGPSD = false, sawReplayOption = false, sawGPSDListen = false
         var i = 0
         func value(_ flag: String) throws(Failure) -> String {
             i += 1
@@ -245,6 +269,17 @@ public struct DaemonOptions: Sendable, Equatable {
                 }
                 flags.append { $0.gpsdHost = host; $0.gpsdPort = p; $0.replayFile = "" }
                 sawGPSD = true
+            case "--gpsd-listen":
+                let v = try value(arg)
+                if case .failure(let e) = ListenAddress.parse(v) { throw .usage("--gpsd-listen '\(v)': \(e.message)") }
+                flags.append { $0.gpsdServerListen = v }
+                sawGPSDListen = true
+            case "--nmea-socket":
+                let path = try value(arg)
+                guard !path.isEmpty, path.utf8.count <= ConfigSchema.socketPathMaxBytes else {
+                    throw .usage("--nmea-socket needs a path of at most \(ConfigSchema.socketPathMaxBytes) bytes")
+                }
+                flags.append { $0.nmeaServerSocket = path }
             case "--replay":
                 let path = try value(arg)
                 guard !path.isEmpty else { throw .usage("--replay needs a path") }
@@ -290,7 +325,7 @@ public struct DaemonOptions: Sendable, Equatable {
         let path = configPath ?? defaultConfigPath
         let text: String?
         do { text = try readFile(path) } catch { throw .config(error) }
-        var replayLine = 0
+        var replayLine = 0, listenLine = 0
         // A lookup the user database did not answer (75, restarted) is reported last: any
         // mistake below is for good (64, 78) and is the one to name.
         var unanswered: ConfigError?
@@ -298,6 +333,7 @@ public struct DaemonOptions: Sendable, Equatable {
             do {
                 let document = try TOMLDocument.parse(text, file: path)
                 replayLine = document.entries.last { $0.table == "replay" && $0.key == "file" }?.line ?? 0
+                listenLine = document.entries.last { $0.table == "gpsd_server" && $0.key == "listen" }?.line ?? 0
                 do { try ConfigSchema.apply(document, file: path, to: &options, users: users, groups: groups) } catch where error.temporary { unanswered = error }
             } catch {
                 throw .config(error)
@@ -309,6 +345,10 @@ public struct DaemonOptions: Sendable, Equatable {
             throw .config(ConfigError(file: path, line: 0, message: "no such file; give the path of an existing file, or \(leaveOut)"))
         }
         for flag in flags { flag(&options) }
+        if let problem = options.gpsdServerProblem {
+            if sawGPSDListen { throw .usage("--gpsd-listen: \(problem)") }
+            throw .config(ConfigError(file: path, line: listenLine, message: "'gpsd_server.listen': \(problem)"))
+        }
         if sawReplayOption && options.replayFile.isEmpty {
             throw .usage("--speed, --loop and --date apply only with --replay (or replay.file in the config)")
         }

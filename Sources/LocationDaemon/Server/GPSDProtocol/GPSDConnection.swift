@@ -1,0 +1,219 @@
+import Glibc
+import GPSDProtocol
+import LocationCore
+import Logging
+import NIOCore
+
+/// One gpsd-protocol client: VERSION on connect, requests answered as gpsd 3.22 answers them,
+/// and while its WATCH asks for JSON, a TPV for each fix its session allows — the published
+/// cell as a mode 2 TPV for an approximate program, at the approximate rate. A program the
+/// policy denies gets an ERROR naming the rule, and is closed. Confined to the hub's loop.
+final class GPSDConnection: ChannelInboundHandler, HubSubscriber {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    let id: SubscriberID
+    private let hub: Hub
+    private let configuration: GPSDServer.Configuration
+    private let connections: GPSDConnections
+    private var logger: Logger
+    private var context: ChannelHandlerContext?
+    private var reader = GPSDRequestReader()
+    private var bucket: TokenBucket
+
+    /// Who the kernel says the peer is; nil when it could not say (the default rule applies).
+    private(set) var identity: PeerIdentity?
+    private(set) var program = ProgramID("unknown")
+    private var rule: PolicyRule
+    /// The session's grant; nil once the connection is refused.
+    private var grant: Grant?
+    private var watch = GPSDWatch()
+    private var isSubscribed = false
+    /// The last report sent, for `?POLL;`.
+    private var lastReport: ByteBuffer?
+    /// A report held back while the peer does not read (the newest only).
+    private var pending: ByteBuffer?
+    private var unwritableTimer: Scheduled<Void>?
+
+    init(hub: Hub, configuration: GPSDServer.Configuration, connections: GPSDConnections, logger: Logger) {
+        self.id = hub.makeSubscriberID()
+        self.hub = hub
+        self.configuration = configuration
+        self.connections = connections
+        self.logger = logger
+        self.logger[metadataKey: "gpsd-connection"] = "\(id.rawValue)"
+        self.rule = hub.policy.defaultRule
+        self.bucket = TokenBucket(burst: configuration.floodBurst, rate: configuration.floodRate, now: configuration.now())
+    }
+
+    func close() { context?.close(promise: nil) }
+
+    // MARK: Channel events
+
+    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+
+    func channelActive(context: ChannelHandlerContext) {
+        connections.add(self)
+        identity = LoopbackPeer.identity(remote: context.channel.remoteAddress, local: context.channel.localAddress,
+                                         hint: connections.lastPeerPID)
+        if let pid = identity?.pid { connections.lastPeerPID = pid }
+        program = identity?.program ?? ProgramID("unknown")
+        send(GPSDReport.version(rev: configuration.revision))
+        decide(announce: false)
+        logger.info("gpsd client connected", metadata: [
+            "peer": "\(context.channel.remoteAddress.map { "\($0)" } ?? "?")", "uid": "\(identity.map { "\($0.uid)" } ?? "?")",
+            "pid": "\(identity.map { "\($0.pid)" } ?? "?")", "exe": "\(identity?.executable ?? "?")", "rule": "\(rule.name)",
+            "grant": "\(grant.map { "\($0.authorization.rawValue) \($0.accuracy.rawValue)" } ?? "denied")"])
+        context.flush()
+        context.fireChannelActive()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        unwritableTimer?.cancel()
+        unwritableTimer = nil
+        unsubscribe()
+        if grant != nil { hub.sessionClosed() }
+        grant = nil
+        connections.remove(self)
+        self.context = nil
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        logger.debug("gpsd connection error", metadata: ["error": "\(error)"])
+        context.close(promise: nil)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard grant != nil else { return }
+        let bytes = unwrapInboundIn(data)
+        for item in reader.feed(bytes.readableBytesView) {
+            guard bucket.take(now: configuration.now()) else {
+                return refuse("more than \(configuration.floodBurst) requests at once or \(configuration.floodRate) per second sustained; closing")
+            }
+            switch item {
+            case .tooLong: return refuse("request longer than \(GPSDRequestReader.maxRequestBytes) bytes; closing")
+            case .request(let request): answer(request)
+            }
+            guard grant != nil else { return }
+        }
+        context.flush()
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable {
+            unwritableTimer?.cancel()
+            unwritableTimer = nil
+            if let held = pending {
+                pending = nil
+                context.writeAndFlush(wrapOutboundOut(held), promise: nil)
+            }
+        } else if unwritableTimer == nil {
+            let timeout = configuration.unwritableTimeout
+            unwritableTimer = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) { [self] in
+                logger.notice("closing a gpsd client that has not read for \(timeout)")
+                self.context?.close(promise: nil)
+            }
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
+    // MARK: Requests
+
+    private func answer(_ request: GPSDRequest) {
+        switch request {
+        case .version: send(GPSDReport.version(rev: configuration.revision))
+        case .devices: send(GPSDReport.devices([device]))
+        case .device: send(GPSDReport.device(device))
+        case .poll: send(GPSDReport.poll(at: Self.wallClock(), last: lastReport.map { Array($0.readableBytesView) }))
+        case .invalid(let message): send(GPSDReport.error(message))
+        case .watch(nil): send(GPSDReport.watch(watch))
+        case .watch(let change?):
+            let before = watch.streamsReports
+            watch = change.applied(to: watch)
+            if watch.streamsReports && !before { send(GPSDReport.devices([device])) }
+            send(GPSDReport.watch(watch))
+            if watch.streamsReports != before {
+                if watch.streamsReports { subscribe() } else { unsubscribe() }
+            }
+        }
+    }
+
+    private var device: GPSDReport.Device { GPSDReport.Device(path: configuration.device, activated: nil) }
+
+    // MARK: Policy
+
+    /// Decides the connection's session from its rule (at connect, and at a reload): denied →
+    /// ERROR naming the rule and close; a changed accuracy → subscribed again under it.
+    private func decide(announce: Bool) {
+        rule = identity.map { hub.policy.rule(for: $0) } ?? hub.policy.defaultRule
+        switch Grant.decide(requested: .whenInUse, purpose: nil, rule: rule) {
+        case .failure(.notAuthorized(let why)), .failure(.fullAccuracyDenied(let why)):
+            refuse("locationd: \(why)")
+        case .success(let new):
+            let old = grant
+            grant = new
+            if old == nil { hub.sessionOpened() }
+            if announce, isSubscribed, old?.accuracy != new.accuracy {
+                unsubscribe()
+                subscribe()
+            }
+        }
+    }
+
+    func applyPolicy() { if grant != nil { decide(announce: true) } }
+
+    /// ERROR, then the connection is closed once it is written.
+    private func refuse(_ message: String) {
+        guard let context else { return }
+        if grant != nil { hub.sessionClosed() }
+        grant = nil
+        unsubscribe()
+        logger.notice("gpsd client refused: \(message)", metadata: ["rule": "\(rule.name)"])
+        let line = ByteBuffer(bytes: GPSDReport.error(message))
+        context.writeAndFlush(wrapOutboundOut(line)).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+    }
+
+    // MARK: Subscription
+
+    private func subscribe() {
+        guard let grant, !isSubscribed else { return }
+        var options = SubscriptionOptions()
+        options.accuracy = grant.accuracy
+        isSubscribed = true
+        hub.subscribe(id, options: options, subscriber: self)
+    }
+
+    private func unsubscribe() {
+        guard isSubscribed else { return }
+        isSubscribed = false
+        hub.unsubscribe(id)
+    }
+
+    func deliver(_ event: Event, encoded: ByteBuffer) {
+        guard let grant, let context else { return }
+        let line: ByteBuffer
+        switch event {
+        case .location(let fix):
+            line = connections.report(fix, detail: grant.accuracy == .precise ? .precise : .approximate, device: configuration.device)
+        case .status(.noFix, let time) where grant.accuracy == .precise:
+            line = ByteBuffer(bytes: GPSDReport.noFix(at: time, device: configuration.device))
+        default:
+            return
+        }
+        lastReport = line
+        guard context.channel.isWritable else { pending = line; return }
+        context.writeAndFlush(wrapOutboundOut(line), promise: nil)
+    }
+
+    /// POLL's `time`: when it was answered.
+    static func wallClock() -> Timestamp {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Timestamp(seconds: Int64(ts.tv_sec), nanoseconds: Int64(ts.tv_nsec))
+    }
+
+    private func send(_ line: [UInt8]) {
+        context?.write(wrapOutboundOut(ByteBuffer(bytes: line)), promise: nil)
+    }
+}

@@ -1,0 +1,116 @@
+import GPSDProtocol
+import LocationCore
+import Logging
+import NIOCore
+import NIOPosix
+
+/// gpsd's client protocol on TCP (`[gpsd_server] listen`), for programs written for gpsd:
+/// cgps, gpspipe, Python's `gps` module, anything on libgps. Each connection is a subscriber of
+/// the hub like a Unix-socket one, under the policy's rule for the program the kernel says it is
+/// (`LoopbackPeer`); docs/compatibility.md.
+public final class GPSDServer: Sendable {
+    public struct Configuration: Sendable {
+        public var host: String
+        public var port: Int
+        /// The `device` of reports and the path of the one DEVICE: where fixes come from.
+        public var device: String
+        /// `rev` of VERSION.
+        public var revision: String = "locationd"
+        /// Flood limit, as the Unix socket's: a token bucket of `floodBurst` requests refilled
+        /// at `floodRate` per second; beyond it ERROR and the connection is closed.
+        public var floodBurst: Int = 200
+        public var floodRate: Double = 100
+        /// Write buffer watermarks: above `high` reports are held back (the newest one kept).
+        public var writeBufferLowWatermark: Int = 32 * 1024
+        public var writeBufferHighWatermark: Int = 64 * 1024
+        /// A connection that stays not writable this long is closed.
+        public var unwritableTimeout: TimeAmount = .seconds(30)
+        public var now: @Sendable () -> NIODeadline = { NIODeadline.now() }
+
+        public init(host: String, port: Int, device: String) { self.host = host; self.port = port; self.device = device }
+    }
+
+    public let hub: Hub
+    public let configuration: Configuration
+    private let channel: any Channel
+    let connections: GPSDConnections
+    private let logger: Logger
+
+    private init(hub: Hub, configuration: Configuration, channel: any Channel, connections: GPSDConnections, logger: Logger) {
+        self.hub = hub; self.configuration = configuration; self.channel = channel; self.connections = connections; self.logger = logger
+    }
+
+    /// The address the listener is bound to (its port when `port` was 0).
+    public var localAddress: SocketAddress? { channel.localAddress }
+
+    public static func start(hub: Hub, configuration: Configuration, logger: Logger) async throws -> GPSDServer {
+        let connections = GPSDConnections(eventLoop: hub.eventLoop)
+        let channel = try await ServerBootstrap(group: hub.eventLoop, childGroup: hub.eventLoop)
+            .serverChannelOption(ChannelOptions.backlog, value: 128)
+            .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(ChannelOptions.writeBufferWaterMark, value: .init(
+                low: configuration.writeBufferLowWatermark, high: configuration.writeBufferHighWatermark))
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(
+                        GPSDConnection(hub: hub, configuration: configuration, connections: connections, logger: logger))
+                }
+            }
+            .bind(host: configuration.host, port: configuration.port).get()
+        logger.info("serving gpsd's protocol", metadata: ["listen": "\(channel.localAddress.map { "\($0)" } ?? "?")"])
+        return GPSDServer(hub: hub, configuration: configuration, channel: channel, connections: connections, logger: logger)
+    }
+
+    /// Stops listening and closes every connection (which unsubscribes them).
+    public func close() async {
+        try? await channel.close()
+        try? await hub.eventLoop.submit { self.connections.all.forEach { $0.close() } }.get()
+        await hub.processed()
+    }
+
+    /// The hub's policy (a reload) for the open connections: each is decided again.
+    public func applyPolicy() async throws {
+        try await hub.eventLoop.submit {
+            for c in self.connections.all.sorted(by: { $0.id < $1.id }) { c.applyPolicy() }
+        }.get()
+    }
+
+    /// The connections and what each has been sent (tests, diagnostics).
+    public func connectionCount() async throws -> Int {
+        try await hub.eventLoop.submit { self.connections.all.count }.get()
+    }
+}
+
+/// The listener's open connections, and what they share: the last peer process found (most
+/// programs open their connections one after another) and the last report encoded (every
+/// connection gets the same fix in one hub input). Confined to the hub's loop.
+final class GPSDConnections: Sendable {
+    private let box: NIOLoopBoundBox<State>
+
+    struct State {
+        var open: [ObjectIdentifier: GPSDConnection] = [:]
+        var lastPeerPID: Int32?
+        var lastReport: (fix: Fix, detail: GPSDReport.Detail, line: ByteBuffer)?
+    }
+
+    init(eventLoop: any EventLoop) {
+        box = NIOLoopBoundBox.makeBoxSendingValue(State(), as: State.self, eventLoop: eventLoop)
+    }
+
+    func add(_ c: GPSDConnection) { box.value.open[ObjectIdentifier(c)] = c }
+    func remove(_ c: GPSDConnection) { box.value.open.removeValue(forKey: ObjectIdentifier(c)) }
+    var all: [GPSDConnection] { Array(box.value.open.values) }
+
+    var lastPeerPID: Int32? {
+        get { box.value.lastPeerPID }
+        set { box.value.lastPeerPID = newValue }
+    }
+
+    /// `fix`'s TPV line, encoded once for every connection that receives it.
+    func report(_ fix: Fix, detail: GPSDReport.Detail, device: String) -> ByteBuffer {
+        if let last = box.value.lastReport, last.fix == fix, last.detail == detail { return last.line }
+        let line = ByteBuffer(bytes: GPSDReport.tpv(fix, device: device, detail: detail))
+        box.value.lastReport = (fix, detail, line)
+        return line
+    }
+}

@@ -1,0 +1,170 @@
+import Foundation
+import GPSDProtocol
+import LocationCore
+import NMEA
+import Testing
+
+/// A program nobody here wrote, run to its exit (or killed after `timeout`, a failure guard).
+func runTool(_ path: String, _ arguments: [String], timeout: Double = 30) throws -> (status: Int32, out: String, err: String) {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: path)
+    p.arguments = arguments
+    let out = Pipe(), err = Pipe()
+    p.standardOutput = out
+    p.standardError = err
+    p.standardInput = FileHandle.nullDevice
+    try p.run()
+    let guardTimer = DispatchWorkItem { if p.isRunning { p.terminate() } }
+    DispatchQueue.global().asyncAfter(deadline: .now() + timeout, execute: guardTimer)
+    defer { guardTimer.cancel() }
+    let o = out.fileHandleForReading.readDataToEndOfFile(), e = err.fileHandleForReading.readDataToEndOfFile()
+    p.waitUntilExit()
+    return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
+}
+
+/// locationd replaying a corpus log and serving gpsd's protocol on a free loopback port.
+struct GPSDListenerDaemon {
+    static let log = "bundg_zeus_9"
+    static var available: Bool { GPSDHarness.corpusLog(log) != nil }
+
+    let daemon: DaemonProcess
+    let port: UInt16
+
+    /// `policy`: [policy.NAME] tables for the config file. `speed`: the replay's.
+    init(policy: String = "", speed: String = "20", extra: [String] = []) async throws {
+        let log = try #require(GPSDHarness.corpusLog(Self.log))
+        port = try GPSDHarness.freePort()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("locationd-gpsd-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let config = directory.appendingPathComponent("locationd.toml")
+        try policy.write(to: config, atomically: true, encoding: .utf8)
+        daemon = try DaemonProcess(arguments: ["--config", config.path, "--replay", log.path, "--speed", speed, "--privacy-seed", "7",
+                                               "--gpsd-listen", "127.0.0.1:\(port)"] + extra, directory: directory)
+        let port = self.port, daemon = self.daemon
+        let listening = await waitUntil(timeout: 20) { !daemon.isRunning || GPSDHarness.canConnect(port: port) }
+        try #require(listening && daemon.isRunning, "the listener did not open: \(daemon.stderrText())")
+    }
+
+    /// The fixes the replay reports, in order: the log through the project's decoder.
+    static func replayedFixes() throws -> [Fix] {
+        let bytes = try [UInt8](Data(contentsOf: try #require(GPSDHarness.corpusLog(log))))
+        var decoder = NMEADecoder()
+        var fixes: [Fix] = []
+        decoder.feed(bytes) { if let f = $0.fix { fixes.append(f) } }
+        decoder.finish { if let f = $0.fix { fixes.append(f) } }
+        return fixes
+    }
+
+    /// The JSON objects among gpspipe's lines.
+    static func objects(_ text: String) -> [[String: Any]] {
+        text.split(whereSeparator: \.isNewline).compactMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }
+    }
+}
+
+/// Existing gpsd clients, unmodified, against locationd's gpsd-protocol listener.
+@Suite(.serialized, .enabled(if: GPSDListenerDaemon.available, "gpsd corpus not found at ../shared/corpus/gpsd"),
+       .timeLimit(.minutes(3)))
+struct GPSDListenerTests {
+    @Test("gpspipe -w: VERSION, DEVICES, WATCH, then the replay's fixes as gpsd's TPVs")
+    func gpspipe() async throws {
+        let listener = try await GPSDListenerDaemon()
+        defer { listener.daemon.stop() }
+        let run = try runTool("/usr/bin/gpspipe", ["-w", "-n", "25", "127.0.0.1:\(listener.port)"])
+        #expect(run.status == 0, "\(run.err)")
+        let lines = run.out.split(whereSeparator: \.isNewline).map(String.init)
+        #expect(lines.prefix(3).map { GPSDListenerDaemon.objects($0).first?["class"] as? String } == ["VERSION", "DEVICES", "WATCH"])
+        let device = "replay \(try #require(GPSDHarness.corpusLog(GPSDListenerDaemon.log)).path)"
+        let expected = try GPSDListenerDaemon.replayedFixes().map { String(decoding: GPSDReport.tpv($0, device: device).dropLast(2), as: UTF8.self) }
+        let tpvs = lines.filter { $0.hasPrefix("{\"class\":\"TPV\"") }
+        #expect(tpvs.count == 22)
+        #expect(tpvs == Array(expected.prefix(tpvs.count)), "\(tpvs.prefix(2)) vs \(expected.prefix(2))")
+    }
+
+    @Test("Python's gps module, WATCH_ENABLE | WATCH_JSON: the replay's times and positions")
+    func pythonGPS() async throws {
+        let listener = try await GPSDListenerDaemon()
+        defer { listener.daemon.stop() }
+        let script = """
+            import gps, json
+            s = gps.gps(host="127.0.0.1", port=\(listener.port), mode=gps.WATCH_ENABLE | gps.WATCH_JSON)
+            out = []
+            while len(out) < 20:
+                r = s.next()
+                if r["class"] == "TPV" and r.get("mode", 0) >= 2:
+                    out.append([r["time"], r["lat"], r["lon"], r["mode"]])
+            print(json.dumps(out))
+            """
+        let run = try runTool("/usr/bin/python3", ["-c", script])
+        #expect(run.status == 0, "\(run.err)")
+        let read = try #require(try JSONSerialization.jsonObject(with: Data(run.out.utf8)) as? [[Any]])
+        let fixes = try GPSDListenerDaemon.replayedFixes()
+        try #require(read.count == 20 && fixes.count >= 20)
+        for (r, f) in zip(read, fixes) {
+            let report = GPSDListenerDaemon.objects(String(decoding: GPSDReport.tpv(f, device: "d"), as: UTF8.self)).first
+            #expect(r[0] as? String == report?["time"] as? String)
+            #expect(abs((r[1] as? Double ?? 0) - f.coordinate.latitude) < 1e-9 && abs((r[2] as? Double ?? 0) - f.coordinate.longitude) < 1e-9)
+            #expect(r[3] as? Int == Int(f.mode.rawValue))
+        }
+    }
+
+    @Test("An approximate program over TCP gets only mode 2 cell centres; a denied one ERROR and close")
+    func policyOverTCP() async throws {
+        let python = URL(fileURLWithPath: "/usr/bin/python3").resolvingSymlinksInPath().path
+        let policy = """
+            [policy.python]
+            executable = "\(python)"
+            authorization = "when-in-use"
+            accuracy = "approximate"
+
+            [policy.gpspipe]
+            executable = "/usr/bin/gpspipe"
+            authorization = "denied"
+            accuracy = "approximate"
+            """
+        let listener = try await GPSDListenerDaemon(policy: policy, speed: "0")
+        defer { listener.daemon.stop() }
+
+        let denied = try runTool("/usr/bin/gpspipe", ["-w", "-n", "5", "127.0.0.1:\(listener.port)"])
+        let objects = GPSDListenerDaemon.objects(denied.out)
+        #expect(objects.map { $0["class"] as? String } == ["VERSION", "ERROR"], "\(denied.out)")
+        #expect((objects.last?["message"] as? String)?.contains("policy rule 'gpspipe'") == true, "\(denied.out)")
+
+        // Raw reads to the end: the replay (as fast as it goes) ends, the daemon exits, EOF.
+        let script = """
+            import socket, json
+            s = socket.create_connection(("127.0.0.1", \(listener.port)))
+            s.sendall(b'?WATCH={"enable":true,"json":true};')
+            data = b""
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+            print(json.dumps([json.loads(l) for l in data.decode().splitlines() if '"TPV"' in l]))
+            """
+        let run = try runTool("/usr/bin/python3", ["-c", script], timeout: 60)
+        #expect(run.status == 0, "\(run.err)")
+        let tpvs = try #require(try JSONSerialization.jsonObject(with: Data(run.out.utf8)) as? [[String: Any]])
+        #expect(!tpvs.isEmpty)
+        let fixes = try GPSDListenerDaemon.replayedFixes()
+        for t in tpvs {
+            #expect(t["mode"] as? Int == 2)
+            #expect(Set(t.keys).isSubset(of: ["class", "device", "mode", "time", "lat", "lon", "eph"]), "\(t.keys)")
+            let lat = t["lat"] as? Double ?? 0, lon = t["lon"] as? Double ?? 0
+            #expect(!fixes.contains { abs($0.coordinate.latitude - lat) < 1e-7 && abs($0.coordinate.longitude - lon) < 1e-7 },
+                    "a replayed position, not a cell centre")
+            let nearest = fixes.map { Geodesy.distance($0.coordinate, Coordinate(latitude: lat, longitude: lon)) }.min() ?? .infinity
+            #expect(nearest < 5_000, "cell centre \(nearest) m from the fixes")
+        }
+        // At the approximate rate: at publication epochs, 600 s of fix time apart (docs/privacy.md,
+        // "Publication epochs"); the log's 148 s cross one epoch's start (09:50).
+        let iso = ISO8601DateFormatter()
+        iso.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        let times = tpvs.compactMap { ($0["time"] as? String).flatMap(iso.date(from:)) }
+        #expect(times.count == tpvs.count && times.count == 2, "\(tpvs)")
+        #expect(times.allSatisfy { Int($0.timeIntervalSince1970) % 600 == 0 }, "\(times)")
+        #expect(zip(times, times.dropFirst()).allSatisfy { $1.timeIntervalSince($0) >= 600 }, "\(times)")
+    }
+}
