@@ -5,10 +5,12 @@ import NMEA
 import Testing
 
 /// A program nobody here wrote, run to its exit (or killed after `timeout`, a failure guard).
-func runTool(_ path: String, _ arguments: [String], timeout: Double = 30) throws -> (status: Int32, out: String, err: String) {
+func runTool(_ path: String, _ arguments: [String], environment: [String: String] = [:],
+             timeout: Double = 30) throws -> (status: Int32, out: String, err: String) {
     let p = Process()
     p.executableURL = URL(fileURLWithPath: path)
     p.arguments = arguments
+    if !environment.isEmpty { p.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
     let out = Pipe(), err = Pipe()
     p.standardOutput = out
     p.standardError = err
