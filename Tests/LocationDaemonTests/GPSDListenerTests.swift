@@ -4,24 +4,10 @@ import LocationCore
 import NMEA
 import Testing
 
-/// A program nobody here wrote, run to its exit (or killed after `timeout`, a failure guard).
-func runTool(_ path: String, _ arguments: [String], environment: [String: String] = [:],
+/// A program nobody here wrote, run to its exit.
+func runTool(_ path: String, _ arguments: [String], environment: [String: String?] = [:],
              timeout: Double = 30) throws -> (status: Int32, out: String, err: String) {
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: path)
-    p.arguments = arguments
-    if !environment.isEmpty { p.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
-    let out = Pipe(), err = Pipe()
-    p.standardOutput = out
-    p.standardError = err
-    p.standardInput = FileHandle.nullDevice
-    try p.run()
-    let guardTimer = DispatchWorkItem { if p.isRunning { p.terminate() } }
-    DispatchQueue.global().asyncAfter(deadline: .now() + timeout, execute: guardTimer)
-    defer { guardTimer.cancel() }
-    let o = out.fileHandleForReading.readDataToEndOfFile(), e = err.fileHandleForReading.readDataToEndOfFile()
-    p.waitUntilExit()
-    return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
+    try runToExit(URL(fileURLWithPath: path), arguments, environment: environment, timeout: timeout)
 }
 
 /// locationd replaying a corpus log and serving gpsd's protocol on a free loopback port.

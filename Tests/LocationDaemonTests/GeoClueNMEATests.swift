@@ -14,10 +14,12 @@ struct GeoClueNMEATests {
     /// A background process of the test, stopped by its pid.
     final class Background {
         let process = Process()
-        init(_ path: String, _ arguments: [String], environment: [String: String] = [:], log: URL) throws {
+        init(_ path: String, _ arguments: [String], environment: [String: String?] = [:], log: URL) throws {
             process.executableURL = URL(fileURLWithPath: path)
             process.arguments = arguments
-            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+            var env = ProcessInfo.processInfo.environment
+            for (name, value) in environment { env[name] = value }
+            process.environment = env
             _ = FileManager.default.createFile(atPath: log.path, contents: nil)
             let handle = try FileHandle(forWritingTo: log)
             process.standardOutput = handle
@@ -55,7 +57,7 @@ struct GeoClueNMEATests {
                                  log: dir.appendingPathComponent("bus.log"))
         defer { bus.stop() }
         try #require(await waitUntil(timeout: 10) { FileManager.default.fileExists(atPath: busSocket) }, "no private bus")
-        let env = ["DBUS_SYSTEM_BUS_ADDRESS": "unix:path=\(busSocket)"]
+        let env: [String: String?] = ["DBUS_SYSTEM_BUS_ADDRESS": "unix:path=\(busSocket)"]
 
         let nmea = dir.appendingPathComponent("nmea.sock").path
         let log = try #require(GPSDHarness.corpusLog(GPSDListenerDaemon.log))

@@ -43,7 +43,7 @@ final class GPSDConnection: ChannelInboundHandler, HubSubscriber {
         self.logger = logger
         self.logger[metadataKey: "gpsd-connection"] = "\(id.rawValue)"
         self.rule = hub.policy.defaultRule
-        self.bucket = TokenBucket(burst: configuration.floodBurst, rate: configuration.floodRate, now: configuration.now())
+        self.bucket = TokenBucket(burst: configuration.floodBurst, rate: configuration.floodRate, now: configuration.clock.now())
     }
 
     func close() { context?.close(promise: nil) }
@@ -88,7 +88,7 @@ final class GPSDConnection: ChannelInboundHandler, HubSubscriber {
         guard grant != nil else { return }
         let bytes = unwrapInboundIn(data)
         for item in reader.feed(bytes.readableBytesView) {
-            guard bucket.take(now: configuration.now()) else {
+            guard bucket.take(now: configuration.clock.now()) else {
                 return refuse("more than \(configuration.floodBurst) requests at once or \(configuration.floodRate) per second sustained; closing")
             }
             switch item {

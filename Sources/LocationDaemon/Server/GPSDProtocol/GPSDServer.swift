@@ -25,7 +25,8 @@ public final class GPSDServer: Sendable {
         public var writeBufferHighWatermark: Int = 64 * 1024
         /// A connection that stays not writable this long is closed.
         public var unwritableTimeout: TimeAmount = .seconds(30)
-        public var now: @Sendable () -> NIODeadline = { NIODeadline.now() }
+        /// The clock of the flood limiter.
+        public var clock = ShellClock.system
 
         public init(host: String, port: Int, device: String) { self.host = host; self.port = port; self.device = device }
     }
