@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import GPSDProtocol
 import LocationCore
 import NMEA
@@ -154,5 +155,103 @@ struct GPSDListenerTests {
         #expect(times.count == tpvs.count && times.count == 2, "\(tpvs)")
         #expect(times.allSatisfy { Int($0.timeIntervalSince1970) % 600 == 0 }, "\(times)")
         #expect(zip(times, times.dropFirst()).allSatisfy { $1.timeIntervalSince($0) >= 600 }, "\(times)")
+    }
+}
+
+/// 1,000 gpsd-protocol clients on one connection to a real gpsd (which alone refuses past 64),
+/// in the fault tests' style: raw sockets polled from one thread, bounded in time and memory.
+@Suite(.serialized, .timeLimit(.minutes(5)),
+       .enabled(if: GPSDHarness.isAvailable && GPSDListenerDaemon.available, "needs gpsd and the gpsd corpus"))
+struct ThousandGPSDClientsTests {
+    @Test("1,000 clients each get the fixes, from one gpsd connection; memory reported")
+    func thousandClients() async throws {
+        let gpsd = try GPSDHarness()
+        defer { gpsd.shutdown() }
+        let port = try GPSDHarness.freePort()
+        let daemon = try DaemonProcess(arguments: ["--gpsd", "\(gpsd.host):\(gpsd.portString)", "--log-level", "warning",
+                                                   "--gpsd-listen", "127.0.0.1:\(port)"])
+        defer { daemon.stop() }
+        try #require(await waitUntil(timeout: 20) { !daemon.isRunning || GPSDHarness.canConnect(port: port) }, "\(daemon.stderrText())")
+        let pid = try #require(daemon.pid)
+        var limit = rlimit()
+        getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        try #require(limit.rlim_cur >= 2048 || limit.rlim_max >= 2048, "RLIMIT_NOFILE too low for 1,000 connections")
+        if limit.rlim_cur < 2048 { limit.rlim_cur = min(limit.rlim_max, 4096); setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) }
+
+        let clients = 1000
+        var fds: [Int32] = []
+        defer { fds.forEach { _ = Glibc.close($0) } }
+        let baseline = residentKiB(pid)
+        for i in 0..<clients {
+            let fd = try Self.connect(port: port)
+            fds.append(fd)
+            let watch = Array("?WATCH={\"enable\":true,\"json\":true};".utf8)
+            try #require(send(fd, watch, watch.count, Int32(MSG_NOSIGNAL)) == watch.count, "client \(i): send")
+        }
+        // Every client subscribed (its WATCH answered) before gpsd has anything to say.
+        var text = [[UInt8]](repeating: [], count: clients)
+        let watched = Self.read(fds, into: &text, timeout: 60) { $0.count(of: "\"class\":\"WATCH\"") >= 1 }
+        #expect(watched == clients, "\(watched) of \(clients) WATCHes answered")
+        try gpsd.serve(log: try #require(GPSDHarness.corpusLog(GPSDListenerDaemon.log)))
+        var peak = baseline
+        let served = Self.read(fds, into: &text, timeout: 60, sample: { peak = max(peak, residentKiB(pid)) }) {
+            $0.count(of: "\"class\":\"TPV\"") >= 1
+        }
+        #expect(served == clients, "\(served) of \(clients) clients got a TPV")
+        let gpsdConnections = try runTool("/usr/bin/ss", ["-Htn", "state", "established", "( dport = :\(gpsd.gpsdPort) )"])
+            .out.split(whereSeparator: \.isNewline).count
+        #expect(gpsdConnections == 1, "connections to gpsd: \(gpsdConnections)")
+        #expect(daemon.isRunning)
+        #expect(peak < baseline + 64 * 1024, "VmRSS \(baseline) → peak \(peak) KiB")
+        let tpvs = text.map { $0.count(of: "\"class\":\"TPV\"") }
+        print("1000 gpsd clients: VmRSS \(baseline) → peak \(peak) KiB; TPVs per client \(tpvs.min()!)…\(tpvs.max()!); gpsd connections \(gpsdConnections)")
+    }
+
+    static func connect(port: UInt16) throws -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = port.bigEndian
+        let ok = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+        guard fd >= 0, ok else { throw DaemonProcess.Failure(description: "connect 127.0.0.1:\(port): \(errno)") }
+        return fd
+    }
+
+    /// Reads what the clients are sent until `done` holds for each one's text (or `timeout`
+    /// seconds, a failure guard); returns for how many it holds.
+    static func read(_ fds: [Int32], into text: inout [[UInt8]], timeout: Double, sample: () -> Void = {},
+                     until done: ([UInt8]) -> Bool) -> Int {
+        var polls = fds.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        let deadline = ContinuousClock.now + .seconds(timeout)
+        var met = text.map(done)
+        while met.contains(false) && ContinuousClock.now < deadline {
+            _ = poll(&polls, nfds_t(polls.count), 100)
+            for i in polls.indices where polls[i].revents != 0 {
+                let n = chunk.withUnsafeMutableBytes { recv(polls[i].fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+                if n > 0 {
+                    text[i] += chunk[0..<n]
+                    if !met[i] { met[i] = done(text[i]) }
+                }
+                polls[i].revents = 0
+            }
+            sample()
+        }
+        return met.filter { $0 }.count
+    }
+}
+
+extension Array where Element == UInt8 {
+    func count(of needle: String) -> Int {
+        let n = Array(needle.utf8)
+        guard count >= n.count else { return 0 }
+        var found = 0, i = 0
+        while i <= count - n.count {
+            if self[i] == n[0] && self[i..<(i + n.count)].elementsEqual(n) { found += 1; i += n.count } else { i += 1 }
+        }
+        return found
     }
 }
