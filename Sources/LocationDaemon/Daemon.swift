@@ -55,13 +55,15 @@ public enum Daemon {
         let database = try Database(path: options.databasePath ?? ":memory:")
         try lock?.holdDatabaseFile()  // a file SQLite has just made
         let store = try RegionStore(database: database)
-        let queue = try EventQueue(database: database, limit: options.queueLimit)
+        let gazetteer = try options.gazetteer.isEmpty ? nil : GazetteerFile.load(options.gazetteer)
+        if let gazetteer { logger.info("gazetteer", metadata: ["file": "\(options.gazetteer)", "places": "\(gazetteer.count)"]) }
+        let queue = try EventQueue(database: database, limit: options.queueLimit, gazetteer: gazetteer)
         let identities = try ProgramIdentities(database: database)
         let privacyCells = try PrivacyCellStore(database: database)
         let hub = Hub(eventLoop: loop, sourceDescription: describe(options.source), logger: logger,
                       regionLimits: options.regionLimits, maxBackgroundProgramsPerUser: options.maxBackgroundProgramsPerUser,
                       regionStore: store, queue: queue, identities: identities,
-                      privacyCells: privacyCells, publicationTicks: options.source.isLive)
+                      privacyCells: privacyCells, publicationTicks: options.source.isLive, gazetteer: gazetteer)
         // The approximate-location grid: a fixed seed (replays, tests) or the device secret,
         // created once in the state directory (docs/privacy.md).
         let secret = try options.privacySeed ?? options.databasePath.map { try DeviceSecret.load(path: DeviceSecret.path(forDatabase: $0)) }

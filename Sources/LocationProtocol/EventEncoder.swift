@@ -7,8 +7,14 @@ import LocationCore
 /// caller-owned buffer in one copy; once that buffer has grown nothing allocates. Number
 /// formats (docs/protocol.md, "Numbers"): latitude/longitude up to 9 decimals, metres and
 /// speed/course up to 3 decimals, trailing zeros trimmed.
+///
+/// With a gazetteer, `visit` and `significant` lines carry the `locality` of the position they
+/// show (docs/places.md): the position as published, so an approximate program's is looked up
+/// from its cell's centre, never from the precise fix.
 public struct EventEncoder: Sendable {
-    public init() {}
+    public let gazetteer: Gazetteer?
+
+    public init(gazetteer: Gazetteer? = nil) { self.gazetteer = gazetteer }
 
     /// Appends one line (terminated by `\n`) for `event`. `skipped`, when non-zero, adds the
     /// `"skipped":N` field to a location event (events dropped for a slow reader before it).

@@ -22,6 +22,7 @@ extension EventEncoder {
             Self.writeAccuracy(visit.horizontalAccuracy, &w)
             w.ascii("}\n")
         }
+        appendLocality(of: visit.coordinate, to: &out)
     }
 
     @inlinable public func appendSignificant(_ fix: Fix, to out: inout [UInt8]) {
@@ -32,6 +33,23 @@ extension EventEncoder {
             Self.writeAccuracy(fix.horizontalAccuracy, &w)
             w.ascii("}\n")
         }
+        appendLocality(of: fix.coordinate, to: &out)
+    }
+
+    /// `,"locality":{"name":…,"countryCode":…,"admin1":…,"distance":…}` put before the line's
+    /// closing `}\n`, when there is a gazetteer with a place in it; `distance` in whole metres.
+    @usableFromInline func appendLocality(of coordinate: Coordinate, to out: inout [UInt8]) {
+        guard let locality = gazetteer?.nearest(coordinate) else { return }
+        out.removeLast(2)
+        JSONWriter.appendASCII(",\"locality\":{\"name\":", to: &out)
+        JSONWriter.appendString(locality.name, to: &out)
+        JSONWriter.appendASCII(",\"countryCode\":", to: &out)
+        JSONWriter.appendString(locality.countryCode, to: &out)
+        JSONWriter.appendASCII(",\"admin1\":", to: &out)
+        JSONWriter.appendString(locality.admin1, to: &out)
+        JSONWriter.appendASCII(",\"distance\":", to: &out)
+        DecimalFormat.appendInteger(Int64(locality.distance.rounded()), to: &out)
+        JSONWriter.appendASCII("}}\n", to: &out)
     }
 
     /// `,"events":["location","visits"]` (leading comma included).

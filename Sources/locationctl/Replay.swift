@@ -31,6 +31,8 @@ struct Replay: ParsableCommand {
     var accuracy: String = "precise"
     @Option(name: .customLong("privacy-seed"), help: "Seed of the approximate grid (the daemon's --privacy-seed).")
     var privacySeed: UInt64 = 1
+    @Option(help: ArgumentHelp("A GeoNames dump (cities500.txt, …): visit and significant events carry the nearest populated place as locality, as the daemon's [geocoding] gazetteer.", valueName: "PATH"))
+    var gazetteer: String?
     @Option(help: ArgumentHelp("The UTC date of the log's first positions, for a log without RMC or ZDA sentences (GGA/GLL only), whose positions have no date otherwise and are skipped; it advances at midnight, and a date in the log wins.", valueName: "YYYY-MM-DD"))
     var date: String?
 
@@ -79,7 +81,7 @@ struct Replay: ParsableCommand {
     func run() throws {
         var engine = Engine()
         let subscriber = SubscriberID(1)
-        let encoder = EventEncoder()
+        let encoder = EventEncoder(gazetteer: try gazetteer.map(Replay.loadGazetteer))
         var deliveries: [Delivery] = []
         var out = StandardOutput()
         let kinds = events ?? (regions == nil ? [.location, .status] : [.region])
@@ -133,6 +135,12 @@ struct Replay: ParsableCommand {
             warning.line("locationctl replay: warning: \(NMEAReplay.undatedWarning(path: log, count: statistics.undatedFixes, remedy: "give the log's UTC date with --date YYYY-MM-DD"))")
             warning.flush()
         }
+    }
+
+    /// `--gazetteer`: a malformed row is named by its line, as the daemon names it.
+    static func loadGazetteer(_ path: String) throws -> Gazetteer {
+        let bytes = try readFileBytes(path, what: "gazetteer")
+        do { return try GeoNamesReader.read(bytes) } catch { throw RuntimeError("\(path):\(error.line): \(error.reason)") }
     }
 
     /// The engine's event kinds for the printed ones (status needs no subscription kind); at

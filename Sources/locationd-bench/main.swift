@@ -6,6 +6,9 @@
 //                                      + significant change, every delivery encoded
 //   locationd-bench cold [FIXES]       one fix through the engine and the encoder, with nothing
 //                                      of it cached (as after a second asleep) and warm
+//   locationd-bench gazetteer [PLACES|FILE]  a GeoNames dump (default: 200,000 generated rows,
+//                                      the size of cities500.txt) read into the reverse-geocoding
+//                                      index, its heap, and nearest-place lookups
 //
 // Each measurement repeats its work until at least MIN_SECONDS (default 1) have passed and
 // reports the rate over all repetitions; inputs are read into memory first (no I/O timed).
@@ -218,9 +221,48 @@ func cold(fixes count: Int) {
           + "\twarm_p50_ns=\(ns(warmTimes, 50))\twarm_p90_ns=\(ns(warmTimes, 90))\twarm_p99_ns=\(ns(warmTimes, 99))")
 }
 
+/// Resident set size, bytes (/proc/self/statm).
+func residentBytes() -> Int {
+    let text = String(decoding: readFile("/proc/self/statm"), as: UTF8.self)
+    let pages = text.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
+    return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+}
+
+/// `gazetteer`: `gazetteer places=N bytes=N load_ms=X index_bytes=N rss_growth_bytes=N lookup_ns=X`.
+/// load: the dump's bytes (in memory) to a ready index, the best of 5; index: the bytes its
+/// arrays hold; rss growth: the process's resident memory after the first load minus before it
+/// (the dump's bytes already resident; what the build freed but malloc kept counts too, so an
+/// upper bound); lookup: the mean of 1,000,000 nearest-place lookups at uniformly random
+/// positions, each a `Locality` with its name and distance.
+func gazetteer(_ source: String) {
+    let bytes = Int(source).map { GeoNamesSample.synthetic(count: $0) } ?? readFile(source)
+    let before = residentBytes()
+    guard let g = try? GeoNamesReader.read(bytes) else { fail("gazetteer: the dump has a malformed row") }
+    let growth = residentBytes() - before
+    var best = Double.infinity
+    for _ in 0..<5 {
+        let start = clock.now
+        guard let again = try? GeoNamesReader.read(bytes) else { fail("gazetteer: the dump has a malformed row") }
+        best = min(best, seconds(clock.now - start))
+        guard again.count == g.count else { fail("gazetteer: loads differ") }
+    }
+    let count = g.count
+    var rng = SplitMix64(seed: 11)
+    let queries = (0..<1_000_000).map { _ in
+        Coordinate(latitude: Double.random(in: -90...90, using: &rng), longitude: Double.random(in: -180..<180, using: &rng))
+    }
+    var total = 0.0
+    let start = clock.now
+    for q in queries { total += g.nearest(q)?.distance ?? 0 }
+    let lookup = seconds(clock.now - start) / Double(queries.count)
+    guard total > 0 || count == 0 else { fail("gazetteer: no lookup found a place") }
+    print("gazetteer\tplaces=\(count)\tbytes=\(bytes.count)\tload_ms=\(fmt(best * 1e3))\tindex_bytes=\(g.byteSize)"
+          + "\trss_growth_bytes=\(growth)\tlookup_ns=\(fmt(lookup * 1e9, 0))")
+}
+
 var args = Array(CommandLine.arguments.dropFirst())
 guard let command = args.first else {
-    fail("usage: locationd-bench decode LOG... | pipeline LOG [SUBSCRIBERS [REGIONS]] | cold [FIXES]")
+    fail("usage: locationd-bench decode LOG... | pipeline LOG [SUBSCRIBERS [REGIONS]] | cold [FIXES] | gazetteer [PLACES|FILE]")
 }
 args.removeFirst()
 switch command {
@@ -233,6 +275,8 @@ case "pipeline":
 case "cold":
     guard let fixes = args.isEmpty ? 2000 : Int(args[0]), fixes > 0 else { fail("cold: FIXES must be a positive number, not '\(args[0])'") }
     cold(fixes: fixes)
+case "gazetteer":
+    gazetteer(args.first ?? "200000")
 default:
-    fail("unknown command \(command); expected decode, pipeline or cold")
+    fail("unknown command \(command); expected decode, pipeline, cold or gazetteer")
 }

@@ -27,11 +27,11 @@ import Testing
         let cases: [(String, String)] = [
             // unknown key, unknown table, top-level key
             ("[gpsd]\nhost = \"a\"\nhots = \"x\"\n", "locationd.toml:3: unknown key 'gpsd.hots'; expected one of host, port, device"),
-            ("# c\n[gspd]\n", "locationd.toml:2: unknown table [gspd]; expected one of socket, gpsd, replay, log, regions, store, gpsd_server, nmea_server, daemon, systemd"),
+            ("# c\n[gspd]\n", "locationd.toml:2: unknown table [gspd]; expected one of socket, gpsd, replay, log, regions, store, gpsd_server, nmea_server, geocoding, daemon, systemd"),
             // [policy] without a rule name: the message listed the other tables only
             ("[policy]\nuser = \"root\"\nauthorization = \"always\"\n",
              "locationd.toml:1: [policy] needs a rule name: [policy.NAME] (e.g. [policy.navit]), or [policy.default] for everyone no rule matches"),
-            ("port = 1\n", "locationd.toml:1: unknown key 'port'; every option belongs in a table: [socket], [gpsd], [replay], [log], [regions], [store], [gpsd_server], [nmea_server], [daemon], [systemd]"),
+            ("port = 1\n", "locationd.toml:1: unknown key 'port'; every option belongs in a table: [socket], [gpsd], [replay], [log], [regions], [store], [gpsd_server], [nmea_server], [geocoding], [daemon], [systemd]"),
             // bad types
             ("[gpsd]\nport = \"2947\"\n", "locationd.toml:2: 'gpsd.port' must be an integer, not a string"),
             ("[log]\nlevel = 3\n", "locationd.toml:2: 'log.level' must be a string, not an integer"),

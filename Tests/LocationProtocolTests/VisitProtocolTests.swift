@@ -55,4 +55,35 @@ import Testing
         guard case .subscribed(_, let o) = try ServerMessage.decode(String(m.line.dropLast())) else { Issue.record("not subscribed"); return }
         #expect(o.events == [.location, .visits])
     }
+
+    /// With a gazetteer a visit and a significant change carry their locality, JSON-escaped, and
+    /// queued lines keep it before their `seq`; a location line does not carry one.
+    @Test func localityJoinsVisitAndSignificantLines() throws {
+        let g = Gazetteer(places: [
+            GazetteerPlace(name: "Sankt \"Quote\" Ort", coordinate: Coordinate(latitude: 52.53, longitude: -13.40), countryCode: "DE", admin1: "16"),
+            GazetteerPlace(name: "Elsewhere", coordinate: Coordinate(latitude: 10, longitude: 10), countryCode: "XX", admin1: ""),
+        ])
+        let encoder = EventEncoder(gazetteer: g)
+        let t = CivilTime(year: 2026, month: 5, day: 4, hour: 8, minute: 30).timestamp
+        let at = Coordinate(latitude: 52.52, longitude: -13.40)
+        let metres = Int64(Geodesy.distance(at, Coordinate(latitude: 52.53, longitude: -13.40)).rounded())
+        let locality = #","locality":{"name":"Sankt \"Quote\" Ort","countryCode":"DE","admin1":"16","distance":\#(metres)}"#
+        var out: [UInt8] = []
+        encoder.append(.visit(Visit(kind: .arrival, arrival: t, departure: nil, coordinate: at, horizontalAccuracy: 5)), to: &out)
+        #expect(String(decoding: out, as: UTF8.self) == #"{"type":"visit","event":"arrival","arrival":"2026-05-04T08:30:00Z","departure":null,"latitude":52.52,"longitude":-13.4,"horizontalAccuracy":5"# + locality + "}\n")
+        out = []
+        let fix = Fix(time: t, coordinate: at, mode: .threeD, horizontalAccuracy: 5)
+        encoder.append(.significant(fix), to: &out)
+        #expect(String(decoding: out, as: UTF8.self) == #"{"type":"significant","time":"2026-05-04T08:30:00Z","latitude":52.52,"longitude":-13.4,"horizontalAccuracy":5"# + locality + "}\n")
+        out = []
+        encoder.appendQueued(.significant(fix), seq: 7, to: &out)
+        #expect(String(decoding: out, as: UTF8.self).hasSuffix(locality + ",\"seq\":7}\n"))
+        out = []
+        encoder.append(.location(fix), to: &out)
+        #expect(!String(decoding: out, as: UTF8.self).contains("locality"))
+        // An empty gazetteer adds nothing.
+        out = []
+        EventEncoder(gazetteer: Gazetteer(places: [])).append(.significant(fix), to: &out)
+        #expect(!String(decoding: out, as: UTF8.self).contains("locality"))
+    }
 }

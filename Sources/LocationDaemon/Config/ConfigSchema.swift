@@ -106,6 +106,7 @@ public enum ConfigSchema {
         .boolean("gpsd_server", "allow_non_loopback", \.gpsdServerAllowNonLoopback),
         .string("nmea_server", "socket", \.nmeaServerSocket, maxBytes: socketPathMaxBytes,
                 why: " (a Unix socket address holds 108 bytes with its terminating NUL): choose a shorter path"),
+        .string("geocoding", "gazetteer", \.gazetteer),
         .number("daemon", "shutdown_timeout", \.shutdownTimeout, range: 0.1...300, unit: " s"),
         .boolean("systemd", "watchdog", \.watchdog),
     ]

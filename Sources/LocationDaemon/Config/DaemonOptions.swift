@@ -56,6 +56,9 @@ public struct DaemonOptions: Sendable, Equatable {
     /// Background events kept per program while it is away; beyond it the oldest are dropped
     /// and the program is told by an `overflow` event (docs/protocol.md, "Background delivery").
     public var queueLimit = 10_000
+    /// GeoNames dump whose nearest populated place visit and significant events carry
+    /// (docs/places.md); "": none.
+    public var gazetteer = ""
     /// Programs of one user that may keep background monitoring, and so a queue, while away.
     public var maxBackgroundProgramsPerUser = Hub.defaultMaxBackgroundProgramsPerUser
     // [gpsd_server]

@@ -18,7 +18,9 @@ struct EncodedLines {
     /// Slots in use for the current input; the rest keep their storage for later inputs.
     private var used = 0
     private var scratch: [UInt8] = []
-    private let encoder = EventEncoder()
+    private let encoder: EventEncoder
+
+    init(encoder: EventEncoder = EventEncoder()) { self.encoder = encoder }
 
     /// Forgets the previous input's events (their buffers are kept for reuse).
     mutating func startInput() { used = 0 }

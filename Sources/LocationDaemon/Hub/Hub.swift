@@ -65,7 +65,7 @@ public final class Hub: Sendable {
         var subscribers: [SubscriberID: any HubSubscriber] = [:]
         var nextID: UInt64 = 1
         var deliveries: [Delivery] = []
-        var lines = EncodedLines()
+        var lines: EncodedLines
         var programEvents: [ProgramEvent] = []
         /// What earlier fixes changed that the store refused, written with the next fix's.
         var unwritten = UnwrittenChanges()
@@ -102,13 +102,16 @@ public final class Hub: Sendable {
         var durableSubscribers: [SubscriberID: ProgramID] = [:]
         var durablePrograms: [ProgramID: SubscriberID] = [:]
         var durableEvents: [ProgramEvent] = []
+
+        init(encoder: EventEncoder) { lines = EncodedLines(encoder: encoder) }
     }
 
     public init(eventLoop: any EventLoop, sourceDescription: String, logger: Logger = Logger(label: "locationd.hub"),
                 regionLimits: RegionMonitor.Limits = RegionMonitor.Limits(),
                 maxBackgroundProgramsPerUser: Int = Hub.defaultMaxBackgroundProgramsPerUser,
                 regionStore: RegionStore? = nil, queue: EventQueue? = nil, identities: ProgramIdentities? = nil,
-                privacyCells: PrivacyCellStore? = nil, publicationTicks: Bool = false, clock: ShellClock? = nil) {
+                privacyCells: PrivacyCellStore? = nil, publicationTicks: Bool = false, clock: ShellClock? = nil,
+                gazetteer: Gazetteer? = nil) {
         self.eventLoop = eventLoop
         self.clock = clock ?? .of(eventLoop)
         self.publicationTicks = publicationTicks
@@ -119,7 +122,8 @@ public final class Hub: Sendable {
         self.privacyCells = privacyCells
         self.maxBackgroundProgramsPerUser = maxBackgroundProgramsPerUser
         self.logger = logger
-        let state = State()
+        // With a gazetteer, visit and significant lines carry their locality (docs/places.md).
+        let state = State(encoder: EventEncoder(gazetteer: gazetteer))
         state.engine.regionLimits = regionLimits
         state.engine.privacy.publishesAtReports = !publicationTicks
         self.box = NIOLoopBoundBox.makeBoxSendingValue(state, as: State.self, eventLoop: eventLoop)

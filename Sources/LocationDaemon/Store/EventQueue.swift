@@ -27,11 +27,13 @@ public final class EventQueue: @unchecked Sendable {
 
     /// Mirrors the `queue_heads` table (loaded at start, written in the same transactions).
     private var heads: [ProgramID: Head] = [:]
-    private let encoder = EventEncoder()
+    private let encoder: EventEncoder
     private var scratch: [UInt8] = []
 
-    public init(database: Database, limit: Int) throws {
+    /// `gazetteer`: the localities queued visit and significant events carry.
+    public init(database: Database, limit: Int, gazetteer: Gazetteer? = nil) throws {
         self.database = database
+        self.encoder = EventEncoder(gazetteer: gazetteer)
         self.limit = max(1, limit)
         try database.exec("""
             CREATE TABLE IF NOT EXISTS queue (

@@ -1,0 +1,158 @@
+import Foundation
+import LocationCore
+import LocationProtocol
+import Simulation
+import Testing
+
+/// Offline reverse geocoding (docs/places.md, "Locality"): with a gazetteer generated in GeoNames'
+/// format, visit and significant events carry the nearest populated place, looked up from the
+/// position the event shows.
+@Suite(.serialized, .timeLimit(.minutes(5)))
+struct LocalityTests {
+    /// The demo scenario's log, and a gazetteer with a town 300 m north of each true stay (named
+    /// after it) and one far away.
+    static func demo(in dir: URL) throws -> (log: URL, gazetteer: URL, truth: [TrueVisit]) {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let scenario = try Scenario.parse(String(contentsOf: root.appendingPathComponent("Scenarios/demo.json"), encoding: .utf8))
+        let output = Simulator(scenario).run()
+        let log = dir.appendingPathComponent("demo.nmea")
+        try Data(output.nmea).write(to: log)
+        var rows = output.truth.enumerated().map { n, v in
+            let town = Scenario.offset(v.coordinate, north: 300, east: 0)
+            return GeoNamesSample.row(id: n + 1, name: "Town \(n)", latitude: town.latitude, longitude: town.longitude,
+                                      countryCode: "DE", admin1: "0\(n + 1)")
+        }
+        rows.append(GeoNamesSample.row(id: 99, name: "Faraway", latitude: -40, longitude: 170, countryCode: "NZ", admin1: "E7"))
+        let gazetteer = dir.appendingPathComponent("cities500.txt")
+        try Data(rows.joined().utf8).write(to: gazetteer)
+        return (log, gazetteer, output.truth)
+    }
+
+    static func directory() throws -> URL {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("locality-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        return dir
+    }
+
+    /// The `locality` object of a line, and the line's own position.
+    static func locality(of line: String) throws -> (name: String, countryCode: String, admin1: String, distance: Double, at: Coordinate)? {
+        guard case .object(let o) = try JSONParser().parse(line) else { return nil }
+        guard case .number(let lat)? = o["latitude"], case .number(let lon)? = o["longitude"] else { return nil }
+        guard case .object(let l)? = o["locality"] else { return nil }
+        guard case .string(let name)? = l["name"], case .string(let cc)? = l["countryCode"], case .string(let a1)? = l["admin1"],
+              case .number(let d)? = l["distance"] else { return nil }
+        return (name, cc, a1, d, Coordinate(latitude: lat, longitude: lon))
+    }
+
+    /// The town a locality names, from the gazetteer's rows.
+    static func town(_ name: String, in gazetteer: URL) throws -> Coordinate {
+        let row = try String(contentsOf: gazetteer, encoding: .utf8).split(separator: "\n").first { $0.split(separator: "\t")[1] == name }!
+        let c = row.split(separator: "\t", omittingEmptySubsequences: false)
+        return Coordinate(latitude: Double(c[4])!, longitude: Double(c[5])!)
+    }
+
+    @Test func replayedVisitsAndSignificantChangesCarryTheNearestTown() throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (log, gazetteer, truth) = try Self.demo(in: dir)
+        let replay = try LocationCtlReplayTests.run(["replay", log.path, "--events", "visits,significant", "--gazetteer", gazetteer.path])
+        #expect(replay.status == 0, "\(replay.err)")
+        let lines = replay.out.split(separator: "\n").map(String.init)
+        let visits = lines.filter { $0.hasPrefix("{\"type\":\"visit\"") }
+        #expect(visits.count == 2 * truth.count - 1)
+        #expect(lines.contains { $0.hasPrefix("{\"type\":\"significant\"") })
+        for line in lines {
+            let l = try #require(try Self.locality(of: line), "no locality in \(line)")
+            // The nearest of the generated towns to the event's own position, at its distance.
+            let nearest = truth.indices.min { a, b in
+                Geodesy.distance(l.at, try! Self.town("Town \(a)", in: gazetteer)) < Geodesy.distance(l.at, try! Self.town("Town \(b)", in: gazetteer))
+            }!
+            #expect(l.name == "Town \(nearest)" && l.countryCode == "DE" && l.admin1 == "0\(nearest + 1)", "\(line)")
+            #expect(abs(l.distance - Geodesy.distance(l.at, try Self.town(l.name, in: gazetteer))) <= 1, "\(line)")
+        }
+        // A visit is at a stay: a town is at most 300 m away (its own, or a nearer neighbour's).
+        for line in visits {
+            let l = try #require(try Self.locality(of: line))
+            #expect(l.distance < 310, "\(line)")
+        }
+        // Without a gazetteer, no locality.
+        let plain = try LocationCtlReplayTests.run(["replay", log.path, "--events", "visits,significant"])
+        #expect(!plain.out.contains("locality"))
+        #expect(plain.out.split(separator: "\n").count == lines.count)
+    }
+
+    /// An approximate program's localities are those of its cell centres: the distance is from
+    /// the published position (a precise lookup's would differ by the hundreds of metres
+    /// between a stay and its cell's centre).
+    @Test func approximateLocalityIsLookedUpFromTheCellCentre() throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (log, gazetteer, truth) = try Self.demo(in: dir)
+        let replay = try LocationCtlReplayTests.run(["replay", log.path, "--events", "visits", "--accuracy", "approximate",
+                                                     "--privacy-seed", "42", "--gazetteer", gazetteer.path])
+        #expect(replay.status == 0, "\(replay.err)")
+        let visits = replay.out.split(separator: "\n").map(String.init).filter { $0.hasPrefix("{\"type\":\"visit\"") }
+        #expect(!visits.isEmpty)
+        let grid = PrivacyGrid(secret: 42)
+        for line in visits {
+            let l = try #require(try Self.locality(of: line), "no locality in \(line)")
+            #expect(Geodesy.distance(l.at, grid.centre(of: grid.cell(of: l.at).cell)) < 0.5, "not a cell centre: \(line)")
+            #expect(abs(l.distance - Geodesy.distance(l.at, try Self.town(l.name, in: gazetteer))) <= 1, "\(line)")
+            let stay = truth.map(\.coordinate).min { Geodesy.distance($0, l.at) < Geodesy.distance($1, l.at) }!
+            #expect(Geodesy.distance(stay, l.at) > 5, "the cell centre is not the stay")
+        }
+    }
+
+    @Test func replayNamesAMalformedRowByLine() throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (log, gazetteer, _) = try Self.demo(in: dir)
+        var text = try String(contentsOf: gazetteer, encoding: .utf8)
+        text += "100\tBroken\tBroken\t\t12.5\teast\tP\tPPL\tDE\t\t01\t\t\t\t1\t\t1\tUTC\t2024-01-01\n"
+        try Data(text.utf8).write(to: gazetteer)
+        let rows = text.split(separator: "\n").count
+        let replay = try LocationCtlReplayTests.run(["replay", log.path, "--events", "visits", "--gazetteer", gazetteer.path])
+        #expect(replay.status != 0 && replay.out.isEmpty)
+        #expect(replay.err.contains("\(gazetteer.path):\(rows): longitude 'east' is not a number in -180…180"), "\(replay.err)")
+    }
+
+    /// The daemon with `[geocoding] gazetteer` sends the lines replay prints (read raw: the
+    /// client library's messages do not keep `locality`).
+    @Test func daemonSendsTheLocalitiesReplayPrints() async throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (log, gazetteer, _) = try Self.demo(in: dir)
+        let config = dir.appendingPathComponent("locationd.toml")
+        try "[geocoding]\ngazetteer = \"\(gazetteer.path)\"\n".write(to: config, atomically: true, encoding: .utf8)
+        let replay = try LocationCtlReplayTests.run(["replay", log.path, "--events", "visits,significant", "--gazetteer", gazetteer.path])
+        let expected = replay.out.split(separator: "\n").map(String.init)
+        #expect(expected.allSatisfy { $0.contains("\"locality\":{") })
+
+        let daemon = try DaemonProcess(arguments: ["--config", config.path, "--replay", log.path, "--speed", "0"])
+        defer { daemon.stop() }
+        try await daemon.connect().close()  // the socket is up
+        let raw = RawSocket(path: daemon.socketPath)
+        raw.send("{\"type\":\"session.start\",\"authorization\":\"always\"}\n{\"type\":\"subscribe\",\"events\":[\"visits\",\"significant\"]}\n")
+        var received: [String] = []
+        var disconnected = 0
+        while disconnected < 2, let line = raw.readLine() {
+            if line.hasPrefix("{\"type\":\"visit\"") || line.hasPrefix("{\"type\":\"significant\"") { received.append(line) }
+            if line.hasPrefix("{\"type\":\"status\",\"state\":\"disconnected\"") { disconnected += 1 }
+        }
+        #expect(received == expected)
+    }
+
+    /// A gazetteer the daemon cannot use stops its start with 78, naming the file and line.
+    @Test func daemonRefusesAMalformedGazetteer() throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let gazetteer = dir.appendingPathComponent("cities500.txt")
+        try Data((GeoNamesSample.row(id: 1, name: "A", latitude: 1, longitude: 2, countryCode: "XX", admin1: "01") + "2\tB\n").utf8).write(to: gazetteer)
+        let config = dir.appendingPathComponent("locationd.toml")
+        try "[geocoding]\ngazetteer = \"\(gazetteer.path)\"\n".write(to: config, atomically: true, encoding: .utf8)
+        let daemon = try DaemonProcess(arguments: ["--config", config.path, "--gpsd", "127.0.0.1:1"])
+        defer { daemon.stop() }
+        #expect(daemon.waitForExit() == 78, "\(daemon.stderrText().suffix(1000))")
+        #expect(daemon.stderrText().contains("\(gazetteer.path):2: gazetteer: 2 columns"), "\(daemon.stderrText().suffix(1000))")
+    }
+}
