@@ -1,0 +1,189 @@
+import ArgumentParser
+import LocationCore
+import LocationProtocol
+import NMEA
+
+/// `locationctl map LOG -o trip.html`: one self-contained HTML page showing what the engine
+/// makes of a log — its track coloured by accuracy, its visits (clustered when zoomed out) and
+/// the states of a GeoJSON file's regions. Leaflet and Leaflet.markercluster are read from
+/// Debian's packages and inlined, so the page opens offline from a file:// URL.
+struct MapCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "map",
+        abstract: "Write a self-contained HTML map of an NMEA log: track, visits, regions.",
+        discussion: """
+            The log runs through the daemon's engine as locationctl replay runs it (one precise \
+            subscriber, no filter). The track is coloured by 95 % accuracy (green ≤ 10 m, amber \
+            ≤ 30 m, red beyond, grey unknown) and thinned to one point every few metres; visits \
+            are markers with their times that coalesce into clusters when zoomed out; regions are \
+            circles, purple when the log ended inside. No map tiles unless --tiles is given (a \
+            scale bar and a latitude/longitude grid instead). Needs libjs-leaflet and \
+            libjs-leaflet.markercluster.
+            """)
+
+    @Argument(help: "NMEA 0183 log file, or - for standard input.") var log: String
+    @Option(name: .shortAndLong, help: "The HTML file to write.") var output: String
+    @Option(help: "Regions to draw and monitor: a GeoJSON FeatureCollection of Points with id and radius (as replay --regions).")
+    var regions: String?
+    @Option(help: ArgumentHelp("A tile server's URL template, e.g. https://tiles.example/{z}/{x}/{y}.png (the page then needs it reachable).", valueName: "URL-TEMPLATE"))
+    var tiles: String?
+    @Option(help: ArgumentHelp("Where Leaflet's files are (libjs-leaflet, libjs-leaflet.markercluster).", valueName: "DIR"))
+    var leaflet: String = "/usr/share/javascript/leaflet"
+    @Option(help: ArgumentHelp("The UTC date of the log's first positions, for a log without RMC or ZDA sentences (as replay --date).", valueName: "YYYY-MM-DD"))
+    var date: String?
+
+    func validate() throws {
+        _ = try Replay.parseDate(date)
+        if let tiles, !(tiles.contains("{z}") && tiles.contains("{x}") && tiles.contains("{y}")) {
+            throw ValidationError("--tiles '\(tiles)': expected a URL template with {z}, {x} and {y}")
+        }
+    }
+
+    func run() throws {
+        let assets = try MapPage.Assets(directory: leaflet)
+        let list = try regions.map { try RegionsGeoJSON.read(path: $0) } ?? []
+        let trip = try MapTrip.run(log: log, regions: list, date: try Replay.parseDate(date))
+        let title = log == "-" ? "standard input" : String(log.split(separator: "/").last ?? Substring(log))
+        try writeText(MapPage.html(title: title, data: trip.json(tiles: tiles), assets: assets), to: output)
+    }
+}
+
+/// What the engine made of a log, for the map.
+struct MapTrip {
+    var fixes: [Fix] = []
+    /// Visits by arrival time: the departure's when it came, else the arrival's.
+    var visits: [Visit] = []
+    var regions: [Region] = []
+    /// The last state of each region (`inside`/`outside`), when one was decided.
+    var regionStates: [String: Bool] = [:]
+
+    static func run(log: String, regions: [Region], date: CivilTime?) throws -> MapTrip {
+        var trip = MapTrip()
+        trip.regions = regions
+        var engine = Engine()
+        let subscriber = SubscriberID(1)
+        var options = SubscriptionOptions()
+        options.events = [.location, .visits]
+        var deliveries: [Delivery] = []
+        engine.handle(.subscribe(subscriber, options), into: &deliveries)
+        if !regions.isEmpty {
+            let program = ProgramID("map")
+            engine.regionLimits = RegionMonitor.Limits(maxActive: nil, maxRegistered: regions.count)
+            engine.bind(subscriber, to: program)
+            do { try engine.addRegions(regions, for: program) } catch { throw RuntimeError("regions: \(error.message)") }
+        }
+        var nmea = NMEADecoder.Options()
+        nmea.assumedDate = date
+        do {
+            _ = try NMEAReplay.inputs(fromFile: log, options: nmea) { input in
+                deliveries.removeAll(keepingCapacity: true)
+                engine.handle(input, into: &deliveries)
+                for d in deliveries { trip.take(d.event) }
+            }
+        } catch let failure as NMEAReplay.Failure {
+            throw RuntimeError(failure.description)
+        }
+        return trip
+    }
+
+    mutating func take(_ event: Event) {
+        switch event {
+        case .location(let fix): fixes.append(fix)
+        case .visit(let visit):
+            if visit.kind == .departure, let i = visits.lastIndex(where: { $0.arrival == visit.arrival }) {
+                visits[i] = visit
+            } else {
+                visits.append(visit)
+            }
+        case .region(let e):
+            switch e.kind {
+            case .enter, .inside, .dwell: regionStates[e.region] = true
+            case .exit, .outside: regionStates[e.region] = false
+            }
+        default: break
+        }
+    }
+
+    /// The track thinned for drawing, in lines of one accuracy class: a fix is kept when it lies
+    /// farther from the last kept one than `spacing` metres and its own accuracy (what a fix
+    /// moves by less than that is noise), or follows a gap of more than `gap` seconds (which
+    /// breaks the line). A day at 1 Hz (86,400 epochs, most of them at a few stays) keeps a
+    /// few thousand points: the page pans smoothly.
+    static func segments(_ fixes: [Fix], spacing: Double = 10, gap: Double = 120) -> [(accuracy: String, points: [Coordinate])] {
+        var out: [(accuracy: String, points: [Coordinate])] = []
+        var last: Fix?
+        for fix in fixes {
+            let cls = accuracyClass(fix.horizontalAccuracy)
+            guard let previous = last else {
+                out.append((cls, [fix.coordinate])); last = fix; continue
+            }
+            if fix.time - previous.time > gap {
+                out.append((cls, [fix.coordinate]))
+            } else if Geodesy.distance(previous.coordinate, fix.coordinate) < max(spacing, fix.horizontalAccuracy ?? 0) {
+                continue
+            } else if cls != out[out.count - 1].accuracy {
+                out.append((cls, [previous.coordinate, fix.coordinate]))
+            } else {
+                out[out.count - 1].points.append(fix.coordinate)
+            }
+            last = fix
+        }
+        return out
+    }
+
+    static func accuracyClass(_ accuracy: Double?) -> String {
+        guard let accuracy else { return "unknown" }
+        return accuracy <= 10 ? "good" : accuracy <= 30 ? "fair" : "poor"
+    }
+
+    /// The page's data, as a JavaScript object literal (JSON).
+    func json(tiles: String?) -> String {
+        var out = "{\"track\":["
+        for (n, s) in MapTrip.segments(fixes).enumerated() {
+            out += (n == 0 ? "" : ",") + "{\"accuracy\":\"\(s.accuracy)\",\"points\":["
+            out += s.points.map { "[\(Self.degrees($0.latitude)),\(Self.degrees($0.longitude))]" }.joined(separator: ",")
+            out += "]}"
+        }
+        out += "],\"fixes\":\(fixes.count),\"visits\":["
+        out += visits.map { v in
+            var label = "Visit: arrived \(Self.clock(v.arrival))"
+            if let d = v.departure { label += ", left \(Self.clock(d)) (\(Self.duration(d - v.arrival)))" }
+            return "{\"lat\":\(Self.degrees(v.coordinate.latitude)),\"lon\":\(Self.degrees(v.coordinate.longitude)),\"label\":\(JSONWriter.quoted(label))}"
+        }.joined(separator: ",")
+        out += "],\"regions\":["
+        out += regions.map { r in
+            let state = regionStates[r.id].map { $0 ? "inside" : "outside" } ?? "unknown"
+            return "{\"id\":\(JSONWriter.quoted(r.id)),\"lat\":\(Self.degrees(r.center.latitude)),\"lon\":\(Self.degrees(r.center.longitude)),\"radius\":\(r.radius),\"state\":\"\(state)\"}"
+        }.joined(separator: ",")
+        out += "],\"tiles\":\(tiles.map(JSONWriter.quoted) ?? "null")}"
+        // Inside a <script> element: no "</" may end it early.
+        return out.replacingAll("</", with: "<\\/")
+    }
+
+    static func degrees(_ d: Double) -> String { numberText((d * 1e7).rounded() / 1e7) }
+
+    /// `2026-05-04 08:30 UTC`.
+    static func clock(_ t: Timestamp) -> String {
+        let c = CivilTime(t)
+        func two(_ n: Int) -> String { n < 10 ? "0\(n)" : String(n) }
+        return "\(c.year)-\(two(c.month))-\(two(c.day)) \(two(c.hour)):\(two(c.minute)) UTC"
+    }
+
+    /// `1 h 5 min`, `12 min`.
+    static func duration(_ seconds: Double) -> String {
+        let minutes = Int((seconds / 60).rounded())
+        return minutes >= 60 ? "\(minutes / 60) h \(minutes % 60) min" : "\(minutes) min"
+    }
+}
+
+private extension String {
+    func replacingAll(_ target: String, with replacement: String) -> String {
+        var out = ""
+        var rest = self[...]
+        while let r = rest.firstRange(of: target) {
+            out += rest[..<r.lowerBound] + replacement
+            rest = rest[r.upperBound...]
+        }
+        return out + rest
+    }
+}
