@@ -11,7 +11,14 @@ public enum GazetteerFile {
     /// error (exit 78): the administrator named the file.
     public static func load(_ path: String) throws(ConfigError) -> Gazetteer {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw ConfigError(file: path, line: 0, message: "gazetteer cannot be opened: \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else {
+            let code = errno
+            // Under the shipped unit a home directory or /tmp is not what the administrator sees.
+            if code == ENOENT || code == EACCES, let hidden = DaemonOptions.hiddenByTheUnit(path, unitHides: DaemonOptions.unitHides) {
+                throw ConfigError(file: path, line: 0, message: "gazetteer cannot be opened: \(code == ENOENT ? "no such file" : "permission denied"), as the daemon sees it: \(hidden); move it to /var/lib/locationd (the unit's state directory) and name that")
+            }
+            throw ConfigError(file: path, line: 0, message: "gazetteer cannot be opened: \(String(cString: strerror(code)))")
+        }
         defer { close(fd) }
         var st = stat()
         guard fstat(fd, &st) == 0 else { throw ConfigError(file: path, line: 0, message: "gazetteer: \(String(cString: strerror(errno)))") }
