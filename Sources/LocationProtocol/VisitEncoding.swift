@@ -20,6 +20,11 @@ extension EventEncoder {
             Self.writeTime(visit.departure, &w)
             Self.writeCoordinate(visit.coordinate, &w)
             Self.writeAccuracy(visit.horizontalAccuracy, &w)
+            if let place = visit.place {
+                w.ascii(",\"place\":\"p")
+                w.integer(Int64(clamping: place))
+                w.byte(0x22)
+            }
             w.ascii("}\n")
         }
         appendLocality(of: visit.coordinate, to: &out)
@@ -114,9 +119,15 @@ extension ServerMessage {
         guard let arrival = try optionalTime(o, "arrival") else { throw DecodingError("visit has no arrival") }
         let departure = try optionalTime(o, "departure")
         if kind == .departure && departure == nil { throw DecodingError("departure has no departure time") }
-        return Visit(kind: kind, arrival: arrival, departure: departure,
-                     coordinate: Coordinate(latitude: try number(o, "latitude"), longitude: try number(o, "longitude")),
-                     horizontalAccuracy: try number(o, "horizontalAccuracy"))
+        var visit = Visit(kind: kind, arrival: arrival, departure: departure,
+                          coordinate: Coordinate(latitude: try number(o, "latitude"), longitude: try number(o, "longitude")),
+                          horizontalAccuracy: try number(o, "horizontalAccuracy"))
+        switch o["place"] {
+        case nil: break
+        case .string(let name)? where name.hasPrefix("p") && UInt64(name.dropFirst()) != nil: visit.place = UInt64(name.dropFirst())
+        default: throw DecodingError("visit has an invalid place")
+        }
+        return visit
     }
 
     static func decodeSignificant(_ o: [String: JSONValue]) throws(DecodingError) -> Fix {

@@ -92,12 +92,12 @@ struct Replay: ParsableCommand {
         options.accuracy = Accuracy(rawValue: accuracy) ?? .precise  // checked by validate()
         engine.privacy = ApproximateLocation(grid: PrivacyGrid(secret: privacySeed))
         engine.handle(.subscribe(subscriber, options), into: &deliveries)
+        // As the daemon binds a precise session: its visits name places, its regions are its own.
+        let program = ProgramID("replay")
+        if options.accuracy == .precise { engine.bind(subscriber, to: program) }
         if let regions {
-            // The daemon's code path: the regions belong to one program, bound to the subscriber.
             let list = try RegionsGeoJSON.read(path: regions)
             engine.regionLimits = RegionMonitor.Limits(maxActive: try Replay.parseMaxActive(maxActive), maxRegistered: max(list.count, 1))
-            let program = ProgramID("replay")
-            engine.bind(subscriber, to: program)
             do { try engine.addRegions(list, for: program) } catch { throw RuntimeError("\(regions): \(error.message)") }
         }
         // Takes its buffers inout rather than capturing them: captured, every access in the loop

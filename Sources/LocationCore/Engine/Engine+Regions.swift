@@ -71,9 +71,11 @@ extension Engine {
         set { regionPrograms.limits = newValue }
     }
 
-    /// Region events of `program` go to `subscriber` (until it unsubscribes or is unbound).
+    /// Region events of `program` go to `subscriber` (until it unsubscribes or is unbound), and
+    /// its precise visits name the program's places (Engine+Places.swift).
     public mutating func bind(_ subscriber: SubscriberID, to program: ProgramID) {
         regionPrograms.bind(subscriber, to: program)
+        placePrograms.keeping.insert(program)
     }
 
     /// Region events no longer go to `subscriber`.

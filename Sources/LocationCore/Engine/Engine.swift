@@ -46,6 +46,8 @@ public struct Engine: Sendable {
     public private(set) var outliers = OutlierGate()
     /// Whether any subscription is raw (otherwise a fix costs no pass over them before the gate).
     @usableFromInline var anyRaw = false
+    /// Each program's places, from its precise visits (Engine+Places.swift).
+    @usableFromInline var placePrograms = PlacePrograms()
 
     public init() {}
 
@@ -59,6 +61,8 @@ public struct Engine: Sendable {
     /// order it is to receive them (what a publication shows approximate subscriptions comes
     /// before the fix's own deliveries to the others).
     public mutating func handle(_ input: EngineInput, into out: inout [Delivery]) {
+        let deliveriesBefore = out.count, programEventsBefore = programEvents.count
+        defer { recordPlaces(&out, from: deliveriesBefore, programEventsFrom: programEventsBefore) }
         switch input {
         case .fix(var fix):
             // The shells never pass these (GPSDTPV.engineInput, the NMEA assembler), but a NaN

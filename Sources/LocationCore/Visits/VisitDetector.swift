@@ -10,6 +10,9 @@ public struct Visit: Hashable, Sendable {
     public var coordinate: Coordinate
     /// 95 % radius, metres, of the stay's fixes around `coordinate`.
     public var horizontalAccuracy: Double
+    /// The id of the program's place it belongs to (docs/places.md); named by the engine's
+    /// places part after detection, nil for an approximate program's.
+    public var place: UInt64? = nil
 
     public init(kind: Kind, arrival: Timestamp, departure: Timestamp?, coordinate: Coordinate, horizontalAccuracy: Double) {
         self.kind = kind; self.arrival = arrival; self.departure = departure
