@@ -191,6 +191,20 @@ public final class LocationClient: Sendable {
         }
     }
 
+    /// The program's places (none for an approximate session), following the reply's pages
+    /// (docs/protocol.md, "Places").
+    public func places() async throws -> [Place] {
+        var all: [Place] = []
+        var offset = 0
+        while true {
+            let reply = try await request { .places(id: $0, offset: offset) }
+            guard case .places(_, let page, let next) = reply else { throw LocationClientError.unexpectedReply(reply.line) }
+            all += page
+            guard let next, next > offset else { return all }
+            offset = next
+        }
+    }
+
     /// Tells the daemon the program has its queued events up to `seq` (they are forgotten);
     /// returns how many remain queued.
     @discardableResult
@@ -535,7 +549,7 @@ final class Core: Sendable {
         case .subscribed(let id, _), .unsubscribed(let id): replyID = id
         case .statusReply(let s): replyID = s.id
         case .error(let e): replyID = e.id
-        case .regions(let id, _, _), .regionsChanged(let id, _, _, _): replyID = id
+        case .regions(let id, _, _), .regionsChanged(let id, _, _, _), .places(let id, _, _): replyID = id
         case .session(let info): replyID = info.id
         case .acked(let id, _, _): replyID = id
         case .reloaded(let id): replyID = id

@@ -60,10 +60,13 @@ public enum Daemon {
         let queue = try EventQueue(database: database, limit: options.queueLimit, gazetteer: gazetteer)
         let identities = try ProgramIdentities(database: database)
         let privacyCells = try PrivacyCellStore(database: database)
+        let placeStore = try PlaceStore(database: database)
+        let places = try placeStore.load(limit: PlaceBook.defaultLimit)
         let hub = Hub(eventLoop: loop, sourceDescription: describe(options.source), logger: logger,
                       regionLimits: options.regionLimits, maxBackgroundProgramsPerUser: options.maxBackgroundProgramsPerUser,
                       regionStore: store, queue: queue, identities: identities,
-                      privacyCells: privacyCells, publicationTicks: options.source.isLive, gazetteer: gazetteer)
+                      privacyCells: privacyCells, publicationTicks: options.source.isLive, gazetteer: gazetteer,
+                      placeStore: placeStore)
         // The approximate-location grid: a fixed seed (replays, tests) or the device secret,
         // created once in the state directory (docs/privacy.md).
         let secret = try options.privacySeed ?? options.databasePath.map { try DeviceSecret.load(path: DeviceSecret.path(forDatabase: $0)) }
@@ -73,6 +76,7 @@ public enum Daemon {
             hub.policy = options.policy
             hub.privacySecret = secret
             if let cell { hub.restorePrivacyCell(cell) }
+            hub.restorePlaces(places)
         }.get()
         logger.info("policy", metadata: ["rules": "\(options.policy.rules.map(\.name))",
                                          "default": "\(options.policy.defaultRule.authorization.rawValue) \(options.policy.defaultRule.accuracy.rawValue)"])

@@ -89,6 +89,8 @@ public indirect enum ServerMessage: Hashable, Sendable {
     /// Reply to `regions.list` / `regions.state`: one page of regions with their states;
     /// `next` is the offset of the following page, nil on the last.
     case regions(id: RequestID?, regions: [RegionRecord], next: Int? = nil)
+    /// Reply to `places`: one page of the program's places; `next` as in `regions`.
+    case places(id: RequestID?, places: [Place], next: Int? = nil)
     /// Reply to `regions.add` / `regions.remove`: how many changed, how many are registered.
     case regionsChanged(id: RequestID?, added: Int, removed: Int, registered: Int)
     /// A geofence event.
@@ -183,6 +185,20 @@ public indirect enum ServerMessage: Hashable, Sendable {
             for (i, r) in regions.enumerated() {
                 if i > 0 { out.append(UInt8(ascii: ",")) }
                 RegionCodec.appendRegion(r, to: &out)
+            }
+            JSONWriter.appendASCII("]", to: &out)
+            if let next {
+                JSONWriter.appendASCII(",\"next\":", to: &out)
+                DecimalFormat.appendInteger(Int64(next), to: &out)
+            }
+            JSONWriter.appendASCII("}\n", to: &out)
+        case .places(let id, let places, let next):
+            JSONWriter.appendASCII("{\"type\":\"places\"", to: &out)
+            appendID(id, to: &out)
+            JSONWriter.appendASCII(",\"places\":[", to: &out)
+            for (i, p) in places.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                PlaceCodec.appendPlace(p, to: &out)
             }
             JSONWriter.appendASCII("]", to: &out)
             if let next {
@@ -391,6 +407,9 @@ public indirect enum ServerMessage: Hashable, Sendable {
         case "regions":
             return .regions(id: id, regions: try RegionCodec.decodeRecords(o["regions"]),
                             next: o["next"] == nil || o["next"] == .null ? nil : try int(o, "next"))
+        case "places":
+            return .places(id: id, places: try PlaceCodec.decodePlaces(o["places"]),
+                           next: o["next"] == nil || o["next"] == .null ? nil : try int(o, "next"))
         case "regions.changed":
             return .regionsChanged(id: id, added: try int(o, "added"), removed: try int(o, "removed"),
                                    registered: try int(o, "registered"))

@@ -87,3 +87,37 @@ import Testing
         #expect(!String(decoding: out, as: UTF8.self).contains("locality"))
     }
 }
+
+/// `places` requests and replies (docs/protocol.md, "Places").
+@Suite struct PlaceProtocolTests {
+    static func place(_ id: UInt64) -> Place {
+        let t = Timestamp(seconds: 1_777_000_000 + Int64(id) * 3600)
+        let centre = Coordinate(latitude: 48 + Double(id) * 1e-3, longitude: 11.5)
+        return Place(id: id, sum: Geodesy.unitVector(centre) * 2, visits: 2, totalSeconds: 5400, firstVisit: t, lastVisit: t.adding(seconds: 7200))
+    }
+
+    @Test func requestAndReplyRoundTrip() throws {
+        #expect(try Request.decode(#"{"type":"places","id":3,"offset":7}"#) == .places(id: .number(3), offset: 7))
+        #expect(try Request.decode(String(Request.places(id: .number(1), offset: 0).line.dropLast())) == .places(id: .number(1), offset: 0))
+        let line = ServerMessage.places(id: .number(3), places: [Self.place(7)], next: nil).line
+        #expect(line == #"{"type":"places","id":3,"places":[{"id":"p7","latitude":48.007,"longitude":11.5,"visits":2,"totalSeconds":5400,"firstVisit":"2026-04-24T10:06:40Z","lastVisit":"2026-04-24T12:06:40Z"}]}"# + "\n")
+        guard case .places(let id, let places, let next) = try ServerMessage.decode(String(line.dropLast())) else { Issue.record("not places"); return }
+        #expect(id == .number(3) && next == nil && places.map(\.name) == ["p7"] && places[0].visits == 2)
+        #expect(Geodesy.distance(places[0].centre, Self.place(7).centre) < 0.01)
+    }
+
+    /// Pages fit one line and together hold every place once, in order.
+    @Test func pagesFitALineAndCoverAll() throws {
+        let all = (1...3000).map { Self.place(UInt64($0)) }
+        var offset = 0, seen: [UInt64] = []
+        while true {
+            let page = PlaceCodec.page(all, from: offset, id: .number(1))
+            #expect(ServerMessage.places(id: .number(1), places: Array(page.places), next: page.next).line.utf8.count <= LocationProtocol.maxLineBytes)
+            seen += page.places.map(\.id)
+            guard let next = page.next else { break }
+            #expect(next > offset)
+            offset = next
+        }
+        #expect(seen == all.map(\.id))
+    }
+}

@@ -38,6 +38,9 @@ extension Engine {
         set { placePrograms.limit = newValue }
     }
 
+    /// Whether a visit changed a program's places since `takeChangedPlaces`.
+    public var placesChanged: Bool { !placePrograms.changed.isEmpty }
+
     /// Programs whose places changed since the last call (for the store).
     public mutating func takeChangedPlaces() -> Set<ProgramID> {
         defer { placePrograms.changed.removeAll(keepingCapacity: true) }

@@ -51,6 +51,8 @@ public final class Hub: Sendable {
     public let identities: ProgramIdentities?
     /// Keeps the approximate-location cell across restarts (written on the loop).
     public let privacyCells: PrivacyCellStore?
+    /// Keeps each program's places across restarts (written on the loop).
+    public let placeStore: PlaceStore?
     /// Programs of one user that may keep background monitoring (`backgroundRefusal(of:)`).
     public let maxBackgroundProgramsPerUser: Int
     public static let defaultMaxBackgroundProgramsPerUser = 32
@@ -111,7 +113,7 @@ public final class Hub: Sendable {
                 maxBackgroundProgramsPerUser: Int = Hub.defaultMaxBackgroundProgramsPerUser,
                 regionStore: RegionStore? = nil, queue: EventQueue? = nil, identities: ProgramIdentities? = nil,
                 privacyCells: PrivacyCellStore? = nil, publicationTicks: Bool = false, clock: ShellClock? = nil,
-                gazetteer: Gazetteer? = nil) {
+                gazetteer: Gazetteer? = nil, placeStore: PlaceStore? = nil) {
         self.eventLoop = eventLoop
         self.clock = clock ?? .of(eventLoop)
         self.publicationTicks = publicationTicks
@@ -120,6 +122,7 @@ public final class Hub: Sendable {
         self.queue = queue
         self.identities = identities
         self.privacyCells = privacyCells
+        self.placeStore = placeStore
         self.maxBackgroundProgramsPerUser = maxBackgroundProgramsPerUser
         self.logger = logger
         // With a gazetteer, visit and significant lines carry their locality (docs/places.md).
@@ -220,6 +223,7 @@ public final class Hub: Sendable {
         let diverted = divertDurable(s)
         if case .fix = input { persist(s) } else if s.engine.hasProgramEvents || diverted { persist(s) }
         if diverted { dropDiverted(s) }
+        storePlaces(s)
         // After this input's live events (its status first): they are older.
         defer { if !s.durableSubscribers.isEmpty { notifyDurable(s) } }
         if publicationTicks { anchorClock(s, input) }

@@ -48,6 +48,12 @@ extension Connection {
             acknowledge(seq, id: rid)
         case .reload(let rid):
             reload(id: rid)
+        case .places(let rid, let offset):
+            // Places are built from precise visits: an approximate session has none to see.
+            guard let session else { send(.error(notAuthorized(rid)), flush: false); return }
+            let all = session.grant.accuracy == .precise ? hub.places(of: program) : []
+            let page = PlaceCodec.page(all, from: offset, id: rid)
+            send(.places(id: rid, places: Array(page.places), next: page.next), flush: false)
         case .regionsAdd, .regionsRemove, .regionsList, .regionsState:
             if let error = regionsRefusal(request.id) {
                 send(.error(error), flush: false)

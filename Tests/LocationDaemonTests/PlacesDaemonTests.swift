@@ -1,0 +1,89 @@
+import Foundation
+import LocationClient
+import LocationCore
+import LocationProtocol
+import Simulation
+import Testing
+
+/// Places through the real daemon (docs/places.md): built from a program's precise visits,
+/// kept in the SQLite store across restarts, seen only by that program, none for an
+/// approximate session.
+@Suite(.serialized, .timeLimit(.minutes(5)))
+struct PlacesDaemonTests {
+    /// The demo trip's three stays (the last two 280 m apart: two places).
+    static func demoLog(in dir: URL) throws -> URL {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let scenario = try Scenario.parse(String(contentsOf: root.appendingPathComponent("Scenarios/demo.json"), encoding: .utf8))
+        let log = dir.appendingPathComponent("demo.nmea")
+        try Data(Simulator(scenario).run().nmea).write(to: log)
+        return log
+    }
+
+    /// Replays the log to a precise `always` subscriber asking for visits; returns the place of
+    /// each visit event and the program's places after it.
+    static func trip(_ log: URL, database: String, config: [String] = []) async throws -> (visits: [UInt64?], places: [Place]) {
+        let daemon = try DaemonProcess(arguments: config + ["--replay", log.path, "--speed", "0"], database: database)
+        defer { daemon.stop() }
+        let client = try await daemon.connect()
+        defer { client.close() }
+        var reader = MessageReader(client)
+        try await client.startSession(.always)
+        try client.send(.subscribe(id: .number(1), options: SubscriptionOptions(events: [.visits])))
+        let messages = try await reader.read(timeout: 60) { $0.states.filter { $0 == .disconnected }.count >= 2 }
+        let visits = messages.compactMap { m -> UInt64?? in if case .visit(let v) = m { v.place } else { nil } }
+        return (visits, try await client.places())
+    }
+
+    @Test func placesSurviveARestartAndAreTheProgramsOwn() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("places-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let log = try Self.demoLog(in: dir)
+        let database = dir.appendingPathComponent("locationd.db").path
+
+        let first = try await Self.trip(log, database: database)
+        // Arrival and departure of a stay name the same place.
+        #expect(first.visits == [1, 1, 2, 2, 3])
+        #expect(first.places.map(\.name) == ["p1", "p2", "p3"])
+        #expect(first.places.map(\.visits) == [1, 1, 1])
+        #expect(first.places[0].totalSeconds > 300 && first.places[2].totalSeconds == 0)  // the last stay has not ended
+
+        // The same trip after a restart: the same places, visited twice (the ids were kept).
+        let second = try await Self.trip(log, database: database)
+        #expect(second.visits == [1, 1, 2, 2, 3])
+        #expect(second.places.map(\.visits) == [2, 2, 2])
+        #expect(second.places.map(\.firstVisit) == first.places.map(\.firstVisit))
+        #expect(zip(second.places, first.places).allSatisfy { Geodesy.distance($0.centre, $1.centre) < 10 })
+
+        // Another program (locationctl: another executable) has none of them.
+        let daemon = try DaemonProcess(arguments: ["--gpsd", "127.0.0.1:1"], database: database)
+        defer { daemon.stop() }
+        _ = try await daemon.connect()
+        let other = try LocationCtlReplayTests.run(["places", "--socket", daemon.socketPath, "--json"])
+        #expect(other.status == 0, "\(other.err)")
+        #expect(other.out == "{\"type\":\"places\",\"places\":[]}\n")
+        // The owning program's, exported by the client library as listed.
+        let client = try await daemon.connect()
+        defer { client.close() }
+        try await client.startSession(.whenInUse)
+        #expect(try await client.places().map(\.name) == ["p1", "p2", "p3"])
+    }
+
+    /// An approximate session sees no places and its visits name none, even of the program's
+    /// precise past.
+    @Test func anApproximateProgramGetsNone() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("places-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let log = try Self.demoLog(in: dir)
+        let database = dir.appendingPathComponent("locationd.db").path
+        let precise = try await Self.trip(log, database: database)
+        #expect(precise.places.count == 3)
+
+        let config = dir.appendingPathComponent("locationd.toml")
+        try "[policy.me]\nuser = \(getuid())\nauthorization = \"always\"\naccuracy = \"approximate\"\n".write(to: config, atomically: true, encoding: .utf8)
+        let approximate = try await Self.trip(log, database: database, config: ["--config", config.path])
+        #expect(!approximate.visits.isEmpty && approximate.visits.allSatisfy { $0 == nil })
+        #expect(approximate.places.isEmpty)
+    }
+}
