@@ -15,7 +15,8 @@ struct MapCommand: ParsableCommand {
             The log runs through the daemon's engine as locationctl replay runs it (one precise \
             subscriber, no filter). The track is coloured by 95 % accuracy (green ≤ 10 m, amber \
             ≤ 30 m, red beyond, grey unknown) and thinned to one point every few metres; visits \
-            are markers with their times that coalesce into clusters when zoomed out; regions are \
+            are markers with their times that coalesce into clusters when zoomed out, places circles \
+            sized by their visits; regions are \
             circles, purple when the log ended inside. No map tiles unless --tiles is given (a \
             scale bar and a latitude/longitude grid instead). Needs libjs-leaflet and \
             libjs-leaflet.markercluster.
@@ -56,6 +57,8 @@ struct MapTrip {
     var regions: [Region] = []
     /// The last state of each region (`inside`/`outside`), when one was decided.
     var regionStates: [String: Bool] = [:]
+    /// The places the log's visits made (docs/places.md).
+    var places: [Place] = []
 
     static func run(log: String, regions: [Region], date: CivilTime?) throws -> MapTrip {
         var trip = MapTrip()
@@ -66,10 +69,11 @@ struct MapTrip {
         options.events = [.location, .visits]
         var deliveries: [Delivery] = []
         engine.handle(.subscribe(subscriber, options), into: &deliveries)
+        // Bound as the daemon binds a precise session: its regions, and its visits' places.
+        let program = ProgramID("map")
+        engine.bind(subscriber, to: program)
         if !regions.isEmpty {
-            let program = ProgramID("map")
             engine.regionLimits = RegionMonitor.Limits(maxActive: nil, maxRegistered: regions.count)
-            engine.bind(subscriber, to: program)
             do { try engine.addRegions(regions, for: program) } catch { throw RuntimeError("regions: \(error.message)") }
         }
         var nmea = NMEADecoder.Options()
@@ -83,6 +87,7 @@ struct MapTrip {
         } catch let failure as NMEAReplay.Failure {
             throw RuntimeError(failure.description)
         }
+        trip.places = engine.places(of: program)
         return trip
     }
 
@@ -154,6 +159,10 @@ struct MapTrip {
         out += regions.map { r in
             let state = regionStates[r.id].map { $0 ? "inside" : "outside" } ?? "unknown"
             return "{\"id\":\(JSONWriter.quoted(r.id)),\"lat\":\(Self.degrees(r.center.latitude)),\"lon\":\(Self.degrees(r.center.longitude)),\"radius\":\(r.radius),\"state\":\"\(state)\"}"
+        }.joined(separator: ",")
+        out += "],\"places\":["
+        out += places.map { p in
+            "{\"name\":\"\(p.name)\",\"lat\":\(Self.degrees(p.centre.latitude)),\"lon\":\(Self.degrees(p.centre.longitude)),\"visits\":\(p.visits),\"label\":\(JSONWriter.quoted("Place \(p.name): \(p.visits) visit\(p.visits == 1 ? "" : "s"), \(Self.duration(p.totalSeconds))"))}"
         }.joined(separator: ",")
         out += "],\"tiles\":\(tiles.map(JSONWriter.quoted) ?? "null")}"
         // Inside a <script> element: no "</" may end it early.

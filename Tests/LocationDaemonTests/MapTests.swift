@@ -45,9 +45,9 @@ struct MapTests {
     }
 
     /// A day at 1 Hz (Benchmarks/day-24h.json: home, office, a café 280 m from it, office, a
-    /// shop, home): the page loads without a script error, and at the initial zoom (the whole
-    /// day, ≈ 15 km across) the six visits are two clusters — home's two and the office's three
-    /// with the café's — and the shop alone. The track is thinned to a size that pans smoothly.
+    /// shop, home 360 m from where the day began): the page loads without a script error, and at
+    /// the initial zoom (the whole day, ≈ 15 km across) the six visits are two clusters — the
+    /// two at home and the office's two with the café's — and the shop alone. The track is thinned to a size that pans smoothly.
     @Test func aDayOpensWithItsVisitsClustered() throws {
         let dir = try Self.directory()
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -75,7 +75,10 @@ struct MapTests {
         #expect(try Self.elements(withClass: "marker-cluster", in: dom) == 2)
         #expect(dom.contains("<span>2</span>") && dom.contains("<span>3</span>"))
         #expect(try Self.elements(withClass: "visit-icon", in: dom) == 1)
-        #expect(dom.contains("68969 fixes, 6 visits") || dom.contains("fixes, 6 visits"))
+        // Places: the office visited twice; the evening's home stop is 360 m from the
+        // morning's (the scenario's legs do not close), so it is a place of its own.
+        #expect(dom.contains("fixes, 6 visits, 5 places"))
+        #expect((data["places"] as? [[String: Any]])?.compactMap { $0["visits"] as? Int } == [1, 2, 1, 1, 1])
 
         try FileManager.default.createDirectory(at: Self.artifacts, withIntermediateDirectories: true)
         let shot = Self.artifacts.appendingPathComponent("map-day.png")
