@@ -179,33 +179,9 @@ public indirect enum ServerMessage: Hashable, Sendable {
         case .status(let state, let time):
             EventEncoder().appendStatus(state, time: time, to: &out)
         case .regions(let id, let regions, let next):
-            JSONWriter.appendASCII("{\"type\":\"regions\"", to: &out)
-            appendID(id, to: &out)
-            JSONWriter.appendASCII(",\"regions\":[", to: &out)
-            for (i, r) in regions.enumerated() {
-                if i > 0 { out.append(UInt8(ascii: ",")) }
-                RegionCodec.appendRegion(r, to: &out)
-            }
-            JSONWriter.appendASCII("]", to: &out)
-            if let next {
-                JSONWriter.appendASCII(",\"next\":", to: &out)
-                DecimalFormat.appendInteger(Int64(next), to: &out)
-            }
-            JSONWriter.appendASCII("}\n", to: &out)
+            appendPage("{\"type\":\"regions\"", id: id, "regions", regions, next: next, to: &out, entry: RegionCodec.appendRegion)
         case .places(let id, let places, let next):
-            JSONWriter.appendASCII("{\"type\":\"places\"", to: &out)
-            appendID(id, to: &out)
-            JSONWriter.appendASCII(",\"places\":[", to: &out)
-            for (i, p) in places.enumerated() {
-                if i > 0 { out.append(UInt8(ascii: ",")) }
-                PlaceCodec.appendPlace(p, to: &out)
-            }
-            JSONWriter.appendASCII("]", to: &out)
-            if let next {
-                JSONWriter.appendASCII(",\"next\":", to: &out)
-                DecimalFormat.appendInteger(Int64(next), to: &out)
-            }
-            JSONWriter.appendASCII("}\n", to: &out)
+            appendPage("{\"type\":\"places\"", id: id, "places", places, next: next, to: &out, entry: PlaceCodec.appendPlace)
         case .regionsChanged(let id, let added, let removed, let registered):
             JSONWriter.appendASCII("{\"type\":\"regions.changed\"", to: &out)
             appendID(id, to: &out)
@@ -254,6 +230,26 @@ public indirect enum ServerMessage: Hashable, Sendable {
         var out: [UInt8] = []
         append(to: &out)
         return String(decoding: out, as: UTF8.self)
+    }
+
+    /// A paged reply: `head`, the id, `"key":[entries]` and `"next"` when more follow.
+    private func appendPage<Entry>(_ head: StaticString, id: RequestID?, _ key: StaticString, _ entries: [Entry], next: Int?,
+                                   to out: inout [UInt8], entry: (Entry, inout [UInt8]) -> Void) {
+        JSONWriter.appendASCII(head, to: &out)
+        appendID(id, to: &out)
+        JSONWriter.appendASCII(",\"", to: &out)
+        JSONWriter.appendASCII(key, to: &out)
+        JSONWriter.appendASCII("\":[", to: &out)
+        for (i, e) in entries.enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            entry(e, &out)
+        }
+        JSONWriter.appendASCII("]", to: &out)
+        if let next {
+            JSONWriter.appendASCII(",\"next\":", to: &out)
+            DecimalFormat.appendInteger(Int64(next), to: &out)
+        }
+        JSONWriter.appendASCII("}\n", to: &out)
     }
 
     private func appendID(_ id: RequestID?, to out: inout [UInt8]) {

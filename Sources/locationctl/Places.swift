@@ -39,27 +39,8 @@ struct Places: AsyncParsableCommand {
         try writeText(text, to: output)
     }
 
-    /// Points with the place's fields (less its position) as properties.
+    /// Points with the place's fields (less its position) as properties, its name the id.
     static func geoJSON(_ places: [Place]) -> String {
-        var out: [UInt8] = []
-        JSONWriter.appendASCII("{\"type\":\"FeatureCollection\",\"features\":[", to: &out)
-        for (i, p) in places.enumerated() {
-            if i > 0 { JSONWriter.appendASCII(",\n", to: &out) } else { out.append(0x0A) }
-            JSONWriter.appendASCII("{\"type\":\"Feature\",\"id\":", to: &out)
-            JSONWriter.appendString(p.name, to: &out)
-            JSONWriter.appendASCII(",\"geometry\":{\"type\":\"Point\",\"coordinates\":[", to: &out)
-            DecimalFormat.appendFixed(p.centre.longitude, decimals: 9, to: &out)
-            out.append(UInt8(ascii: ","))
-            DecimalFormat.appendFixed(p.centre.latitude, decimals: 9, to: &out)
-            JSONWriter.appendASCII("]},\"properties\":", to: &out)
-            var body: [UInt8] = []
-            PlaceCodec.appendPlace(p, to: &body)
-            guard case .object(var o)? = try? JSONParser().parse(body) else { continue }
-            o.removeValue(forKey: "latitude"); o.removeValue(forKey: "longitude")
-            JSONWriter.appendValue(.object(o), to: &out)
-            out.append(UInt8(ascii: "}"))
-        }
-        JSONWriter.appendASCII("\n]}\n", to: &out)
-        return String(decoding: out, as: UTF8.self)
+        RegionsGeoJSON.points(places, id: \.name, encode: PlaceCodec.appendPlace)
     }
 }

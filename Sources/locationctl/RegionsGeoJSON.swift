@@ -176,20 +176,34 @@ enum RegionsGeoJSON {
     }
 
     static func export(_ records: [RegionRecord]) -> String {
+        points(records, id: { _ in nil }, encode: RegionCodec.appendRegion)
+    }
+
+    /// A FeatureCollection of Points, one a line: each item's protocol object (`encode`) with
+    /// its latitude/longitude as the geometry and the rest as properties; `id` the feature's.
+    static func points<Item>(_ items: [Item], id: (Item) -> String?, encode: (Item, inout [UInt8]) -> Void) -> String {
         var out: [UInt8] = []
         JSONWriter.appendASCII("{\"type\":\"FeatureCollection\",\"features\":[", to: &out)
-        for (i, r) in records.enumerated() {
-            if i > 0 { JSONWriter.appendASCII(",\n", to: &out) } else { out.append(0x0A) }
-            JSONWriter.appendASCII("{\"type\":\"Feature\",\"geometry\":{\"type\":\"Point\",\"coordinates\":[", to: &out)
-            DecimalFormat.appendFixed(r.region.center.longitude, decimals: 9, to: &out)
-            out.append(UInt8(ascii: ","))
-            DecimalFormat.appendFixed(r.region.center.latitude, decimals: 9, to: &out)
-            JSONWriter.appendASCII("]},\"properties\":", to: &out)
-            // The region object without latitude/longitude (they are the geometry).
+        var first = true
+        for item in items {
             var body: [UInt8] = []
-            RegionCodec.appendRegion(r, to: &body)
-            guard case .object(var p)? = try? JSONParser(maxDepth: 32, maxBytes: 1 << 20).parse(body) else { continue }
-            p.removeValue(forKey: "latitude"); p.removeValue(forKey: "longitude")
+            encode(item, &body)
+            guard case .object(var p)? = try? JSONParser(maxDepth: 32, maxBytes: 1 << 20).parse(body),
+                  case .number(let latitude)? = p.removeValue(forKey: "latitude"),
+                  case .number(let longitude)? = p.removeValue(forKey: "longitude") else { continue }
+            if !first { JSONWriter.appendASCII(",\n", to: &out) } else { out.append(0x0A) }
+            first = false
+            JSONWriter.appendASCII("{\"type\":\"Feature\",", to: &out)
+            if let id = id(item) {
+                JSONWriter.appendASCII("\"id\":", to: &out)
+                JSONWriter.appendString(id, to: &out)
+                out.append(UInt8(ascii: ","))
+            }
+            JSONWriter.appendASCII("\"geometry\":{\"type\":\"Point\",\"coordinates\":[", to: &out)
+            DecimalFormat.appendFixed(longitude, decimals: 9, to: &out)
+            out.append(UInt8(ascii: ","))
+            DecimalFormat.appendFixed(latitude, decimals: 9, to: &out)
+            JSONWriter.appendASCII("]},\"properties\":", to: &out)
             JSONWriter.appendValue(.object(p), to: &out)
             out.append(UInt8(ascii: "}"))
         }
