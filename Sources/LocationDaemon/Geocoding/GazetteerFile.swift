@@ -1,4 +1,5 @@
 import LocationCore
+import TOMLConfig
 #if canImport(Glibc)
 import Glibc
 #endif
