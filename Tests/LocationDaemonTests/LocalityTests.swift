@@ -145,18 +145,18 @@ struct LocalityTests {
     /// Under the shipped unit (ProtectHome=yes, played by a mode-0000 tmpfs on /home in a mount
     /// namespace of the daemon's own, as SystemdTests do), a gazetteer in a home directory is
     /// named as hidden by the unit, with where to put it.
-    @Test(.enabled(if: getuid() == 0 && SpawnedDaemon.canHideHome)) func aGazetteerTheUnitHidesSaysWhy() throws {
+    @Test(.enabled(if: getuid() == 0 && DaemonProcess.canHideHome)) func aGazetteerTheUnitHidesSaysWhy() throws {
         let path = "/home/nobody-\(UUID().uuidString.prefix(8))/cities500.txt"
-        let dir = try SpawnedDaemon.makeDirectory()
+        let dir = try DaemonProcess.makeDirectory()
         let config = dir.appendingPathComponent("locationd.toml")
         try "[geocoding]\ngazetteer = \"\(path)\"\n".write(to: config, atomically: true, encoding: .utf8)
-        let daemon = try SpawnedDaemon(arguments: ["--config", config.path, "--gpsd", "127.0.0.1:1", "--socket", dir.appendingPathComponent("s").path,
+        let daemon = try DaemonProcess(spawning: ["--config", config.path, "--gpsd", "127.0.0.1:1", "--socket", dir.appendingPathComponent("s").path,
                                                    "--database", "none"],
                                        environment: ["INVOCATION_ID": "0123456789abcdef0123456789abcdef"], directory: dir,
                                        wrapper: ["/usr/bin/unshare", "-m"], prelude: "mount -t tmpfs -o mode=000 tmpfs /home || exit 98; ")
         defer { daemon.stop() }
-        #expect(daemon.waitForExit() == 78, "\(daemon.stderrText)")
-        #expect(daemon.stderrText.contains("\(path): gazetteer cannot be opened: no such file, as the daemon sees it: the unit's ProtectHome=yes hides /home from locationd; move it to /var/lib/locationd"), "\(daemon.stderrText)")
+        #expect(daemon.waitForExit() == 78, "\(daemon.stderrText())")
+        #expect(daemon.stderrText().contains("\(path): gazetteer cannot be opened: no such file, as the daemon sees it: the unit's ProtectHome=yes hides /home from locationd; move it to /var/lib/locationd"), "\(daemon.stderrText())")
     }
 
     /// A gazetteer the daemon cannot use stops its start with 78, naming the file and line.
