@@ -11,10 +11,15 @@ records, with one monotonic clock:
   t_pipe  when gpspipe's TPV line for that second is read from its stdout (a pipe),
   t_sub   when each subscriber's location event for that second is read.
 Reported, p50/p99: gpsd (t_pipe - t_feed; gpsd + gpspipe, the peer's own path), locationd
-end to end (t_sub - t_feed) and added by locationd (t_sub - t_pipe for the same epoch). The
-reader is this one Python process; a line's time is when epoll reported its socket readable
-(one timestamp per epoll batch), so the reader's own per-socket work is not added, but while it
-processes one batch later arrivals wait: with 1000 subscribers the numbers are an upper bound.
+end to end (t_sub - t_feed) and added by locationd (t_sub - t_pipe for the same epoch).
+The subscribers are Benchmarks/loadreader.c (built here with cc): epoll threads, one per core,
+a line's time the return of the read that brought it (CLOCK_MONOTONIC, this script's clock
+too); its own ceiling is printed first (`loadreader selftest N`: a trivial writer process and
+the reader, lines/s and first-write-to-arrival per epoch), so a row can be told from the
+reader's limit. Each row also gives the daemon's VmRSS before the subscribers connect, with
+them connected and idle, and its peak (VmHWM) under load. Without a C compiler the subscribers
+are read by this Python process (one timestamp per epoll batch; an upper bound at 1,000).
+SUBSCRIBERS (default "1 100 1000 10000") and EPOCH_GAP (seconds between epochs, default 0.05).
 For one subscriber it also runs each client alone (gpspipe without locationd, then locationd
 without gpspipe, in three alternating rounds) and reports the difference of the two
 distributions: on a two-core machine the side-by-side run makes the two clients, gpsd and the
@@ -75,7 +80,36 @@ def ratios(peer, ours):
     return f"{pct(peer, 50) / pct(ours, 50):.2f}× / {pct(peer, 99) / pct(ours, 99):.2f}×"
 
 
-def run(locationd, subscribers, epochs, with_pipe=True, second_pipe=False):
+def vm_kib(pid, field):
+    """VmRSS / VmHWM of a process, in KiB (None once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def read_records(path):
+    """loadreader's OUT: {second of the day: [arrival, …]} in time.monotonic() seconds."""
+    import array
+    import struct
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:4] != b"LRD1":
+        raise RuntimeError(f"{path}: not a loadreader record file")
+    _, base = struct.unpack_from("<Iq", data, 4)
+    records = array.array("i")
+    records.frombytes(data[16:])
+    arrivals = {}
+    for i in range(0, len(records), 3):
+        arrivals.setdefault(records[i], []).append(base / 1e9 + records[i + 2] / 1e6)
+    return arrivals
+
+
+def run(locationd, subscribers, epochs, with_pipe=True, second_pipe=False, reader=None, memory=None):
     """One run; with `second_pipe` (and no locationd) a second gpspipe stands where locationd
     would: gpsd writes to its clients in turn, so the second one's lag behind the first is the
     floor under any "added" figure measured side by side on this machine."""
@@ -114,7 +148,23 @@ def run(locationd, subscribers, epochs, with_pipe=True, second_pipe=False):
             time.sleep(0.02)
         sel = selectors.DefaultSelector()
         subs = []
-        for i in range(subscribers):
+        native = None
+        if memory is not None and locationd:
+            memory["before"] = vm_kib(daemon.pid, "VmRSS")
+        if reader and subscribers:
+            out_path = os.path.join(work, "arrivals")
+            native = subprocess.Popen([reader, "unix", sock_path, str(subscribers), out_path],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            procs.append(native)
+            ready = native.stdout.readline()
+            if not ready.startswith(b"ready"):
+                raise RuntimeError(f"loadreader did not get its subscribers ready: {ready!r}")
+            subscribers_here = 0
+        else:
+            subscribers_here = subscribers
+        if memory is not None and locationd:
+            memory["idle"] = vm_kib(daemon.pid, "VmRSS")
+        for i in range(subscribers_here):
             c = socket.socket(socket.AF_UNIX)
             c.connect(sock_path)
             c.sendall(b'{"type":"session.start","id":0}\n{"type":"subscribe","id":1}\n')
@@ -163,12 +213,24 @@ def run(locationd, subscribers, epochs, with_pipe=True, second_pipe=False):
                             if k is not None:
                                 t_sub.setdefault(k, []).append(now)
 
+        gap = float(os.environ.get("EPOCH_GAP", "0.05"))
         for k in range(epochs + warm):
             data = epoch(k)
             conn.sendall(data)
             t_feed[k] = time.monotonic()
-            drain(time.monotonic() + 0.05)
+            drain(time.monotonic() + gap)
         drain(time.monotonic() + 1.0)
+        if memory is not None and locationd:
+            memory["peak"] = vm_kib(daemon.pid, "VmHWM")
+            memory["load"] = vm_kib(daemon.pid, "VmRSS")
+        if native:
+            native.stdin.close()
+            summary = native.stdout.read().decode().strip()
+            native.wait(60)
+            if memory is not None:
+                memory["reader"] = summary
+            for k, times in read_records(out_path).items():
+                t_sub.setdefault(k - 36000, []).extend(times)
         gpsd_lat = [t_pipe[k] - t_feed[k] for k in range(warm, epochs + warm) if k in t_pipe]
         e2e = [t - t_feed[k] for k in range(warm, epochs + warm) for t in t_sub.get(k, [])]
         added = [t - t_pipe[k] for k in range(warm, epochs + warm) if k in t_pipe for t in t_sub.get(k, [])]
@@ -201,6 +263,21 @@ def build_relay():
     return out
 
 
+def build_reader():
+    """Benchmarks/loadreader.c built into .build-bench (None without a C compiler)."""
+    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "loadreader.c")
+    out = os.path.join(".build-bench", "loadreader")
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None or subprocess.run([cc, "-O2", "-pthread", source, "-o", out]).returncode != 0:
+        print("(no C compiler: the subscribers are read by this Python process, an upper bound at 1,000)", file=sys.stderr)
+        return None
+    return out
+
+
+def mib(kib):
+    return "?" if kib is None else f"{kib / 1024:.1f}"
+
+
 def main():
     # SIGTERM (e.g. from `timeout`) unwinds through run()'s cleanup instead of leaving gpsd,
     # gpspipe and locationd running.
@@ -211,8 +288,19 @@ def main():
     import resource
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 65536), hard))
-    counts = [int(n) for n in os.environ.get("SUBSCRIBERS", "1 100 1000").split()]
+    counts = [int(n) for n in os.environ.get("SUBSCRIBERS", "1 100 1000 10000").split()]
     relay = build_relay()
+    reader = build_reader()
+    if reader:
+        for n in counts:
+            if n > 1:
+                test = subprocess.run([reader, "selftest", str(n), "2"], capture_output=True, text=True)
+                fields = dict(f.split("=", 1) for line in test.stdout.splitlines() for f in line.split() if "=" in f and "flood" in line)
+                paced = [line for line in test.stdout.splitlines() if "paced" in line]
+                p = dict(f.split("=", 1) for f in paced[0].split() if "=" in f) if paced else {}
+                print(f"| reader's own ceiling (loadreader selftest: a trivial writer process), {n} connections | 2 s flood; 200 epochs 50 ms apart"
+                      f" | {int(fields.get('lines_per_s', 0)):,} lines/s; first write → arrival p50 {int(p.get('first_write_to_arrival_us_p50', 0)):,} µs"
+                      f" / p99 {int(p.get('p99', 0)):,} µs | — | — |")
     g, second, a, _ = run(None, 0, epochs, second_pipe=True)
     if a and g and second:
         print(f"| floor: a second gpspipe -w where locationd would be, p50 / p99 | {epochs} epochs via real gpsd"
@@ -228,7 +316,7 @@ def main():
             g, e, r, missing = [], [], [], 0
             for _ in range(3):
                 g += run(None, 0, epochs // 3)[0]
-                _, e1, _, m = run(locationd, 1, epochs // 3, with_pipe=False)
+                _, e1, _, m = run(locationd, 1, epochs // 3, with_pipe=False, reader=reader)
                 e += e1; missing += m
                 if relay:
                     r += run(relay, 1, epochs // 3, with_pipe=False)[1]
@@ -241,13 +329,17 @@ def main():
                 print(f"| reference: minimal C relay (Benchmarks/relay.c), one gpsd client at a time, p50 / p99 | same rounds"
                       f" | end to end {us(pct(r, 50))} / {us(pct(r, 99))}; difference {us(pct(r, 50) - pct(g, 50))} / {us(pct(r, 99) - pct(g, 99))}"
                       f" | gpspipe -w alone {us(pct(g, 50))} / {us(pct(g, 99))} | {ratios(g, r)} |")
-        g, e, a, missing = run(locationd, n, epochs)
+        memory = {}
+        g, e, a, missing = run(locationd, n, epochs, reader=reader, memory=memory)
         if not e or not g:
             print(f"| latency, {n} subscriber(s) | {epochs} epochs | no events received | | |")
             continue
+        per = (memory["idle"] - memory["before"]) / n if memory.get("idle") and memory.get("before") else None
         print(f"| latency gpsd → subscriber, {n} subscriber(s), p50 / p99 | {epochs} epochs via real gpsd"
-              f" | end to end {us(pct(e, 50))} / {us(pct(e, 99))}; added vs gpspipe {us(pct(a, 50))} / {us(pct(a, 99))}"
+              f" | end to end {us(pct(e, 50))} / {us(pct(e, 99))}; added vs gpspipe {us(pct(a, 50))} / {us(pct(a, 99))}; max {us(max(a))}"
               f"{'' if missing == 0 else f'; {missing} events missing'}"
+              f"; daemon VmRSS {mib(memory.get('before'))} MiB alone, {mib(memory.get('idle'))} with them idle"
+              f"{'' if per is None else f' ({per:.1f} KiB each)'}, peak {mib(memory.get('peak'))} under load"
               f" | gpspipe -w (gpsd + client) {us(pct(g, 50))} / {us(pct(g, 99))} | {ratios(g, e)} |")
 
 
