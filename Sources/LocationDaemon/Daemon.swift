@@ -121,7 +121,7 @@ public enum Daemon {
         logger.info("open-file limit", metadata: ["soft": "\(result.after.soft)", "hard": "\(result.after.hard)",
                                                   "was": "\(result.before.soft)"])
         if DescriptorLimit.isShort(result.after) {
-            logger.notice("open-file limit (RLIMIT_NOFILE) is \(result.after): one descriptor per subscriber, so 1,000 subscribers may not fit; raise it to at least \(DescriptorLimit.useful): LimitNOFILE=8192 in the unit (systemctl edit locationd), or ulimit -n 8192 before starting locationd")
+            logger.notice("open-file limit (RLIMIT_NOFILE) is \(result.after): one descriptor per subscriber, so 1,000 subscribers may not fit; raise it to at least \(DescriptorLimit.useful): LimitNOFILE=16384 in the unit (systemctl edit locationd), or ulimit -n 16384 before starting locationd")
         }
     }
 
