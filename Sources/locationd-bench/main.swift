@@ -137,7 +137,10 @@ func pipeline(_ path: String, subscribers: Int, regionCount: Int) {
                       radius: exp(Double.random(in: log(50)...log(2000), using: &rng)), dwell: 300)
     }
     var delivered = 0, encodedBytes = 0
-    let r = repeatTimed {
+    var digest: UInt64 = 0
+    /// One pass; with `hashing`, an FNV-1a digest of every encoded line (the output's identity,
+    /// for telling an optimisation from a change of behaviour: compare it before and after).
+    func pass(hashing: Bool) {
         var engine = Engine()
         engine.regionLimits = RegionMonitor.Limits(maxActive: 20, maxRegistered: regionCount)
         var deliveries: [Delivery] = []
@@ -153,20 +156,30 @@ func pipeline(_ path: String, subscribers: Int, regionCount: Int) {
         var out: [UInt8] = []
         out.reserveCapacity(1 << 16)
         delivered = 0; encodedBytes = 0
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        func flush() {
+            if hashing { for b in out { hash = (hash ^ UInt64(b)) &* 0x100_0000_01b3 } }
+            encodedBytes += out.count
+            out.removeAll(keepingCapacity: true)
+        }
         for input in inputs {
             deliveries.removeAll(keepingCapacity: true)
             engine.handle(input, into: &deliveries)
             for d in deliveries {
                 encoder.append(d.event, to: &out)
-                if out.count > 60_000 { encodedBytes += out.count; out.removeAll(keepingCapacity: true) }
+                if hashing { hash = (hash ^ UInt64(d.subscriber.rawValue)) &* 0x100_0000_01b3 }
+                if out.count > 60_000 { flush() }
             }
             delivered += deliveries.count
         }
-        encodedBytes += out.count
+        flush()
+        if hashing { digest = hash }
     }
+    pass(hashing: true)  // not timed
+    let r = repeatTimed { pass(hashing: false) }
     let per = r.seconds / Double(r.passes)
     print("pipeline\t\(path.split(separator: "/").last.map(String.init) ?? path)\tsubscribers=\(subscribers)\tregions=\(regionCount)"
-          + "\tfixes=\(fixes)\tdeliveries=\(delivered)\tjson_bytes=\(encodedBytes)"
+          + "\tfixes=\(fixes)\tdeliveries=\(delivered)\tjson_bytes=\(encodedBytes)\toutput_fnv1a=\(String(digest, radix: 16))"
           + "\tfixes_per_s=\(fmt(Double(fixes) / per, 0))\tus_per_fix=\(fmt(per / Double(fixes) * 1e6, 2))\tpasses=\(r.passes)")
 }
 
