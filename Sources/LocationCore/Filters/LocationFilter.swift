@@ -81,6 +81,8 @@ public struct DistanceFilter: Hashable, Sendable {
 
     @inlinable public func admits(_ fix: Fix, lastDelivered: Fix?) -> Bool {
         guard threshold > 0, let last = lastDelivered else { return true }
+        // Between deliveries most fixes are far inside the threshold: no trigonometry for them.
+        if Geodesy.isCertainlyCloser(last.coordinate, fix.coordinate, than: threshold) { return false }
         return Geodesy.distance(last.coordinate, fix.coordinate) >= threshold
     }
 }

@@ -23,6 +23,21 @@ public enum Geodesy {
         return (d * d).sum().squareRoot() * earthRadius
     }
 
+    /// Whether `distance(a, b) < limit` is certain without the trigonometry, for filters that
+    /// compare a distance with a threshold on every fix (most of them far below it): from `a`
+    /// along its meridian to `b`'s latitude, then along `b`'s parallel, is a path, so no shorter
+    /// than the great circle, and cos φ ≤ 1 − φ²/2 + φ⁴/24. The margin (10⁻⁹, relative) covers
+    /// the rounding of both computations, so `true` never contradicts `distance`: a caller that
+    /// skips `distance` when it is `true` decides exactly as one that computes it.
+    @inlinable public static func isCertainlyCloser(_ a: Coordinate, _ b: Coordinate, than limit: Double) -> Bool {
+        let phi2 = radians(b.latitude)
+        let dPhi = abs(phi2 - radians(a.latitude))
+        let dLambda = abs(radians(b.longitude - a.longitude))
+        let p2 = phi2 * phi2
+        let cosBound = 1 - p2 / 2 + p2 * p2 / 24
+        return earthRadius * (dPhi + cosBound * dLambda) * (1 + 1e-9) < limit
+    }
+
     /// The point on the unit sphere (x towards 0°N 0°E, z towards the North Pole): the region
     /// index, region crossings and visits' planes work on these, with no seam at the
     /// antimeridian or the poles.
