@@ -169,7 +169,7 @@ import Testing
         try await Away.feed(hub, seconds: 0..<1, metresNorth: 1000)  // outside (the initial state, no event)
         let holder = try Database(path: path)
         try holder.exec("BEGIN IMMEDIATE")
-        try await Away.feed(hub, seconds: 5..<8, metresNorth: 0)  // enters home; cannot be written
+        try await Away.feed(hub, seconds: 30..<33, metresNorth: 0)  // enters home; cannot be written
         return holder
     }
 
@@ -179,7 +179,7 @@ import Testing
     static func giveUpInsideWhileLocked(_ hub: Hub, path: String) async throws -> Database {
         let holder = try await enterHomeWhileLocked(hub, path: path)
         for k in 0..<4 {
-            try await Away.feed(hub, seconds: (20 + 10 * k)..<(23 + 10 * k), metresNorth: k % 2 == 0 ? 1000 : 0)
+            try await Away.feed(hub, seconds: (60 + 30 * k)..<(63 + 30 * k), metresNorth: k % 2 == 0 ? 1000 : 0)
         }
         try await hub.eventLoop.submit { hub.writeUnwritten() }.get()
         return holder
@@ -200,7 +200,7 @@ import Testing
             try holder.exec("COMMIT")
             // A subscribe reads the backlog after writing what waits in memory, without a fix.
             #expect(try await hub.eventLoop.submit { hub.writeUnwritten(); return queue.count(of: program) }.get() == 1)
-            try await Away.feed(hub, seconds: 10..<13, metresNorth: 1000)  // leaves
+            try await Away.feed(hub, seconds: 60..<63, metresNorth: 1000)  // leaves
             let backlog = try await hub.eventLoop.submit { queue.backlog(of: program) }.get()
                 .map { try ServerMessage.decode(String(decoding: $0.dropLast(), as: UTF8.self)) }
             let kinds = backlog.compactMap { m -> (UInt64, RegionEventKind)? in
@@ -245,7 +245,7 @@ import Testing
         try await Away.withHub(path: path, logger: log.logger) { hub in
             let holder = try await Self.enterHomeWhileLocked(hub, path: path)  // attempt 1
             for k in 0..<5 {  // leaves, enters, …: attempts 2–6, the sixth gives the six events up
-                try await Away.feed(hub, seconds: (20 + 10 * k)..<(23 + 10 * k), metresNorth: k % 2 == 0 ? 1000 : 0)
+                try await Away.feed(hub, seconds: (60 + 30 * k)..<(63 + 30 * k), metresNorth: k % 2 == 0 ? 1000 : 0)
             }
             #expect(log.messages(.error).filter { $0.hasPrefix("store: writes keep failing") }.count == 1, "\(log.entries)")
             try await hub.eventLoop.submit { hub.releaseHeldVisits() }.get()
