@@ -59,6 +59,10 @@ let package = Package(
         .systemLibrary(name: "CGPS", path: "Sources/CGPS"),
         // libsystemd: notify, watchdog, socket activation, journal (docs/systemd.md).
         .systemLibrary(name: "CSystemd", path: "Sources/CSystemd"),
+        // swift-log to journald (structured, sd_journal_sendv) or stderr, with a live log level:
+        // locationd's and locationd-mqtt's one logging (docs/systemd.md, "Journal").
+        .target(name: "SystemdLogging", dependencies: ["CSystemd", .product(name: "Logging", package: "swift-log")],
+                swiftSettings: daemonModule),
         // inet_diag: who a TCP peer is (its structures do not import into Swift).
         .target(name: "CInetDiag"),
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite"),
@@ -74,13 +78,14 @@ let package = Package(
             name: "LocationDaemon",
             dependencies: [
                 "LocationCore", "NMEA", "LocationProtocol", "GPSDProtocol", "TOMLConfig", "CGPS", "CSystemd", "CInetDiag", "CSQLite",
+                "SystemdLogging",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: daemonModule, linkerSettings: libgpsStatic),
         .target(name: "LocationClient", dependencies: ["LocationProtocol", "LocationCore"], swiftSettings: strict),
-        .executableTarget(name: "locationd", dependencies: ["LocationDaemon"], swiftSettings: daemonModule,
+        .executableTarget(name: "locationd", dependencies: ["LocationDaemon", "SystemdLogging"], swiftSettings: daemonModule,
                           linkerSettings: daemonLinking),
         // Benchmark of region re-ranking (docs/regions.md): swift run -c release bench-regions
         .executableTarget(name: "bench-regions", dependencies: ["LocationCore", "Simulation"], swiftSettings: strict),
@@ -100,9 +105,12 @@ let package = Package(
         .target(name: "OwnTracks", dependencies: ["LocationCore", "LocationProtocol", "TOMLConfig"], swiftSettings: strict),
         .executableTarget(
             name: "locationd-mqtt",
-            dependencies: ["OwnTracks", "LocationClient", "LocationProtocol", "LocationCore", "TOMLConfig", "CMosquitto",
+            dependencies: ["OwnTracks", "LocationClient", "LocationProtocol", "LocationCore", "TOMLConfig", "CMosquitto", "SystemdLogging",
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict),
+        // What the daemon's and the bridge's tests share: the one wait, datagram sockets, a
+        // stand-in journald.
+        .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strict),
         .testTarget(name: "LocationCoreTests", dependencies: ["LocationCore", "Simulation"], swiftSettings: strict),
         .testTarget(name: "NMEATests", dependencies: ["NMEA", "GPSDProtocol", "LocationCore", "LocationProtocol", "Simulation"], swiftSettings: strict),
         .testTarget(name: "SimulationTests", dependencies: ["Simulation", "LocationCore", "NMEA"], swiftSettings: strict),
@@ -110,12 +118,12 @@ let package = Package(
         .testTarget(name: "LocationProtocolTests", dependencies: ["LocationProtocol", "LocationCore", "Simulation"], swiftSettings: strict),
         .testTarget(
             name: "LocationDaemonTests",
-            dependencies: ["LocationDaemon", "LocationClient", "LocationProtocol", "LocationCore", "NMEA", "Simulation",
+            dependencies: ["LocationDaemon", "SystemdLogging", "TestSupport", "LocationClient", "LocationProtocol", "LocationCore", "NMEA", "Simulation",
                            // A virtual clock for the hub's timers (publication ticks); part of swift-nio.
                            .product(name: "NIOEmbedded", package: "swift-nio")],
             swiftSettings: strict),
         .testTarget(name: "MQTTBridgeTests",
-                    dependencies: ["OwnTracks", "LocationClient", "LocationProtocol", "LocationCore", "TOMLConfig"],
+                    dependencies: ["OwnTracks", "TestSupport", "LocationClient", "LocationProtocol", "LocationCore", "TOMLConfig"],
                     swiftSettings: strict),
     ]
 )

@@ -5,6 +5,7 @@ import Logging
 import NIOCore
 import NIOPosix
 import Synchronization
+import SystemdLogging
 #if canImport(Glibc)
 import Glibc
 import TOMLConfig
@@ -246,7 +247,7 @@ final class DaemonService: Sendable {
             if let state, lastState.withLock({ old in defer { old = state }; return old != state }) {
                 if case .fix(let fix) = input {
                     // Rounded unless log.precise_coordinates (docs/configuration.md).
-                    logger.info("source state", metadata: ["state": "\(state.rawValue)", "position": "\(logControl.describe(fix.coordinate))"])
+                    logger.info("source state", metadata: ["state": "\(state.rawValue)", "position": "\(logControl.describe(latitude: fix.coordinate.latitude, longitude: fix.coordinate.longitude))"])
                 } else {
                     logger.info("source state", metadata: ["state": "\(state.rawValue)"])
                 }

@@ -2,6 +2,8 @@ import Dispatch
 import Glibc
 import LocationCore
 import LocationProtocol
+import Logging
+import SystemdLogging
 
 /// The bridge's state for `locationd-mqtt --status`: a small JSON file, replaced whole
 /// (write, then rename) when a connection changes, and at the bridge's tick when anything did.
@@ -69,12 +71,14 @@ final class StatusFile {
 
 /// SIGTERM and SIGINT end the bridge at once, removing the status file (`--status` then says
 /// it is not running); the broker publishes the last will. Keep the returned sources alive.
-func stopOnSignals(removing statusPath: String) -> [any DispatchSourceSignal] {
+func stopOnSignals(removing statusPath: String, log: Logger) -> [any DispatchSourceSignal] {
     [SIGTERM, SIGINT].map { sig in
         signal(sig, SIG_IGN)
         let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
         source.setEventHandler {
             unlink(statusPath)
+            log.notice("stopped", metadata: ["signal": "\(sig == SIGTERM ? "SIGTERM" : "SIGINT")"])
+            LogBackend.flush()
             _exit(0)
         }
         source.resume()

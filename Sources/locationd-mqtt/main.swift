@@ -3,6 +3,7 @@
 import Glibc
 import Logging
 import OwnTracks
+import SystemdLogging
 import TOMLConfig
 
 let usage = """
@@ -14,9 +15,9 @@ let usage = """
     JSON, at least once (docs/mqtt.md). Options override the config file (default \(BridgeConfig.defaultPath)).
     """
 
+/// Before logging is set up: a refused option or file, on stderr.
 func fail(_ message: String, status: Int32) -> Never {
-    let line = Array("locationd-mqtt: \(message)\n".utf8)
-    _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+    LogBackend.startupError(message, identifier: "locationd-mqtt")
     exit(status)
 }
 
@@ -123,16 +124,13 @@ if checkOnly {
     exit(0)
 }
 
-let level = logLevel
-LoggingSystem.bootstrap { label in
-    var handler = StreamLogHandler.standardError(label: label)
-    handler.logLevel = level
-    return handler
-}
+// The journal under systemd, as locationd's (docs/systemd.md, "Journal").
+let backend = LogBackend.bootstrap(identifier: "locationd-mqtt", control: LogControl(level: logLevel))
 let log = Logger(label: "locationd-mqtt")
+log.debug("logging", metadata: ["backend": "\(backend)", "config": "\(file)"])
 
 // SIGTERM/SIGINT: the status file goes with the process; the broker publishes the last will.
-let signalSources = stopOnSignals(removing: statusPath)
+let signalSources = stopOnSignals(removing: statusPath, log: log)
 
 let status = StatusFile(path: statusPath)
 let resolve = { (path: String) -> String? in path.isEmpty ? nil : BridgeConfig.credentialPath(path, credentialsDirectory: credentials) }
@@ -146,5 +144,6 @@ log.info("starting", metadata: ["broker": "\(config.host):\(config.port)", "topi
 do {
     try await Bridge(config: config, log: log, status: status).run(mqttOptions: options)
 } catch {
-    fail("\(error)", status: 1)
+    log.critical("\(error)")
+    LogBackend.exit(1)
 }

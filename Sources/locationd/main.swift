@@ -1,15 +1,13 @@
 import LocationDaemon
 import Logging
+import SystemdLogging
 #if canImport(Glibc)
 import Glibc
 #endif
 
 // Argument parsing and wiring only; everything else lives in LocationDaemon.
-// Before logging is set up: when stderr is the journal's stream, `<3>` makes it an error
-// there (sd-daemon(3)), not one at the stream's default, info.
 func fail(_ text: String, status: Int32) -> Never {
-    let line = (JournalWriter.stderrIsJournal() ? "<3>" : "") + "locationd: \(text)\n"
-    _ = line.withCString { write(STDERR_FILENO, $0, strlen($0)) }
+    LogBackend.startupError(text, identifier: "locationd")
     exit(status)
 }
 
@@ -40,7 +38,7 @@ do {
 
 let logControl = LogControl(level: Logger.Level(rawValue: options.logLevel) ?? .info,
                             preciseCoordinates: options.preciseCoordinates)
-let backend = LogBackend.bootstrap(control: logControl)
+let backend = LogBackend.bootstrap(identifier: "locationd", control: logControl)
 let logger = Logger(label: "locationd")
 logger.debug("logging", metadata: ["backend": "\(backend)", "config": "\(options.configFile ?? "none")"])
 

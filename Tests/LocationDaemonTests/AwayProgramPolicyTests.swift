@@ -6,6 +6,7 @@ import LocationProtocol
 import Logging
 import NIOPosix
 import Synchronization
+import TestSupport
 import Testing
 
 /// What a program keeps while it is away, decided again by the policy at start and on reload

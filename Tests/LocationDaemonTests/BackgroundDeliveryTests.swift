@@ -4,6 +4,7 @@ import LocationCore
 @testable import LocationDaemon
 import Simulation
 import LocationProtocol
+import TestSupport
 import Testing
 
 /// Background delivery end to end (docs/protocol.md, "Background delivery"): the real daemon

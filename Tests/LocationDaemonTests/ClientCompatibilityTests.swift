@@ -1,6 +1,7 @@
 import Foundation
 import LocationClient
 import LocationProtocol
+import TestSupport
 import Testing
 
 /// LocationClient against daemons other than its own version, and a caller that gives up

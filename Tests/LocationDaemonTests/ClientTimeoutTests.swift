@@ -4,6 +4,7 @@ import LocationProtocol
 #if canImport(Glibc)
 import Glibc
 #endif
+import TestSupport
 import Testing
 
 /// A real Unix-socket listener standing in for a daemon that misbehaves: it accepts, then

@@ -8,6 +8,7 @@ import NIOEmbedded
 #if canImport(Glibc)
 import Glibc
 #endif
+import TestSupport
 import Testing
 
 /// The open-file limit (docs/systemd.md, "Open files"): the daemon lifts its soft limit to the

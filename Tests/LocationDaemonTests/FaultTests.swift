@@ -5,6 +5,7 @@ import LocationProtocol
 #if canImport(Glibc)
 import Glibc
 #endif
+import TestSupport
 import Testing
 
 /// Fault tests (issue 7): the real daemon against a real gpsd that dies over and over, and

@@ -2,6 +2,7 @@ import Foundation
 import LocationCore
 @testable import LocationDaemon
 import Logging
+import TestSupport
 import Testing
 
 /// `[gpsd] device` against a real gpsd with two receivers (docs/gpsd.md, "Several receivers"):

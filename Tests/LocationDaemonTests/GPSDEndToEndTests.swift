@@ -1,6 +1,7 @@
 import Foundation
 import LocationCore
 import NMEA
+import TestSupport
 import Testing
 @testable import LocationDaemon
 

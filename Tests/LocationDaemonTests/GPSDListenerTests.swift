@@ -3,6 +3,7 @@ import Glibc
 import GPSDProtocol
 import LocationCore
 import NMEA
+import TestSupport
 import Testing
 
 /// A program nobody here wrote, run to its exit.

@@ -2,6 +2,7 @@ import Foundation
 import LocationCore
 @testable import LocationDaemon
 import Logging
+import TestSupport
 import Testing
 
 /// The source's connection logic against `FakeGPSD`, a scripted gpsd on a real TCP port:

@@ -1,5 +1,6 @@
 import Foundation
 import LocationClient
+import TestSupport
 import Testing
 
 /// A gpsd the daemon cannot reach is a warning in its log naming host:port, the reason and that

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import LocationCore
+import TestSupport
 import Testing
 
 /// GeoClue 2.6 (Debian's geoclue-2.0 and its demos) reading locationd's NMEA socket, on a private

@@ -2,6 +2,7 @@ import Foundation
 import LocationClient
 import LocationCore
 import LocationProtocol
+import TestSupport
 import Testing
 
 /// `locationctl status` and `locationctl watch --session/--purpose` as a user runs them: the

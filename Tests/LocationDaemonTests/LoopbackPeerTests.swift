@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import NIOCore
+import TestSupport
 import Testing
 @testable import LocationDaemon
 

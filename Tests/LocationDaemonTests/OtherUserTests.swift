@@ -1,6 +1,7 @@
 import Foundation
 import LocationClient
 import LocationProtocol
+import TestSupport
 import Testing
 
 /// Another uid (`nobody`, via setpriv) through the real daemon's socket: denied by default,

@@ -3,6 +3,7 @@ import LocationClient
 import LocationCore
 import LocationProtocol
 @testable import LocationDaemon
+import TestSupport
 import Testing
 
 /// SIGHUP and the policy, through the real daemon (READY=1 on the notify socket marks the end

@@ -5,6 +5,7 @@ import LocationCore
 import LocationProtocol
 import NIOCore
 import TOMLConfig
+import TestSupport
 import Testing
 @testable import LocationDaemon
 

@@ -2,6 +2,7 @@ import Foundation
 import LocationClient
 import LocationCore
 import LocationProtocol
+import TestSupport
 import Testing
 
 /// Receiver gating against a real gpsd: the daemon holds a gpsd watch only while a session (or

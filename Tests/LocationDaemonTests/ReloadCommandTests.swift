@@ -2,6 +2,7 @@ import Foundation
 import LocationClient
 @testable import LocationDaemon
 import LocationProtocol
+import TestSupport
 import Testing
 
 /// `locationctl reload`, the unit's `ExecReload=`, against the real daemon: a `reload` request

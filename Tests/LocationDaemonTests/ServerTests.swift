@@ -3,6 +3,7 @@ import LocationClient
 import LocationCore
 import LocationProtocol
 import NIOCore
+import TestSupport
 import Testing
 @testable import LocationDaemon
 

@@ -1,6 +1,7 @@
 import Foundation
 @testable import LocationDaemon
 import Synchronization
+import TestSupport
 import Testing
 
 /// A stop signal while starting exits (`Daemon.run`); the start clears the flag before the

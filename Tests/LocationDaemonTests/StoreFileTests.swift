@@ -5,6 +5,7 @@ import LocationCore
 import LocationProtocol
 @testable import LocationDaemon
 import TOMLConfig
+import TestSupport
 import Testing
 
 /// The database file itself (docs/regions.md, "Persistence").

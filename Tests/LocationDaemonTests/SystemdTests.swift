@@ -4,6 +4,8 @@ import LocationCore
 @testable import LocationDaemon
 import Logging
 import Synchronization
+@testable import SystemdLogging
+import TestSupport
 import TOMLConfig
 import Testing
 #if canImport(Glibc)
@@ -396,29 +398,6 @@ import Glibc
 }
 
 @Suite(.timeLimit(.minutes(5))) struct JournalTests {
-    /// Parses a native-protocol datagram (both field forms); fails on malformed input.
-    static func parse(_ d: [UInt8]) throws -> [String: String] {
-        var fields: [String: String] = [:]
-        var i = 0
-        while i < d.count {
-            guard let nl = d[i...].firstIndex(of: 10) else { throw DaemonProcess.Failure(description: "field without newline") }
-            let line = d[i..<nl]
-            if let eq = line.firstIndex(of: UInt8(ascii: "=")) {
-                fields[String(decoding: d[i..<eq], as: UTF8.self)] = String(decoding: d[(eq + 1)..<nl], as: UTF8.self)
-                i = nl + 1
-            } else {
-                let key = String(decoding: line, as: UTF8.self)
-                var length: UInt64 = 0
-                for k in 0..<8 { length |= UInt64(d[nl + 1 + k]) << (8 * UInt64(k)) }
-                let start = nl + 9, end = start + Int(length)
-                guard end < d.count, d[end] == 10 else { throw DaemonProcess.Failure(description: "bad binary field \(key)") }
-                fields[key] = String(decoding: d[start..<end], as: UTF8.self)
-                i = end + 1
-            }
-        }
-        return fields
-    }
-
     /// Entries as the writer hands them over, standing in for journald.
     final class Delivered: Sendable {
         let entries = Mutex<[[String: String]]>([])
@@ -445,7 +424,7 @@ import Glibc
 
     @Test func handlerWritesStructuredFields() throws {
         let journal = Delivered()
-        let writer = JournalWriter(deliver: journal.deliver)
+        let writer = JournalWriter(identifier: "locationd", deliver: journal.deliver)
         let control = LogControl(level: .info)
         var logger = Logger(label: "locationd.test") { JournalLogHandler(label: $0, control: control, writer: writer) }
         logger[metadataKey: "peer_uid"] = "1000"
@@ -477,7 +456,7 @@ import Glibc
     /// right before the first entry logged after the drops.
     @Test func aStuckJournalHoldsNoLoggerAndTheDroppedAreCounted() throws {
         let journal = Delivered(blocking: true)
-        let writer = JournalWriter(deliver: journal.deliver)
+        let writer = JournalWriter(identifier: "locationd", deliver: journal.deliver)
         let extra = 5
         for i in 0..<(JournalWriter.capacity + extra) {
             writer.submit([("MESSAGE", "m\(i)")]) { Issue.record("undelivered m\(i)") }
@@ -494,7 +473,7 @@ import Glibc
 
     /// An entry the journal refuses (none there) goes to the fallback (stderr in the daemon).
     @Test func anEntryTheJournalRefusesGoesToTheFallback() {
-        let writer = JournalWriter(deliver: { _ in false })
+        let writer = JournalWriter(identifier: "locationd", deliver: { _ in false })
         let fellBack = DispatchSemaphore(value: 0)
         writer.submit([("MESSAGE", "x")]) { fellBack.signal() }
         #expect(fellBack.wait(timeout: .now() + 10) == .success)
@@ -519,8 +498,8 @@ import Glibc
     @Test func coordinatesAreRoundedUnlessPrecise() {
         let control = LogControl()
         let c = Coordinate(latitude: 52.519912, longitude: -13.404801)
-        #expect(control.describe(c) == "52.52,-13.40 (rounded to 0.01°)")
+        #expect(control.describe(latitude: c.latitude, longitude: c.longitude) == "52.52,-13.40 (rounded to 0.01°)")
         control.preciseCoordinates = true
-        #expect(control.describe(c) == "52.519912,-13.404801")
+        #expect(control.describe(latitude: c.latitude, longitude: c.longitude) == "52.519912,-13.404801")
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import LocationCore
 import LocationProtocol
+import TestSupport
 import Testing
 
 /// locationd-mqtt between a real locationd replaying the demo trip and a real mosquitto broker,
@@ -120,7 +121,9 @@ import Testing
         }
         #expect(bridge.isRunning)
         let logged = bridge.stderr
-        #expect(logged.contains("ignored a message on \(Self.topic)/cmd: not JSON"))
+        // One line per message, as locationd's on stderr: time, level, logger, message.
+        let line = try #require(logged.split(separator: "\n").first { $0.contains("ignored a message on \(Self.topic)/cmd: not JSON") })
+        #expect(line.dropFirst("2026-05-04T08:33:01.123Z".count).hasPrefix(" warning locationd-mqtt: ignored a message"), "\(line)")
         #expect(logged.contains(#"unsupported action "dump""#))
         #expect(logged.contains("radius 1 is out of range"))
         #expect(logged.contains(#"_type is absent; expected "cmd""#) == false)  // {"_type":"cmd"} has its _type

@@ -19,7 +19,9 @@ import Testing
 
     @Test func theUnitAllowsWhatTheBridgeUses() throws {
         let unit = try lines()
-        // locationd's Unix socket, and the broker over TCP (any address: no IPAddressDeny).
+        // locationd's Unix socket and journald's (/run/systemd/journal/socket, not hidden), and
+        // the broker over TCP (any address: no IPAddressDeny).
+        #expect(unit["InaccessiblePaths"] == nil && unit["TemporaryFileSystem"] == nil)
         #expect(Set(unit["RestrictAddressFamilies"]?.first?.split(separator: " ").map(String.init) ?? []) == ["AF_UNIX", "AF_INET", "AF_INET6"])
         #expect(unit["IPAddressDeny"] == nil && unit["PrivateNetwork"] == nil)
         // The status file lives in its RuntimeDirectory.

@@ -2,6 +2,7 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
+import TestSupport
 
 /// A real gpsd (3.22) for end-to-end tests, fed NMEA bytes that the harness serves itself.
 ///

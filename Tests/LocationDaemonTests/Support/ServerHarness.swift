@@ -8,6 +8,7 @@ import NIOCore
 import NIOPosix
 import Synchronization
 @testable import LocationDaemon
+import TestSupport
 
 /// A hub and server on a fresh socket path, torn down by `stop()`. Right after `start`, a test
 /// writes `defer { h.stopIfRunning() }`: a test that throws or returns before its `await stop()`

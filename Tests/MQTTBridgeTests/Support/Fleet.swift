@@ -1,5 +1,6 @@
 import Foundation
 import LocationProtocol
+import TestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -94,14 +95,19 @@ func startLocationd(directory: String, log: String, extra: [String] = [], databa
                "--replay", log, "--log-level", "debug"] + extra, name: "locationd", directory: directory)
 }
 
-/// locationd-mqtt with `config` (TOML text) written beside it.
+/// locationd-mqtt with `config` (TOML text) written beside it; with `journal`, logging to that
+/// stand-in journald as under systemd.
 func startBridge(directory: String, broker: Broker, topic: String, config: String = "", name: String = "bridge",
-                 environment: [String: String] = [:]) throws -> Child {
+                 environment: [String: String] = [:], journal: StandInJournal? = nil) throws -> Child {
     let path = "\(directory)/mqtt.toml"
     try config.write(toFile: path, atomically: true, encoding: .utf8)
-    return try Child([binDirectory + "/locationd-mqtt", "--config", path, "--socket", "\(directory)/ld.sock",
-                      "--broker", "127.0.0.1:\(broker.port)", "--topic", topic, "--status-file", "\(directory)/status.json",
-                      "--log-level", "debug"], name: name, directory: directory, environment: environment)
+    let argv = [binDirectory + "/locationd-mqtt", "--config", path, "--socket", "\(directory)/ld.sock",
+                "--broker", "127.0.0.1:\(broker.port)", "--topic", topic, "--status-file", "\(directory)/status.json",
+                "--log-level", "debug"]
+    guard let journal else { return try Child(argv, name: name, directory: directory, environment: environment) }
+    let (added, wrapper, prelude) = try journal.launch(stderrPath: "\(directory)/\(name).err")
+    return try Child(wrapper + ["/bin/sh", "-c", prelude + "exec \"$0\" \"$@\""] + argv, name: name, directory: directory,
+                     environment: environment.merging(added) { mine, _ in mine })
 }
 
 /// The demo trip's log (`locationctl simulate demo`), written once per directory.

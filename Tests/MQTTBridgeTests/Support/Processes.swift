@@ -79,16 +79,6 @@ final class Child: @unchecked Sendable {
     var stderr: String { (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? "" }
 }
 
-/// Polls `condition` until it holds (a readiness check, not a pacing sleep); throws after
-/// `timeout` seconds with `what` and `detail()`.
-func waitUntil(_ what: String, timeout: Double = 30, detail: () -> String = { "" }, _ condition: () throws -> Bool) throws {
-    let deadline = Date().addingTimeInterval(timeout)
-    while try !condition() {
-        guard Date() < deadline else { throw Failure(description: "timed out waiting for \(what)\n\(detail())") }
-        usleep(10_000)
-    }
-}
-
 /// Where the package's executables were built (beside the test bundle).
 let binDirectory = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().path
 

@@ -1,4 +1,3 @@
-import LocationCore
 import Logging
 import Synchronization
 
@@ -25,12 +24,12 @@ public final class LogControl: Sendable {
 
     private static func index(_ level: Logger.Level) -> Int { Logger.Level.allCases.firstIndex(of: level) ?? 2 }
 
-    /// A coordinate for a log line. The journal is readable by more people than the socket
+    /// A position for a log line. The journal is readable by more people than the socket
     /// (docs/configuration.md, log.precise_coordinates): unless `preciseCoordinates`, rounded to 0.01° (≈ 1.1 km north–south,
     /// less east–west away from the equator) and marked so.
-    public func describe(_ c: Coordinate) -> String {
-        if preciseCoordinates { return "\(c.latitude),\(c.longitude)" }
-        return "\(Self.bucket(c.latitude)),\(Self.bucket(c.longitude)) (rounded to 0.01°)"
+    public func describe(latitude: Double, longitude: Double) -> String {
+        if preciseCoordinates { return "\(latitude),\(longitude)" }
+        return "\(Self.bucket(latitude)),\(Self.bucket(longitude)) (rounded to 0.01°)"
     }
 
     static func bucket(_ degrees: Double) -> String {

@@ -1,7 +1,7 @@
 import Glibc
 
 /// `body` with `path` as a Unix socket address (for bind and connect).
-func withSockaddr<R>(_ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t) -> R) -> R {
+public func withSockaddr<R>(_ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t) -> R) -> R {
     var addr = sockaddr_un()
     addr.sun_family = sa_family_t(AF_UNIX)
     let bytes = Array(path.utf8)
