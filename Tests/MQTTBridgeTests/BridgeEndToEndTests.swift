@@ -234,9 +234,98 @@ import Testing
     }
 
     /// locationd started again on the replay's database, reading nothing new (gpsd is not there).
-    static func daemonAgain(_ dir: String) throws -> Child {
-        try Child([binDirectory + "/locationd", "--socket", "\(dir)/ld.sock", "--database", "\(dir)/ld.db", "--gpsd", "127.0.0.1:1"],
+    static func daemonAgain(_ dir: String, extra: [String] = []) throws -> Child {
+        try Child([binDirectory + "/locationd", "--socket", "\(dir)/ld.sock", "--database", "\(dir)/ld.db", "--gpsd", "127.0.0.1:1"] + extra,
                   name: "locationd-2", directory: dir)
+    }
+
+    /// Each `_seq` once, in the order of its first arrival, with that payload; a duplicate must
+    /// repeat the payload.
+    static func firstArrivals(_ sub: Subscriber) -> [(seq: UInt64, payload: String)] {
+        var payloadBySeq: [UInt64: String] = [:]
+        var first: [(seq: UInt64, payload: String)] = []
+        for m in sub.messages {
+            guard case .number(let n)? = (try? JSONParser().parse(m.payload))?["_seq"] else { continue }
+            let seq = UInt64(n)
+            if let earlier = payloadBySeq[seq] {
+                #expect(earlier == m.payload, "a duplicate with another payload: \(earlier) / \(m.payload)")
+            } else {
+                payloadBySeq[seq] = m.payload
+                first.append((seq, m.payload))
+            }
+        }
+        return first
+    }
+
+    /// An approximate program (docs/privacy.md) through the bridge: its policy rule, for the
+    /// bridge's executable, makes everything the fleet sees a cell centre of locationd's grid,
+    /// never a measured coordinate; and the events the bridge held when it was killed with -9,
+    /// the broker away (so none acknowledged), come again from locationd's durable queue to the
+    /// next bridge: every `_seq` arrives, first arrivals in order.
+    @Test(.enabled(if: have("mosquitto", "mosquitto_sub", "mosquitto_pub"))) func anApproximateProgramLosesNothingAcrossABridgeKill() throws {
+        let fleet = try Fleet("mq-approx", topic: Self.topic, persistent: true)
+        let (dir, log, broker, sub) = (fleet.directory, fleet.log, fleet.broker, fleet.sub)
+        let config = "\(dir)/locationd.toml"
+        try """
+            [policy.fleet]
+            executable = "\(binDirectory)/locationd-mqtt"
+            authorization = "always"
+            accuracy = "approximate"
+            """.write(toFile: config, atomically: true, encoding: .utf8)
+        let daemonOptions = ["--config", config, "--privacy-seed", "42"]
+        var daemon = try startLocationd(directory: dir, log: log, extra: daemonOptions + ["--speed", "120"])
+        defer { daemon.stop() }
+        var bridge = try startBridge(directory: dir, broker: broker, topic: Self.topic, name: "bridge-1")
+        defer { bridge.stop() }
+        let status = { Status(text: (try? String(contentsOfFile: "\(dir)/status.json", encoding: .utf8)) ?? "") }
+        let highestAtSubscriber = { Self.firstArrivals(sub).map(\.seq).max() ?? 0 }
+
+        try waitUntil("a first location at the subscriber", timeout: 60, detail: { bridge.stderr }) { !sub.objects("location").isEmpty }
+        // The broker away: what the bridge receives now it cannot publish, so acknowledges none.
+        try broker.stop()
+        try waitUntil("an event the bridge holds for the broker", timeout: 60, detail: { status().text + bridge.stderr.suffix(2000) }) {
+            (status().number("receivedSeq") ?? 0) > highestAtSubscriber()
+        }
+        let held = try #require(status().number("receivedSeq"))
+        bridge.kill(SIGKILL)
+        _ = bridge.waitForExit()
+        try broker.start()
+        bridge = try startBridge(directory: dir, broker: broker, topic: Self.topic, name: "bridge-2")
+
+        // The replay's end stops locationd; started again on its database, it writes what the
+        // bridge has not acknowledged.
+        _ = daemon.waitForExit(timeout: 120)
+        daemon = try Self.daemonAgain(dir, extra: daemonOptions)
+        try waitUntil("the bridge to have everything acknowledged", timeout: 90, detail: { status().text + bridge.stderr.suffix(2000) }) {
+            let s = status()
+            guard s.says(#""locationd":"connected""#), let received = s.number("receivedSeq") else { return false }
+            // Equal: the status file is written at the bridge's tick, after what it published.
+            return s.number("queued") == 0 && s.number("inFlight") == 0 && s.number("acknowledgedSeq") == received
+                && highestAtSubscriber() == received
+        }
+        let last = try #require(status().number("receivedSeq"))
+        #expect(last > held, "events after the kill")
+        let arrivals = Self.firstArrivals(sub)
+        #expect(arrivals.map(\.seq) == Array(1...last), "every _seq, first arrivals in order")
+
+        // Only cell centres: each published coordinate is the centre of its own cell of the
+        // grid locationd uses (--privacy-seed 42), and none is one replay computes precisely.
+        let grid = PrivacyGrid(secret: 42)
+        let precise = Set(try expectedEvents(log: log, events: "location,visits").compactMap { e -> String? in
+            guard case .number(let lat)? = e["latitude"], case .number(let lon)? = e["longitude"] else { return nil }
+            return "\(lat),\(lon)"
+        })
+        let published = arrivals.compactMap { try? JSONParser().parse($0.payload) }
+        #expect(published.filter { $0["_type"] == .string("location") }.count >= 2)
+        for p in published {
+            guard case .number(let lat)? = p["lat"], case .number(let lon)? = p["lon"] else {
+                Issue.record("no lat/lon: \(p)")
+                continue
+            }
+            let c = Coordinate(latitude: lat, longitude: lon)
+            #expect(Geodesy.distance(c, grid.centre(of: grid.cell(of: c).cell)) < 0.5, "not a cell centre: \(p)")
+            #expect(!precise.contains("\(lat),\(lon)"), "a precise coordinate: \(p)")
+        }
     }
 
     @Test(.enabled(if: have("mosquitto", "mosquitto_sub", "mosquitto_pub"))) func everyNumberedEventArrivesThroughRestartsAndKills() throws {

@@ -40,14 +40,18 @@ final class Broker: @unchecked Sendable {
         process = nil
     }
 
-    /// Stops it as its service manager would (SIGTERM: a persistent broker saves its database)
-    /// and starts it again on the same port.
-    func restart() throws {
+    /// Stops it as its service manager would (SIGTERM: a persistent broker saves its database).
+    func stop() throws {
         if let process {
             process.kill(SIGTERM)
             guard process.waitForExit() != nil else { throw Failure(description: "mosquitto did not stop") }
         }
         process = nil
+    }
+
+    /// `stop()`, and started again on the same port.
+    func restart() throws {
+        try stop()
         try start()
     }
 }
@@ -118,9 +122,10 @@ func demoLog(in directory: String) throws -> String {
     return path
 }
 
-/// What `locationctl replay` computes for the log: the events a subscriber of locationd gets.
-func expectedEvents(log: String, events: String) throws -> [JSONValue] {
-    let r = try run([binDirectory + "/locationctl", "replay", log, "--events", events])
+/// What `locationctl replay` computes for the log: the events a subscriber of locationd gets
+/// (`options`: more of replay's, e.g. `--accuracy approximate`).
+func expectedEvents(log: String, events: String, options: [String] = []) throws -> [JSONValue] {
+    let r = try run([binDirectory + "/locationctl", "replay", log, "--events", events] + options)
     guard r.status == 0 else { throw Failure(description: "locationctl replay: \(r.err)") }
     return r.out.split(separator: "\n").compactMap { try? JSONParser().parse(String($0)) }
 }
