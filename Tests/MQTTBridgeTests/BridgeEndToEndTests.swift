@@ -99,6 +99,60 @@ import Testing
         }
     }
 
+    /// Every transition of the replay arrives: waypoints set from the broker (with locationd
+    /// running without fixes), then locationd replaying the demo trip on the same database
+    /// gives exactly the `enter`/`exit` events `locationctl replay --regions` computes for the
+    /// same regions, as OwnTracks transitions with their time, position and waypoint.
+    @Test(.enabled(if: have("mosquitto", "mosquitto_sub", "mosquitto_pub"))) func everyTransitionOfTheReplayArrives() throws {
+        let fleet = try Fleet("mq-tr", topic: Self.topic)
+        let (dir, log, broker, sub) = (fleet.directory, fleet.log, fleet.broker, fleet.sub)
+        var daemon = try BridgeDurabilityTests.daemonAgain(dir)
+        defer { daemon.stop() }
+        let bridge = try startBridge(directory: dir, broker: broker, topic: Self.topic, config: "[publish]\nevents = [\"transition\"]\n")
+        defer { bridge.stop() }
+        try waitUntil("the bridge connected to both", detail: { bridge.stderr }) {
+            let status = (try? String(contentsOfFile: "\(dir)/status.json", encoding: .utf8)) ?? ""
+            return status.contains(#""broker":"connected","locationd":"connected""#)
+        }
+        // The demo's three stops: the start (inside from the first fix), the second, the last.
+        let waypoints = [("alex", 52.520008, 13.404954, 150), ("office-1", 52.5163, 13.3777, 120), ("walk-end", 52.518608, 13.376198, 100)]
+        let command = #"{"_type":"cmd","action":"setWaypoints","waypoints":["# + waypoints.map { rid, lat, lon, rad in
+            #"{"_type":"waypoint","desc":"\#(rid) stop","rid":"\#(rid)","lat":\#(lat),"lon":\#(lon),"rad":\#(rad),"tst":1700000000}"#
+        }.joined(separator: ",") + "]}"
+        _ = try run(["/usr/bin/mosquitto_pub", "-h", "127.0.0.1", "-p", "\(broker.port)", "-q", "1", "-t", Self.topic + "/cmd", "-m", command])
+        try waitUntil("the waypoints message", detail: { bridge.stderr }) { !sub.objects("waypoints").isEmpty }
+
+        let geojson = "\(dir)/waypoints.geojson"
+        try (#"{"type":"FeatureCollection","features":["# + waypoints.map { rid, lat, lon, rad in
+            #"{"type":"Feature","geometry":{"type":"Point","coordinates":[\#(lon),\#(lat)]},"properties":{"id":"\#(rid)","radius":\#(rad)}}"#
+        }.joined(separator: ",") + "]}").write(toFile: geojson, atomically: true, encoding: .utf8)
+        let expected = try expectedEvents(log: log, events: "region", options: ["--regions", geojson])
+            .filter { $0["event"] == .string("enter") || $0["event"] == .string("exit") }
+        #expect(expected.count == 4)
+
+        // The same database, now replaying: the regions are the bridge's (its uid and executable).
+        daemon.kill(SIGTERM)
+        _ = daemon.waitForExit()
+        daemon = try startLocationd(directory: dir, log: log, extra: ["--speed", "0"])
+        let transitions = { BridgeDurabilityTests.firstArrivals(sub).compactMap { try? JSONParser().parse($0.payload) }
+            .filter { $0["_type"] == .string("transition") } }
+        try waitUntil("every transition", timeout: 60, detail: { String(bridge.stderr.suffix(2000)) + sub.process.stdout.suffix(2000) }) {
+            // The replay's end stops locationd: started again, it writes what was not acknowledged.
+            if !daemon.isRunning { daemon = try BridgeDurabilityTests.daemonAgain(dir) }
+            return transitions().count >= expected.count
+        }
+        let got = transitions()
+        #expect(got.count == expected.count)
+        for (t, want) in zip(got, expected) {
+            #expect(t["event"] == (want["event"] == .string("enter") ? .string("enter") : .string("leave")), "\(t) / \(want)")
+            #expect(t["rid"] == want["region"] && t["tst"] == Self.seconds(want["time"]).map(JSONValue.number), "\(t) / \(want)")
+            #expect(t["lat"] == want["latitude"] && t["lon"] == want["longitude"], "\(t) / \(want)")
+            if case .string(let rid)? = want["region"] { #expect(t["desc"] == .string("\(rid) stop")) }
+            #expect(t["wtst"] == .number(1_700_000_000) && t["t"] == .string("c") && t["tid"] == .string("ar"))
+        }
+        #expect(sub.messages.filter { $0.topic == Self.topic + "/event" }.count >= expected.count)
+    }
+
     /// Garbage on BASE/cmd is logged and ignored; the bridge goes on and answers the next
     /// `reportLocation` with `t:"r"`.
     @Test(.enabled(if: have("mosquitto", "mosquitto_sub", "mosquitto_pub"))) func badCommandsAreLoggedAndIgnored() throws {
