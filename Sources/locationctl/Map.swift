@@ -4,25 +4,30 @@ import LocationProtocol
 import NMEA
 
 /// `locationctl map LOG -o trip.html`: one self-contained HTML page showing what the engine
-/// makes of a log — its track coloured by accuracy, its visits (clustered when zoomed out) and
-/// the states of a GeoJSON file's regions. Leaflet and Leaflet.markercluster are read from
-/// Debian's packages and inlined, so the page opens offline from a file:// URL.
-struct MapCommand: ParsableCommand {
+/// makes of a log — its track coloured by accuracy, the outliers it rejected, its visits
+/// (clustered when zoomed out), places and the states of a GeoJSON file's regions; or, with
+/// `--live`, what the daemon holds for this program (MapLive). Leaflet and
+/// Leaflet.markercluster are read from Debian's packages and inlined, so the page opens
+/// offline from a file:// URL.
+struct MapCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "map",
-        abstract: "Write a self-contained HTML map of an NMEA log: track, visits, regions.",
+        abstract: "Write a self-contained HTML map of an NMEA log, or of the daemon's regions, places and visits (--live).",
         discussion: """
-            The log runs through the daemon's engine as locationctl replay runs it (one precise \
+            A log runs through the daemon's engine as locationctl replay runs it (one precise \
             subscriber, no filter). The track is coloured by 95 % accuracy (green ≤ 10 m, amber \
-            ≤ 30 m, red beyond, grey unknown) and thinned to one point every few metres; visits \
-            are markers with their times that coalesce into clusters when zoomed out, places circles \
-            sized by their visits; regions are \
-            circles, purple when the log ended inside. No map tiles unless --tiles is given (a \
+            ≤ 30 m, red beyond, grey unknown) and thinned to one point every few metres; fixes the \
+            outlier gate rejected are red rings; visits are markers with their times that coalesce \
+            into clusters when zoomed out, places circles sized by their visits; regions are \
+            circles, purple when the log ended inside. \
+            --live draws this program's regions (with an always session) and places from the \
+            running daemon, and with --for SECONDS the track and visits it is sent meanwhile \
+            (Ctrl-C ends the wait early). No map tiles unless --tiles is given (a \
             scale bar and a latitude/longitude grid instead). Needs libjs-leaflet and \
             libjs-leaflet.markercluster.
             """)
 
-    @Argument(help: "NMEA 0183 log file, or - for standard input.") var log: String
+    @Argument(help: "NMEA 0183 log file, or - for standard input (not with --live).") var log: String?
     @Option(name: .shortAndLong, help: "The HTML file to write.") var output: String
     @Option(help: "Regions to draw and monitor: a GeoJSON FeatureCollection of Points with id and radius (as replay --regions).")
     var regions: String?
@@ -32,19 +37,42 @@ struct MapCommand: ParsableCommand {
     var leaflet: String = "/usr/share/javascript/leaflet"
     @Option(help: ArgumentHelp("The UTC date of the log's first positions, for a log without RMC or ZDA sentences (as replay --date).", valueName: "YYYY-MM-DD"))
     var date: String?
+    @Flag(help: "Map the running daemon's regions and places of this program (and, with --for, what it is sent meanwhile) instead of a log.")
+    var live = false
+    @Option(name: .customLong("for"), help: ArgumentHelp("With --live: watch this many seconds for fixes and visits before writing the map.", valueName: "SECONDS"))
+    var watchSeconds: Double = 0
+    @Option(help: "With --live: a purpose key the policy lists (for a precise session).") var purpose: String?
+    @OptionGroup var socket: SocketFlag
 
     func validate() throws {
         _ = try Replay.parseDate(date)
         if let tiles, !(tiles.contains("{z}") && tiles.contains("{x}") && tiles.contains("{y}")) {
             throw ValidationError("--tiles '\(tiles)': expected a URL template with {z}, {x} and {y}")
         }
+        if live {
+            if log != nil { throw ValidationError("give a LOG or --live, not both") }
+            if regions != nil || date != nil { throw ValidationError("--regions and --date are for a log; --live draws the daemon's regions") }
+            guard (0...86_400).contains(watchSeconds) else {
+                throw ValidationError("--for \(numberText(watchSeconds)) is out of range; expected 0…86400 seconds")
+            }
+        } else {
+            if log == nil { throw ValidationError("give an NMEA LOG to map, or --live for the running daemon") }
+            if watchSeconds != 0 || purpose != nil { throw ValidationError("--for and --purpose are for --live") }
+        }
     }
 
-    func run() throws {
+    func run() async throws {
         let assets = try MapPage.Assets(directory: leaflet)
-        let list = try regions.map { try RegionsGeoJSON.read(path: $0) } ?? []
-        let trip = try MapTrip.run(log: log, regions: list, date: try Replay.parseDate(date))
-        let title = log == "-" ? "standard input" : String(log.split(separator: "/").last ?? Substring(log))
+        let trip: MapTrip, title: String
+        if live {
+            trip = try await MapLive.run(socket: socket.path, purpose: purpose, seconds: watchSeconds)
+            title = "locationd, " + MapTrip.clock(trip.madeAt)
+        } else {
+            let log = self.log ?? "-"
+            let list = try regions.map { try RegionsGeoJSON.read(path: $0) } ?? []
+            trip = try MapTrip.run(log: log, regions: list, date: try Replay.parseDate(date))
+            title = log == "-" ? "standard input" : String(log.split(separator: "/").last ?? Substring(log))
+        }
         try writeText(MapPage.html(title: title, data: trip.json(tiles: tiles), assets: assets), to: output)
     }
 }
@@ -59,6 +87,10 @@ struct MapTrip {
     var regionStates: [String: Bool] = [:]
     /// The places the log's visits made (docs/places.md).
     var places: [Place] = []
+    /// Fixes the outlier gate rejected (a raw subscription saw them, the others did not).
+    var outliers: [Fix] = []
+    /// When the map's data was taken (the last fix's time, or the clock's for --live).
+    var madeAt = Timestamp(nanoseconds: 0)
 
     static func run(log: String, regions: [Region], date: CivilTime?) throws -> MapTrip {
         var trip = MapTrip()
@@ -69,6 +101,14 @@ struct MapTrip {
         options.events = [.location, .visits]
         var deliveries: [Delivery] = []
         engine.handle(.subscribe(subscriber, options), into: &deliveries)
+        // A raw subscriber beside it sees every fix: those it sees and the other does not are
+        // what the outlier gate rejected (docs/semantics.md, "Outliers").
+        let rawSubscriber = SubscriberID(2)
+        var rawOptions = SubscriptionOptions()
+        rawOptions.events = [.location]
+        rawOptions.raw = true
+        engine.handle(.subscribe(rawSubscriber, rawOptions), into: &deliveries)
+        var rawFixes: [Fix] = []
         // Bound as the daemon binds a precise session: its regions, and its visits' places.
         let program = ProgramID("map")
         engine.bind(subscriber, to: program)
@@ -82,12 +122,21 @@ struct MapTrip {
             _ = try NMEAReplay.inputs(fromFile: log, options: nmea) { input in
                 deliveries.removeAll(keepingCapacity: true)
                 engine.handle(input, into: &deliveries)
-                for d in deliveries { trip.take(d.event) }
+                for d in deliveries {
+                    if d.subscriber == rawSubscriber {
+                        if case .location(let fix) = d.event { rawFixes.append(fix) }
+                    } else {
+                        trip.take(d.event)
+                    }
+                }
             }
         } catch let failure as NMEAReplay.Failure {
             throw RuntimeError(failure.description)
         }
         trip.places = engine.places(of: program)
+        let accepted = Set(trip.fixes.map(\.time))
+        trip.outliers = rawFixes.filter { !accepted.contains($0.time) }
+        trip.madeAt = trip.fixes.last?.time ?? trip.madeAt
         return trip
     }
 
@@ -149,9 +198,13 @@ struct MapTrip {
             out += s.points.map { "[\(Self.degrees($0.latitude)),\(Self.degrees($0.longitude))]" }.joined(separator: ",")
             out += "]}"
         }
-        out += "],\"fixes\":\(fixes.count),\"visits\":["
+        out += "],\"fixes\":\(fixes.count),\"outliers\":["
+        out += outliers.map { f in
+            "{\"lat\":\(Self.degrees(f.coordinate.latitude)),\"lon\":\(Self.degrees(f.coordinate.longitude)),\"time\":\"\(ISO8601.string(f.time))\"}"
+        }.joined(separator: ",")
+        out += "],\"visits\":["
         out += visits.map { v in
-            var label = "Visit: arrived \(Self.clock(v.arrival))"
+            var label = "Visit\(v.place.map { " to p\($0)" } ?? ""): arrived \(Self.clock(v.arrival))"
             if let d = v.departure { label += ", left \(Self.clock(d)) (\(Self.duration(d - v.arrival)))" }
             return "{\"lat\":\(Self.degrees(v.coordinate.latitude)),\"lon\":\(Self.degrees(v.coordinate.longitude)),\"label\":\(JSONWriter.quoted(label))}"
         }.joined(separator: ",")

@@ -55,6 +55,7 @@ enum MapPage {
         <i style="background:#2e7d32"></i>accuracy ≤ 10 m<br><i style="background:#f9a825"></i>≤ 30 m<br>
         <i style="background:#c62828"></i>&gt; 30 m<br><i style="background:#757575"></i>unknown<br>
         <i style="background:#e65100;height:10px;width:10px;border-radius:50%"></i>place (size: visits)<br>
+        <i style="border:2px solid #d50000;height:6px;width:6px;border-radius:50%"></i>rejected outlier<br>
         <span id="summary"></span></div>
         <script>\(assets.leafletJS)</script>
         <script>\(assets.clusterJS)</script>
@@ -78,10 +79,17 @@ enum MapPage {
             var dLat = r.radius / 111195, dLon = dLat / Math.max(0.01, Math.cos(r.lat * Math.PI / 180));
             bounds.extend([[r.lat - dLat, r.lon - dLon], [r.lat + dLat, r.lon + dLon]]);
           });
+          // Fixes the outlier gate rejected: rings over the track, with their time.
+          DATA.outliers.forEach(function (o) {
+            L.circleMarker([o.lat, o.lon], { radius: 4, color: '#d50000', weight: 2, fillColor: '#fff', fillOpacity: 1 })
+              .bindTooltip('rejected outlier, ' + o.time).addTo(map);
+            bounds.extend([o.lat, o.lon]);
+          });
           // Places under the visits, sized by how often they were visited.
           DATA.places.forEach(function (p) {
             L.circleMarker([p.lat, p.lon], { radius: 8 + 4 * Math.sqrt(p.visits), color: '#e65100', weight: 2, fillOpacity: 0.25 })
               .bindTooltip(p.label).addTo(map);
+            bounds.extend([p.lat, p.lon]);
           });
           // supercluster's defaults: 40 px radius, no clustering past zoom 16.
           var visits = L.markerClusterGroup({ maxClusterRadius: 40, disableClusteringAtZoom: 17 });
@@ -93,7 +101,8 @@ enum MapPage {
           map.addLayer(visits);
           if (bounds.isValid()) map.fitBounds(bounds, { padding: [30, 30], maxZoom: 17 }); else map.setView([0, 0], 2);
           document.getElementById('summary').textContent =
-            DATA.fixes + ' fixes, ' + DATA.visits.length + ' visits, ' + DATA.places.length + ' places' + (DATA.regions.length ? ', ' + DATA.regions.length + ' regions' : '');
+            DATA.fixes + ' fixes, ' + DATA.visits.length + ' visits, ' + DATA.places.length + ' places' + (DATA.regions.length ? ', ' + DATA.regions.length + ' regions' : '') +
+            ', ' + DATA.outliers.length + ' outliers rejected';
           // Without tiles, a latitude/longitude grid of 4–10 lines a side.
           if (DATA.tiles) return;
           var grid = L.layerGroup().addTo(map);

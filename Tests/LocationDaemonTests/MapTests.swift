@@ -1,5 +1,6 @@
 import Foundation
 import LocationCore
+import LocationProtocol
 import Simulation
 import Testing
 
@@ -118,5 +119,105 @@ struct MapTests {
         #expect(bad.status == 64 && bad.err.contains("{z}, {x} and {y}"), "\(bad.err)")
         let noLeaflet = try LocationCtlReplayTests.run(["map", log.path, "-o", page.path, "--leaflet", dir.path])
         #expect(noLeaflet.status == 1 && noLeaflet.err.contains("install libjs-leaflet"), "\(noLeaflet.err)")
+    }
+
+    /// The `spikes` scenario's multipath spikes (1–3 epochs, 100–300 m off): every fix the
+    /// simulator displaced is marked as a rejected outlier, and no other.
+    @Test func rejectedOutliersAreMarked() throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let log = dir.appendingPathComponent("spikes.nmea"), page = dir.appendingPathComponent("spikes.html")
+        let simulated = try LocationCtlReplayTests.run(["simulate", "spikes", "-o", log.path], directory: Self.root)
+        #expect(simulated.status == 0, "\(simulated.err)")
+        let scenario = try Scenario.parse(String(contentsOf: Self.root.appendingPathComponent("Scenarios/spikes.json"), encoding: .utf8))
+        let spikes = Simulator(scenario).run().outliers
+        #expect(spikes.count > 50)
+        let made = try LocationCtlReplayTests.run(["map", log.path, "-o", page.path])
+        #expect(made.status == 0 && made.err.isEmpty, "\(made.err)")
+        let data = try Self.data(of: String(contentsOf: page, encoding: .utf8))
+        let marked = (data["outliers"] as? [[String: Any]] ?? []).compactMap { $0["time"] as? String }
+        #expect(marked == spikes.map(ISO8601.string))
+        let dom = try Self.chromium("--dump-dom", page, in: dir)
+        #expect(dom.contains("id=\"map\"") && !dom.contains("id=\"errors\""), "\(dom.suffix(500))")
+        #expect(dom.contains(", \(spikes.count) outliers rejected"))
+    }
+
+    /// `map --live` against a real daemon reading a real gpsd: the demo trip is fed while the
+    /// map watches; Ctrl-C ends the watch and the page shows what this program (locationctl)
+    /// may see — its three visits, the three places they made, its regions with their states.
+    /// `locationctl places --geojson` exports the same places.
+    @Test(.enabled(if: GPSDHarness.isAvailable, "gpsd is not installed (apt-get install gpsd)"))
+    func liveShowsTheProgramsRegionsPlacesAndVisits() async throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let gpsd = try GPSDHarness()
+        defer { gpsd.shutdown() }
+        let daemon = try DaemonProcess(arguments: ["--gpsd", "\(gpsd.host):\(gpsd.portString)"])
+        defer { daemon.stop() }
+        let probe = try await daemon.connect()
+        defer { probe.close() }
+        let scenario = try Scenario.parse(String(contentsOf: Self.root.appendingPathComponent("Scenarios/demo.json"), encoding: .utf8))
+        let trip = Simulator(scenario).run()
+        // locationctl's own regions: one at the trip's last stay, one far away.
+        let last = trip.truth.last!.coordinate
+        let regions = dir.appendingPathComponent("regions.geojson")
+        try """
+        {"type":"FeatureCollection","features":[
+        {"type":"Feature","geometry":{"type":"Point","coordinates":[\(last.longitude),\(last.latitude)]},"properties":{"id":"last","radius":100}},
+        {"type":"Feature","geometry":{"type":"Point","coordinates":[\(last.longitude + 1),\(last.latitude)]},"properties":{"id":"far","radius":100}}]}
+        """.write(to: regions, atomically: true, encoding: .utf8)
+        let imported = try LocationCtlReplayTests.run(["regions", "import", regions.path, "--socket", daemon.socketPath])
+        try #require(imported.status == 0, "\(imported.err)")
+
+        let page = dir.appendingPathComponent("live.html")
+        let map = Process()
+        map.executableURL = LocationCtlReplayTests.locationctl
+        map.arguments = ["map", "--live", "--for", "600", "--socket", daemon.socketPath, "-o", page.path]
+        let err = Pipe()
+        map.standardError = err
+        map.standardOutput = FileHandle.nullDevice
+        try map.run()
+        defer { if map.isRunning { map.terminate() }; map.waitUntilExit() }
+        // A hang is a failure, not a test that never ends.
+        let watchdog = Task { try await Task.sleep(for: .seconds(90)); map.terminate() }
+        defer { watchdog.cancel() }
+        var text = ""
+        func read(until done: (String) -> Bool) {
+            while !done(text) {
+                let chunk = err.fileHandleForReading.availableData
+                if chunk.isEmpty { return }
+                text += String(decoding: chunk, as: UTF8.self)
+            }
+        }
+        func count(_ s: String) -> Int { text.components(separatedBy: s).count - 1 }
+        read { $0.contains("watching for 600 s") }
+        gpsd.serve(bytes: trip.nmea)
+        read { _ in count("visit arrival") == 3 && count("visit departure") == 2 }
+        #expect(count("visit arrival") == 3, "\(text)")
+        map.interrupt()
+        read { _ in false }  // to the end: the map is written
+        map.waitUntilExit()
+        #expect(map.terminationStatus == 0, "\(text)")
+
+        let data = try Self.data(of: String(contentsOf: page, encoding: .utf8))
+        #expect((data["fixes"] as? Int ?? 0) > 100)
+        let visits = (data["visits"] as? [[String: Any]] ?? []).compactMap { $0["label"] as? String }
+        #expect(visits.count == 3 && visits.map { $0.prefix(12) } == ["Visit to p1:", "Visit to p2:", "Visit to p3:"], "\(visits)")
+        #expect((data["places"] as? [[String: Any]])?.compactMap { $0["name"] as? String } == ["p1", "p2", "p3"])
+        let states = (data["regions"] as? [[String: Any]] ?? []).map { "\($0["id"] ?? "")=\($0["state"] ?? "")" }
+        #expect(states.sorted() == ["far=outside", "last=inside"])
+        let dom = try Self.chromium("--dump-dom", page, in: dir)
+        #expect(dom.contains("id=\"map\"") && !dom.contains("id=\"errors\""), "\(dom.suffix(500))")
+        #expect(dom.contains("fixes, 3 visits, 3 places, 2 regions"))
+
+        // The same places as GeoJSON, from another run of the same program.
+        let exported = try LocationCtlReplayTests.run(["places", "--geojson", "--socket", daemon.socketPath])
+        #expect(exported.status == 0, "\(exported.err)")
+        let geojson = try #require(try JSONSerialization.jsonObject(with: Data(exported.out.utf8)) as? [String: Any])
+        let features = geojson["features"] as? [[String: Any]] ?? []
+        #expect(features.compactMap { $0["id"] as? String } == ["p1", "p2", "p3"])
+        let points = features.compactMap { ($0["geometry"] as? [String: Any])?["coordinates"] as? [Double] }
+        let centres = (data["places"] as? [[String: Any]] ?? []).compactMap { p in (p["lon"] as? Double).flatMap { lon in (p["lat"] as? Double).map { [lon, $0] } } }
+        #expect(points.count == 3 && zip(points, centres).allSatisfy { abs($0[0] - $1[0]) < 1e-6 && abs($0[1] - $1[1]) < 1e-6 }, "\(points) \(centres)")
     }
 }
