@@ -62,7 +62,7 @@ public enum Daemon {
         let identities = try ProgramIdentities(database: database)
         let privacyCells = try PrivacyCellStore(database: database)
         let placeStore = try PlaceStore(database: database)
-        let places = try placeStore.load(limit: PlaceBook.defaultLimit)
+        let places = try placeStore.load(limit: options.maxPlaces)
         let hub = Hub(eventLoop: loop, sourceDescription: describe(options.source), logger: logger,
                       regionLimits: options.regionLimits, maxBackgroundProgramsPerUser: options.maxBackgroundProgramsPerUser,
                       regionStore: store, queue: queue, identities: identities,
@@ -77,7 +77,7 @@ public enum Daemon {
             hub.policy = options.policy
             hub.privacySecret = secret
             if let cell { hub.restorePrivacyCell(cell) }
-            hub.restorePlaces(places)
+            hub.restorePlaces(places, limit: options.maxPlaces)
         }.get()
         logger.info("policy", metadata: ["rules": "\(options.policy.rules.map(\.name))",
                                          "default": "\(options.policy.defaultRule.authorization.rawValue) \(options.policy.defaultRule.accuracy.rawValue)"])

@@ -86,6 +86,25 @@ import Testing
         #expect(book.places.map(\.id) == [1, 4, 5])
     }
 
+    /// A book kept under a higher bound is cut to a lowered one by the same rule, and goes on
+    /// numbering where it was.
+    @Test func aLoweredBoundCutsARestoredBook() {
+        var book = PlaceBook(limit: 10)
+        let spots = (0..<4).map { north(of: Self.depot, metres: Double($0) * 1000) }
+        _ = Self.stay(&book, at: spots[0], from: 0, to: 10)
+        _ = Self.stay(&book, at: spots[0], from: 100, to: 110)   // p1: 2 visits
+        _ = Self.stay(&book, at: spots[1], from: 200, to: 210)   // p2: 1, oldest
+        _ = Self.stay(&book, at: spots[2], from: 300, to: 310)   // p3: 1
+        _ = Self.stay(&book, at: spots[3], from: 400, to: 410)   // p4: 1, newest, counted last
+        var cut = PlaceBook(limit: 2, places: book.places, nextID: book.nextID, counted: book.counted)
+        #expect(cut.places.map(\.id) == [1, 4] && cut.counted == book.counted)
+        #expect(Self.stay(&cut, at: spots[1], from: 500, to: 510) == [5, 5])
+        #expect(cut.places.map(\.id) == [1, 5])
+        // The visit counted last was at a place that is gone: it is forgotten with it.
+        let cutMore = PlaceBook(limit: 1, places: book.places, nextID: book.nextID, counted: book.counted)
+        #expect(cutMore.places.map(\.id) == [1] && cutMore.counted == nil)
+    }
+
     /// Through the engine: a precise subscriber bound to its program gets its visits' places;
     /// an approximate one and an unbound one none; two programs have books of their own.
     @Test func theEngineNamesPlacesOfPreciseProgramsOnly() {

@@ -86,4 +86,30 @@ struct PlacesDaemonTests {
         #expect(!approximate.visits.isEmpty && approximate.visits.allSatisfy { $0 == nil })
         #expect(approximate.places.isEmpty)
     }
+
+    /// `[store] max_places` bounds the places of each program: the demo trip's three stays
+    /// keep the two most recent (docs/places.md); lowered, a restart cuts what was kept.
+    @Test func maxPlacesBoundsThePlacesOfAProgram() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("places-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let log = try Self.demoLog(in: dir)
+        func config(_ limit: Int) throws -> [String] {
+            let file = dir.appendingPathComponent("locationd-\(limit).toml")
+            try "[store]\nmax_places = \(limit)\n".write(to: file, atomically: true, encoding: .utf8)
+            return ["--config", file.path]
+        }
+        let bounded = try await Self.trip(log, database: dir.appendingPathComponent("a.db").path, config: try config(2))
+        #expect(bounded.visits == [1, 1, 2, 2, 3])
+        #expect(bounded.places.map(\.name) == ["p2", "p3"])
+
+        let database = dir.appendingPathComponent("b.db").path
+        #expect(try await Self.trip(log, database: database).places.count == 3)
+        let daemon = try DaemonProcess(arguments: try config(1) + ["--gpsd", "127.0.0.1:1"], database: database)
+        defer { daemon.stop() }
+        let client = try await daemon.connect()
+        defer { client.close() }
+        try await client.startSession(.whenInUse)
+        #expect(try await client.places().map(\.name) == ["p3"])
+    }
 }

@@ -65,12 +65,15 @@ public struct PlaceBook: Hashable, Sendable {
 
     public init(limit: Int = PlaceBook.defaultLimit) { self.limit = max(1, limit) }
 
-    /// A book as the store kept it.
+    /// A book as the store kept it. Past `limit` (lowered since), the places a new one would
+    /// drop first are dropped.
     public init(limit: Int, places: [Place], nextID: UInt64, counted: Counted?) {
         self.limit = max(1, limit)
         self.places = places.sorted { $0.id < $1.id }
         self.nextID = max(nextID, (self.places.last?.id ?? 0) + 1)
         self.counted = counted
+        while self.places.count > self.limit, let drop = leastVisited() { self.places.remove(at: drop) }
+        if let c = counted, !self.places.contains(where: { $0.id == c.place }) { self.counted = nil }
     }
 
     /// Counts `visit` (once) and returns its place's id.
@@ -109,14 +112,19 @@ public struct PlaceBook: Hashable, Sendable {
             places[i].lastVisit = max(places[i].lastVisit, arrival)
             return i
         }
-        if places.count >= limit, let drop = places.indices.min(by: { a, b in
-            (places[a].visits, places[a].lastVisit, places[a].id) < (places[b].visits, places[b].lastVisit, places[b].id)
-        }) {
+        if places.count >= limit, let drop = leastVisited() {
             places.remove(at: drop)
         }
         places.append(Place(id: nextID, sum: unit, visits: 1, totalSeconds: 0, firstVisit: arrival, lastVisit: arrival))
         nextID += 1
         return places.count - 1
+    }
+
+    /// The place dropped first: the fewest visits, the least recently visited of those.
+    func leastVisited() -> Int? {
+        places.indices.min { a, b in
+            (places[a].visits, places[a].lastVisit, places[a].id) < (places[b].visits, places[b].lastVisit, places[b].id)
+        }
     }
 
     static func coordinate(_ v: SIMD3<Double>) -> Coordinate {

@@ -56,6 +56,8 @@ public struct DaemonOptions: Sendable, Equatable {
     /// Background events kept per program while it is away; beyond it the oldest are dropped
     /// and the program is told by an `overflow` event (docs/protocol.md, "Background delivery").
     public var queueLimit = 10_000
+    /// Places kept per program (docs/places.md): past it a new place drops the least visited.
+    public var maxPlaces = PlaceBook.defaultLimit
     /// GeoNames dump whose nearest populated place visit and significant events carry
     /// (docs/places.md); "": none.
     public var gazetteer = ""

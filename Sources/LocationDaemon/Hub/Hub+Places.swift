@@ -5,8 +5,10 @@ extension Hub {
     /// `program`'s places, ascending id.
     public func places(of program: ProgramID) -> [Place] { box.value.engine.places(of: program) }
 
-    /// The books the store kept, before anything is served.
-    public func restorePlaces(_ books: [ProgramID: PlaceBook]) {
+    /// The books the store kept, and the bound of every book (`[store] max_places`), before
+    /// anything is served.
+    public func restorePlaces(_ books: [ProgramID: PlaceBook], limit: Int) {
+        box.value.engine.placeLimit = limit
         for (program, book) in books { box.value.engine.restorePlaces(book, for: program) }
     }
 
