@@ -56,8 +56,12 @@ public enum Daemon {
         let database = try Database(path: options.databasePath ?? ":memory:")
         try lock?.holdDatabaseFile()  // a file SQLite has just made
         let store = try RegionStore(database: database)
-        let gazetteer = try options.gazetteer.isEmpty ? nil : GazetteerFile.load(options.gazetteer)
-        if let gazetteer { logger.info("gazetteer", metadata: ["file": "\(options.gazetteer)", "places": "\(gazetteer.count)"]) }
+        let loaded = try options.gazetteer.isEmpty ? nil : GazetteerFile.load(options.gazetteer)
+        if let notUsed = loaded?.indexNotUsed { logger.warning("gazetteer index not used", metadata: ["reason": "\(notUsed)"]) }
+        if let loaded {
+            logger.info("gazetteer", metadata: ["file": "\(loaded.index ?? options.gazetteer)", "places": "\(loaded.gazetteer.count)"])
+        }
+        let gazetteer = loaded?.gazetteer
         let queue = try EventQueue(database: database, limit: options.queueLimit, gazetteer: gazetteer)
         let identities = try ProgramIdentities(database: database)
         let privacyCells = try PrivacyCellStore(database: database)

@@ -172,4 +172,66 @@ struct LocalityTests {
         #expect(daemon.waitForExit() == 78, "\(daemon.stderrText().suffix(1000))")
         #expect(daemon.stderrText().contains("\(gazetteer.path):2: gazetteer: 2 columns"), "\(daemon.stderrText().suffix(1000))")
     }
+
+    /// The visit and significant lines a daemon with `[geocoding] gazetteer = PATH` sends for
+    /// the log, and its log.
+    static func daemonLines(gazetteer: URL, log: URL, in dir: URL) async throws -> (lines: [String], log: String) {
+        let config = dir.appendingPathComponent("locationd.toml")
+        try "[geocoding]\ngazetteer = \"\(gazetteer.path)\"\n".write(to: config, atomically: true, encoding: .utf8)
+        let daemon = try DaemonProcess(arguments: ["--config", config.path, "--replay", log.path, "--speed", "0"])
+        defer { daemon.stop() }
+        try await daemon.connect().close()  // the socket is up
+        let raw = RawSocket(path: daemon.socketPath)
+        raw.send("{\"type\":\"session.start\",\"authorization\":\"always\"}\n{\"type\":\"subscribe\",\"events\":[\"visits\",\"significant\"]}\n")
+        var received: [String] = []
+        var disconnected = 0
+        while disconnected < 2, let line = raw.readLine() {
+            if line.hasPrefix("{\"type\":\"visit\"") || line.hasPrefix("{\"type\":\"significant\"") { received.append(line) }
+            if line.hasPrefix("{\"type\":\"status\",\"state\":\"disconnected\"") { disconnected += 1 }
+        }
+        return (received, daemon.stderrText())
+    }
+
+    /// `locationctl gazetteer build` writes PATH.idx; the daemon loads it while the dump is the
+    /// file it was built from (same size and modification time) — shown by a dump edited in
+    /// place and given its old time back, whose new name the daemon does not see — and reads
+    /// the dump, saying why, once the dump has changed.
+    @Test func daemonLoadsThePrebuiltIndexWhileTheDumpIsUnchanged() async throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (log, gazetteer, truth) = try Self.demo(in: dir)
+        let built = try LocationCtlReplayTests.run(["gazetteer", "build", gazetteer.path])
+        #expect(built.status == 0, "\(built.err)")
+        #expect(built.out == "\(gazetteer.path).idx: \(truth.count + 1) places, index of \(gazetteer.path) as it is now\n")
+        let fromDump = try LocationCtlReplayTests.run(["replay", log.path, "--events", "visits,significant", "--gazetteer", gazetteer.path])
+        let expected = fromDump.out.split(separator: "\n").map(String.init)
+        #expect(expected.contains { $0.contains("\"name\":\"Town 0\"") })
+
+        // The same bytes but one name, and the old modification time.
+        var st = stat()
+        #expect(stat(gazetteer.path, &st) == 0)
+        let text = try String(contentsOf: gazetteer, encoding: .utf8)
+        try Data(text.replacingOccurrences(of: "\tTown 0\tTown 0\t", with: "\tTovn 0\tTovn 0\t").utf8).write(to: gazetteer)
+        var times = [st.st_atim, st.st_mtim]
+        #expect(utimensat(AT_FDCWD, gazetteer.path, &times, 0) == 0)
+        let indexed = try await Self.daemonLines(gazetteer: gazetteer, log: log, in: dir)
+        #expect(indexed.lines == expected)
+        #expect(indexed.log.contains("gazetteer file=\(gazetteer.path).idx places=\(truth.count + 1)"), "\(indexed.log.suffix(2000))")
+
+        // A new modification time: the dump is read (its new name), and the log says why.
+        var later = [st.st_atim, timespec(tv_sec: st.st_mtim.tv_sec + 1, tv_nsec: st.st_mtim.tv_nsec)]
+        #expect(utimensat(AT_FDCWD, gazetteer.path, &later, 0) == 0)
+        let reread = try await Self.daemonLines(gazetteer: gazetteer, log: log, in: dir)
+        #expect(reread.lines == expected.map { $0.replacingOccurrences(of: "\"name\":\"Town 0\"", with: "\"name\":\"Tovn 0\"") })
+        #expect(reread.log.contains("gazetteer index not used"), "\(reread.log.suffix(2000))")
+        #expect(reread.log.contains("was built from another version of the dump"), "\(reread.log.suffix(2000))")
+        #expect(reread.log.contains("gazetteer file=\(gazetteer.path) places="), "\(reread.log.suffix(2000))")
+
+        // A damaged index is passed over the same way.
+        let index = gazetteer.path + ".idx"
+        #expect(truncate(index, 100) == 0)
+        let damaged = try await Self.daemonLines(gazetteer: gazetteer, log: log, in: dir)
+        #expect(damaged.log.contains("(truncated or damaged)"), "\(damaged.log.suffix(2000))")
+        #expect(damaged.lines == reread.lines)
+    }
 }

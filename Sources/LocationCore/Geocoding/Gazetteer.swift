@@ -94,6 +94,13 @@ public final class Gazetteer: Sendable {
         self.regions = b.regions
     }
 
+    /// The arrays of an index file (`GazetteerIndex`), already in tree order.
+    init(x: [Float], y: [Float], z: [Float], latitude: [Float], longitude: [Float],
+         nameStart: [UInt32], names: [UInt8], region: [UInt32], regions: [(countryCode: String, admin1: String)]) {
+        self.x = x; self.y = y; self.z = z; self.latitude = latitude; self.longitude = longitude
+        self.nameStart = nameStart; self.names = names; self.region = region; self.regions = regions
+    }
+
     /// The nearest place to `c`, or nil for an empty gazetteer.
     public func nearest(_ c: Coordinate) -> Locality? {
         guard let i = nearestIndex(c) else { return nil }
