@@ -1,6 +1,7 @@
 import Foundation
 import LocationClient
 import LocationCore
+@testable import LocationDaemon
 import LocationProtocol
 import Simulation
 import Testing
@@ -111,5 +112,42 @@ struct PlacesDaemonTests {
         defer { client.close() }
         try await client.startSession(.whenInUse)
         #expect(try await client.places().map(\.name) == ["p3"])
+    }
+
+    /// A thousand places (the default bound) kept in the store come back in pages that each fit
+    /// a line, ascending id, and the client library follows them to the end.
+    @Test func aThousandPlacesComeInPages() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("places-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let database = dir.appendingPathComponent("locationd.db").path
+        // Who this test process is to the daemon (uid + executable).
+        let first = try DaemonProcess(arguments: ["--gpsd", "127.0.0.1:1"], database: database)
+        let probe = try await first.connect()
+        let identity = try #require(try await probe.status().identity)
+        probe.close()
+        first.stop()
+
+        let t0 = Timestamp(seconds: 1_777_000_000)
+        let places = (1...UInt64(PlaceBook.defaultLimit)).map { id in
+            let centre = Coordinate(latitude: 48 + Double(id) * 1e-2, longitude: 11.5)
+            return Place(id: id, sum: Geodesy.unitVector(centre), visits: 1, totalSeconds: 600,
+                         firstVisit: t0.adding(seconds: Double(id) * 3600), lastVisit: t0.adding(seconds: Double(id) * 3600 + 600))
+        }
+        try PlaceStore(database: Database(path: database)).write(PlaceBook(limit: places.count, places: places, nextID: 1001, counted: nil),
+                                                                  of: ProgramID(identity))
+
+        let daemon = try DaemonProcess(arguments: ["--gpsd", "127.0.0.1:1"], database: database)
+        defer { daemon.stop() }
+        let client = try await daemon.connect()
+        defer { client.close() }
+        try await client.startSession(.whenInUse)
+        let firstPage = try await client.request { .places(id: $0, offset: 0) }
+        guard case .places(_, let page, let next) = firstPage else { Issue.record("not places: \(firstPage.line)"); return }
+        #expect(firstPage.line.utf8.count <= LocationProtocol.maxLineBytes)
+        #expect(page.count > 100 && page.count < places.count && next == page.count)
+        let listed = try await client.places()
+        #expect(listed.map(\.id) == places.map(\.id))
+        #expect(zip(listed, places).allSatisfy { Geodesy.distance($0.centre, $1.centre) < 0.01 && $0.firstVisit == $1.firstVisit })
     }
 }

@@ -3,7 +3,7 @@ import LocationCore
 
 /// Each program's places, kept across restarts so that their ids stay (docs/places.md). A
 /// program's book is written whole, in one transaction, at the input whose visit changed it
-/// (visits are minutes apart; a book holds at most `[places] max_per_program` rows).
+/// (visits are minutes apart; a book holds at most `[store] max_places` rows).
 public final class PlaceStore: @unchecked Sendable {
     public let database: Database
 
