@@ -45,6 +45,16 @@ struct MapTests {
         return try #require(try JSONSerialization.jsonObject(with: Data(html[start.upperBound..<end.lowerBound].utf8)) as? [String: Any])
     }
 
+    /// A screenshot of `page` in the artifacts folder, for a person to look at.
+    static func screenshot(_ page: URL, as name: String, in dir: URL) throws {
+        try FileManager.default.createDirectory(at: artifacts, withIntermediateDirectories: true)
+        let shot = artifacts.appendingPathComponent(name)
+        try? FileManager.default.removeItem(at: shot)
+        _ = try chromium("--screenshot=\(shot.path)", page, in: dir)
+        let png = try Data(contentsOf: shot)
+        #expect(png.count > 5_000 && png.starts(with: [0x89, 0x50, 0x4E, 0x47]), "screenshot of \(png.count) bytes")
+    }
+
     /// A day at 1 Hz (Benchmarks/day-24h.json: home, office, a café 280 m from it, office, a
     /// shop, home 360 m from where the day began): the page loads without a script error, and at
     /// the initial zoom (the whole day, ≈ 15 km across) the six visits are two clusters — the
@@ -81,12 +91,7 @@ struct MapTests {
         #expect(dom.contains("fixes, 6 visits, 5 places"))
         #expect((data["places"] as? [[String: Any]])?.compactMap { $0["visits"] as? Int } == [1, 2, 1, 1, 1])
 
-        try FileManager.default.createDirectory(at: Self.artifacts, withIntermediateDirectories: true)
-        let shot = Self.artifacts.appendingPathComponent("map-day.png")
-        try? FileManager.default.removeItem(at: shot)
-        _ = try Self.chromium("--screenshot=\(shot.path)", page, in: dir)
-        let png = try Data(contentsOf: shot)
-        #expect(png.count > 5_000 && png.starts(with: [0x89, 0x50, 0x4E, 0x47]), "screenshot of \(png.count) bytes")
+        try Self.screenshot(page, as: "map-day.png", in: dir)
     }
 
     /// Regions are drawn with the state the log ended in; a tile template is passed to the page.
@@ -140,6 +145,7 @@ struct MapTests {
         let dom = try Self.chromium("--dump-dom", page, in: dir)
         #expect(dom.contains("id=\"map\"") && !dom.contains("id=\"errors\""), "\(dom.suffix(500))")
         #expect(dom.contains(", \(spikes.count) outliers rejected"))
+        try Self.screenshot(page, as: "map-spikes.png", in: dir)
     }
 
     /// `map --live` against a real daemon reading a real gpsd: the demo trip is fed while the
@@ -209,6 +215,7 @@ struct MapTests {
         let dom = try Self.chromium("--dump-dom", page, in: dir)
         #expect(dom.contains("id=\"map\"") && !dom.contains("id=\"errors\""), "\(dom.suffix(500))")
         #expect(dom.contains("fixes, 3 visits, 3 places, 2 regions"))
+        try Self.screenshot(page, as: "map-live.png", in: dir)
 
         // The same places as GeoJSON, from another run of the same program.
         let exported = try LocationCtlReplayTests.run(["places", "--geojson", "--socket", daemon.socketPath])
