@@ -137,8 +137,23 @@ struct Replay: ParsableCommand {
         }
     }
 
-    /// `--gazetteer`: a malformed row is named by its line, as the daemon names it.
+    /// `--gazetteer`: `PATH.idx` while it is the index of the dump as it is now, as the daemon
+    /// takes it (an index it cannot use is passed over, with a warning); else the dump, whose
+    /// malformed row is named by its line, as the daemon names it.
     static func loadGazetteer(_ path: String) throws -> Gazetteer {
+        let source = try GazetteerCommand.Build.source(of: path)
+        let index = path + ".idx"
+        if access(index, F_OK) == 0 {
+            do {
+                let bytes = try readFileBytes(index, what: "gazetteer index")
+                return try bytes.withUnsafeBytes { (b) throws(GazetteerIndex.Problem) -> Gazetteer in try GazetteerIndex.gazetteer(from: b, builtFrom: source) }
+            } catch {
+                var warning = StandardOutput(fd: STDERR_FILENO)
+                let reason = (error as? GazetteerIndex.Problem)?.reason ?? "\(error)"
+                warning.line("locationctl replay: warning: \(index): \(reason); the dump was read instead (rebuild the index: locationctl gazetteer build \(path))")
+                warning.flush()
+            }
+        }
         let bytes = try readFileBytes(path, what: "gazetteer")
         do { return try GeoNamesReader.read(bytes) } catch { throw RuntimeError("\(path):\(error.line): \(error.reason)") }
     }

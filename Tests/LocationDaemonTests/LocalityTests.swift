@@ -220,6 +220,8 @@ struct LocalityTests {
         #expect(utimensat(AT_FDCWD, gazetteer.path, &times, 0) == 0)
         let indexed = try await Self.daemonLines(gazetteer: gazetteer, log: log, in: dir)
         #expect(indexed.lines == expected)
+        let replayed = try LocationCtlReplayTests.run(["replay", log.path, "--events", "visits,significant", "--gazetteer", gazetteer.path])
+        #expect(replayed.out == fromDump.out && replayed.err.isEmpty, "\(replayed.err)")
         #expect(indexed.log.contains("gazetteer file=\(gazetteer.path).idx places=\(truth.count + 1)"), "\(indexed.log.suffix(2000))")
 
         // A new modification time: the dump is read (its new name), and the log says why.
@@ -230,6 +232,9 @@ struct LocalityTests {
         #expect(reread.log.contains("gazetteer index not used"), "\(reread.log.suffix(2000))")
         #expect(reread.log.contains("was built from another version of the dump"), "\(reread.log.suffix(2000))")
         #expect(reread.log.contains("gazetteer file=\(gazetteer.path) places="), "\(reread.log.suffix(2000))")
+        let replayedAgain = try LocationCtlReplayTests.run(["replay", log.path, "--events", "visits,significant", "--gazetteer", gazetteer.path])
+        #expect(replayedAgain.out.split(separator: "\n").map(String.init) == reread.lines)
+        #expect(replayedAgain.err.contains("\(gazetteer.path).idx: was built from another version of the dump"), "\(replayedAgain.err)")
 
         // A damaged index is passed over the same way.
         let index = gazetteer.path + ".idx"

@@ -49,6 +49,16 @@ public enum GazetteerIndex {
         try header(bytes).source
     }
 
+    /// The gazetteer an index holds if it was built from the dump `source` is now: the rule by
+    /// which the daemon and `locationctl replay` take an index for its dump.
+    public static func gazetteer(from bytes: UnsafeRawBufferPointer, builtFrom source: Source) throws(Problem) -> Gazetteer {
+        let built = try header(bytes).source
+        guard built == source else {
+            throw Problem("was built from another version of the dump (\(built.size) bytes, not \(source.size), or another modification time)")
+        }
+        return try gazetteer(from: bytes)
+    }
+
     /// The gazetteer an index holds. Every offset is checked against the file's length and
     /// every reference against what it refers to, so a truncated or foreign file is refused,
     /// never read out of bounds.

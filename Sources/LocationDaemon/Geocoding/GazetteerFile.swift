@@ -71,11 +71,6 @@ public enum GazetteerFile {
             throw GazetteerIndex.Problem(reason: size == 0 ? "is empty" : "cannot be mapped: \(String(cString: strerror(errno)))")
         }
         defer { munmap(base, size) }
-        let bytes = UnsafeRawBufferPointer(start: base, count: size)
-        let built = try GazetteerIndex.source(of: bytes)
-        guard built == source else {
-            throw GazetteerIndex.Problem(reason: "was built from another version of the dump (\(built.size) bytes, not \(source.size), or another modification time)")
-        }
-        return try GazetteerIndex.gazetteer(from: bytes)
+        return try GazetteerIndex.gazetteer(from: UnsafeRawBufferPointer(start: base, count: size), builtFrom: source)
     }
 }
