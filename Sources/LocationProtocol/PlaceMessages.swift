@@ -2,7 +2,8 @@ import LocationCore
 
 /// `places` requests and replies (docs/protocol.md, "Places").
 public enum PlaceCodec {
-    /// `{"id":"p7","latitude":…,"longitude":…,"visits":3,"totalSeconds":15000,"firstVisit":"…","lastVisit":"…"}`.
+    /// `{"id":"p7","latitude":…,"longitude":…,"visits":3,"totalSeconds":15000,"firstVisit":"…","lastVisit":"…"}`,
+    /// and `"locality":{…}` when the place has one.
     public static func appendPlace(_ p: Place, to out: inout [UInt8]) {
         JSONWriter.appendASCII("{\"id\":", to: &out)
         JSONWriter.appendString(p.name, to: &out)
@@ -15,6 +16,7 @@ public enum PlaceCodec {
         EventEncoder.appendTime(p.firstVisit, to: &out)
         JSONWriter.appendASCII(",\"lastVisit\":", to: &out)
         EventEncoder.appendTime(p.lastVisit, to: &out)
+        if let locality = p.locality { EventEncoder.appendLocality(locality, to: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -30,8 +32,13 @@ public enum PlaceCodec {
             guard let first = try ServerMessage.optionalTime(o, "firstVisit"), let last = try ServerMessage.optionalTime(o, "lastVisit") else {
                 throw ServerMessage.DecodingError("a place has no visit times")
             }
-            places.append(Place(id: id, sum: Geodesy.unitVector(centre) * Double(max(visits, 1)), visits: visits,
-                                totalSeconds: try ServerMessage.number(o, "totalSeconds"), firstVisit: first, lastVisit: last))
+            var place = Place(id: id, sum: Geodesy.unitVector(centre) * Double(max(visits, 1)), visits: visits,
+                              totalSeconds: try ServerMessage.number(o, "totalSeconds"), firstVisit: first, lastVisit: last)
+            if case .object(let l)? = o["locality"] {
+                place.locality = Locality(name: try ServerMessage.string(l, "name"), countryCode: try ServerMessage.string(l, "countryCode"),
+                                          admin1: try ServerMessage.string(l, "admin1"), distance: try ServerMessage.number(l, "distance"))
+            }
+            places.append(place)
         }
         return places
     }

@@ -46,6 +46,12 @@ extension EventEncoder {
     @usableFromInline func appendLocality(of coordinate: Coordinate, to out: inout [UInt8]) {
         guard let locality = gazetteer?.nearest(coordinate) else { return }
         out.removeLast(2)
+        Self.appendLocality(locality, to: &out)
+        JSONWriter.appendASCII("}\n", to: &out)
+    }
+
+    /// `,"locality":{"name":…,"countryCode":…,"admin1":…,"distance":…}`; `distance` in whole metres.
+    public static func appendLocality(_ locality: Locality, to out: inout [UInt8]) {
         JSONWriter.appendASCII(",\"locality\":{\"name\":", to: &out)
         JSONWriter.appendString(locality.name, to: &out)
         JSONWriter.appendASCII(",\"countryCode\":", to: &out)
@@ -54,7 +60,7 @@ extension EventEncoder {
         JSONWriter.appendString(locality.admin1, to: &out)
         JSONWriter.appendASCII(",\"distance\":", to: &out)
         DecimalFormat.appendInteger(Int64(locality.distance.rounded()), to: &out)
-        JSONWriter.appendASCII("}}\n", to: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// `,"events":["location","visits"]` (leading comma included).

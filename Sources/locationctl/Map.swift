@@ -215,7 +215,7 @@ struct MapTrip {
         }.joined(separator: ",")
         out += "],\"places\":["
         out += places.map { p in
-            "{\"name\":\"\(p.name)\",\"lat\":\(Self.degrees(p.centre.latitude)),\"lon\":\(Self.degrees(p.centre.longitude)),\"visits\":\(p.visits),\"label\":\(JSONWriter.quoted("Place \(p.name): \(p.visits) visit\(p.visits == 1 ? "" : "s"), \(Self.duration(p.totalSeconds))"))}"
+            "{\"name\":\"\(p.name)\",\"lat\":\(Self.degrees(p.centre.latitude)),\"lon\":\(Self.degrees(p.centre.longitude)),\"visits\":\(p.visits),\"label\":\(JSONWriter.quoted("Place \(p.name)\(p.locality.map { " near \($0.name)" } ?? ""): \(p.visits) visit\(p.visits == 1 ? "" : "s"), \(Self.duration(p.totalSeconds))"))}"
         }.joined(separator: ",")
         out += "],\"tiles\":\(tiles.map(JSONWriter.quoted) ?? "null")}"
         // Inside a <script> element: no "</" may end it early.

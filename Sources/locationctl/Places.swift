@@ -34,7 +34,8 @@ struct Places: AsyncParsableCommand {
         if json { return try writeText(ServerMessage.places(id: nil, places: places).line, to: output) }
         var text = ""
         for p in places {
-            text += "\(p.name)  \(DecimalText.fixed(p.centre.latitude, 6)),\(DecimalText.fixed(p.centre.longitude, 6))  \(p.visits) visit\(p.visits == 1 ? "" : "s")  \(MapTrip.duration(p.totalSeconds))  \(MapTrip.clock(p.firstVisit)) – \(MapTrip.clock(p.lastVisit))\n"
+            text += "\(p.name)  \(DecimalText.fixed(p.centre.latitude, 6)),\(DecimalText.fixed(p.centre.longitude, 6))  \(p.visits) visit\(p.visits == 1 ? "" : "s")  \(MapTrip.duration(p.totalSeconds))  \(MapTrip.clock(p.firstVisit)) – \(MapTrip.clock(p.lastVisit))"
+                + (p.locality.map { "  near \($0.name), \($0.countryCode)" } ?? "") + "\n"
         }
         try writeText(text, to: output)
     }

@@ -150,4 +150,22 @@ struct PlacesDaemonTests {
         #expect(listed.map(\.id) == places.map(\.id))
         #expect(zip(listed, places).allSatisfy { Geodesy.distance($0.centre, $1.centre) < 0.01 && $0.firstVisit == $1.firstVisit })
     }
+
+    /// With a gazetteer, each listed place carries the locality of its centre.
+    @Test func placesCarryTheLocalityOfTheirCentre() async throws {
+        let dir = try LocalityTests.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (log, gazetteer, truth) = try LocalityTests.demo(in: dir)
+        let config = dir.appendingPathComponent("locationd.toml")
+        try "[geocoding]\ngazetteer = \"\(gazetteer.path)\"\n".write(to: config, atomically: true, encoding: .utf8)
+        let trip = try await Self.trip(log, database: dir.appendingPathComponent("locationd.db").path, config: ["--config", config.path])
+        #expect(trip.places.count == 3)
+        let towns = try (0..<truth.count).map { try LocalityTests.town("Town \($0)", in: gazetteer) }
+        for place in trip.places {
+            let nearest = towns.indices.min { Geodesy.distance(place.centre, towns[$0]) < Geodesy.distance(place.centre, towns[$1]) }!
+            let locality = try #require(place.locality, "\(place.name) has no locality")
+            #expect(locality.name == "Town \(nearest)" && locality.countryCode == "DE" && locality.admin1 == "0\(nearest + 1)")
+            #expect(abs(locality.distance - Geodesy.distance(place.centre, towns[nearest])) <= 1)
+        }
+    }
 }

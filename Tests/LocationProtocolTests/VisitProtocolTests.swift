@@ -104,6 +104,15 @@ import Testing
         guard case .places(let id, let places, let next) = try ServerMessage.decode(String(line.dropLast())) else { Issue.record("not places"); return }
         #expect(id == .number(3) && next == nil && places.map(\.name) == ["p7"] && places[0].visits == 2)
         #expect(Geodesy.distance(places[0].centre, Self.place(7).centre) < 0.01)
+        #expect(places[0].locality == nil)
+
+        // A place listed with its locality keeps it through the line.
+        var named = Self.place(8)
+        named.locality = Locality(name: "Garching \"b.\" München", countryCode: "DE", admin1: "02", distance: 1234.4)
+        let namedLine = ServerMessage.places(id: nil, places: [named]).line
+        #expect(namedLine.hasSuffix(#""lastVisit":"2026-04-24T13:06:40Z","locality":{"name":"Garching \"b.\" München","countryCode":"DE","admin1":"02","distance":1234}}]}"# + "\n"))
+        guard case .places(_, let back, _) = try ServerMessage.decode(String(namedLine.dropLast())) else { Issue.record("not places"); return }
+        #expect(back.first?.locality == Locality(name: "Garching \"b.\" München", countryCode: "DE", admin1: "02", distance: 1234))
     }
 
     /// Pages fit one line and together hold every place once, in order.

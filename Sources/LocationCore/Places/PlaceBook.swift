@@ -18,6 +18,9 @@ public struct Place: Hashable, Sendable {
     /// The first visit's arrival, and the latest visit's arrival or departure.
     public var firstVisit: Timestamp
     public var lastVisit: Timestamp
+    /// The populated place nearest its centre, when listed by a daemon with a gazetteer
+    /// (docs/places.md, "Locality"); not part of the book.
+    public var locality: Locality?
 
     public init(id: UInt64, sum: SIMD3<Double>, visits: Int, totalSeconds: Double, firstVisit: Timestamp, lastVisit: Timestamp) {
         self.id = id; self.sum = sum; self.visits = visits; self.totalSeconds = totalSeconds

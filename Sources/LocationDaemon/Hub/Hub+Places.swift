@@ -2,8 +2,17 @@ import LocationCore
 
 /// Places (on the loop; docs/places.md): the engine builds them, the store keeps them.
 extension Hub {
-    /// `program`'s places, ascending id.
-    public func places(of program: ProgramID) -> [Place] { box.value.engine.places(of: program) }
+    /// `program`'s places, ascending id, each with the locality of its centre when there is a
+    /// gazetteer (docs/places.md, "Locality").
+    public func places(of program: ProgramID) -> [Place] {
+        let places = box.value.engine.places(of: program)
+        guard let gazetteer else { return places }
+        return places.map { p in
+            var p = p
+            p.locality = gazetteer.nearest(p.centre)
+            return p
+        }
+    }
 
     /// The books the store kept, and the bound of every book (`[store] max_places`), before
     /// anything is served.

@@ -53,6 +53,8 @@ public final class Hub: Sendable {
     public let privacyCells: PrivacyCellStore?
     /// Keeps each program's places across restarts (written on the loop).
     public let placeStore: PlaceStore?
+    /// The localities of events and places (docs/places.md, "Locality").
+    public let gazetteer: Gazetteer?
     /// Programs of one user that may keep background monitoring (`backgroundRefusal(of:)`).
     public let maxBackgroundProgramsPerUser: Int
     public static let defaultMaxBackgroundProgramsPerUser = 32
@@ -123,6 +125,7 @@ public final class Hub: Sendable {
         self.identities = identities
         self.privacyCells = privacyCells
         self.placeStore = placeStore
+        self.gazetteer = gazetteer
         self.maxBackgroundProgramsPerUser = maxBackgroundProgramsPerUser
         self.logger = logger
         // With a gazetteer, visit and significant lines carry their locality (docs/places.md).
