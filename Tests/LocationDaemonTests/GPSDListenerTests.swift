@@ -72,6 +72,54 @@ struct GPSDListenerTests {
         #expect(tpvs == Array(expected.prefix(tpvs.count)), "\(tpvs.prefix(2)) vs \(expected.prefix(2))")
     }
 
+    @Test("cgps under tmux: its screen shows a replayed fix's time, latitude and longitude",
+          .enabled(if: TmuxSession.available && FileManager.default.isExecutableFile(atPath: "/usr/bin/cgps"), "needs tmux and cgps (gpsd-tools)"))
+    func cgps() async throws {
+        // At the log's own pace: the replay (and cgps's connection) outlasts the test.
+        let listener = try await GPSDListenerDaemon(speed: "1")
+        defer { listener.daemon.stop() }
+        let tmux = try TmuxSession("/usr/bin/cgps -s 127.0.0.1:\(listener.port)")
+        defer { tmux.stop() }
+        // Two captures alike: a screen not caught halfway through a redraw.
+        var screen = "", previous = ""
+        let shown = await waitUntil(timeout: 30) {
+            previous = screen
+            screen = (try? tmux.capture()) ?? ""
+            return Self.cgpsFix(screen) != nil && screen == previous
+        }
+        try #require(shown, "cgps shows no fix:\n\(screen)\n\(listener.daemon.stderrText().suffix(2000))")
+        let (time, latitude, longitude) = try #require(Self.cgpsFix(screen))
+        let device = "replay \(try #require(GPSDHarness.corpusLog(GPSDListenerDaemon.log)).path)"
+        let reports = try GPSDListenerDaemon.replayedFixes().compactMap {
+            GPSDListenerDaemon.objects(String(decoding: GPSDReport.tpv($0, device: device), as: UTF8.self)).first
+        }
+        // cgps prints degrees with 8 decimals and the hemisphere ("52.84788167 N").
+        let match = reports.first { ($0["time"] as? String) == time }
+        #expect(match != nil, "\(time) is none of the replay's times:\n\(screen)")
+        if let match {
+            #expect(String(format: "%.8f", match["lat"] as? Double ?? .nan) == String(format: "%.8f", latitude), "\(screen)")
+            #expect(String(format: "%.8f", match["lon"] as? Double ?? .nan) == String(format: "%.8f", longitude), "\(screen)")
+        }
+    }
+
+    /// cgps's fix panel: "Time:  2018-08-20T09:47:37.000Z (0)", "Latitude:  52.85015667 N",
+    /// "Longitude:  5.31362000 E"; nil while it shows "n/a".
+    static func cgpsFix(_ screen: String) -> (time: String, latitude: Double, longitude: Double)? {
+        func fields(after label: String) -> [Substring]? {
+            guard let line = screen.split(whereSeparator: \.isNewline).first(where: { $0.contains(label) }),
+                  let r = line.range(of: label) else { return nil }
+            return line[r.upperBound...].split(separator: " ")
+        }
+        func degrees(_ label: String, _ positive: Character, _ negative: Character) -> Double? {
+            guard let f = fields(after: label), f.count >= 2, let value = Double(f[0]), let hemisphere = f[1].first,
+                  hemisphere == positive || hemisphere == negative else { return nil }
+            return hemisphere == positive ? value : -value
+        }
+        guard let time = fields(after: "Time:")?.first, time.hasSuffix("Z"),
+              let latitude = degrees("Latitude:", "N", "S"), let longitude = degrees("Longitude:", "E", "W") else { return nil }
+        return (String(time), latitude, longitude)
+    }
+
     @Test("Python's gps module, WATCH_ENABLE | WATCH_JSON: the replay's times and positions")
     func pythonGPS() async throws {
         let listener = try await GPSDListenerDaemon()
