@@ -8,7 +8,7 @@ import LocationProtocol
 /// in gpsd's order with gpsd's fixed decimals (degrees `%.9f`, altitudes and tracks `%.4f`,
 /// errors and speeds `%.3f`), and a field is written only when the fix knows it, as gpsd leaves
 /// out what it does not know. Every line ends in CR LF, as gpsd's, and is at most
-/// `maxLineBytes` long.
+/// `maxLineBytes` long but a `SKY`, which is as long as gpsd's for its satellites.
 public enum GPSDReport {
     /// gpsd's `GPS_JSON_RESPONSE_MAX` for a client line as libgps 3.22 reads it whole.
     public static let maxLineBytes = 1536
@@ -63,6 +63,76 @@ public enum GPSDReport {
             out.append(UInt8(ascii: "\""))
         }
         return finish(&out)
+    }
+
+    /// A `SKY`, as gpsd 3.22 writes it: DOPs `%.2f`, then `nSat` and `uSat`, then each
+    /// satellite with `el`, `az`, `ss` `%.1f` when known and in range, `gnssid` and `svid` when
+    /// `svid` is not 0, `sigid` when not 0, `freqid` for GLONASS only, `health` when known.
+    /// `device` is left out when empty. Its length is gpsd's: up to gpsd's 140 channels.
+    public static func sky(_ sky: GPSDSky, device: String) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(96 + 96 * sky.satellites.count)
+        JSONWriter.appendASCII("{\"class\":\"SKY\"", to: &out)
+        if !device.isEmpty {
+            JSONWriter.appendASCII(",\"device\":", to: &out)
+            appendString(device, to: &out)
+        }
+        if let time = sky.time {
+            JSONWriter.appendASCII(",\"time\":\"", to: &out)
+            appendTime(time, to: &out)
+            out.append(UInt8(ascii: "\""))
+        }
+        let dop = sky.dop
+        field(",\"xdop\":", dop.x, 2, &out)
+        field(",\"ydop\":", dop.y, 2, &out)
+        field(",\"vdop\":", dop.vertical, 2, &out)
+        field(",\"tdop\":", dop.time, 2, &out)
+        field(",\"hdop\":", dop.horizontal, 2, &out)
+        field(",\"gdop\":", dop.geometric, 2, &out)
+        field(",\"pdop\":", dop.position, 2, &out)
+        let satellites = sky.satellites.filter { $0.prn != 0 }
+        JSONWriter.appendASCII(",\"nSat\":", to: &out)
+        DecimalFormat.appendInteger(Int64(satellites.count), to: &out)
+        JSONWriter.appendASCII(",\"uSat\":", to: &out)
+        DecimalFormat.appendInteger(Int64(satellites.filter(\.used).count), to: &out)
+        if !satellites.isEmpty {
+            JSONWriter.appendASCII(",\"satellites\":[", to: &out)
+            for (i, s) in satellites.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                appendSatellite(s, to: &out)
+            }
+            out.append(UInt8(ascii: "]"))
+        }
+        return finish(&out)
+    }
+
+    private static func appendSatellite(_ s: GPSDSky.Satellite, to out: inout [UInt8]) {
+        JSONWriter.appendASCII("{\"PRN\":", to: &out)
+        DecimalFormat.appendInteger(Int64(s.prn), to: &out)
+        field(",\"el\":", s.elevation.flatMap { abs($0) <= 90 ? $0 : nil }, 1, &out)
+        field(",\"az\":", s.azimuth.flatMap { (0...359).contains(abs($0)) ? $0 : nil }, 1, &out)
+        field(",\"ss\":", s.signalToNoise, 1, &out)
+        JSONWriter.appendASCII(",\"used\":", to: &out)
+        appendBool(s.used, to: &out)
+        if s.svid != 0 {
+            JSONWriter.appendASCII(",\"gnssid\":", to: &out)
+            DecimalFormat.appendInteger(Int64(s.gnssid), to: &out)
+            JSONWriter.appendASCII(",\"svid\":", to: &out)
+            DecimalFormat.appendInteger(Int64(s.svid), to: &out)
+        }
+        if s.sigid != 0 {
+            JSONWriter.appendASCII(",\"sigid\":", to: &out)
+            DecimalFormat.appendInteger(Int64(s.sigid), to: &out)
+        }
+        if let freqid = s.freqid, s.gnssid == 6, (0...16).contains(freqid) {
+            JSONWriter.appendASCII(",\"freqid\":", to: &out)
+            DecimalFormat.appendInteger(Int64(freqid), to: &out)
+        }
+        if s.health != 0 {
+            JSONWriter.appendASCII(",\"health\":", to: &out)
+            DecimalFormat.appendInteger(Int64(s.health), to: &out)
+        }
+        out.append(UInt8(ascii: "}"))
     }
 
     /// The greeting gpsd sends on connect. `release` is the gpsd release whose protocol is
@@ -132,20 +202,26 @@ public enum GPSDReport {
         return finish(&out)
     }
 
-    /// The reply to `?POLL;`: the last report of the one device (none before the first fix).
-    public static func poll(at time: Timestamp, last: [UInt8]?) -> [UInt8] {
+    /// The reply to `?POLL;`: the last `TPV` and `SKY` of the one device (none before the
+    /// first), each a report line as sent.
+    public static func poll(at time: Timestamp, last: [UInt8]?, sky: [UInt8]? = nil) -> [UInt8] {
         var out: [UInt8] = []
         JSONWriter.appendASCII("{\"class\":\"POLL\",\"time\":\"", to: &out)
         appendTime(time, to: &out)
         JSONWriter.appendASCII("\",\"active\":", to: &out)
         out.append(last == nil ? UInt8(ascii: "0") : UInt8(ascii: "1"))
         JSONWriter.appendASCII(",\"tpv\":[", to: &out)
-        if var report = last {
-            while let b = report.last, b == 0x0A || b == 0x0D { report.removeLast() }
-            out.append(contentsOf: report)
-        }
-        JSONWriter.appendASCII("],\"sky\":[]", to: &out)
+        if let last { appendWithoutLineEnd(last, to: &out) }
+        JSONWriter.appendASCII("],\"sky\":[", to: &out)
+        if let sky { appendWithoutLineEnd(sky, to: &out) }
+        out.append(UInt8(ascii: "]"))
         return finish(&out)
+    }
+
+    private static func appendWithoutLineEnd(_ report: [UInt8], to out: inout [UInt8]) {
+        var end = report.endIndex
+        while end > report.startIndex, report[end - 1] == 0x0A || report[end - 1] == 0x0D { end -= 1 }
+        out.append(contentsOf: report[..<end])
     }
 
     /// gpsd's `ERROR` class. The message is cut so that the line stays within `maxLineBytes`.

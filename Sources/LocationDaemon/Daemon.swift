@@ -258,11 +258,14 @@ final class DaemonService: Sendable {
             }
             hub.submit(input)
         }
+        // The gpsd-protocol listener starts after the source; the receiver's sky views reach
+        // it from then on (docs/compatibility.md).
+        let skyListener = Mutex<GPSDServer?>(nil)
         switch options.source {
         case .gpsd(let host, let port):
             let device = options.gpsdDevice.isEmpty ? nil : options.gpsdDevice
             let source = GPSDSource(configuration: .init(host: host, port: port, device: device), eventLoop: hub.eventLoop, sink: sink,
-                                    logger: logger)
+                                    onSky: { sky in skyListener.withLock { $0 }?.publish(sky) }, logger: logger)
             // Receiver gating: watch gpsd only while a session, subscription or region monitor
             // needs fixes (docs/privacy.md, "Receiver").
             source.setWanted(false)
@@ -300,6 +303,7 @@ final class DaemonService: Sendable {
             logger.info("serving", metadata: ["socket": "\(options.socketPath)", "source": "\(hub.sourceDescription)"])
         }
         let compatibility = try await startCompatibilityServers()
+        skyListener.withLock { $0 = compatibility.gpsd }
         // The socket accepts connections now, and the store was opened before the group started.
         supervisor.notify("READY=1\nMAINPID=\(getpid())\nSTATUS=\(try await supervisor.currentStatus())")
         supervisor.start()

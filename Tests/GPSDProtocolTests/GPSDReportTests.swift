@@ -120,4 +120,33 @@ struct GPSDReportTests {
             _ = try object(line)
         }
     }
+
+    @Test("A SKY has gpsd's fields, order, decimals and presence rules")
+    func sky() throws {
+        let view = GPSDSky(
+            time: moving.time, dop: GPSDSky.DOP(x: 0.5, y: 0.591, horizontal: 0.6, position: 1.1),
+            satellites: [
+                GPSDSky.Satellite(prn: 7, elevation: 10, azimuth: 333, signalToNoise: 39, used: true, gnssid: 0, svid: 7),
+                // Out of range elevation and azimuth, no signal: left out, as gpsd does.
+                GPSDSky.Satellite(prn: 70, elevation: 91, azimuth: 360, used: false, gnssid: 6, svid: 6, sigid: 2, freqid: 3, health: 1),
+                // No svid: no gnssid either; a freqid outside GLONASS is not written.
+                GPSDSky.Satellite(prn: 131, used: false, gnssid: 1, freqid: 4),
+                // PRN 0 is no satellite.
+                GPSDSky.Satellite(prn: 0, used: true),
+            ])
+        let line = GPSDReport.sky(view, device: "/dev/ttyACM0")
+        #expect(text(line) == "{\"class\":\"SKY\",\"device\":\"/dev/ttyACM0\",\"time\":\"2024-03-05T10:00:01.987Z\","
+            + "\"xdop\":0.50,\"ydop\":0.59,\"hdop\":0.60,\"pdop\":1.10,\"nSat\":3,\"uSat\":1,\"satellites\":["
+            + "{\"PRN\":7,\"el\":10.0,\"az\":333.0,\"ss\":39.0,\"used\":true,\"gnssid\":0,\"svid\":7},"
+            + "{\"PRN\":70,\"used\":false,\"gnssid\":6,\"svid\":6,\"sigid\":2,\"freqid\":3,\"health\":1},"
+            + "{\"PRN\":131,\"used\":false}]}\r\n")
+        #expect(isCompact(line))
+        _ = try object(line)
+        // gpsd: `device` only when known, no `satellites` when there are none.
+        #expect(text(GPSDReport.sky(GPSDSky(), device: "")) == "{\"class\":\"SKY\",\"nSat\":0,\"uSat\":0}\r\n")
+
+        let p = try object(GPSDReport.poll(at: moving.time, last: GPSDReport.tpv(moving, device: "d"), sky: line))
+        #expect((p["sky"] as? [[String: Any]])?.first?["nSat"] as? Int == 3)
+        #expect((try object(GPSDReport.poll(at: moving.time, last: nil))["sky"] as? [Any])?.isEmpty == true)
+    }
 }

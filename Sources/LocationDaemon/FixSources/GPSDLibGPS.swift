@@ -1,5 +1,6 @@
 import CGPS
 import Glibc
+import GPSDProtocol
 import LocationCore
 
 // The only file that touches libgps and `gps_data_t`. The socket is NIO's (GPSDSource); libgps
@@ -18,6 +19,27 @@ extension GPSDTPV {
             altHAE: fix.altHAE, altMSL: fix.altMSL,
             eph: fix.eph, epv: fix.epv,
             speed: fix.speed, track: fix.track, status: fix.status)
+    }
+}
+
+extension GPSDSky {
+    /// The sky view libgps decoded from a `SKY` report.
+    init(_ data: gps_data_t) {
+        func finite(_ x: Double) -> Double? { x.isFinite ? x : nil }
+        let count = Int(max(0, min(data.satellites_visible, MAXCHANNELS)))
+        let satellites = withUnsafeBytes(of: data.skyview) { raw in
+            raw.bindMemory(to: satellite_t.self).prefix(count).map { s in
+                Satellite(prn: Int(s.PRN), elevation: finite(s.elevation), azimuth: finite(s.azimuth),
+                          signalToNoise: finite(s.ss), used: s.used, gnssid: Int(s.gnssid), svid: Int(s.svid),
+                          sigid: Int(s.sigid), freqid: s.freqid >= 0 ? Int(s.freqid) : nil, health: Int(s.health))
+            }
+        }
+        let t = data.skyview_time
+        let d = data.dop
+        self.init(time: t.tv_sec > 0 ? Timestamp(seconds: Int64(t.tv_sec), nanoseconds: Int64(t.tv_nsec)) : nil,
+                  dop: DOP(x: finite(d.xdop), y: finite(d.ydop), vertical: finite(d.vdop), time: finite(d.tdop),
+                           horizontal: finite(d.hdop), geometric: finite(d.gdop), position: finite(d.pdop)),
+                  satellites: satellites)
     }
 }
 
@@ -55,6 +77,18 @@ final class GPSDLineDecoder {
             tpvError = unpack(line)
             noteTPVDevice()
             return .tpv(GPSDTPV(data.pointee.fix))
+        }
+        if GPSDMessage.hasClass("SKY", line) {
+            // libgps fills only the satellites and DOPs the report has: none are left over.
+            data.pointee.satellites_visible = 0
+            withUnsafeMutableBytes(of: &data.pointee.skyview) { _ = $0.initializeMemory(as: UInt8.self, repeating: 0) }
+            data.pointee.dop = dop_t(xdop: .nan, ydop: .nan, pdop: .nan, hdop: .nan, vdop: .nan, tdop: .nan, gdop: .nan)
+            data.pointee.skyview_time = timespec()
+            unpack(line)
+            let fromTPVDevice = withUnsafeBytes(of: &data.pointee.dev.path) { raw in
+                raw.prefix { $0 != 0 }.elementsEqual(tpvDevice.utf8)
+            }
+            return .sky(GPSDSky(data.pointee), fromTPVDevice: fromTPVDevice)
         }
         if GPSDMessage.hasClass("VERSION", line) {
             unpack(line)

@@ -1,4 +1,5 @@
 import Glibc
+import GPSDProtocol
 import LocationCore
 
 /// The fields of one gpsd `TPV` report that locationd uses, as plain Swift values.
@@ -82,7 +83,10 @@ public enum GPSDMessage: Hashable, Sendable {
     /// `{"class":"VERSION",…}`: gpsd's banner (and its answer to `?VERSION;`), with the
     /// protocol version it speaks.
     case version(GPSDVersion)
-    /// Anything else (DEVICES, WATCH, SKY, GST, …).
+    /// A `SKY` report of the receiver the last `TPV` came from (`fromTPVDevice`), or of
+    /// another one gpsd also reads.
+    case sky(GPSDSky, fromTPVDevice: Bool)
+    /// Anything else (DEVICES, WATCH, GST, …).
     case other
 
     /// Whether the JSON line is a report of class `cls` (gpsd always writes `class` first).

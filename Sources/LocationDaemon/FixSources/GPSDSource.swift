@@ -1,4 +1,5 @@
 import Glibc
+import GPSDProtocol
 import LocationCore
 import LocationProtocol
 import Logging
@@ -33,6 +34,8 @@ import Synchronization
 ///   error report gpsd sends (`{"class":"ERROR"}`); a warning when no receiver has reported
 ///   for a while (`checkReceiver`) and a notice when one reports again. Warnings start over
 ///   when the source is released or stopped.
+/// - A SKY of the receiver the last TPV came from goes to `onSky` as it is (satellites are
+///   no position: not an engine input).
 /// - All sink calls are made on the loop, in order; the sink must not block (gpsd drops a
 ///   client that stops reading, and the loop serves every subscriber).
 ///
@@ -118,6 +121,7 @@ public final class GPSDSource: Sendable {
     public let eventLoop: any EventLoop
     private let sink: @Sendable (EngineInput) -> Void
     private let onDeviceDeactivated: (@Sendable (String) -> Void)?
+    private let onSky: (@Sendable (GPSDSky) -> Void)?
     private let logger: Logger
     /// What an epoch in pieces is timed by.
     private let clock: ShellClock
@@ -195,6 +199,7 @@ public final class GPSDSource: Sendable {
     ///     `hub.submit`).
     ///   - onDeviceDeactivated: called (after the sink has seen every earlier report) with the
     ///     device path when gpsd reports `"activated":0` — for a replayed log, its end.
+    ///   - onSky: called on the loop with each sky view of the receiver the fixes come from.
     ///   - logger: where failures to connect, lost connections and gpsd's error reports are
     ///     logged (the daemon's); by default nowhere.
     ///   - clock: what an epoch in pieces is timed by (`GPSDEpochPieces`).
@@ -203,6 +208,7 @@ public final class GPSDSource: Sendable {
         eventLoop: any EventLoop = MultiThreadedEventLoopGroup.singleton.next(),
         sink: @escaping @Sendable (EngineInput) -> Void,
         onDeviceDeactivated: (@Sendable (String) -> Void)? = nil,
+        onSky: (@Sendable (GPSDSky) -> Void)? = nil,
         logger: Logger = Logger(label: "locationd", factory: { _ in SwiftLogNoOpLogHandler() }),
         clock: ShellClock = .system
     ) {
@@ -211,6 +217,7 @@ public final class GPSDSource: Sendable {
         self.eventLoop = eventLoop
         self.sink = sink
         self.onDeviceDeactivated = onDeviceDeactivated
+        self.onSky = onSky
         self.logger = logger
         let backoff = Backoff(initial: configuration.initialBackoff, maximum: configuration.maximumBackoff)
         state = NIOLoopBoundBox.makeBoxSendingValue(LoopState(backoff: backoff), as: LoopState.self, eventLoop: eventLoop)
@@ -599,6 +606,9 @@ public final class GPSDSource: Sendable {
                 s.versionProblem = problem
                 logger.warning("gpsd at \(configuration.address) \(problem)")
             }
+        case .sky(let sky, let fromTPVDevice):
+            count { $0.messages += 1 }
+            if fromTPVDevice { onSky?(sky) }
         case .other:
             count { $0.messages += 1 }
         }

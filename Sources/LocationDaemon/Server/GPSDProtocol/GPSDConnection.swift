@@ -6,7 +6,8 @@ import NIOCore
 
 /// One gpsd-protocol client: VERSION on connect, requests answered as gpsd 3.22 answers them,
 /// and while its WATCH asks for JSON, a TPV for each fix its session allows — the published
-/// cell as a mode 2 TPV for an approximate program, at the approximate rate. A program the
+/// cell as a mode 2 TPV for an approximate program, at the approximate rate; a precise one
+/// also gets the source's SKY reports (satellites), an approximate one none. A program the
 /// policy denies gets an ERROR naming the rule, and is closed. Confined to the hub's loop.
 final class GPSDConnection: ChannelInboundHandler, HubSubscriber {
     typealias InboundIn = ByteBuffer
@@ -125,7 +126,9 @@ final class GPSDConnection: ChannelInboundHandler, HubSubscriber {
         case .version: send(GPSDReport.version(rev: configuration.revision))
         case .devices: send(GPSDReport.devices([device]))
         case .device: send(GPSDReport.device(device))
-        case .poll: send(GPSDReport.poll(at: Self.wallClock(), last: lastReport.map { Array($0.readableBytesView) }))
+        case .poll:
+            let sky = isPrecise ? connections.lastSky.map { Array($0.readableBytesView) } : nil
+            send(GPSDReport.poll(at: Self.wallClock(), last: lastReport.map { Array($0.readableBytesView) }, sky: sky))
         case .invalid(let message): send(GPSDReport.error(message))
         case .watch(nil): send(GPSDReport.watch(watch))
         case .watch(let change?):
@@ -203,6 +206,15 @@ final class GPSDConnection: ChannelInboundHandler, HubSubscriber {
         }
         lastReport = line
         guard context.channel.isWritable else { pending = line; return }
+        context.writeAndFlush(wrapOutboundOut(line), promise: nil)
+    }
+
+    private var isPrecise: Bool { grant?.accuracy == .precise }
+
+    /// A `SKY` line: for a precise program whose watch streams reports. Not held back for a
+    /// peer that does not read (the newest TPV is).
+    func deliver(sky line: ByteBuffer) {
+        guard isPrecise, isSubscribed, let context, context.channel.isWritable else { return }
         context.writeAndFlush(wrapOutboundOut(line), promise: nil)
     }
 

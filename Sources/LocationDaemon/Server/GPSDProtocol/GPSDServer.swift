@@ -76,6 +76,15 @@ public final class GPSDServer: Sendable {
         }.get()
     }
 
+    /// A sky view of the source's receiver, as a `SKY` to each connection that sees fixes
+    /// precisely and watches. Called on the hub's loop (the gpsd source's).
+    public func publish(_ sky: GPSDSky) {
+        let open = connections.all
+        guard !open.isEmpty else { return }
+        let line = connections.setSky(sky, device: configuration.device)
+        for c in open { c.deliver(sky: line) }
+    }
+
     /// The connections and what each has been sent (tests, diagnostics).
     public func connectionCount() async throws -> Int {
         try await hub.eventLoop.submit { self.connections.all.count }.get()
@@ -92,6 +101,8 @@ final class GPSDConnections: Sendable {
         var open: [ObjectIdentifier: GPSDConnection] = [:]
         var lastPeerPID: Int32?
         var lastReport: (fix: Fix, detail: GPSDReport.Detail, line: ByteBuffer)?
+        /// The last sky view's `SKY` line, for `?POLL;`.
+        var lastSky: ByteBuffer?
     }
 
     init(eventLoop: any EventLoop) {
@@ -106,6 +117,15 @@ final class GPSDConnections: Sendable {
         get { box.value.lastPeerPID }
         set { box.value.lastPeerPID = newValue }
     }
+
+    /// The sky view's `SKY` line, kept as the last one.
+    func setSky(_ sky: GPSDSky, device: String) -> ByteBuffer {
+        let line = ByteBuffer(bytes: GPSDReport.sky(sky, device: device))
+        box.value.lastSky = line
+        return line
+    }
+
+    var lastSky: ByteBuffer? { box.value.lastSky }
 
     /// `fix`'s TPV line, encoded once for every connection that receives it.
     func report(_ fix: Fix, detail: GPSDReport.Detail, device: String) -> ByteBuffer {
