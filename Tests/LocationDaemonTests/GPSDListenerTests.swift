@@ -72,7 +72,7 @@ struct GPSDListenerTests {
         #expect(tpvs == Array(expected.prefix(tpvs.count)), "\(tpvs.prefix(2)) vs \(expected.prefix(2))")
     }
 
-    @Test("cgps under tmux: its screen shows a replayed fix's time, latitude and longitude",
+    @Test("cgps under tmux: its screen shows a replayed fix's time, latitude and longitude; q quits it",
           .enabled(if: TmuxSession.available && FileManager.default.isExecutableFile(atPath: "/usr/bin/cgps"), "needs tmux and cgps (gpsd-tools)"))
     func cgps() async throws {
         // At the log's own pace: the replay (and cgps's connection) outlasts the test.
@@ -100,6 +100,10 @@ struct GPSDListenerTests {
             #expect(String(format: "%.8f", match["lat"] as? Double ?? .nan) == String(format: "%.8f", latitude), "\(screen)")
             #expect(String(format: "%.8f", match["lon"] as? Double ?? .nan) == String(format: "%.8f", longitude), "\(screen)")
         }
+        // Its keys work as on gpsd: q quits.
+        #expect(try !tmux.paneExited())
+        try tmux.send(keys: "q")
+        #expect(await waitUntil(timeout: 10) { (try? tmux.paneExited()) == true }, "cgps did not quit on q")
     }
 
     /// cgps's fix panel: "Time:  2018-08-20T09:47:37.000Z (0)", "Latitude:  52.85015667 N",

@@ -41,6 +41,17 @@ final class TmuxSession: @unchecked Sendable {
         return r.out
     }
 
+    /// Types `keys` (tmux key names) into the pane.
+    func send(keys: String...) throws {
+        let r = try run(["send-keys"] + keys)
+        guard r.status == 0 else { throw Failure(description: "tmux send-keys: \(r.status) \(r.out)") }
+    }
+
+    /// Whether the pane's program has exited (the pane stays: remain-on-exit).
+    func paneExited() throws -> Bool {
+        try run(["display-message", "-p", "#{pane_dead}"]).out.trimmingCharacters(in: .whitespacesAndNewlines) == "1"
+    }
+
     func stop() {
         guard !stopped else { return }
         stopped = true
