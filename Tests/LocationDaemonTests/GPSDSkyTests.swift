@@ -132,4 +132,34 @@ struct GPSDSkyEndToEndTests {
         #expect(!seen.contains { $0["class"] as? String == "SKY" }, "an approximate program got a SKY")
         #expect(seen.filter { $0["class"] as? String == "TPV" }.allSatisfy { $0["mode"] as? Int == 2 })
     }
+
+    @Test("cgps lists the receiver's satellites", .enabled(if: TmuxSession.available && FileManager.default.isExecutableFile(atPath: "/usr/bin/cgps"), "needs tmux and cgps (gpsd-tools)"))
+    func cgpsShowsTheSatellites() async throws {
+        let gpsd = try GPSDHarness()
+        defer { gpsd.shutdown() }
+        let port = try GPSDHarness.freePort()
+        let daemon = try DaemonProcess(arguments: ["--gpsd", "\(gpsd.host):\(gpsd.portString)", "--gpsd-listen", "127.0.0.1:\(port)"])
+        defer { daemon.stop() }
+        try #require(await waitUntil(timeout: 20) { !daemon.isRunning || GPSDHarness.canConnect(port: port) }, "\(daemon.stderrText())")
+        // cgps is the one subscriber: gpsd reads the log once cgps watches (receiver gating).
+        let log = try #require(GPSDHarness.corpusLog(GPSDListenerDaemon.log))
+        try gpsd.serve(log: log)
+        let tmux = try TmuxSession("/usr/bin/cgps -s 127.0.0.1:\(port)")
+        defer { tmux.stop() }
+        let last = try #require(try String(contentsOf: URL(fileURLWithPath: log.path + ".chk"), encoding: .utf8)
+            .split(whereSeparator: \.isNewline).last { $0.hasPrefix("{\"class\":\"SKY\"") }.flatMap { GPSDListenerDaemon.objects(String($0)).first })
+        let seen = try #require(last["nSat"] as? Int), used = try #require(last["uSat"] as? Int)
+        let satellites = try #require(last["satellites"] as? [[String: Any]])
+        // cgps's header: "Seen 12/Used 12"; a row per satellite: "GP  7    7  10.0  333.0  39.0  Y".
+        let header = String(format: "Seen %2d/Used %2d", seen, used)
+        var screen = ""
+        let shown = await waitUntil(timeout: 30) {
+            screen = (try? tmux.capture()) ?? ""
+            return screen.contains(header)
+        }
+        #expect(shown, "no \(header):\n\(screen)")
+        let rows = screen.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
+            .filter { $0.hasSuffix(" Y x") || $0.hasSuffix(" N x") }
+        #expect(rows.count >= min(satellites.count, 10), "\(screen)")
+    }
 }
