@@ -123,7 +123,10 @@ struct VisitRecorder {
         // The stay's first fix: within the 50 m core of a centre that settles within metres of
         // the place (36 s of walking), plus one 4.7 s sample step and the centre's offset: ≤ 50 s.
         #expect(arrival <= 286 && arrival >= 286 - 50, "arrival \(arrival) s after the walk began")
-        #expect(r.events[0].at - t0 <= 286 + 300 + 1)
+        // Emitted once five minutes of the stay are known still: the fixes of the last minute of
+        // the walk, which the three-minute rule marks only as creeping, and up to a minute at
+        // the place after it, do not count.
+        #expect(r.events[0].at - t0 <= 286 + 300 + 65)
     }
 
     @Test func aShortStopBelowTheDwellIsNoVisit() {

@@ -62,13 +62,23 @@ public struct VisitDetector: Sendable {
         /// Until its arrival is emitted, a stay's centre forgets older fixes with this time
         /// constant, so it follows a moving device instead of lagging behind it, seconds.
         public var candidateMemory: Double
+        /// A fix within the radius that comes this long or longer after the fix before it is
+        /// one of the stay's own, still (a logger that sleeps while it stands), seconds.
+        public var sparseGap: Double
+        /// Without a speed, a fix is moving when the fixes this long around it are
+        /// `movingSpeed` × their time apart, seconds…
+        public var briskWindow: Double
+        /// …and at least this far, metres.
+        public var briskDistance: Double
+        public var symmetricWindow: Double
 
         public init(radius: Double = 100, dwell: Double = 300, coreRadius: Double = 50,
                     departureFixes: Int = 3, departureSeconds: Double = 10,
                     departureDistance: Double = 200, farDepartureSeconds: Double = 30, nearDepartureSeconds: Double = 300,
                     movingSpeed: Double = 0.5, maximumMovingShare: Double = 0.1,
                     progressSpeed: Double = 0.25, progressWindow: Double = 120,
-                    maximumAccuracy: Double = 200, candidateMemory: Double = 30) {
+                    maximumAccuracy: Double = 200, candidateMemory: Double = 30, sparseGap: Double = 120,
+                    briskWindow: Double = 30, briskDistance: Double = 25, symmetricWindow: Double = 180) {
             self.movingSpeed = movingSpeed; self.maximumMovingShare = maximumMovingShare
             self.progressSpeed = progressSpeed; self.progressWindow = progressWindow
             self.radius = radius; self.dwell = dwell; self.coreRadius = coreRadius
@@ -77,6 +87,9 @@ public struct VisitDetector: Sendable {
             self.farDepartureSeconds = farDepartureSeconds; self.nearDepartureSeconds = nearDepartureSeconds
             self.maximumAccuracy = maximumAccuracy
             self.candidateMemory = candidateMemory
+            self.sparseGap = sparseGap
+            self.briskWindow = briskWindow; self.briskDistance = briskDistance
+            self.symmetricWindow = symmetricWindow
         }
     }
 
@@ -96,6 +109,10 @@ public struct VisitDetector: Sendable {
         var lastInside: Timestamp
         /// Last fix within the core radius of the centre (departure time).
         var lastCore: Timestamp
+        /// Last of its own fixes known to be still: with a Doppler speed, its last own fix;
+        /// without one, the last the progress rule has judged (half its window later) and
+        /// found still. The dwell is counted to it.
+        var lastStill: Timestamp
         var count: Int = 0
         // Weighted Welford: weight sum, mean, sum of weighted squared deviations.
         var weight: Double = 0
@@ -111,6 +128,7 @@ public struct VisitDetector: Sendable {
             cosLat = h; sinLat = unit.z
             (cosLon, sinLon) = h > 1e-12 ? (unit.x / h, unit.y / h) : (1, 0)
             start = fix.time; lastInside = fix.time; lastCore = fix.time
+            lastStill = fix.time
         }
 
         /// `p` (a unit vector) in the stay's plane, metres east and north of its first fix:
@@ -154,7 +172,7 @@ public struct VisitDetector: Sendable {
         /// the core radius the mean restarts from the fast one, so a device on the move does not
         /// leave a trail of old fixes in the centre.
         mutating func add(_ fix: Fix, _ unit: SIMD3<Double>, distance: Double, radius: Double, coreRadius: Double,
-                          memory: Double = 0, stepCap: Double = .infinity) {
+                          memory: Double = 0, stepCap: Double, own: Bool = false) {
             let p = local(unit)
             if memory > 0 {
                 if count == 0 {
@@ -183,7 +201,10 @@ public struct VisitDetector: Sendable {
             meanY += dy * w / weight
             m2 += w * (dx * (p.x - meanX) + dy * (p.y - meanY))
             lastInside = fix.time
-            if distance <= coreRadius { lastCore = fix.time }
+            if distance <= coreRadius || own {
+                lastCore = fix.time
+                if fix.speed != nil || own { lastStill = fix.time }
+            }
         }
     }
 
@@ -211,13 +232,18 @@ public struct VisitDetector: Sendable {
     /// back-date the arrival to the first fix near the final centre. Fixed capacity.
     @usableFromInline var early: [EarlyFix]
     @usableFromInline var pendingEarly: [EarlyFix]
+    /// The recent path, one fix per `dwell / capacity` seconds, whatever stay each belongs to
+    /// (fixed capacity: it spans the dwell, more than two progress windows).
+    @usableFromInline var path: [EarlyFix]
+    /// The newest path fix judged still or moving (`track`).
+    @usableFromInline var judgedUntil = Timestamp(nanoseconds: Int64.min)
     /// Whether a fix since the buffer's last entry reported movement (for its next entry).
     @usableFromInline var movedSinceEarly = false
     @usableFromInline var movedSincePendingEarly = false
     static let earlyCapacity = 64
     /// An early fix: its time, its unit vector, and whether the receiver reported movement
     /// (`movingSpeed`) at it or at any fix since the entry before it.
-    @usableFromInline typealias EarlyFix = (time: Timestamp, unit: SIMD3<Double>, moved: Bool)
+    @usableFromInline typealias EarlyFix = (time: Timestamp, unit: SIMD3<Double>, moved: Bool, crept: Bool)
     /// The receiver's clock can jump back (gpsd's bt451 log: 52 minutes). The detector then
     /// takes the fix as one second after the latest and keeps that shift for the fixes after it
     /// (nanoseconds added to their times), so durations go on counting and its events stay in
@@ -231,6 +257,7 @@ public struct VisitDetector: Sendable {
         self.parameters = parameters
         early = []; early.reserveCapacity(Self.earlyCapacity)
         pendingEarly = []; pendingEarly.reserveCapacity(Self.earlyCapacity)
+        path = []; path.reserveCapacity(Self.earlyCapacity)
     }
 
     /// Whether an arrival has been emitted for the current stay (and no departure yet).
@@ -260,11 +287,16 @@ public struct VisitDetector: Sendable {
         }
         latest = fix.time  // from here on every fix is later than every one before it
         defer { previousFix = fix.time }
-        guard var stay = current else { start(fix, unit); return }
+        guard var stay = current else { start(fix, unit); track(fix, unit); return }
+        track(fix, unit)
+        stay = current!
         let d = stay.distanceFromCentre(unit)
         if d <= parameters.radius {
+            // A sparse still fix moves the centre a step's worth, not all the way to itself.
+            let sparse = isSparseStill(fix)
             stay.add(fix, unit, distance: d, radius: parameters.radius, coreRadius: parameters.coreRadius,
-                     memory: confirmed ? 0 : parameters.candidateMemory)
+                     memory: confirmed ? 0 : parameters.candidateMemory,
+                     stepCap: sparse ? parameters.departureSeconds : .infinity, own: sparse)
             // An unconfirmed stay whose centre has moved a radius from its first fix is a device
             // on the move: start afresh here. (Three radii: multipath wander does not get that far.)
             if !confirmed && (stay.meanX * stay.meanX + stay.meanY * stay.meanY).squareRoot() > 3 * parameters.radius {
@@ -296,7 +328,8 @@ public struct VisitDetector: Sendable {
         if outsideCount == 1 {
             firstOutside = fix.time
             pending = Stay(fix, unit)
-            pending!.add(fix, unit, distance: 0, radius: parameters.radius, coreRadius: parameters.coreRadius)
+            pending!.add(fix, unit, distance: 0, radius: parameters.radius, coreRadius: parameters.coreRadius,
+                         stepCap: parameters.departureSeconds)
             pendingEarly.removeAll(keepingCapacity: true)
             movedSincePendingEarly = false
             remember(fix, unit, in: &pendingEarly, moved: &movedSincePendingEarly, stay: pending!)
@@ -304,11 +337,12 @@ public struct VisitDetector: Sendable {
             let dp = p.distanceFromCentre(unit)
             if dp <= parameters.radius {
                 p.add(fix, unit, distance: dp, radius: parameters.radius, coreRadius: parameters.coreRadius,
-                      memory: parameters.candidateMemory, stepCap: parameters.departureSeconds)
+                      memory: parameters.candidateMemory, stepCap: parameters.departureSeconds, own: isSparseStill(fix))
                 remember(fix, unit, in: &pendingEarly, moved: &movedSincePendingEarly, stay: p)
             } else {
                 p = Stay(fix, unit)
-                p.add(fix, unit, distance: 0, radius: parameters.radius, coreRadius: parameters.coreRadius)
+                p.add(fix, unit, distance: 0, radius: parameters.radius, coreRadius: parameters.coreRadius,
+                      stepCap: parameters.departureSeconds)
                 pendingEarly.removeAll(keepingCapacity: true)
                 movedSincePendingEarly = false
                 remember(fix, unit, in: &pendingEarly, moved: &movedSincePendingEarly, stay: p)
@@ -358,8 +392,9 @@ public struct VisitDetector: Sendable {
     /// core radius — span the dwell time. The cheap check on the whole stay's span comes first;
     /// the scan of the early fixes (≤ 64) runs only once that has passed.
     mutating func confirmIfDwelt(_ emit: (Visit) -> Void) {
-        guard !confirmed, let s = current, s.count >= 3, s.lastCore - s.start >= parameters.dwell else { return }
-        guard let arrival = arrivalTime(of: s), s.lastCore - arrival >= parameters.dwell else { return }
+        guard !confirmed, let s = current, s.count >= 3, s.lastStill - s.start >= parameters.dwell else { return }
+        guard let arrival = arrivalTime(of: s),
+              s.lastStill - max(arrival, firstStill(of: s, from: arrival)) >= parameters.dwell else { return }
         confirmed = true
         self.arrival = arrival
         emit(Visit(kind: .arrival, arrival: arrival, departure: nil, coordinate: s.centre, horizontalAccuracy: s.spread95))
@@ -367,7 +402,8 @@ public struct VisitDetector: Sendable {
 
     mutating func start(_ fix: Fix, _ unit: SIMD3<Double>) {
         var s = Stay(fix, unit)
-        s.add(fix, unit, distance: 0, radius: parameters.radius, coreRadius: parameters.coreRadius)
+        s.add(fix, unit, distance: 0, radius: parameters.radius, coreRadius: parameters.coreRadius,
+              stepCap: parameters.departureSeconds)
         current = s
         confirmed = false
         outsideCount = 0
@@ -390,12 +426,125 @@ public struct VisitDetector: Sendable {
             guard stay.distanceFromCentre(buffer[0].unit) > parameters.coreRadius else { return }
             buffer.removeFirst()  // 64 entries moved, in place: no allocation
         }
-        if fix.speed == nil, let middle = walkedThrough(to: unit, at: fix.time, accuracy: fix.horizontalAccuracy,
-                                                        in: buffer, stay: stay) {
-            buffer[middle].moved = true
-        }
-        buffer.append((fix.time, unit, moved))
+        buffer.append((fix.time, unit, moved, false))
         moved = false
+    }
+
+    /// Whether `fix` is a sparse logger's still fix: without a speed (a receiver with Doppler
+    /// says whether it moves), `sparseGap` or more after the fix before it.
+    func isSparseStill(_ fix: Fix) -> Bool {
+        fix.speed == nil && fix.time - previousFix >= parameters.sparseGap
+    }
+
+    /// Keeps the recent path (whatever stay it belongs to) and, for a fix without a speed,
+    /// judges movement on it: the progress rule marks the fix halfway back over its window,
+    /// in the path and in the stays' early fixes of that stretch, so the first fixes of a
+    /// stay are judged with the approach before them. Each path fix half a window old (or
+    /// followed by a gap of `sparseGap`) is then judged: if still and within the core of the
+    /// current or tentative next stay, it is that stay's latest still fix (`lastStill`). A fix
+    /// that has made less than half the progress the rule looks for since the path fix half a
+    /// window back (or stayed within twice its accuracy of it) is still at once.
+    mutating func track(_ fix: Fix, _ unit: SIMD3<Double>) {
+        if fix.speed == nil, let plane = current,
+           let back = path.lastIndex(where: { fix.time - $0.time >= parameters.progressWindow / 2 }),
+           fix.time - path[back].time <= parameters.progressWindow {
+            let p = plane.local(unit), a = plane.local(path[back].unit)
+            let net = ((p.x - a.x) * (p.x - a.x) + (p.y - a.y) * (p.y - a.y)).squareRoot()
+            if net < max(parameters.progressSpeed * (fix.time - path[back].time) / 2, 2 * (fix.horizontalAccuracy ?? 0)) {
+                markStill(fix.time, unit)
+            }
+        }
+        if let last = path.last, fix.time - last.time < parameters.dwell / Double(Self.earlyCapacity) { return }
+        if path.count == Self.earlyCapacity { path.removeFirst() }
+        guard fix.speed == nil, let plane = current else {
+            path.append((fix.time, unit, false, false))
+            return
+        }
+        if let middle = walkedThrough(to: unit, at: fix.time, accuracy: fix.horizontalAccuracy, in: path, stay: plane) {
+            markMoved(middle, before: fix.time)
+        }
+        if let middle = walkedBriskly(to: unit, at: fix.time, accuracy: fix.horizontalAccuracy, stay: plane) {
+            markMoved(middle, before: fix.time, crept: true)
+        }
+        if let middle = progressed(to: unit, at: fix.time, accuracy: fix.horizontalAccuracy, stay: plane) {
+            markMoved(middle, before: fix.time, crept: true)
+        }
+        let sparse = fix.time - (path.last?.time ?? fix.time) >= parameters.sparseGap
+        for i in path.indices.reversed() {
+            let e = path[i]
+            guard e.time > judgedUntil else { break }
+            guard sparse || fix.time - e.time >= parameters.symmetricWindow / 2 else { continue }
+            judgedUntil = max(judgedUntil, e.time)
+            if !e.moved && !e.crept { markStill(e.time, e.unit) }
+        }
+        path.append((fix.time, unit, false, false))
+    }
+
+    /// Marks the path fix `i` moving, and the stays' early fixes from it to the next path fix.
+    /// Crept (the three-minute rule): not still, but not moving either for the arrival's time
+    /// and the share of moving fixes.
+    mutating func markMoved(_ i: Int, before time: Timestamp, crept: Bool = false) {
+        func mark(_ e: inout EarlyFix) { if crept { e.crept = true } else { e.moved = true } }
+        mark(&path[i])
+        let from = path[i].time, to = i + 1 < path.count ? path[i + 1].time : time
+        for k in early.indices where early[k].time >= from && early[k].time < to { mark(&early[k]) }
+        for k in pendingEarly.indices where pendingEarly[k].time >= from && pendingEarly[k].time < to {
+            mark(&pendingEarly[k])
+        }
+    }
+
+    /// Movement over half a minute, for fixes without a speed: the path fix `briskWindow` / 2
+    /// back is moving when the path fixes either side of it (at least that far each way, and
+    /// no more than two progress windows apart: a longer gap is a logger asleep) are at least
+    /// `movingSpeed` × the time between them apart, and at least `briskDistance` and twice
+    /// the fix's accuracy — a still receiver's jitter over half a minute is less.
+    func walkedBriskly(to unit: SIMD3<Double>, at time: Timestamp, accuracy: Double?, stay: Stay) -> Int? {
+        let half = parameters.briskWindow / 2
+        guard let middle = path.lastIndex(where: { time - $0.time >= half }),
+              let back = path[..<middle].lastIndex(where: { path[middle].time - $0.time >= half }),
+              time - path[back].time <= 2 * parameters.progressWindow else { return nil }
+        let net = steadyDisplacement(from: back, to: unit, stay: stay)
+        guard net >= max(parameters.movingSpeed * (time - path[back].time), parameters.briskDistance,
+                         2 * (accuracy ?? 0)) else { return nil }
+        return middle
+    }
+
+    /// Progress over three minutes, for fixes without a speed (the labelling guide's rule 2):
+    /// the path fix `symmetricWindow` / 2 back is moving when the path fixes that far either
+    /// side of it are at least `progressSpeed` × the time between them apart (and twice the
+    /// accuracy), unless that time is over twice the window (a logger asleep). Near the start
+    /// of the path, the first path fix serves as the one before, if `briskWindow` / 2 back.
+    func progressed(to unit: SIMD3<Double>, at time: Timestamp, accuracy: Double?, stay: Stay) -> Int? {
+        let half = parameters.symmetricWindow / 2
+        guard let middle = path.lastIndex(where: { time - $0.time >= half }), middle > 0,
+              let back = path[..<middle].lastIndex(where: { path[middle].time - $0.time >= half })
+                ?? (path[middle].time - path[0].time >= parameters.briskWindow / 2 ? 0 : nil),
+              time - path[back].time <= 2 * parameters.symmetricWindow else { return nil }
+        let net = steadyDisplacement(from: back, to: unit, stay: stay)
+        guard net >= max(parameters.progressSpeed * (time - path[back].time), 2 * (accuracy ?? 0)) else { return nil }
+        return middle
+    }
+
+    /// The displacement from the path fix `back` to `unit` that the fixes next to each end
+    /// agree on: the least of the distances from `back` or the path fix before it to `unit` or
+    /// the latest path fix. A walk moves them all; a spike at either end moves one.
+    func steadyDisplacement(from back: Int, to unit: SIMD3<Double>, stay: Stay) -> Double {
+        let a = stay.local(path[back].unit), b = back > 0 ? stay.local(path[back - 1].unit) : a
+        let p = stay.local(unit), q = path.last.map { stay.local($0.unit) } ?? p
+        func d(_ u: (x: Double, y: Double), _ v: (x: Double, y: Double)) -> Double {
+            ((u.x - v.x) * (u.x - v.x) + (u.y - v.y) * (u.y - v.y)).squareRoot()
+        }
+        return min(d(a, p), d(a, q), d(b, p), d(b, q))
+    }
+
+    /// A still fix within the core of the current or the tentative next stay is its latest still one.
+    mutating func markStill(_ time: Timestamp, _ unit: SIMD3<Double>) {
+        if var s = current, time >= s.start, s.distanceFromCentre(unit) <= parameters.coreRadius {
+            s.lastStill = max(s.lastStill, time); current = s
+        }
+        if var p = pending, time >= p.start, p.distanceFromCentre(unit) <= parameters.coreRadius {
+            p.lastStill = max(p.lastStill, time); pending = p
+        }
     }
 
     /// Movement seen in positions, for fixes without a Doppler speed: the remembered fix
@@ -430,6 +579,13 @@ public struct VisitDetector: Sendable {
     /// centre that did not move; `nil` when none is — the device was moving through, not
     /// staying — or when more than `maximumMovingShare` of the remembered fixes since then
     /// moved: stop-and-go through a car park, a market or a queue, not a stay.
+    /// The first early fix from `arrival` on within the core and neither moving nor creeping:
+    /// the dwell counts from it (the arrival is back-dated further, to where the device got to).
+    func firstStill(of stay: Stay, from arrival: Timestamp) -> Timestamp {
+        early.first(where: { $0.time >= arrival && !$0.moved && !$0.crept
+                              && stay.distanceFromCentre($0.unit) <= parameters.coreRadius })?.time ?? arrival
+    }
+
     func arrivalTime(of stay: Stay) -> Timestamp? {
         guard let first = early.firstIndex(where: { !$0.moved && stay.distanceFromCentre($0.unit) <= parameters.coreRadius })
         else { return nil }

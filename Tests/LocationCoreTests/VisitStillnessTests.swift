@@ -1,0 +1,78 @@
+@testable import LocationCore
+import Testing
+
+/// Movement judged without a speed, and the dwell counted to fixes known to be still
+/// (docs/semantics.md, "Visits": known to be still, progress without a speed, sparse loggers).
+@Suite struct VisitStillnessTests {
+    /// A fix without speed or accuracy (a GPX track).
+    func gpx(at seconds: Double, _ north: Double, _ east: Double = 0) -> Fix {
+        fix(at: seconds, offset(north, east), accuracy: nil)
+    }
+
+    /// 1 Hz: a walk north at 1.2 m/s, 60 s at 0.4 m/s, `still` seconds at the place (±2 m),
+    /// 60 s at 0.4 m/s and a walk on. Returns the recorder and when the stop began.
+    func slowStop(still: Int) -> (VisitRecorder, Double) {
+        var r = VisitRecorder()
+        var t = 0.0, north = -96.0 - 24
+        func step(_ speed: Double, _ seconds: Int) {
+            for _ in 0..<seconds { north += speed; r.feed(gpx(at: t, north)); t += 1 }
+        }
+        step(1.2, 80); step(0.4, 60)
+        let stop = t
+        for i in 0..<still { let (n, e) = jitter(i, 2); r.feed(gpx(at: t, north + n, e)); t += 1 }
+        step(0.4, 60); step(1.2, 300)
+        return (r, stop)
+    }
+
+    /// A 4-minute stop entered and left at 0.4 m/s has its own fixes within 50 m for over five
+    /// minutes, the slow approach and departure included; it is no visit. Six minutes is, once
+    /// five minutes of it are still.
+    @Test func aShortStopWithASlowApproachIsNoVisit() {
+        #expect(slowStop(still: 240).0.arrivals.isEmpty)
+        let (r, stop) = slowStop(still: 360)
+        #expect(r.arrivals.count == 1)
+        if let at = r.events.first?.at { #expect(at - t0 >= stop + 300, "emitted at \(at - t0), stop at \(stop)") }
+    }
+
+    /// A fix every 10 s: a walk at 1 m/s, then a stop of `still` seconds at which the track
+    /// ends. The walk's last fixes are moving (half a minute, three minutes), not the stop's.
+    func walkThenStop(still: Double) -> (VisitRecorder, Double) {
+        var r = VisitRecorder()
+        var t = 0.0
+        while t < 300 { r.feed(gpx(at: t, t - 300)); t += 10 }
+        let stop = t
+        while t - stop <= still { let (n, e) = jitter(Int(t), 2); r.feed(gpx(at: t, n, e)); t += 10 }
+        return (r, stop)
+    }
+
+    /// Four minutes 45 at a stop after a walk is no visit, though the fixes within 50 m of it
+    /// (the walk's last 50 m included) span more than five minutes; seven minutes is a visit,
+    /// its dwell counted from the stop, not from the walk.
+    @Test func theWalkBeforeAStopIsNotPartOfItsDwell() {
+        #expect(walkThenStop(still: 285).0.arrivals.isEmpty)
+        let (r, stop) = walkThenStop(still: 420)
+        #expect(r.arrivals.count == 1)
+        if let at = r.events.first?.at { #expect(at - t0 >= stop + 300, "emitted at \(at - t0), stop at \(stop)") }
+    }
+
+    /// A logger that writes a fix a minute while walking and sleeps while still: a stay known
+    /// from four fixes minutes apart that scatter 65 m is a visit; without the sparse rule it
+    /// is not (its last fix is beyond the 50 m core).
+    @Test(arguments: [true, false])
+    func aSparseLoggersStayIsAVisit(rule: Bool) {
+        var r = VisitRecorder(.init(sparseGap: rule ? 120 : .infinity))
+        for (k, north) in [-240.0, -180, -120, -60].enumerated() { r.feed(gpx(at: Double(k) * 60, north)) }
+        r.feed(gpx(at: 240, 0))
+        r.feed(gpx(at: 270, 10, -15))
+        r.feed(gpx(at: 430, -20, 10))
+        r.feed(gpx(at: 690, 60, 30))
+        for k in 1...6 { r.feed(gpx(at: 690 + Double(k) * 60, 60 + Double(k) * 60, 30)) }
+        if rule {
+            #expect(r.arrivals.count == 1)
+            #expect(r.events.first.map { $0.at - t0 } == 690)
+            if let a = r.arrivals.first { #expect(a.arrival - t0 >= 240 && a.arrival - t0 <= 270) }
+        } else {
+            #expect(r.arrivals.isEmpty)
+        }
+    }
+}
