@@ -25,8 +25,9 @@ public struct Visit: Hashable, Sendable {
 /// A *stay* is a run of fixes within `radius` of the stay's running centre. It becomes a visit
 /// (an `arrival` event, back-dated) once its still fixes span `dwell` seconds; it ends (a
 /// `departure` event) once the fixes outside it outweigh indoor jitter and re-acquisition
-/// (`departureIsCertain`) — never because fixes stop. All state is a fixed number of scalars plus a fixed-capacity
-/// buffer of early fixes allocated once at init, so offering a fix never allocates.
+/// (`departureIsCertain`) — never because fixes stop. All state is a fixed number of scalars plus
+/// fixed-capacity buffers of early fixes and of the recent path allocated once at init, so
+/// offering a fix never allocates.
 public struct VisitDetector: Sendable {
     public struct Parameters: Hashable, Sendable {
         /// A fix farther than this from the stay's centre is outside it, metres.
@@ -65,11 +66,12 @@ public struct VisitDetector: Sendable {
         /// A fix within the radius that comes this long or longer after the fix before it is
         /// one of the stay's own, still (a logger that sleeps while it stands), seconds.
         public var sparseGap: Double
-        /// Without a speed, a fix is moving when the fixes this long around it are
+        /// Without a speed, a fix is creeping when the fixes this long around it are
         /// `movingSpeed` × their time apart, seconds…
         public var briskWindow: Double
-        /// …and at least this far, metres.
+        /// …and at least this far, metres;
         public var briskDistance: Double
+        /// or when the fixes this long around it are `progressSpeed` × their time apart, seconds.
         public var symmetricWindow: Double
 
         public init(radius: Double = 100, dwell: Double = 300, coreRadius: Double = 50,
@@ -110,8 +112,9 @@ public struct VisitDetector: Sendable {
         /// Last fix within the core radius of the centre (departure time).
         var lastCore: Timestamp
         /// Last of its own fixes known to be still: with a Doppler speed, its last own fix;
-        /// without one, the last the progress rule has judged (half its window later) and
-        /// found still. The dwell is counted to it.
+        /// without one, the last the movement rules have judged (`symmetricWindow` / 2 later)
+        /// and found neither moving nor creeping, or that made too little progress to be
+        /// judged at all. The dwell is counted to it.
         var lastStill: Timestamp
         var count: Int = 0
         // Weighted Welford: weight sum, mean, sum of weighted squared deviations.
@@ -437,13 +440,13 @@ public struct VisitDetector: Sendable {
     }
 
     /// Keeps the recent path (whatever stay it belongs to) and, for a fix without a speed,
-    /// judges movement on it: the progress rule marks the fix halfway back over its window,
-    /// in the path and in the stays' early fixes of that stretch, so the first fixes of a
-    /// stay are judged with the approach before them. Each path fix half a window old (or
-    /// followed by a gap of `sparseGap`) is then judged: if still and within the core of the
-    /// current or tentative next stay, it is that stay's latest still fix (`lastStill`). A fix
-    /// that has made less than half the progress the rule looks for since the path fix half a
-    /// window back (or stayed within twice its accuracy of it) is still at once.
+    /// judges movement on it: the movement rules mark path fixes moving or creeping, and the
+    /// stays' early fixes of that stretch, so the first fixes of a stay are judged with the
+    /// approach before them. Each path fix `symmetricWindow` / 2 old (or followed by a gap of
+    /// `sparseGap`) is then judged: if neither and within the core of the current or
+    /// tentative next stay, it is that stay's latest still fix (`lastStill`). A fix that has
+    /// made less than half the progress the rules look for since the path fix
+    /// `progressWindow` / 2 back (or stayed within twice its accuracy of it) is still at once.
     mutating func track(_ fix: Fix, _ unit: SIMD3<Double>) {
         if fix.speed == nil, let plane = current,
            let back = path.lastIndex(where: { fix.time - $0.time >= parameters.progressWindow / 2 }),
@@ -480,9 +483,9 @@ public struct VisitDetector: Sendable {
         path.append((fix.time, unit, false, false))
     }
 
-    /// Marks the path fix `i` moving, and the stays' early fixes from it to the next path fix.
-    /// Crept (the three-minute rule): not still, but not moving either for the arrival's time
-    /// and the share of moving fixes.
+    /// Marks the path fix `i` moving or creeping, and the stays' early fixes from it to the
+    /// next path fix. Creeping (the brisk and three-minute rules) is not still, but does not
+    /// count as moving for the arrival's back-dating and the share of moving fixes.
     mutating func markMoved(_ i: Int, before time: Timestamp, crept: Bool = false) {
         func mark(_ e: inout EarlyFix) { if crept { e.crept = true } else { e.moved = true } }
         mark(&path[i])
@@ -494,7 +497,7 @@ public struct VisitDetector: Sendable {
     }
 
     /// Movement over half a minute, for fixes without a speed: the path fix `briskWindow` / 2
-    /// back is moving when the path fixes either side of it (at least that far each way, and
+    /// back is creeping when the path fixes either side of it (at least that far each way, and
     /// no more than two progress windows apart: a longer gap is a logger asleep) are at least
     /// `movingSpeed` × the time between them apart, and at least `briskDistance` and twice
     /// the fix's accuracy — a still receiver's jitter over half a minute is less.
@@ -510,7 +513,7 @@ public struct VisitDetector: Sendable {
     }
 
     /// Progress over three minutes, for fixes without a speed (the labelling guide's rule 2):
-    /// the path fix `symmetricWindow` / 2 back is moving when the path fixes that far either
+    /// the path fix `symmetricWindow` / 2 back is creeping when the path fixes that far either
     /// side of it are at least `progressSpeed` × the time between them apart (and twice the
     /// accuracy), unless that time is over twice the window (a logger asleep). Near the start
     /// of the path, the first path fix serves as the one before, if `briskWindow` / 2 back.
