@@ -89,18 +89,18 @@ extension Connection {
     func encodePending() -> ByteBuffer? {
         guard let context else { return nil }
         let encoder = EventEncoder()
-        scratch.removeAll(keepingCapacity: true)
         let location = pendingLocation
         let status = pendingStatus
-        if let status, locationIsNewest { encoder.appendStatus(status.state, time: status.time, to: &scratch) }
-        if let location { encoder.appendLocation(location, skipped: skippedSincePending, to: &scratch) }
-        if let status, !locationIsNewest { encoder.appendStatus(status.state, time: status.time, to: &scratch) }
+        let (skipped, statusFirst) = (skippedSincePending, locationIsNewest)
         pendingLocation = nil
         pendingStatus = nil
         // Without a location written, the count waits for the next one (it must not be lost when
         // only a status goes out: after an accuracy change dropped the held location, for one).
         if location != nil { skippedSincePending = 0 }
-        guard !scratch.isEmpty else { return nil }
-        return context.channel.allocator.buffer(bytes: scratch)
+        return registry.encoded(context.channel.allocator) { bytes in
+            if let status, statusFirst { encoder.appendStatus(status.state, time: status.time, to: &bytes) }
+            if let location { encoder.appendLocation(location, skipped: skipped, to: &bytes) }
+            if let status, !statusFirst { encoder.appendStatus(status.state, time: status.time, to: &bytes) }
+        }
     }
 }

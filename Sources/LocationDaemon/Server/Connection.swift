@@ -14,7 +14,9 @@ final class Connection: ChannelInboundHandler, DurableSubscriber {
     let hub: Hub
     let configuration: SocketServer.Configuration
     let registry: ConnectionRegistry
-    var logger: Logger
+    /// The daemon's logger; `logger` adds this connection's number and peer to it when something
+    /// is logged (kept in every connection, the metadata would cost ≈ 0.3 KiB each).
+    private let baseLogger: Logger
     let id: SubscriberID
     var context: ChannelHandlerContext?
     var peer: PeerCredentials?
@@ -32,7 +34,6 @@ final class Connection: ChannelInboundHandler, DurableSubscriber {
     var busy = false
     var input: ByteBuffer
     var bucket: TokenBucket
-    var scratch: [UInt8] = []
 
     // Slow-reader outbox: at most one location and one status event held back.
     var pendingLocation: Fix?
@@ -77,10 +78,16 @@ final class Connection: ChannelInboundHandler, DurableSubscriber {
         self.configuration = configuration
         self.registry = registry
         self.id = hub.makeSubscriberID()
-        self.logger = logger
-        self.logger[metadataKey: "connection"] = "\(id.rawValue)"
+        self.baseLogger = logger
         self.input = ByteBuffer()
         self.bucket = TokenBucket(burst: configuration.floodBurst, rate: configuration.floodRate, now: configuration.clock.now())
+    }
+
+    var logger: Logger {
+        var logger = baseLogger
+        logger[metadataKey: "connection"] = "\(id.rawValue)"
+        if let peer { logger[metadataKey: "peer"] = "\(peer)" }
+        return logger
     }
 
     func close() { context?.close(promise: nil) }
@@ -91,9 +98,6 @@ final class Connection: ChannelInboundHandler, DurableSubscriber {
 
     func channelActive(context: ChannelHandlerContext) {
         peer = Self.peerCredentials(of: context.channel)
-        if let peer {
-            logger[metadataKey: "peer"] = "\(peer)"
-        }
         // Counted by uid before anything else is read: a refused connection costs no /proc read.
         let open = registry.add(self)
         if let uid = peer?.uid, open > configuration.maxConnectionsPerUser, !hub.policy.isOwner(uid: uid) {
@@ -156,10 +160,7 @@ final class Connection: ChannelInboundHandler, DurableSubscriber {
     /// Replies are always written (no more are made while the connection is not writable: see
     /// `handleInput`); only events are held back for slow readers.
     func send(_ message: ServerMessage, flush: Bool) {
-        guard let context else { return }
-        scratch.removeAll(keepingCapacity: true)
-        message.append(to: &scratch)
-        let buffer = context.channel.allocator.buffer(bytes: scratch)
+        guard let context, let buffer = registry.encoded(context.channel.allocator, message.append) else { return }
         if flush {
             context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
         } else {
@@ -179,9 +180,8 @@ final class Connection: ChannelInboundHandler, DurableSubscriber {
             logger.warning("refusing connections of uid \(uid): it has \(open) open, the most [socket] max_connections_per_user allows; raise it if that user's programs need more (warned at most once a minute per user\(since))")
         }
         let error = ProtocolError(.tooManyConnections, "uid \(uid) has \(open) connections open, the most this daemon allows one user ([socket] max_connections_per_user = \(limit)); close some")
-        scratch.removeAll(keepingCapacity: true)
-        ServerMessage.error(error).append(to: &scratch)
-        context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: scratch))).assumeIsolated().whenComplete { _ in
+        let buffer = registry.encoded(context.channel.allocator, ServerMessage.error(error).append) ?? ByteBuffer()
+        context.writeAndFlush(wrapOutboundOut(buffer)).assumeIsolated().whenComplete { _ in
             context.close(promise: nil)
         }
     }
@@ -191,9 +191,7 @@ final class Connection: ChannelInboundHandler, DurableSubscriber {
         guard let context, !closing else { return }
         closing = true
         logger.info("closing an abusive connection", metadata: ["code": "\(error.code.rawValue)"])
-        scratch.removeAll(keepingCapacity: true)
-        ServerMessage.error(error).append(to: &scratch)
-        let buffer = context.channel.allocator.buffer(bytes: scratch)
+        let buffer = registry.encoded(context.channel.allocator, ServerMessage.error(error).append) ?? ByteBuffer()
         context.writeAndFlush(wrapOutboundOut(buffer)).assumeIsolated().whenComplete { _ in
             context.close(promise: nil)
         }

@@ -245,15 +245,13 @@ public final class SocketServer: Sendable {
 
     private static func bootstrap(hub: Hub, configuration: Configuration, registry: ConnectionRegistry,
                                   logger: Logger) -> ServerBootstrap {
-        ServerBootstrap(group: hub.eventLoop, childGroup: hub.eventLoop)
-            .serverChannelOption(ChannelOptions.backlog, value: 128)
+        ServerBootstrap.subscribers(on: hub.eventLoop, backlog: 128, writeBufferLow: configuration.writeBufferLowWatermark,
+                                    writeBufferHigh: configuration.writeBufferHighWatermark)
             .serverChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(AcceptFailures(registry: registry, logger: logger))
                 }
             }
-            .childChannelOption(ChannelOptions.writeBufferWaterMark, value: .init(
-                low: configuration.writeBufferLowWatermark, high: configuration.writeBufferHighWatermark))
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(

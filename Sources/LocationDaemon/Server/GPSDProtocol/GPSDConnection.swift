@@ -17,7 +17,13 @@ final class GPSDConnection: ChannelInboundHandler, HubSubscriber {
     private let hub: Hub
     private let configuration: GPSDServer.Configuration
     private let connections: GPSDConnections
-    private var logger: Logger
+    /// The daemon's logger; `logger` adds the connection's number when something is logged.
+    private let baseLogger: Logger
+    private var logger: Logger {
+        var logger = baseLogger
+        logger[metadataKey: "gpsd-connection"] = "\(id.rawValue)"
+        return logger
+    }
     private var context: ChannelHandlerContext?
     private var reader = GPSDRequestReader()
     private var bucket: TokenBucket
@@ -41,8 +47,7 @@ final class GPSDConnection: ChannelInboundHandler, HubSubscriber {
         self.hub = hub
         self.configuration = configuration
         self.connections = connections
-        self.logger = logger
-        self.logger[metadataKey: "gpsd-connection"] = "\(id.rawValue)"
+        self.baseLogger = logger
         self.rule = hub.policy.defaultRule
         self.bucket = TokenBucket(burst: configuration.floodBurst, rate: configuration.floodRate, now: configuration.clock.now())
     }

@@ -46,11 +46,10 @@ public final class GPSDServer: Sendable {
 
     public static func start(hub: Hub, configuration: Configuration, logger: Logger) async throws -> GPSDServer {
         let connections = GPSDConnections(eventLoop: hub.eventLoop)
-        let channel = try await ServerBootstrap(group: hub.eventLoop, childGroup: hub.eventLoop)
-            .serverChannelOption(ChannelOptions.backlog, value: 128)
+        let channel = try await ServerBootstrap.subscribers(on: hub.eventLoop, backlog: 128,
+                                                            writeBufferLow: configuration.writeBufferLowWatermark,
+                                                            writeBufferHigh: configuration.writeBufferHighWatermark)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(ChannelOptions.writeBufferWaterMark, value: .init(
-                low: configuration.writeBufferLowWatermark, high: configuration.writeBufferHighWatermark))
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(

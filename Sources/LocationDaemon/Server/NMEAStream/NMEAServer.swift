@@ -43,10 +43,9 @@ public final class NMEAServer: Sendable {
         let connections = NIOLoopBoundBox.makeBoxSendingValue([:], as: [ObjectIdentifier: NMEAConnection].self, eventLoop: hub.eventLoop)
         let channel: any Channel
         do {
-            channel = try await ServerBootstrap(group: hub.eventLoop, childGroup: hub.eventLoop)
-                .serverChannelOption(ChannelOptions.backlog, value: 32)
-                .childChannelOption(ChannelOptions.writeBufferWaterMark, value: .init(
-                    low: configuration.writeBufferLowWatermark, high: configuration.writeBufferHighWatermark))
+            channel = try await ServerBootstrap.subscribers(on: hub.eventLoop, backlog: 32,
+                                                            writeBufferLow: configuration.writeBufferLowWatermark,
+                                                            writeBufferHigh: configuration.writeBufferHighWatermark)
                 .childChannelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHandler(NMEAConnection(hub: hub, connections: connections, logger: logger))
