@@ -245,17 +245,19 @@ public struct RegionMonitor: Sendable {
         }
         evaluatedLastFix = evaluating.count
         scratch.removeAll(keepingCapacity: true)
+        var segment = SegmentLength()
         for s in evaluating {
-            let before = (slots[s].state, slots[s].enteredAt, slots[s].dwellReported)
-            evaluate(s, fix, prev)
-            if before != (slots[s].state, slots[s].enteredAt, slots[s].dwellReported) { changed.insert(s) }
-            if slots[s].state == .unknown {
+            // One access to the slot for all of it: reading its fields one by one around the
+            // call copied the whole slot (region, strings and fixes) several times per region.
+            let e = slots[s].evaluateRecording(fix, prev, segment: &segment, into: &scratch)
+            if e.changed { changed.insert(s) }
+            if e.unknown {
                 undecided.insert(s)
             } else {
                 // Only a region decided by this fix can still be in `undecided`: no set
                 // operation more per evaluated region and fix than before it existed.
-                if before.0 == .unknown { undecided.remove(s) }
-                if slots[s].isSettled { watch.remove(s) } else { watch.insert(s) }
+                if e.wasUnknown { undecided.remove(s) }
+                if e.settled { watch.remove(s) } else { watch.insert(s) }
             }
         }
         scratch.sort { a, b in
@@ -275,129 +277,157 @@ public struct RegionMonitor: Sendable {
         case .exit: 3
         }
     }
+}
 
-    private mutating func emit(_ s: Int, _ kind: RegionEventKind, _ time: Timestamp, _ c: Coordinate, inferred: Bool = false) {
-        let r = slots[s].region
+extension RegionMonitor.Slot {
+    /// `evaluate`, and what the monitor's sets need to know of it: whether the persistent part
+    /// changed, whether the state was and is unknown, and whether the slot is settled.
+    mutating func evaluateRecording(_ fix: Fix, _ prev: Fix?, segment: inout SegmentLength,
+                                    into events: inout [RegionEvent])
+        -> (changed: Bool, wasUnknown: Bool, unknown: Bool, settled: Bool) {
+        let before = (state, enteredAt, dwellReported)
+        evaluate(fix, prev, segment: &segment, into: &events)
+        return (before != (state, enteredAt, dwellReported), before.0 == .unknown, state == .unknown, isSettled)
+    }
+
+    func emit(_ kind: RegionEventKind, _ time: Timestamp, _ c: Coordinate, inferred: Bool = false,
+              into events: inout [RegionEvent]) {
         switch kind {
-        case .enter: guard r.notifyOnEntry else { return }
-        case .exit: guard r.notifyOnExit else { return }
-        case .inside, .outside: guard r.notifyInitialState else { return }
+        case .enter: guard region.notifyOnEntry else { return }
+        case .exit: guard region.notifyOnExit else { return }
+        case .inside, .outside: guard region.notifyInitialState else { return }
         case .dwell: break
         }
-        scratch.append(RegionEvent(region: r.id, kind: kind, time: time, coordinate: c, inferred: inferred))
+        events.append(RegionEvent(region: region.id, kind: kind, time: time, coordinate: c, inferred: inferred))
     }
 
-    private func decides(_ s: Int, _ f: Fix, inside: Bool) -> Bool {
-        let r = slots[s].region
-        let d = Geodesy.distance(r.center, f.coordinate)
-        return inside ? RegionRules.decidesInside(distance: d, radius: r.radius, accuracy: f.horizontalAccuracy)
-                      : RegionRules.decidesOutside(distance: d, radius: r.radius, accuracy: f.horizontalAccuracy)
+    func decides(_ f: Fix, inside: Bool) -> Bool {
+        let d = Geodesy.distance(region.center, f.coordinate)
+        return inside ? RegionRules.decidesInside(distance: d, radius: region.radius, accuracy: f.horizontalAccuracy)
+                      : RegionRules.decidesOutside(distance: d, radius: region.radius, accuracy: f.horizontalAccuracy)
     }
 
-    private mutating func evaluate(_ s: Int, _ fix: Fix, _ prev: Fix?) {
-        let r = slots[s].region
-        let d = Geodesy.distance(r.center, fix.coordinate)
+    mutating func evaluate(_ fix: Fix, _ prev: Fix?, segment: inout SegmentLength, into events: inout [RegionEvent]) {
+        let radius = region.radius
+        let d = Geodesy.distance(region.center, fix.coordinate)
         let a = fix.horizontalAccuracy
-        let inside = d < r.radius
-        let decIn = RegionRules.decidesInside(distance: d, radius: r.radius, accuracy: a)
-        let decOut = RegionRules.decidesOutside(distance: d, radius: r.radius, accuracy: a)
+        let inside = d < radius
+        let decIn = RegionRules.decidesInside(distance: d, radius: radius, accuracy: a)
+        let decOut = RegionRules.decidesOutside(distance: d, radius: radius, accuracy: a)
         let gap = prev.map { fix.time - $0.time }
-        if let anchor = slots[s].anchor, fix.time - anchor.time > RegionRules.maxInferenceGap {
-            slots[s].anchor = nil
+        if let a = anchor, fix.time - a.time > RegionRules.maxInferenceGap {
+            anchor = nil
         }
-        switch slots[s].state {
+        switch state {
         case .unknown:
             if decIn {
-                slots[s].state = .inside
-                slots[s].enteredAt = fix.time
-                slots[s].dwellReported = false
-                emit(s, .inside, fix.time, fix.coordinate)
+                state = .inside
+                enteredAt = fix.time
+                dwellReported = false
+                emit(.inside, fix.time, fix.coordinate, into: &events)
             } else if decOut {
-                slots[s].state = .outside
-                emit(s, .outside, fix.time, fix.coordinate)
+                state = .outside
+                emit(.outside, fix.time, fix.coordinate, into: &events)
             }
         case .outside:
             if decIn {
-                if slots[s].evidence == 0 {
-                    slots[s].evidenceStart = fix
-                    if slots[s].anchor == nil, let p = prev, fix.time - p.time <= RegionRules.maxInferenceGap,
-                       decides(s, p, inside: false) {
-                        slots[s].anchor = p
+                if evidence == 0 {
+                    evidenceStart = fix
+                    if anchor == nil, let p = prev, fix.time - p.time <= RegionRules.maxInferenceGap,
+                       decides(p, inside: false) {
+                        anchor = p
                     }
                 }
-                slots[s].evidence += 1
-                if RegionRules.confirms(evidence: slots[s].evidence, span: fix.time - (slots[s].evidenceStart ?? fix).time, gap: gap) {
-                    let start = slots[s].evidenceStart ?? fix
-                    slots[s].state = .inside
-                    slots[s].enteredAt = start.time
-                    slots[s].dwellReported = false
-                    slots[s].evidence = 0
-                    slots[s].evidenceStart = nil
-                    slots[s].anchor = nil
-                    emit(s, .enter, start.time, start.coordinate)
+                evidence += 1
+                if RegionRules.confirms(evidence: evidence, span: fix.time - (evidenceStart ?? fix).time, gap: gap) {
+                    let start = evidenceStart ?? fix
+                    state = .inside
+                    enteredAt = start.time
+                    dwellReported = false
+                    evidence = 0
+                    evidenceStart = nil
+                    anchor = nil
+                    emit(.enter, start.time, start.coordinate, into: &events)
                 }
             } else {
-                slots[s].evidence = 0
-                slots[s].evidenceStart = nil
+                evidence = 0
+                evidenceStart = nil
                 if decOut {
                     // Back outside for sure: did the way from the last sure-outside fix pass through?
-                    let from = slots[s].anchor ?? prev.flatMap { decides(s, $0, inside: false) ? $0 : nil }
-                    slots[s].anchor = nil
-                    if let from { inferPass(s, from, fix, distance: d) }
+                    let from = anchor ?? prev.flatMap { decides($0, inside: false) ? $0 : nil }
+                    anchor = nil
+                    if let from { inferPass(from, fix, distance: d, segment: &segment, into: &events) }
                 }
             }
         case .inside:
             if decOut {
-                if slots[s].evidence == 0 { slots[s].evidenceStart = fix }
-                slots[s].evidence += 1
-                if RegionRules.confirms(evidence: slots[s].evidence, span: fix.time - (slots[s].evidenceStart ?? fix).time, gap: gap) {
-                    let start = slots[s].evidenceStart ?? fix
-                    slots[s].state = .outside
-                    slots[s].enteredAt = nil
-                    slots[s].evidence = 0
-                    slots[s].evidenceStart = nil
-                    emit(s, .exit, start.time, start.coordinate)
+                if evidence == 0 { evidenceStart = fix }
+                evidence += 1
+                if RegionRules.confirms(evidence: evidence, span: fix.time - (evidenceStart ?? fix).time, gap: gap) {
+                    let start = evidenceStart ?? fix
+                    state = .outside
+                    enteredAt = nil
+                    evidence = 0
+                    evidenceStart = nil
+                    emit(.exit, start.time, start.coordinate, into: &events)
                 }
             } else {
-                slots[s].evidence = 0
-                slots[s].evidenceStart = nil
+                evidence = 0
+                evidenceStart = nil
             }
         }
         // Not at a fix that may be the first of an exit (evidence pending): the exit would be
         // back-dated to before the dwell, which would tell of a stay that had already ended. If
         // the count resets instead, the fix that resets it is due.
-        if slots[s].state == .inside, slots[s].evidence == 0, let dwell = r.dwell, !slots[s].dwellReported,
-           let entered = slots[s].enteredAt, fix.time - entered >= dwell {
-            slots[s].dwellReported = true
-            emit(s, .dwell, fix.time, fix.coordinate)
+        if state == .inside, evidence == 0, let dwell = region.dwell, !dwellReported,
+           let entered = enteredAt, fix.time - entered >= dwell {
+            dwellReported = true
+            emit(.dwell, fix.time, fix.coordinate, into: &events)
         }
-        slots[s].lastInside = inside
+        lastInside = inside
     }
 
     /// Enter and exit of a region the straight segment `from → to` passes through, both ends
     /// being sure-outside fixes (docs/regions.md, "Crossings between fixes").
     /// `distance`: of `to` from the centre.
-    private mutating func inferPass(_ s: Int, _ from: Fix, _ to: Fix, distance: Double) {
-        let r = slots[s].region
+    mutating func inferPass(_ from: Fix, _ to: Fix, distance: Double, segment: inout SegmentLength,
+                            into events: inout [RegionEvent]) {
+        let radius = region.radius
         let dt = to.time - from.time
         guard dt > 0, dt <= RegionRules.maxInferenceGap else { return }
-        let length = Geodesy.distance(from.coordinate, to.coordinate)
+        let length = segment.length(from.coordinate, to.coordinate)
         guard length / dt <= RegionRules.maxInferenceSpeed else { return }
         // No point of the segment is nearer the centre than `distance − length`: this settles
         // almost every region an outside fix is evaluated for without the plane's trigonometry.
-        guard distance - length < r.radius else { return }
+        guard distance - length < radius else { return }
         guard let crossing = RegionGeometry.segmentCrossing(
-            from: from.coordinate, to: to.coordinate, center: r.center, radius: r.radius) else { return }
+            from: from.coordinate, to: to.coordinate, center: region.center, radius: radius) else { return }
         let margin = RegionRules.enterFactor * Swift.max(from.horizontalAccuracy ?? .infinity, to.horizontalAccuracy ?? .infinity)
-        guard crossing.closest <= r.radius - margin else { return }
+        guard crossing.closest <= radius - margin else { return }
         let tIn = from.time.adding(seconds: crossing.enter * dt)
         let tOut = from.time.adding(seconds: crossing.exit * dt)
-        emit(s, .enter, tIn, RegionGeometry.interpolate(from.coordinate, to.coordinate, crossing.enter), inferred: true)
-        if let dwell = r.dwell, (crossing.exit - crossing.enter) * dt >= dwell {
+        emit(.enter, tIn, RegionGeometry.interpolate(from.coordinate, to.coordinate, crossing.enter), inferred: true, into: &events)
+        if let dwell = region.dwell, (crossing.exit - crossing.enter) * dt >= dwell {
             let f = crossing.enter + dwell / dt
-            emit(s, .dwell, from.time.adding(seconds: f * dt), RegionGeometry.interpolate(from.coordinate, to.coordinate, f), inferred: true)
+            emit(.dwell, from.time.adding(seconds: f * dt), RegionGeometry.interpolate(from.coordinate, to.coordinate, f), inferred: true, into: &events)
         }
-        emit(s, .exit, tOut, RegionGeometry.interpolate(from.coordinate, to.coordinate, crossing.exit), inferred: true)
+        emit(.exit, tOut, RegionGeometry.interpolate(from.coordinate, to.coordinate, crossing.exit), inferred: true, into: &events)
+    }
+}
+
+/// The length of the segment from a fix to the current one, measured once per fix for all the
+/// regions whose crossing it is checked against (the same inputs give the same length).
+struct SegmentLength {
+    private var from: (UInt64, UInt64)?
+    private var value = 0.0
+
+    /// `Geodesy.distance(a, b)` where `b` is the fix being evaluated.
+    mutating func length(_ a: Coordinate, _ b: Coordinate) -> Double {
+        let key = (a.latitude.bitPattern, a.longitude.bitPattern)
+        if let from, from == key { return value }
+        from = key
+        value = Geodesy.distance(a, b)
+        return value
     }
 }
 
