@@ -44,6 +44,36 @@ import LocationCore
         #expect(!Geodesy.isCertainlyCloser(a, b, than: 0.5))
     }
 
+    /// `distanceBounds` lets filters and regions compare distances without the trigonometry;
+    /// `distance` must never fall outside them (or a comparison they decide would come out
+    /// otherwise), and they should be tight: well under a millimetre at the distances filters
+    /// and regions compare (up to tens of kilometres). Pairs everywhere, poles and antimeridian
+    /// included, at every scale.
+    @Test func distanceBoundsHoldDistance() {
+        var state: UInt64 = 0x2545_f491_4f6c_dd1d
+        func unit() -> Double {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Double(state >> 11) / Double(1 << 53)
+        }
+        var unbounded = 0
+        for i in 0..<200_000 {
+            let a = Coordinate(latitude: unit() * 180 - 90, longitude: unit() * 360 - 180)
+            let scale = [1e-8, 1e-6, 1e-4, 1e-2, 0.3, 30][i % 6]  // degrees: a millimetre to 3,000 km
+            let b = Coordinate(latitude: max(-90, min(90, a.latitude + (unit() - 0.5) * scale)),
+                               longitude: a.longitude + (unit() - 0.5) * scale)
+            let d = Geodesy.distance(a, b)
+            let bounds = Geodesy.distanceBounds(Geodesy.unitVector(a), Geodesy.unitVector(b))
+            #expect(bounds.low <= d && d <= bounds.high, "\(a) → \(b): \(d) m outside \(bounds)")
+            if bounds.high == .infinity { unbounded += 1; continue }
+            if d < 50_000 { #expect(bounds.high - bounds.low < 0.001, "\(a) → \(b): \(d) m, bounds \(bounds)") }
+        }
+        #expect(unbounded < 20_000, "only chords beyond half the radius go without an upper bound")
+        // Antipodes: no upper bound, a lower one.
+        let far = Geodesy.distanceBounds(Geodesy.unitVector(Coordinate(latitude: 10, longitude: 20)),
+                                         Geodesy.unitVector(Coordinate(latitude: -10, longitude: -160)))
+        #expect(far.high == .infinity && far.low == 0)
+    }
+
     @Test func symmetricAndZero() {
         let a = Coordinate(latitude: 52.5, longitude: 13.4), b = Coordinate(latitude: -33.9, longitude: 151.2)
         #expect(Geodesy.distance(a, b) == Geodesy.distance(b, a))

@@ -15,11 +15,11 @@ public struct RegionPrograms: Sendable {
 
     /// Region events go to the program's subscribers, or, when none is subscribed, to
     /// `unbound` for the program's queue: regions are monitored in the background.
-    mutating func handle(_ fix: Fix, into out: inout [Delivery], unbound: inout [ProgramEvent]) {
+    mutating func handle(_ fix: Fix, unit: SIMD3<Double>, into out: inout [Delivery], unbound: inout [ProgramEvent]) {
         for p in order {
             if !suspended.isEmpty && suspended.contains(p) { continue }
             scratch.removeAll(keepingCapacity: true)
-            monitors[p]!.handle(fix, into: &scratch)
+            monitors[p]!.handle(fix, unit: unit, into: &scratch)
             guard !scratch.isEmpty else { continue }
             guard let subs = subscribers[p] else {
                 for e in scratch { unbound.append(ProgramEvent(program: p, event: .region(e))) }

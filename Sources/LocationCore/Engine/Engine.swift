@@ -187,7 +187,7 @@ public struct Engine: Sendable {
                     out.append(Delivery(subscriber: subscriptions[i].id, event: .resumed(fix.time)))
                 }
             }
-            if deliver, subscriptions[i].filter.offer(fix) {
+            if deliver, subscriptions[i].filter.offer(fix, unit: unit) {
                 out.append(Delivery(subscriber: subscriptions[i].id, event: .location(fix)))
             }
             if subscriptions[i].extras != nil {
@@ -195,7 +195,7 @@ public struct Engine: Sendable {
                 subscriptions[i].extras!.offer(fix, unit: unit, privacy: privacy) { out.append(Delivery(subscriber: id, event: $0)) }
             }
         }
-        regionPrograms.handle(fix, into: &out, unbound: &programEvents)
+        regionPrograms.handle(fix, unit: unit, into: &out, unbound: &programEvents)
         background.handle(fix, unit: unit, privacy: privacy, into: &programEvents)
     }
 

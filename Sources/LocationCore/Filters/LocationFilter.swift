@@ -85,6 +85,16 @@ public struct DistanceFilter: Hashable, Sendable {
         if Geodesy.isCertainlyCloser(last.coordinate, fix.coordinate, than: threshold) { return false }
         return Geodesy.distance(last.coordinate, fix.coordinate) >= threshold
     }
+
+    /// The same rule, given both fixes' `Geodesy.unitVector`s: decided from their chord where
+    /// its bounds settle it (`Geodesy.distanceBounds`), which is nearly always.
+    @inlinable public func admits(_ fix: Fix, unit: SIMD3<Double>, lastDelivered: Fix?, lastUnit: SIMD3<Double>) -> Bool {
+        guard threshold > 0, let last = lastDelivered else { return true }
+        let bounds = Geodesy.distanceBounds(lastUnit, unit)
+        if bounds.high < threshold { return false }
+        if bounds.low >= threshold { return true }
+        return Geodesy.distance(last.coordinate, fix.coordinate) >= threshold
+    }
 }
 
 /// The minimum interval between delivered fixes, in fix (GPS) time (docs/semantics.md,
@@ -116,6 +126,8 @@ public struct IntervalFilter: Hashable, Sendable {
 public struct LocationFilter: Hashable, Sendable {
     public private(set) var options: SubscriptionOptions
     public private(set) var lastDelivered: Fix?
+    /// `lastDelivered`'s `Geodesy.unitVector` (zero while there is none).
+    @usableFromInline var lastDeliveredUnit = SIMD3<Double>()
     @usableFromInline var gate: AccuracyGate
     @usableFromInline var distance: DistanceFilter
     @usableFromInline var interval: IntervalFilter
@@ -134,6 +146,18 @@ public struct LocationFilter: Hashable, Sendable {
               interval.admits(fix, lastDelivered: lastDelivered),
               distance.admits(fix, lastDelivered: lastDelivered) else { return false }
         lastDelivered = fix
+        lastDeliveredUnit = Geodesy.unitVector(fix.coordinate)
+        return true
+    }
+
+    /// The same, with the fix's `Geodesy.unitVector`, computed once per fix by the caller for
+    /// every subscription: the distance filter then needs no trigonometry for nearly all fixes.
+    public mutating func offer(_ fix: Fix, unit: SIMD3<Double>) -> Bool {
+        guard gate.admits(fix),
+              interval.admits(fix, lastDelivered: lastDelivered),
+              distance.admits(fix, unit: unit, lastDelivered: lastDelivered, lastUnit: lastDeliveredUnit) else { return false }
+        lastDelivered = fix
+        lastDeliveredUnit = unit
         return true
     }
 }

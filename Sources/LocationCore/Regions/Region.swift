@@ -121,11 +121,19 @@ public enum RegionRules {
     /// Whether `fix` (distance `d` from the centre) decides "inside" for a region of radius `r`.
     @inlinable public static func decidesInside(distance d: Double, radius r: Double, accuracy a: Double?) -> Bool {
         guard canDecide(accuracy: a), let a else { return false }
-        return d <= r - enterFactor * a
+        return d <= insideLimit(radius: r, accuracy: a)
     }
 
     @inlinable public static func decidesOutside(distance d: Double, radius r: Double, accuracy a: Double?) -> Bool {
         guard canDecide(accuracy: a), let a else { return false }
-        return d >= r + Swift.max(exitFactor * a, exitFloor)
+        return d >= outsideLimit(radius: r, accuracy: a)
+    }
+
+    /// The distance at or below which a fix of accuracy `a` (one that `canDecide`) decides inside.
+    @inlinable public static func insideLimit(radius r: Double, accuracy a: Double) -> Double { r - enterFactor * a }
+
+    /// The distance at or beyond which a fix of accuracy `a` (one that `canDecide`) decides outside.
+    @inlinable public static func outsideLimit(radius r: Double, accuracy a: Double) -> Double {
+        r + Swift.max(exitFactor * a, exitFloor)
     }
 }

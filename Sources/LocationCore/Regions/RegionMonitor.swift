@@ -47,6 +47,9 @@ public struct RegionMonitor: Sendable {
 
     struct Slot: Sendable {
         var region: Region
+        /// The centre's `Geodesy.unitVector`: most distances a fix is compared with are
+        /// decided from the chord (`BoundedDistance`).
+        var centerUnit: SIMD3<Double>
         var state: RegionState = .unknown
         /// Whether the last fix evaluated for this region was inside its circle (`nil`: none yet).
         var lastInside: Bool?
@@ -85,6 +88,8 @@ public struct RegionMonitor: Sendable {
     var reference: Coordinate?
     var safeDistance = 0.0
     var previous: Fix?
+    /// `previous`'s `Geodesy.unitVector`.
+    var previousUnit = SIMD3<Double>()
     var generation: UInt32 = 0
     var scratch: [RegionEvent] = []
     /// The slots one fix evaluates, kept from fix to fix so that a fix allocates nothing.
@@ -157,7 +162,7 @@ public struct RegionMonitor: Sendable {
     }
 
     private mutating func append(_ record: RegionRecord) {
-        var slot = Slot(region: record.region)
+        var slot = Slot(region: record.region, centerUnit: Geodesy.unitVector(record.region.center))
         slot.state = record.state
         slot.enteredAt = record.state == .inside ? record.enteredAt : nil
         slot.dwellReported = record.dwellReported
@@ -199,6 +204,11 @@ public struct RegionMonitor: Sendable {
 
     /// Runs one fix through the regions, appending their events (sorted by time, then id).
     public mutating func handle(_ fix: Fix, into out: inout [RegionEvent]) {
+        handle(fix, unit: Geodesy.unitVector(fix.coordinate), into: &out)
+    }
+
+    /// The same, with the fix's `Geodesy.unitVector` (computed once per fix by the engine).
+    public mutating func handle(_ fix: Fix, unit: SIMD3<Double>, into out: inout [RegionEvent]) {
         // A fix without a position says nothing of where the device went: as `previous` it
         // would hide the segment from the last real position (no pass inferred across it).
         guard fix.coordinate.isValid else { return }
@@ -213,7 +223,7 @@ public struct RegionMonitor: Sendable {
             case .jumpedBack: previous = nil            // the receiver's clock jumped back: a gap
             }
         }
-        guard !slots.isEmpty else { previous = fix; return }
+        guard !slots.isEmpty else { previous = fix; previousUnit = unit; return }
         let prev = previous
         generation &+= 1
         evaluating.removeAll(keepingCapacity: true)
@@ -245,11 +255,11 @@ public struct RegionMonitor: Sendable {
         }
         evaluatedLastFix = evaluating.count
         scratch.removeAll(keepingCapacity: true)
-        var segment = SegmentLength()
+        var step = FixStep(fix: fix, unit: unit, previous: prev, previousUnit: previousUnit)
         for s in evaluating {
             // One access to the slot for all of it: reading its fields one by one around the
             // call copied the whole slot (region, strings and fixes) several times per region.
-            let e = slots[s].evaluateRecording(fix, prev, segment: &segment, into: &scratch)
+            let e = slots[s].evaluateRecording(&step, into: &scratch)
             if e.changed { changed.insert(s) }
             if e.unknown {
                 undecided.insert(s)
@@ -267,6 +277,7 @@ public struct RegionMonitor: Sendable {
         }
         out.append(contentsOf: scratch)
         previous = fix
+        previousUnit = unit
     }
 
     static func rank(_ k: RegionEventKind) -> Int {
@@ -282,11 +293,10 @@ public struct RegionMonitor: Sendable {
 extension RegionMonitor.Slot {
     /// `evaluate`, and what the monitor's sets need to know of it: whether the persistent part
     /// changed, whether the state was and is unknown, and whether the slot is settled.
-    mutating func evaluateRecording(_ fix: Fix, _ prev: Fix?, segment: inout SegmentLength,
-                                    into events: inout [RegionEvent])
+    mutating func evaluateRecording(_ step: inout FixStep, into events: inout [RegionEvent])
         -> (changed: Bool, wasUnknown: Bool, unknown: Bool, settled: Bool) {
         let before = (state, enteredAt, dwellReported)
-        evaluate(fix, prev, segment: &segment, into: &events)
+        evaluate(&step, into: &events)
         return (before != (state, enteredAt, dwellReported), before.0 == .unknown, state == .unknown, isSettled)
     }
 
@@ -301,19 +311,25 @@ extension RegionMonitor.Slot {
         events.append(RegionEvent(region: region.id, kind: kind, time: time, coordinate: c, inferred: inferred))
     }
 
-    func decides(_ f: Fix, inside: Bool) -> Bool {
-        let d = Geodesy.distance(region.center, f.coordinate)
-        return inside ? RegionRules.decidesInside(distance: d, radius: region.radius, accuracy: f.horizontalAccuracy)
-                      : RegionRules.decidesOutside(distance: d, radius: region.radius, accuracy: f.horizontalAccuracy)
+    /// `RegionRules.decidesOutside` for `f`, whose unit vector is `unit`.
+    func decidesOutside(_ f: Fix, at unit: SIMD3<Double>) -> Bool {
+        guard RegionRules.canDecide(accuracy: f.horizontalAccuracy), let a = f.horizontalAccuracy else { return false }
+        var d = BoundedDistance(region.center, f.coordinate, Geodesy.distanceBounds(centerUnit, unit))
+        return d.isAtLeast(RegionRules.outsideLimit(radius: region.radius, accuracy: a))
     }
 
-    mutating func evaluate(_ fix: Fix, _ prev: Fix?, segment: inout SegmentLength, into events: inout [RegionEvent]) {
+    mutating func evaluate(_ step: inout FixStep, into events: inout [RegionEvent]) {
+        let fix = step.fix, prev = step.previous
         let radius = region.radius
-        let d = Geodesy.distance(region.center, fix.coordinate)
+        var d = BoundedDistance(region.center, fix.coordinate, Geodesy.distanceBounds(centerUnit, step.unit))
         let a = fix.horizontalAccuracy
-        let inside = d < radius
-        let decIn = RegionRules.decidesInside(distance: d, radius: radius, accuracy: a)
-        let decOut = RegionRules.decidesOutside(distance: d, radius: radius, accuracy: a)
+        let inside = d.isBelow(radius)
+        // `RegionRules.decidesInside` and `decidesOutside`, on the bounded distance.
+        var decIn = false, decOut = false
+        if RegionRules.canDecide(accuracy: a), let a {
+            decIn = d.isAtMost(RegionRules.insideLimit(radius: radius, accuracy: a))
+            decOut = !decIn && d.isAtLeast(RegionRules.outsideLimit(radius: radius, accuracy: a))
+        }
         let gap = prev.map { fix.time - $0.time }
         if let a = anchor, fix.time - a.time > RegionRules.maxInferenceGap {
             anchor = nil
@@ -334,7 +350,7 @@ extension RegionMonitor.Slot {
                 if evidence == 0 {
                     evidenceStart = fix
                     if anchor == nil, let p = prev, fix.time - p.time <= RegionRules.maxInferenceGap,
-                       decides(p, inside: false) {
+                       decidesOutside(p, at: step.previousUnit) {
                         anchor = p
                     }
                 }
@@ -354,9 +370,9 @@ extension RegionMonitor.Slot {
                 evidenceStart = nil
                 if decOut {
                     // Back outside for sure: did the way from the last sure-outside fix pass through?
-                    let from = anchor ?? prev.flatMap { decides($0, inside: false) ? $0 : nil }
+                    let from = anchor ?? prev.flatMap { decidesOutside($0, at: step.previousUnit) ? $0 : nil }
                     anchor = nil
-                    if let from { inferPass(from, fix, distance: d, segment: &segment, into: &events) }
+                    if let from { inferPass(from, &step, distance: &d, into: &events) }
                 }
             }
         case .inside:
@@ -390,16 +406,18 @@ extension RegionMonitor.Slot {
     /// Enter and exit of a region the straight segment `from → to` passes through, both ends
     /// being sure-outside fixes (docs/regions.md, "Crossings between fixes").
     /// `distance`: of `to` from the centre.
-    mutating func inferPass(_ from: Fix, _ to: Fix, distance: Double, segment: inout SegmentLength,
+    mutating func inferPass(_ from: Fix, _ step: inout FixStep, distance: inout BoundedDistance,
                             into events: inout [RegionEvent]) {
+        let to = step.fix
         let radius = region.radius
         let dt = to.time - from.time
         guard dt > 0, dt <= RegionRules.maxInferenceGap else { return }
-        let length = segment.length(from.coordinate, to.coordinate)
+        let length = step.length(from: from.coordinate)
         guard length / dt <= RegionRules.maxInferenceSpeed else { return }
         // No point of the segment is nearer the centre than `distance − length`: this settles
-        // almost every region an outside fix is evaluated for without the plane's trigonometry.
-        guard distance - length < radius else { return }
+        // almost every region an outside fix is evaluated for without the plane's trigonometry
+        // (and, x − length growing with x, mostly from the distance's lower bound).
+        guard distance.low - length < radius, distance.exact() - length < radius else { return }
         guard let crossing = RegionGeometry.segmentCrossing(
             from: from.coordinate, to: to.coordinate, center: region.center, radius: radius) else { return }
         let margin = RegionRules.enterFactor * Swift.max(from.horizontalAccuracy ?? .infinity, to.horizontalAccuracy ?? .infinity)
@@ -415,20 +433,67 @@ extension RegionMonitor.Slot {
     }
 }
 
-/// The length of the segment from a fix to the current one, measured once per fix for all the
-/// regions whose crossing it is checked against (the same inputs give the same length).
-struct SegmentLength {
+/// One fix as the regions evaluate it: the fix and the one before, their unit vectors, and the
+/// segment between them, measured once for every region whose crossing it is checked against
+/// (the same inputs give the same length).
+struct FixStep {
+    let fix: Fix
+    let unit: SIMD3<Double>
+    let previous: Fix?
+    let previousUnit: SIMD3<Double>
     private var from: (UInt64, UInt64)?
-    private var value = 0.0
+    private var measured = 0.0
 
-    /// `Geodesy.distance(a, b)` where `b` is the fix being evaluated.
-    mutating func length(_ a: Coordinate, _ b: Coordinate) -> Double {
-        let key = (a.latitude.bitPattern, a.longitude.bitPattern)
-        if let from, from == key { return value }
-        from = key
-        value = Geodesy.distance(a, b)
-        return value
+    init(fix: Fix, unit: SIMD3<Double>, previous: Fix?, previousUnit: SIMD3<Double>) {
+        self.fix = fix; self.unit = unit; self.previous = previous; self.previousUnit = previousUnit
     }
+
+    /// `Geodesy.distance(a, fix.coordinate)`.
+    mutating func length(from a: Coordinate) -> Double {
+        let key = (a.latitude.bitPattern, a.longitude.bitPattern)
+        if let from, from == key { return measured }
+        from = key
+        measured = Geodesy.distance(a, fix.coordinate)
+        return measured
+    }
+}
+
+/// `Geodesy.distance(a, b)` known by its bounds from the chord (`Geodesy.distanceBounds`) until
+/// a comparison they do not settle computes it: each comparison answers as it would on
+/// `distance`, and most never need it.
+struct BoundedDistance {
+    let a: Coordinate, b: Coordinate
+    private(set) var low: Double, high: Double
+
+    init(_ a: Coordinate, _ b: Coordinate, _ bounds: (low: Double, high: Double)) {
+        self.a = a; self.b = b; low = bounds.low; high = bounds.high
+    }
+
+    /// The distance itself (from then on the bounds are it).
+    mutating func exact() -> Double {
+        if low != high {
+            let d = Geodesy.distance(a, b)
+            low = d; high = d
+        }
+        return low
+    }
+
+    /// `distance < x`.
+    mutating func isBelow(_ x: Double) -> Bool {
+        if high < x { return true }
+        if low >= x { return false }
+        return exact() < x
+    }
+
+    /// `distance <= x`.
+    mutating func isAtMost(_ x: Double) -> Bool {
+        if high <= x { return true }
+        if low > x { return false }
+        return exact() <= x
+    }
+
+    /// `distance >= x`.
+    mutating func isAtLeast(_ x: Double) -> Bool { !isBelow(x) }
 }
 
 /// Planar geometry near a region: an azimuthal equidistant plane about its centre, built from
