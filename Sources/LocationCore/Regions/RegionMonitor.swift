@@ -62,6 +62,9 @@ public struct RegionMonitor: Sendable {
         var enteredAt: Timestamp?
         var dwellReported = false
         var stamp: UInt32 = 0
+        /// Whether the slot is in the monitor's `watch` and `undecided` sets: an evaluation
+        /// changes a set only when the membership changes (most leave it as it was).
+        var inWatch = false, inUndecided = false
 
         var isSettled: Bool {
             guard state != .unknown, evidence == 0, anchor == nil, let inside = lastInside else { return false }
@@ -167,7 +170,11 @@ public struct RegionMonitor: Sendable {
         slot.enteredAt = record.state == .inside ? record.enteredAt : nil
         slot.dwellReported = record.dwellReported
         slotByID[record.region.id] = slots.count
-        if slot.state == .unknown { undecided.insert(slots.count) } else { watch.insert(slots.count) }
+        if slot.state == .unknown {
+            undecided.insert(slots.count); slot.inUndecided = true
+        } else {
+            watch.insert(slots.count); slot.inWatch = true
+        }
         slots.append(slot)
         indexDirty = true
     }
@@ -261,13 +268,15 @@ public struct RegionMonitor: Sendable {
             // call copied the whole slot (region, strings and fixes) several times per region.
             let e = slots[s].evaluateRecording(&step, into: &scratch)
             if e.changed { changed.insert(s) }
-            if e.unknown {
-                undecided.insert(s)
-            } else {
-                // Only a region decided by this fix can still be in `undecided`: no set
-                // operation more per evaluated region and fix than before it existed.
-                if e.wasUnknown { undecided.remove(s) }
-                if e.settled { watch.remove(s) } else { watch.insert(s) }
+            switch e.undecided {
+            case true?: undecided.insert(s)
+            case false?: undecided.remove(s)
+            case nil: break
+            }
+            switch e.watch {
+            case true?: watch.insert(s)
+            case false?: watch.remove(s)
+            case nil: break
             }
         }
         scratch.sort { a, b in
@@ -291,13 +300,23 @@ public struct RegionMonitor: Sendable {
 }
 
 extension RegionMonitor.Slot {
-    /// `evaluate`, and what the monitor's sets need to know of it: whether the persistent part
-    /// changed, whether the state was and is unknown, and whether the slot is settled.
+    /// `evaluate`, and what the monitor's records and sets need to know of it: whether the
+    /// persistent part changed, and whether the slot joins (true) or leaves (false)
+    /// `undecided` and `watch`. A slot whose state is unknown is undecided; a known one is
+    /// watched until settled.
     mutating func evaluateRecording(_ step: inout FixStep, into events: inout [RegionEvent])
-        -> (changed: Bool, wasUnknown: Bool, unknown: Bool, settled: Bool) {
+        -> (changed: Bool, undecided: Bool?, watch: Bool?) {
         let before = (state, enteredAt, dwellReported)
         evaluate(&step, into: &events)
-        return (before != (state, enteredAt, dwellReported), before.0 == .unknown, state == .unknown, isSettled)
+        var joinsUndecided: Bool?, joinsWatch: Bool?
+        if state == .unknown {
+            if !inUndecided { inUndecided = true; joinsUndecided = true }
+        } else {
+            if inUndecided { inUndecided = false; joinsUndecided = false }
+            let watched = !isSettled
+            if watched != inWatch { inWatch = watched; joinsWatch = watched }
+        }
+        return (before != (state, enteredAt, dwellReported), joinsUndecided, joinsWatch)
     }
 
     func emit(_ kind: RegionEventKind, _ time: Timestamp, _ c: Coordinate, inferred: Bool = false,
