@@ -100,8 +100,9 @@ import LocationCore
 
     /// `value` rounded half away from zero to `decimals` (0...9) fraction digits, trailing
     /// zeros trimmed (`1.5`, `2`, `-0.25`), never `-0`; `null` when not finite; Swift's
-    /// description for magnitudes too large for exact fixed point.
-    @inlinable mutating func fixed(_ value: Double, decimals: Int) {
+    /// description for magnitudes too large for exact fixed point. Inlined: the encoder's
+    /// callers pass a constant `decimals`, which turns the scale's divisions into multiplications.
+    @inlinable @inline(__always) mutating func fixed(_ value: Double, decimals: Int) {
         guard value.isFinite else { ascii("null"); return }
         precondition(decimals >= 0 && decimals <= 9, "decimals must be 0...9")
         let scale = UInt64(powerOfTen(decimals))
@@ -134,7 +135,7 @@ import LocationCore
     }
 
     /// `.` and `width` (≤ 9) digits of `fraction` (non-zero), trailing zeros dropped.
-    @inlinable mutating func fractionDigits(_ fraction: UInt64, width: Int) {
+    @inlinable @inline(__always) mutating func fractionDigits(_ fraction: UInt64, width: Int) {
         reserve(10)  // '.', a ninth digit, and eight written as one word
         base[count] = UInt8(ascii: ".")
         var p = base + count + 1
