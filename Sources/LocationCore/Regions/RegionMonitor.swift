@@ -67,7 +67,8 @@ public struct RegionMonitor: Sendable {
         var inWatch = false, inUndecided = false
 
         var isSettled: Bool {
-            guard state != .unknown, evidence == 0, anchor == nil, let inside = lastInside else { return false }
+            // `case nil`: comparing the optional fix with `== nil` copied it first.
+            guard state != .unknown, evidence == 0, case nil = anchor, let inside = lastInside else { return false }
             if inside != (state == .inside) { return false }
             if state == .inside, region.dwell != nil, !dwellReported { return false }
             return true
@@ -350,7 +351,7 @@ extension RegionMonitor.Slot {
             decOut = !decIn && d.isAtLeast(RegionRules.outsideLimit(radius: radius, accuracy: a))
         }
         let gap = prev.map { fix.time - $0.time }
-        if let a = anchor, fix.time - a.time > RegionRules.maxInferenceGap {
+        if let t = anchor?.time, fix.time - t > RegionRules.maxInferenceGap {
             anchor = nil
         }
         switch state {
@@ -368,7 +369,7 @@ extension RegionMonitor.Slot {
             if decIn {
                 if evidence == 0 {
                     evidenceStart = fix
-                    if anchor == nil, let p = prev, fix.time - p.time <= RegionRules.maxInferenceGap,
+                    if case nil = anchor, let p = prev, fix.time - p.time <= RegionRules.maxInferenceGap,
                        decidesOutside(p, at: step.previousUnit) {
                         anchor = p
                     }
