@@ -88,12 +88,13 @@ public struct DistanceFilter: Hashable, Sendable {
 
     /// The same rule, given both fixes' `Geodesy.unitVector`s: decided from their chord where
     /// its bounds settle it (`Geodesy.distanceBounds`), which is nearly always.
-    @inlinable public func admits(_ fix: Fix, unit: SIMD3<Double>, lastDelivered: Fix?, lastUnit: SIMD3<Double>) -> Bool {
+    /// The last delivered fix is given by its position alone (no copy of the whole fix).
+    @inlinable public func admits(_ fix: Fix, unit: SIMD3<Double>, lastDelivered: Coordinate?, lastUnit: SIMD3<Double>) -> Bool {
         guard threshold > 0, let last = lastDelivered else { return true }
         let bounds = Geodesy.distanceBounds(lastUnit, unit)
         if bounds.high < threshold { return false }
         if bounds.low >= threshold { return true }
-        return Geodesy.distance(last.coordinate, fix.coordinate) >= threshold
+        return Geodesy.distance(last, fix.coordinate) >= threshold
     }
 }
 
@@ -111,9 +112,14 @@ public struct IntervalFilter: Hashable, Sendable {
     @inlinable public init(minimumInterval: Double) { self.minimumInterval = minimumInterval }
 
     @inlinable public func admits(_ fix: Fix, lastDelivered: Fix?) -> Bool {
-        guard let last = lastDelivered else { return true }
-        switch fix.time.order(after: last.time) {
-        case .later: return fix.time - last.time >= minimumInterval
+        admits(fix, lastDeliveredAt: lastDelivered?.time)
+    }
+
+    /// The same, given the last delivered fix's time.
+    @inlinable public func admits(_ fix: Fix, lastDeliveredAt last: Timestamp?) -> Bool {
+        guard let last else { return true }
+        switch fix.time.order(after: last) {
+        case .later: return fix.time - last >= minimumInterval
         case .sameEpoch, .outOfOrder: return false
         case .jumpedBack: return true
         }
@@ -154,8 +160,9 @@ public struct LocationFilter: Hashable, Sendable {
     /// every subscription: the distance filter then needs no trigonometry for nearly all fixes.
     public mutating func offer(_ fix: Fix, unit: SIMD3<Double>) -> Bool {
         guard gate.admits(fix),
-              interval.admits(fix, lastDelivered: lastDelivered),
-              distance.admits(fix, unit: unit, lastDelivered: lastDelivered, lastUnit: lastDeliveredUnit) else { return false }
+              interval.admits(fix, lastDeliveredAt: lastDelivered?.time),
+              distance.admits(fix, unit: unit, lastDelivered: lastDelivered?.coordinate, lastUnit: lastDeliveredUnit)
+        else { return false }
         lastDelivered = fix
         lastDeliveredUnit = unit
         return true

@@ -44,7 +44,8 @@ public struct SignificantChange: Hashable, Sendable {
             return fix
         }
         guard qualifies(fix, after: last) else {
-            candidate = nil
+            // Most fixes: no candidate to drop, and no write.
+            if case .some = candidate { candidate = nil }
             return nil
         }
         if let c = candidate, fix.time > c.time {
