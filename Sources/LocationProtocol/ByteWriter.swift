@@ -87,6 +87,17 @@ import LocationCore
 
     /// `value`'s decimal digits, at least `width` of them (zero-padded).
     @inlinable mutating func unsigned(_ value: UInt64, width: Int = 1) {
+        // Most numbers a line carries have one or two digits before the point.
+        if width <= 2 && value < 100 {
+            if value < 10 && width <= 1 {
+                byte(UInt8(truncatingIfNeeded: value) &+ 0x30)
+            } else {
+                reserve(2)
+                Self.pair(Int(value), at: base + count)
+                count += 2
+            }
+            return
+        }
         let n = Swift.max(width, Self.digitCount(value))
         reserve(n)
         Self.digits(value, width: n, endingAt: base + count + n)
