@@ -205,6 +205,20 @@ public final class LocationClient: Sendable {
         }
     }
 
+    /// The program's recent visits, oldest first (none for an approximate session), following
+    /// the reply's pages (docs/protocol.md, "Recent visits").
+    public func recentVisits() async throws -> [Visit] {
+        var all: [Visit] = []
+        var offset = 0
+        while true {
+            let reply = try await request { .visits(id: $0, offset: offset) }
+            guard case .visits(_, let page, let next) = reply else { throw LocationClientError.unexpectedReply(reply.line) }
+            all += page
+            guard let next, next > offset else { return all }
+            offset = next
+        }
+    }
+
     /// Tells the daemon the program has its queued events up to `seq` (they are forgotten);
     /// returns how many remain queued.
     @discardableResult
@@ -549,7 +563,7 @@ final class Core: Sendable {
         case .subscribed(let id, _), .unsubscribed(let id): replyID = id
         case .statusReply(let s): replyID = s.id
         case .error(let e): replyID = e.id
-        case .regions(let id, _, _), .regionsChanged(let id, _, _, _), .places(let id, _, _): replyID = id
+        case .regions(let id, _, _), .regionsChanged(let id, _, _, _), .places(let id, _, _), .visits(let id, _, _): replyID = id
         case .session(let info): replyID = info.id
         case .acked(let id, _, _): replyID = id
         case .reloaded(let id): replyID = id

@@ -67,11 +67,13 @@ public enum Daemon {
         let privacyCells = try PrivacyCellStore(database: database)
         let placeStore = try PlaceStore(database: database)
         let places = try placeStore.load(limit: options.maxPlaces)
+        let visitStore = try VisitStore(database: database)
+        let visits = try visitStore.load(limit: options.maxVisits)
         let hub = Hub(eventLoop: loop, sourceDescription: describe(options.source), logger: logger,
                       regionLimits: options.regionLimits, maxBackgroundProgramsPerUser: options.maxBackgroundProgramsPerUser,
                       regionStore: store, queue: queue, identities: identities,
                       privacyCells: privacyCells, publicationTicks: options.source.isLive, gazetteer: gazetteer,
-                      placeStore: placeStore)
+                      placeStore: placeStore, visitStore: visitStore)
         // The approximate-location grid: a fixed seed (replays, tests) or the device secret,
         // created once in the state directory (docs/privacy.md).
         let secret = try options.privacySeed ?? options.databasePath.map { try DeviceSecret.load(path: DeviceSecret.path(forDatabase: $0)) }
@@ -82,6 +84,7 @@ public enum Daemon {
             hub.privacySecret = secret
             if let cell { hub.restorePrivacyCell(cell) }
             hub.restorePlaces(places, limit: options.maxPlaces)
+            hub.restoreVisits(visits, limit: options.maxVisits)
         }.get()
         logger.info("policy", metadata: ["rules": "\(options.policy.rules.map(\.name))",
                                          "default": "\(options.policy.defaultRule.authorization.rawValue) \(options.policy.defaultRule.accuracy.rawValue)"])

@@ -126,12 +126,14 @@ public enum Request: Hashable, Sendable {
     case reload(id: RequestID?)
     /// The program's places (docs/places.md), one page from `offset`.
     case places(id: RequestID?, offset: Int = 0)
+    /// The program's recent visits (docs/places.md), one page from `offset`.
+    case visits(id: RequestID?, offset: Int = 0)
 
     public var id: RequestID? {
         switch self {
         case .hello(let id), .subscribe(let id, _), .unsubscribe(let id), .status(let id, _),
              .regionsAdd(let id, _), .regionsRemove(let id, _), .regionsList(let id, _), .regionsState(let id, _, _),
-             .sessionStart(let id, _, _), .sessionEnd(let id), .ack(let id, _), .reload(let id), .places(let id, _): id
+             .sessionStart(let id, _, _), .sessionEnd(let id), .ack(let id, _), .reload(let id), .places(let id, _), .visits(let id, _): id
         }
     }
 
@@ -178,7 +180,7 @@ public enum Request: Hashable, Sendable {
             throw ProtocolError(.badField, "id must be a number or a string, not \(other.kindName)")
         }
         guard let typeValue = object["type"] else {
-            throw ProtocolError(.missingField, "missing field type; expected one of hello, session.start, session.end, subscribe, unsubscribe, status, regions.add, regions.remove, regions.list, regions.state, places, ack, reload", id: id)
+            throw ProtocolError(.missingField, "missing field type; expected one of hello, session.start, session.end, subscribe, unsubscribe, status, regions.add, regions.remove, regions.list, regions.state, places, visits, ack, reload", id: id)
         }
         guard case .string(let type) = typeValue else {
             throw ProtocolError(.badField, "type must be a string, not \(typeValue.kindName)", id: id)
@@ -244,8 +246,10 @@ public enum Request: Hashable, Sendable {
             return .reload(id: id)
         case "places":
             return .places(id: id, offset: try offset(object, id: id))
+        case "visits":
+            return .visits(id: id, offset: try offset(object, id: id))
         default:
-            throw ProtocolError(.unknownType, "unknown request type \(JSONWriter.quoted(type)); expected one of hello, session.start, session.end, subscribe, unsubscribe, status, regions.add, regions.remove, regions.list, regions.state, places, ack, reload", id: id)
+            throw ProtocolError(.unknownType, "unknown request type \(JSONWriter.quoted(type)); expected one of hello, session.start, session.end, subscribe, unsubscribe, status, regions.add, regions.remove, regions.list, regions.state, places, visits, ack, reload", id: id)
         }
     }
 
@@ -311,6 +315,9 @@ public enum Request: Hashable, Sendable {
             Request.appendOffset(offset, to: &out)
         case .places(_, let offset):
             type("places")
+            Request.appendOffset(offset, to: &out)
+        case .visits(_, let offset):
+            type("visits")
             Request.appendOffset(offset, to: &out)
         case .sessionStart(_, let authorization, let purpose):
             type("session.start")

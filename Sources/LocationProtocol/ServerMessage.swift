@@ -91,6 +91,8 @@ public indirect enum ServerMessage: Hashable, Sendable {
     case regions(id: RequestID?, regions: [RegionRecord], next: Int? = nil)
     /// Reply to `places`: one page of the program's places; `next` as in `regions`.
     case places(id: RequestID?, places: [Place], next: Int? = nil)
+    /// Reply to `visits`: one page of the program's recent visits, oldest first; `next` as in `regions`.
+    case visits(id: RequestID?, visits: [Visit], next: Int? = nil)
     /// Reply to `regions.add` / `regions.remove`: how many changed, how many are registered.
     case regionsChanged(id: RequestID?, added: Int, removed: Int, registered: Int)
     /// A geofence event.
@@ -182,6 +184,8 @@ public indirect enum ServerMessage: Hashable, Sendable {
             appendPage("{\"type\":\"regions\"", id: id, "regions", regions, next: next, to: &out, entry: RegionCodec.appendRegion)
         case .places(let id, let places, let next):
             appendPage("{\"type\":\"places\"", id: id, "places", places, next: next, to: &out, entry: PlaceCodec.appendPlace)
+        case .visits(let id, let visits, let next):
+            appendPage("{\"type\":\"visits\"", id: id, "visits", visits, next: next, to: &out, entry: RecentVisitCodec.appendVisit)
         case .regionsChanged(let id, let added, let removed, let registered):
             JSONWriter.appendASCII("{\"type\":\"regions.changed\"", to: &out)
             appendID(id, to: &out)
@@ -405,6 +409,9 @@ public indirect enum ServerMessage: Hashable, Sendable {
                             next: o["next"] == nil || o["next"] == .null ? nil : try int(o, "next"))
         case "places":
             return .places(id: id, places: try PlaceCodec.decodePlaces(o["places"]),
+                           next: o["next"] == nil || o["next"] == .null ? nil : try int(o, "next"))
+        case "visits":
+            return .visits(id: id, visits: try RecentVisitCodec.decodeVisits(o["visits"]),
                            next: o["next"] == nil || o["next"] == .null ? nil : try int(o, "next"))
         case "regions.changed":
             return .regionsChanged(id: id, added: try int(o, "added"), removed: try int(o, "removed"),

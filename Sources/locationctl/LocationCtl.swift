@@ -14,5 +14,5 @@ struct LocationCtl: AsyncParsableCommand {
             locationd --check-config).
             """,
         version: "0.1.0",
-        subcommands: [Watch.self, Status.self, Replay.self, Simulate.self, Evaluate.self, Regions.self, Places.self, MapCommand.self, GazetteerCommand.self, Policy.self, Reload.self])
+        subcommands: [Watch.self, Status.self, Replay.self, Simulate.self, Evaluate.self, Regions.self, Places.self, Visits.self, MapCommand.self, GazetteerCommand.self, Policy.self, Reload.self])
 }

@@ -20,8 +20,9 @@ struct MapCommand: AsyncParsableCommand {
             outlier gate rejected are red rings; visits are markers with their times that coalesce \
             into clusters when zoomed out, places circles sized by their visits; regions are \
             circles, purple when the log ended inside. \
-            --live draws this program's regions (with an always session) and places from the \
-            running daemon, and with --for SECONDS the track and visits it is sent meanwhile \
+            --live draws this program's regions (with an always session), places and recent \
+            visits from the running daemon, and with --for SECONDS the track and visits it is \
+            sent meanwhile \
             (Ctrl-C ends the wait early). No map tiles unless --tiles is given (a \
             scale bar and a latitude/longitude grid instead). Needs libjs-leaflet and \
             libjs-leaflet.markercluster.
@@ -37,7 +38,7 @@ struct MapCommand: AsyncParsableCommand {
     var leaflet: String = "/usr/share/javascript/leaflet"
     @Option(help: ArgumentHelp("The UTC date of the log's first positions, for a log without RMC or ZDA sentences (as replay --date).", valueName: "YYYY-MM-DD"))
     var date: String?
-    @Flag(help: "Map the running daemon's regions and places of this program (and, with --for, what it is sent meanwhile) instead of a log.")
+    @Flag(help: "Map the running daemon's regions, places and recent visits of this program (and, with --for, what it is sent meanwhile) instead of a log.")
     var live = false
     @Option(name: .customLong("for"), help: ArgumentHelp("With --live: watch this many seconds for fixes and visits before writing the map.", valueName: "SECONDS"))
     var watchSeconds: Double = 0

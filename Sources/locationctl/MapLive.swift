@@ -8,15 +8,14 @@ import Glibc
 
 /// `locationctl map --live`: what the running daemon holds for this program (uid + executable,
 /// as for any client; docs/places.md, "Map"): its regions with their states (they need an
-/// `always` session), its places, and — with `--for SECONDS` — the fixes and visits one
-/// subscription is sent meanwhile. The daemon keeps no list of past visits: a place's
-/// visits, total time and first and last visit are their summary.
+/// `always` session), its places and recent visits, and — with `--for SECONDS` — the fixes
+/// and visits one subscription is sent meanwhile.
 enum MapLive {
     static func run(socket: String, purpose: String?, seconds: Double) async throws -> MapTrip {
         var trip = MapTrip()
         let watcher = seconds > 0 ? try await watch(socket: socket, purpose: purpose, seconds: seconds, into: &trip) : nil
         defer { watcher?.close() }
-        // After the watch, so the places count the visits it saw.
+        // After the watch, so the places and recent visits count the visits it saw.
         let client = try await connect(path: socket, wait: 0)
         defer { client.close() }
         let grant = try await startSession(client, .always, purpose: purpose, what: "a session")
@@ -34,6 +33,12 @@ enum MapLive {
                 note("no regions: they need an always session, and the policy grants \(grant.authorization?.rawValue ?? "none")")
             }
             trip.places = try await client.places()
+            // The watched visits are the newest of the stored ones (a precise session's), or
+            // besides them (an approximate one's cells): each visit once, as the daemon keeps them.
+            let stored = try await client.recentVisits()
+            var visits = VisitHistory(limit: stored.count + trip.visits.count, visits: stored)
+            for v in trip.visits { visits.record(v) }
+            trip.visits = visits.visits
         } catch let e as ProtocolError {
             throw RuntimeError("locationd refused: \(e.code.rawValue): \(e.message)")
         }

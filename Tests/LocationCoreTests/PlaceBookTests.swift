@@ -131,6 +131,12 @@ import Testing
         #expect(engine.places(of: ProgramID("a")).map(\.visits) == [1, 1, 1])
         #expect(engine.places(of: ProgramID("a")) == engine.places(of: ProgramID("b")))
         #expect(engine.places(of: ProgramID("c")).isEmpty)
+        // The recent visits (docs/places.md, "Recent visits") come from the same visits: each
+        // once, as last sent; none for the approximate program or the unbound one.
+        let sent = out.compactMap { d -> Visit? in if d.subscriber == SubscriberID(1), case .visit(let v) = d.event { v } else { nil } }
+        #expect(engine.recentVisits(of: ProgramID("a")) == [sent[1], sent[3], sent[4]])
+        #expect(engine.recentVisits(of: ProgramID("b")) == engine.recentVisits(of: ProgramID("a")))
+        #expect(engine.recentVisits(of: ProgramID("c")).isEmpty)
         #expect(engine.takeChangedPlaces() == [ProgramID("a"), ProgramID("b")])
         #expect(engine.takeChangedPlaces().isEmpty)
     }

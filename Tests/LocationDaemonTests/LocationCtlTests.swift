@@ -259,7 +259,7 @@ import Testing
 /// default twice (ArgumentParser appends `(default: …)` itself).
 @Suite struct LocationCtlHelpTests {
     static let subcommands = [["watch"], ["status"], ["replay"], ["simulate"], ["evaluate"], ["regions", "add"],
-                              ["regions", "remove"], ["regions", "import"], ["places"], ["map"], ["gazetteer", "build"], ["policy", "check"], ["reload"]]
+                              ["regions", "remove"], ["regions", "import"], ["places"], ["visits"], ["map"], ["gazetteer", "build"], ["policy", "check"], ["reload"]]
 
     @Test func discussionsAreParagraphsAndDefaultsAreSaidOnce() throws {
         for command in Self.subcommands {

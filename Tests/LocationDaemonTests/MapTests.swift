@@ -151,6 +151,7 @@ struct MapTests {
     /// `map --live` against a real daemon reading a real gpsd: the demo trip is fed while the
     /// map watches; Ctrl-C ends the watch and the page shows what this program (locationctl)
     /// may see — its three visits, the three places they made, its regions with their states.
+    /// Without `--for`, the map shows the same visits from the daemon's recent visits.
     /// `locationctl places --geojson` exports the same places.
     @Test(.enabled(if: GPSDHarness.isAvailable, "gpsd is not installed (apt-get install gpsd)"))
     func liveShowsTheProgramsRegionsPlacesAndVisits() async throws {
@@ -216,6 +217,15 @@ struct MapTests {
         #expect(dom.contains("id=\"map\"") && !dom.contains("id=\"errors\""), "\(dom.suffix(500))")
         #expect(dom.contains("fixes, 3 visits, 3 places, 2 regions"))
         try Self.screenshot(page, as: "map-live.png", in: dir)
+
+        // No watch: the visits are the ones the daemon kept.
+        let kept = dir.appendingPathComponent("kept.html")
+        let again = try LocationCtlReplayTests.run(["map", "--live", "--socket", daemon.socketPath, "-o", kept.path])
+        #expect(again.status == 0, "\(again.err)")
+        let keptData = try Self.data(of: String(contentsOf: kept, encoding: .utf8))
+        #expect((keptData["visits"] as? [[String: Any]] ?? []).compactMap { $0["label"] as? String } == visits)
+        let keptDOM = try Self.chromium("--dump-dom", kept, in: dir)
+        #expect(!keptDOM.contains("id=\"errors\"") && keptDOM.contains("3 visits, 3 places, 2 regions"), "\(keptDOM.suffix(500))")
 
         // The same places as GeoJSON, from another run of the same program.
         let exported = try LocationCtlReplayTests.run(["places", "--geojson", "--socket", daemon.socketPath])

@@ -130,3 +130,40 @@ import Testing
         #expect(seen == all.map(\.id))
     }
 }
+
+/// `visits` requests and replies (docs/protocol.md, "Recent visits").
+@Suite struct RecentVisitProtocolTests {
+    static func visit(_ n: Int, open: Bool = false) -> Visit {
+        let t = Timestamp(seconds: 1_777_000_000 + Int64(n) * 3600)
+        var v = Visit(kind: open ? .arrival : .departure, arrival: t, departure: open ? nil : t.adding(seconds: 600),
+                      coordinate: Coordinate(latitude: 48 + Double(n) * 1e-3, longitude: 11.5), horizontalAccuracy: 7.25)
+        v.place = UInt64(n)
+        return v
+    }
+
+    @Test func requestAndReplyRoundTrip() throws {
+        #expect(try Request.decode(#"{"type":"visits","id":3,"offset":7}"#) == .visits(id: .number(3), offset: 7))
+        #expect(try Request.decode(String(Request.visits(id: .number(1), offset: 0).line.dropLast())) == .visits(id: .number(1), offset: 0))
+        let visits = [Self.visit(1), Self.visit(2, open: true)]
+        let line = ServerMessage.visits(id: .number(3), visits: visits, next: 2).line
+        #expect(line == #"{"type":"visits","id":3,"visits":[{"type":"visit","event":"departure","arrival":"2026-04-24T04:06:40Z","departure":"2026-04-24T04:16:40Z","latitude":48.001,"longitude":11.5,"horizontalAccuracy":7.25,"place":"p1"},"#
+                + #"{"type":"visit","event":"arrival","arrival":"2026-04-24T05:06:40Z","departure":null,"latitude":48.002,"longitude":11.5,"horizontalAccuracy":7.25,"place":"p2"}],"next":2}"# + "\n")
+        guard case .visits(let id, let back, let next) = try ServerMessage.decode(String(line.dropLast())) else { Issue.record("not visits"); return }
+        #expect(id == .number(3) && next == 2 && back == visits)
+    }
+
+    /// Pages fit one line and together hold every visit once, in order.
+    @Test func pagesFitALineAndCoverAll() throws {
+        let all = (1...3000).map { Self.visit($0) }
+        var offset = 0, seen: [Visit] = []
+        while true {
+            let page = RecentVisitCodec.page(all, from: offset, id: .number(1))
+            #expect(ServerMessage.visits(id: .number(1), visits: Array(page.visits), next: page.next).line.utf8.count <= LocationProtocol.maxLineBytes)
+            seen += page.visits
+            guard let next = page.next else { break }
+            #expect(next > offset)
+            offset = next
+        }
+        #expect(seen == all)
+    }
+}

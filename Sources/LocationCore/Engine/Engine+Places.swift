@@ -10,11 +10,16 @@ public struct PlacePrograms: Sendable {
     var changed: Set<ProgramID> = []
     /// Places per program (the daemon's configuration).
     public var limit = PlaceBook.defaultLimit
+    /// Each program's recent visits, from the same visits as its places.
+    var histories: [ProgramID: VisitHistory] = [:]
+    /// Recent visits per program (the daemon's configuration).
+    public var visitLimit = VisitHistory.defaultLimit
 
     public init() {}
 
     mutating func record(_ visit: inout Visit, for program: ProgramID) {
         visit.place = books[program, default: PlaceBook(limit: limit)].record(visit)
+        histories[program, default: VisitHistory(limit: visitLimit)].record(visit)
         changed.insert(program)
     }
 }
@@ -32,13 +37,31 @@ extension Engine {
         placePrograms.keeping.insert(program)
     }
 
+    /// The recent visits of `program`, oldest first (none for a program that never had a
+    /// precise visit).
+    public func recentVisits(of program: ProgramID) -> [Visit] { placePrograms.histories[program]?.visits ?? [] }
+
+    /// The recent visits of `program`, as the store keeps them.
+    public func visitHistory(of program: ProgramID) -> VisitHistory? { placePrograms.histories[program] }
+
+    /// A program's recent visits as the store kept them (at start).
+    public mutating func restoreVisits(_ history: VisitHistory, for program: ProgramID) {
+        placePrograms.histories[program] = history
+    }
+
+    /// Recent visits per program for histories made from now on.
+    public var visitLimit: Int {
+        get { placePrograms.visitLimit }
+        set { placePrograms.visitLimit = newValue }
+    }
+
     /// Places per program for books made from now on.
     public var placeLimit: Int {
         get { placePrograms.limit }
         set { placePrograms.limit = newValue }
     }
 
-    /// Whether a visit changed a program's places since `takeChangedPlaces`.
+    /// Whether a visit changed a program's places (and recent visits) since `takeChangedPlaces`.
     public var placesChanged: Bool { !placePrograms.changed.isEmpty }
 
     /// Programs whose places changed since the last call (for the store).

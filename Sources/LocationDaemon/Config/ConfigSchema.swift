@@ -102,6 +102,7 @@ public enum ConfigSchema {
         .string("store", "database", \.database),
         .integer("store", "queue_limit", \.queueLimit, range: 1...10_000_000),
         .integer("store", "max_places", \.maxPlaces, range: 1...1_000_000),
+        .integer("store", "max_visits", \.maxVisits, range: 1...100_000),
         .integer("store", "max_background_programs_per_user", \.maxBackgroundProgramsPerUser, range: 1...1_000_000),
         .string("gpsd_server", "listen", \.gpsdServerListen, check: ListenAddress.problem),
         .boolean("gpsd_server", "allow_non_loopback", \.gpsdServerAllowNonLoopback),

@@ -58,6 +58,8 @@ public struct DaemonOptions: Sendable, Equatable {
     public var queueLimit = 10_000
     /// Places kept per program (docs/places.md): past it a new place drops the least visited.
     public var maxPlaces = PlaceBook.defaultLimit
+    /// Recent visits kept per program (docs/places.md): past it the oldest is dropped.
+    public var maxVisits = VisitHistory.defaultLimit
     /// GeoNames dump whose nearest populated place visit and significant events carry
     /// (docs/places.md); "": none.
     public var gazetteer = ""

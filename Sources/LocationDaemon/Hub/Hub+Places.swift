@@ -21,16 +21,31 @@ extension Hub {
         for (program, book) in books { box.value.engine.restorePlaces(book, for: program) }
     }
 
-    /// Writes the books the last input changed (a visit's arrival or departure). A failed
+    /// `program`'s recent visits, oldest first (docs/places.md, "Recent visits").
+    public func recentVisits(of program: ProgramID) -> [Visit] { box.value.engine.recentVisits(of: program) }
+
+    /// The recent visits the store kept, and the bound of every history (`[store] max_visits`),
+    /// before anything is served.
+    public func restoreVisits(_ histories: [ProgramID: VisitHistory], limit: Int) {
+        box.value.engine.visitLimit = limit
+        for (program, history) in histories { box.value.engine.restoreVisits(history, for: program) }
+    }
+
+    /// Writes the books and recent visits the last input changed (a visit's arrival or departure). A failed
     /// write is logged and the book written whole at its next change.
     func storePlaces(_ s: State) {
         guard s.engine.placesChanged else { return }
         let changed = s.engine.takeChangedPlaces()
-        guard let placeStore else { return }
         for program in changed {
-            guard let book = s.engine.placeBook(of: program) else { continue }
-            do { try placeStore.write(book, of: program) } catch {
-                logger.warning("cannot store places", metadata: ["program": "\(program)", "error": "\(error)"])
+            if let placeStore, let book = s.engine.placeBook(of: program) {
+                do { try placeStore.write(book, of: program) } catch {
+                    logger.warning("cannot store places", metadata: ["program": "\(program)", "error": "\(error)"])
+                }
+            }
+            if let visitStore, let history = s.engine.visitHistory(of: program) {
+                do { try visitStore.write(history, of: program) } catch {
+                    logger.warning("cannot store recent visits", metadata: ["program": "\(program)", "error": "\(error)"])
+                }
             }
         }
     }

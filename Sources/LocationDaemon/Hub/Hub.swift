@@ -53,6 +53,8 @@ public final class Hub: Sendable {
     public let privacyCells: PrivacyCellStore?
     /// Keeps each program's places across restarts (written on the loop).
     public let placeStore: PlaceStore?
+    /// Keeps each program's recent visits across restarts (written on the loop).
+    public let visitStore: VisitStore?
     /// The localities of events and places (docs/places.md, "Locality").
     public let gazetteer: Gazetteer?
     /// Programs of one user that may keep background monitoring (`backgroundRefusal(of:)`).
@@ -115,7 +117,7 @@ public final class Hub: Sendable {
                 maxBackgroundProgramsPerUser: Int = Hub.defaultMaxBackgroundProgramsPerUser,
                 regionStore: RegionStore? = nil, queue: EventQueue? = nil, identities: ProgramIdentities? = nil,
                 privacyCells: PrivacyCellStore? = nil, publicationTicks: Bool = false, clock: ShellClock? = nil,
-                gazetteer: Gazetteer? = nil, placeStore: PlaceStore? = nil) {
+                gazetteer: Gazetteer? = nil, placeStore: PlaceStore? = nil, visitStore: VisitStore? = nil) {
         self.eventLoop = eventLoop
         self.clock = clock ?? .of(eventLoop)
         self.publicationTicks = publicationTicks
@@ -125,6 +127,7 @@ public final class Hub: Sendable {
         self.identities = identities
         self.privacyCells = privacyCells
         self.placeStore = placeStore
+        self.visitStore = visitStore
         self.gazetteer = gazetteer
         self.maxBackgroundProgramsPerUser = maxBackgroundProgramsPerUser
         self.logger = logger

@@ -54,6 +54,12 @@ extension Connection {
             let all = session.grant.accuracy == .precise ? hub.places(of: program) : []
             let page = PlaceCodec.page(all, from: offset, id: rid)
             send(.places(id: rid, places: Array(page.places), next: page.next), flush: false)
+        case .visits(let rid, let offset):
+            // Recent visits are kept from precise visits only, as places are (docs/places.md).
+            guard let session else { send(.error(notAuthorized(rid)), flush: false); return }
+            let all = session.grant.accuracy == .precise ? hub.recentVisits(of: program) : []
+            let page = RecentVisitCodec.page(all, from: offset, id: rid)
+            send(.visits(id: rid, visits: Array(page.visits), next: page.next), flush: false)
         case .regionsAdd, .regionsRemove, .regionsList, .regionsState:
             if let error = regionsRefusal(request.id) {
                 send(.error(error), flush: false)
