@@ -129,8 +129,11 @@ import Testing
             #expect(skipped == 0)
             #expect(d.time == fix.time)
             #expect(d.mode == fix.mode)
-            #expect(abs(d.coordinate.latitude - fix.coordinate.latitude) <= 5.0001e-10)
-            #expect(abs(d.coordinate.longitude - fix.coordinate.longitude) <= 5.0001e-10)
+            // Half the last of 9 decimals, plus the rounding of `value · 10^9` and of parsing
+            // back: a few ulps of 180° (2.8e-14 each).
+            let coordinateTolerance = 5e-10 + 1e-13
+            #expect(abs(d.coordinate.latitude - fix.coordinate.latitude) <= coordinateTolerance)
+            #expect(abs(d.coordinate.longitude - fix.coordinate.longitude) <= coordinateTolerance)
             func close(_ a: Double?, _ b: Double?) -> Bool {
                 switch (a, b) {
                 case (nil, nil): true
