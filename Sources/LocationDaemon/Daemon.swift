@@ -155,15 +155,19 @@ public enum Daemon {
         logger.info("regions restored", metadata: metadata)
     }
 
-    /// Restarts the background visit/significant monitors programs left running (fresh
-    /// detectors: their state is not kept, their queued events are).
+    /// Restarts the background visit/significant monitors and durable subscriptions programs
+    /// left running (fresh detectors and filters: their state is not kept, their queued events
+    /// are).
     static func restoreBackground(from queue: EventQueue, into hub: Hub, logger: Logger) async throws {
         let monitors = try queue.loadBackground()
-        guard !monitors.isEmpty else { return }
+        let away = try queue.loadBackground(.durableAway)
+        guard !monitors.isEmpty || !away.isEmpty else { return }
         try await hub.eventLoop.submit {
             for m in monitors { hub.restoreBackground(m.program, options: m.options) }
+            for a in away { hub.restoreAway(a.program, options: a.options) }
         }.get()
-        logger.info("background monitors restored", metadata: ["programs": "\(monitors.count)"])
+        if !monitors.isEmpty { logger.info("background monitors restored", metadata: ["programs": "\(monitors.count)"]) }
+        if !away.isEmpty { logger.info("durable subscriptions away restored", metadata: ["programs": "\(away.count)"]) }
     }
 
     static func describe(_ source: DaemonOptions.Source) -> String {

@@ -97,13 +97,17 @@ extension Engine {
     /// `program` (joining those of its connections that went before), and the subscription
     /// closes. `options` are the subscription's, as granted. Returns the options that would
     /// start the program's background detectors afresh (to remember across restarts), or nil
-    /// if the subscription had none to hand over.
+    /// if the subscription had none to hand over. `keepingLocations` (a durable subscription):
+    /// its location events go on for the program (`keepAway`) instead of ending.
     @discardableResult
-    public mutating func handOver(_ id: SubscriberID, to program: ProgramID, options: SubscriptionOptions) -> SubscriptionOptions? {
+    public mutating func handOver(_ id: SubscriberID, to program: ProgramID, options: SubscriptionOptions,
+                                  keepingLocations: Bool = false) -> SubscriptionOptions? {
         guard let i = indexByID[id] else { return nil }
         let extras = subscriptions[i].extras
-        var ignored: [Delivery] = []
-        handle(.unsubscribe(id), into: &ignored)
+        if !keepingLocations || !keepAway(id, for: program) {
+            var ignored: [Delivery] = []
+            handle(.unsubscribe(id), into: &ignored)
+        }
         guard let extras else { return nil }
         var displaced: SubscriptionExtras?
         let options = background.join(extras, options: options, for: program, displaced: &displaced)

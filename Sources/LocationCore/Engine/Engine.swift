@@ -16,6 +16,12 @@ public struct Engine: Sendable {
         var raw = false
         /// Present when the subscription pauses while the device is still.
         var pause: StationaryPause? = nil
+        /// The program whose durable subscription this is while it is away: its events are
+        /// program events (Engine+Away.swift).
+        var awayFor: ProgramID? = nil
+        /// Taken back from away by a new subscribe (`resumeAway`): its filters go on if the
+        /// options are the same.
+        var resumed = false
     }
 
     @usableFromInline var subscriptions: [Subscription] = []
@@ -48,10 +54,13 @@ public struct Engine: Sendable {
     @usableFromInline var anyRaw = false
     /// Each program's places, from its precise visits (Engine+Places.swift).
     @usableFromInline var placePrograms = PlacePrograms()
+    /// Durable subscriptions of programs that are away, by program (Engine+Away.swift).
+    @usableFromInline var awayByProgram: [ProgramID: SubscriberID] = [:]
 
     public init() {}
 
-    public var subscriberCount: Int { subscriptions.count }
+    /// Subscriptions of connections (durable subscriptions away are not counted).
+    public var subscriberCount: Int { subscriptions.count - awayByProgram.count }
 
     public func options(of id: SubscriberID) -> SubscriptionOptions? {
         indexByID[id].map { subscriptions[$0].filter.options }
@@ -62,7 +71,10 @@ public struct Engine: Sendable {
     /// before the fix's own deliveries to the others).
     public mutating func handle(_ input: EngineInput, into out: inout [Delivery]) {
         let deliveriesBefore = out.count, programEventsBefore = programEvents.count
-        defer { recordPlaces(&out, from: deliveriesBefore, programEventsFrom: programEventsBefore) }
+        defer {
+            if !awayByProgram.isEmpty { routeAway(&out, from: deliveriesBefore, programEventsFrom: programEventsBefore) }
+            recordPlaces(&out, from: deliveriesBefore, programEventsFrom: programEventsBefore)
+        }
         switch input {
         case .fix(var fix):
             // The shells never pass these (GPSDTPV.engineInput, the NMEA assembler), but a NaN
@@ -107,7 +119,14 @@ public struct Engine: Sendable {
             if let existing = indexByID[id] {
                 i = existing
                 previous = subscriptions[i].extras
+                let old = subscriptions[i]
                 subscriptions[i] = sub
+                // Back from away with the same options: one continuous filter (no location
+                // repeated at subscribe, the distance measured from the last one queued).
+                if old.resumed, old.filter.options == sub.filter.options, old.approximate == sub.approximate, old.raw == sub.raw {
+                    subscriptions[i].filter = old.filter
+                    subscriptions[i].pause = old.pause
+                }
                 if let old = previous, subscriptions[i].extras?.adopt(old) == true { previous = nil }
             } else {
                 i = subscriptions.count

@@ -21,17 +21,25 @@ extension Hub {
     public func subscriptionKept(_ id: SubscriberID, of program: ProgramID, always options: SubscriptionOptions?) -> Bool {
         // Only for a subscription that is open: kept for a closed one, it outlived every close.
         guard box.value.subscribers[id] != nil else { return true }
-        if let options, Self.keptInBackground(options) {
+        // A durable subscription with locations goes on away (`Hub+DurableAway`): bounded as
+        // background monitors are.
+        let away = options.map { box.value.durableSubscribers[id] == program && Self.keptAway($0) } ?? false
+        if let options, Self.keptInBackground(options) || away {
             guard backgroundRefusal(of: program) == nil else {
                 box.value.refusedBackground.insert(id)
                 return false
             }
             box.value.refusedBackground.remove(id)
-            box.value.alwaysSubscriptions[id] = (program, options)
-            rememberBackground(of: program)
+            if Self.keptInBackground(options) {
+                box.value.alwaysSubscriptions[id] = (program, options)
+                rememberBackground(of: program)
+            } else {
+                forgetAlways(id)
+            }
         } else {
             forgetAlways(id)
         }
+        rememberAway(id, of: program, always: options)
         return true
     }
 
@@ -50,13 +58,18 @@ extension Hub {
         // store, so a hand-over would keep what a kill would have lost.
         if box.value.refusedBackground.contains(id) { return unsubscribe(id) }
         box.value.subscribers[id] = nil
-        endDurable(id)
+        let away = box.value.durableSubscribers[id] == program && Self.keptAway(options)
+        endDurable(id, keepingAway: away)
         // What the program keeps away is decided by the identity of the session that handed
         // over (a reload meanwhile may have forgotten the one its session.start recorded).
         if let identity, speaksForItsProgram(identity) { identities?.record(identity) }
         box.value.alwaysSubscriptions[id] = nil
-        if box.value.engine.handOver(id, to: program, options: options) != nil {
+        if box.value.engine.handOver(id, to: program, options: options, keepingLocations: away) != nil {
             logger.info("background monitoring", metadata: ["program": "\(program)"])
+        }
+        if away {
+            rememberAway(of: program, options: options)  // a write that failed at subscribe
+            logger.info("durable subscription away", metadata: ["program": "\(program)"])
         }
         rememberBackground(of: program)
         updateDemand()
@@ -68,6 +81,7 @@ extension Hub {
     public func takeBack(_ program: ProgramID, into id: SubscriberID) {
         let s = box.value
         guard s.subscribers[id] != nil else { return }  // as subscriptionKept
+        endAwayAtSubscribe(of: program)
         var held: [Delivery] = []  // visits held while approximate, for a precise subscription
         guard s.engine.takeBack(program, into: id, deliveries: &held) else { return }
         for d in held { deliver(d, s) }

@@ -32,6 +32,7 @@ extension Hub {
     func programsKeepingBackground() -> Set<ProgramID> {
         let s = box.value
         var programs = Set(s.engine.backgroundProgramIDs).union(s.rememberedBackground.keys)
+            .union(s.engine.awayProgramIDs).union(s.rememberedAway.keys)
         for kept in s.alwaysSubscriptions.values { programs.insert(kept.program) }
         return programs
     }

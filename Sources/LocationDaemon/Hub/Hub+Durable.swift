@@ -31,10 +31,13 @@ extension Hub {
         return "another connection of this program (\(program.rawValue)) holds its durable subscription; close it first, or subscribe without durable"
     }
 
-    /// `id`'s subscription is no longer durable (ended, or resubscribed without).
-    public func endDurable(_ id: SubscriberID) {
+    /// `id`'s subscription is no longer durable (ended, or resubscribed without); unless it goes
+    /// on away (`keepingAway`: a hand-over), a restart does not start it again either.
+    public func endDurable(_ id: SubscriberID, keepingAway: Bool = false) {
         let s = box.value
-        guard let program = s.durableSubscribers.removeValue(forKey: id) else { return }
+        guard let program = s.durableSubscribers[id] else { return }
+        if !keepingAway { rememberAway(id, of: program, always: nil) }
+        s.durableSubscribers[id] = nil
         if s.durablePrograms[program] == id { s.durablePrograms[program] = nil }
     }
 

@@ -21,7 +21,7 @@ extension Hub {
     /// stopped the same way. Suspended regions resume when the rule allows them again.
     public func enforcePolicy() {
         let s = box.value
-        var programs = Set(s.engine.regionProgramIDs).union(s.engine.backgroundProgramIDs)
+        var programs = Set(s.engine.regionProgramIDs).union(s.engine.backgroundProgramIDs).union(s.engine.awayProgramIDs)
         if let queue { programs.formUnion(queue.programsWithEvents) }
         programs.formUnion(s.unwritten.programsWithEvents)
         identities?.forget { !needsIdentity($0, s) }
@@ -83,6 +83,7 @@ extension Hub {
     func needsIdentity(_ program: ProgramID, _ s: State) -> Bool {
         s.engine.hasRegions(of: program) || s.engine.backgroundAccuracy(of: program) != nil
             || s.rememberedBackground[program] != nil || queue?.hasEvents(of: program) == true
+            || s.engine.awayAccuracy(of: program) != nil || s.rememberedAway[program] != nil
             || s.unwritten.events(of: program) > 0 || s.alwaysSubscriptions.values.contains { $0.program == program }
     }
 
@@ -94,6 +95,11 @@ extension Hub {
             s.engine.endBackground(program)
             rememberBackground(of: program)
             logger.notice("policy: background monitoring ended", metadata: meta)
+        }
+        if let accuracy = s.engine.awayAccuracy(of: program), !rule.keepsBackground(at: accuracy) {
+            s.engine.endAway(program)
+            rememberAway(of: program, options: nil)
+            logger.notice("policy: durable subscription away ended", metadata: meta)
         }
         if !rule.keepsQueue, let queue, queue.count(of: program) + s.unwritten.events(of: program) > 0 {
             do {

@@ -11,7 +11,7 @@ extension Hub {
     public var needsFixes: Bool {
         let s = box.value
         return s.openSessions > 0 || s.engine.subscriberCount > 0 || s.engine.monitorsRegions
-            || !s.engine.backgroundProgramIDs.isEmpty
+            || !s.engine.backgroundProgramIDs.isEmpty || s.engine.hasAwaySubscriptions
     }
 
     /// Whether the receiver is watched now (nil: the source is not gated, e.g. a replay).

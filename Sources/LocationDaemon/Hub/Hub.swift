@@ -108,6 +108,8 @@ public final class Hub: Sendable {
         var durableSubscribers: [SubscriberID: ProgramID] = [:]
         var durablePrograms: [ProgramID: SubscriberID] = [:]
         var durableEvents: [ProgramEvent] = []
+        /// What the `durable_away` table holds per program (`Hub+DurableAway`).
+        var rememberedAway: [ProgramID: SubscriptionOptions] = [:]
 
         init(encoder: EventEncoder) { lines = EncodedLines(encoder: encoder) }
     }
@@ -196,6 +198,9 @@ public final class Hub: Sendable {
         // A new subscription is decided afresh (`subscriptionKept`, after its status): an old
         // refusal must not end it at a hand-over in between.
         box.value.refusedBackground.remove(id)
+        // A durable subscribe takes the program's durable subscription back from away, its
+        // filters going on (`Engine.resumeAway`).
+        if let program = box.value.durableSubscribers[id] { box.value.engine.resumeAway(of: program, as: id) }
         withoutActuallyEscaping(afterStatus) { handle(.subscribe(id, options), afterFirstDelivery: $0) }
         updateDemand()
         if !box.value.hadSubscription {

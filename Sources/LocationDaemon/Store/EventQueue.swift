@@ -44,6 +44,8 @@ public final class EventQueue: @unchecked Sendable {
               lost_through INTEGER NOT NULL) WITHOUT ROWID;
             CREATE TABLE IF NOT EXISTS background (
               program TEXT PRIMARY KEY, accuracy TEXT NOT NULL, request TEXT NOT NULL) WITHOUT ROWID;
+            CREATE TABLE IF NOT EXISTS durable_away (
+              program TEXT PRIMARY KEY, accuracy TEXT NOT NULL, request TEXT NOT NULL) WITHOUT ROWID;
             """)
         try loadHeads()
         // A lowered limit applies at once: the oldest beyond it count as lost.
@@ -258,16 +260,24 @@ public final class EventQueue: @unchecked Sendable {
         return heads[program]!.count
     }
 
-    // MARK: Background monitors (remembered across restarts)
+    // MARK: What programs keep while away (remembered across restarts)
 
-    /// `program` monitors visits/significant changes in the background with these options
-    /// (kept as the subscribe request line that asked for them, and the session's accuracy).
-    /// False when it could not be written (reported).
+    /// What a program keeps running while away, one row per program in each: its background
+    /// visit/significant monitors, and its durable subscription (docs/semantics.md).
+    public enum Kept: String, Sendable {
+        case background
+        case durableAway = "durable_away"
+        var what: String { self == .background ? "background monitor" : "durable subscription away" }
+    }
+
+    /// `program` keeps `kept` running with these options (kept as the subscribe request line
+    /// that asked for them, and the session's accuracy). False when it could not be written
+    /// (reported).
     @discardableResult
-    func saveBackground(_ program: ProgramID, options: SubscriptionOptions) -> Bool {
+    func saveBackground(_ program: ProgramID, options: SubscriptionOptions, in kept: Kept = .background) -> Bool {
         do {
             let upsert = try database.prepare("""
-                INSERT INTO background (program, accuracy, request) VALUES (?, ?, ?)
+                INSERT INTO \(kept.rawValue) (program, accuracy, request) VALUES (?, ?, ?)
                 ON CONFLICT (program) DO UPDATE SET accuracy = excluded.accuracy, request = excluded.request
                 """)
             defer { sqlite3_finalize(upsert) }
@@ -277,29 +287,29 @@ public final class EventQueue: @unchecked Sendable {
             try database.run(upsert)
             return true
         } catch {
-            database.report("writing the background monitor of \(program.rawValue)", error)
+            database.report("writing the \(kept.what) of \(program.rawValue)", error)
             return false
         }
     }
 
     /// False when it could not be written (reported).
     @discardableResult
-    func removeBackground(_ program: ProgramID) -> Bool {
+    func removeBackground(_ program: ProgramID, in kept: Kept = .background) -> Bool {
         do {
-            let delete = try database.prepare("DELETE FROM background WHERE program = ?")
+            let delete = try database.prepare("DELETE FROM \(kept.rawValue) WHERE program = ?")
             defer { sqlite3_finalize(delete) }
             locationd_sqlite3_bind_text(delete, 1, program.rawValue)
             try database.run(delete)
             return true
         } catch {
-            database.report("removing the background monitor of \(program.rawValue)", error)
+            database.report("removing the \(kept.what) of \(program.rawValue)", error)
             return false
         }
     }
 
-    /// The remembered background monitors; unreadable rows are reported and skipped.
-    func loadBackground() throws -> [(program: ProgramID, options: SubscriptionOptions)] {
-        let stmt = try database.prepare("SELECT program, accuracy, request FROM background ORDER BY program")
+    /// The remembered rows of `kept`; unreadable rows are reported and skipped.
+    func loadBackground(_ kept: Kept = .background) throws -> [(program: ProgramID, options: SubscriptionOptions)] {
+        let stmt = try database.prepare("SELECT program, accuracy, request FROM \(kept.rawValue) ORDER BY program")
         defer { sqlite3_finalize(stmt) }
         var out: [(program: ProgramID, options: SubscriptionOptions)] = []
         while try database.step(stmt) {
@@ -307,7 +317,7 @@ public final class EventQueue: @unchecked Sendable {
             let accuracy = Accuracy(rawValue: String(cString: sqlite3_column_text(stmt, 1)))
             let line = String(cString: sqlite3_column_text(stmt, 2))
             guard let accuracy, case .subscribe(_, var options)? = try? Request.decode(line.hasSuffix("\n") ? String(line.dropLast()) : line) else {
-                database.report("reading the background monitors", StoreError(description: "background monitor of \(program) is unreadable; skipped"))
+                database.report("reading the \(kept.what)s", StoreError(description: "\(kept.what) of \(program) is unreadable; skipped"))
                 continue
             }
             options.accuracy = accuracy
