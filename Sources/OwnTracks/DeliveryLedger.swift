@@ -32,6 +32,11 @@ public struct DeliveryLedger: Sendable {
     public private(set) var lastTaken: UInt64?
     /// A numbered event was refused: the rest come again after a new subscribe.
     public private(set) var needsResubscribe = false
+    /// Messages in flight when the connection to the broker dropped. libmosquitto sends them
+    /// again after its reconnect, but only after the connect callback, and it sends a message
+    /// handed to it at that moment at once: handed before they are PUBACKed, a newer message
+    /// would reach the broker before them. `next` is nil until they are all PUBACKed.
+    public private(set) var resending: Set<Int32> = []
     public let limit: Int
 
     public init(limit: Int) { self.limit = max(1, limit) }
@@ -74,7 +79,13 @@ public struct DeliveryLedger: Sendable {
     }
 
     /// The next message to hand to the client, if any; `handed(mid:)` or `putBack()` follows.
-    public var next: Entry? { waiting > 0 ? outbox[outboxStart] : nil }
+    /// Nil while messages of an earlier connection are being sent again (`resending`).
+    public var next: Entry? { waiting > 0 && resending.isEmpty ? outbox[outboxStart] : nil }
+
+    /// The connection to the broker dropped: what is in flight goes again first.
+    public mutating func brokerDisconnected() {
+        resending.formUnion(inFlight.keys)
+    }
 
     /// The client took `next` under message id `mid`.
     public mutating func handed(mid: Int32) {
@@ -87,6 +98,7 @@ public struct DeliveryLedger: Sendable {
     /// The broker acknowledged message `mid`. Returns the seq now to acknowledge to locationd,
     /// if it moved.
     public mutating func puback(mid: Int32) -> UInt64? {
+        resending.remove(mid)
         guard let entry = inFlight.removeValue(forKey: mid) else { return nil }
         if let seq = entry { markDone(seq) }
         return advance()

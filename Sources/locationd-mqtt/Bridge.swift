@@ -216,6 +216,7 @@ import OwnTracks
                 log.warning("disconnected from the broker; reconnecting with back-off", metadata: ["reason": "\(MQTTClient.describe(error: code))"])
             }
             brokerConnected = false
+            ledger.brokerDisconnected()
         case .published(let mid):
             status.published += 1
             status.lastPuback = Self.now()

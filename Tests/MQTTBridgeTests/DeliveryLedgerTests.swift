@@ -56,6 +56,32 @@ import Testing
         #expect(ledger.puback(mid: again[1]) == 3)
     }
 
+    /// libmosquitto resends what was in flight only after its connect callback, and sends a
+    /// message handed to it then at once: nothing newer is handed until those are PUBACKed, or
+    /// the newer would reach the broker first (a seq arriving after later ones).
+    @Test func afterABrokerReconnectNothingNewIsHandedBeforeTheResentArePubacked() {
+        var ledger = DeliveryLedger(limit: 10)
+        var mid: Int32 = 1
+        ledger.received(message(1), seq: 1)
+        ledger.received(message(2), seq: 2)
+        let old = handAll(&ledger, from: &mid)
+        ledger.brokerDisconnected()
+        for seq in UInt64(3)...5 { ledger.received(message(Int(seq)), seq: seq) }
+        #expect(ledger.next == nil, "1 and 2 go again first")
+        #expect(ledger.puback(mid: old[1]) == nil)
+        #expect(ledger.next == nil, "1 is still being sent again")
+        #expect(ledger.puback(mid: old[0]) == 2)
+        #expect(ledger.next?.seq == 3)
+        let new = handAll(&ledger, from: &mid)
+        #expect(new.count == 3)
+        ledger.brokerDisconnected()
+        ledger.resubscribed()  // in flight without a seq now: still resent first
+        ledger.received(message(6), seq: 6)
+        #expect(ledger.next == nil)
+        for m in new { _ = ledger.puback(mid: m) }
+        #expect(ledger.next != nil)
+    }
+
     @Test func aFullOutboxRefusesNumberedEventsUntilASubscribeWritesThemAgain() {
         var ledger = DeliveryLedger(limit: 3)
         for seq in UInt64(1)...5 { ledger.received(message(Int(seq)), seq: seq) }
