@@ -357,7 +357,9 @@ public enum JSONWriter {
     /// Swift's shortest round-trip representation. Non-finite values become `null`.
     public static func appendNumber(_ value: Double, to out: inout [UInt8]) {
         guard value.isFinite else { appendASCII("null", to: &out); return }
-        if value == value.rounded(), abs(value) < 9_007_199_254_740_992 {
+        // Whole numbers below 10^16 as integers (2^53 and just above too, which `description`
+        // writes as "9007199254740992.0"); from 10^16 `description`'s exponent form.
+        if value == value.rounded(), abs(value) < 10_000_000_000_000_000 {
             DecimalFormat.appendInteger(Int64(value), to: &out)
         } else {
             out.append(contentsOf: value.description.utf8)

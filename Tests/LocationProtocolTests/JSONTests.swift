@@ -95,6 +95,9 @@ import Testing
         #expect(JSONWriter.numberText(-3) == "-3")
         #expect(JSONWriter.numberText(1.5) == "1.5")
         #expect(JSONWriter.numberText(1e20) == "1e+20")
+        #expect(JSONWriter.numberText(9_007_199_254_740_992) == "9007199254740992")
+        #expect(JSONWriter.numberText(-9_999_999_999_999_998) == "-9999999999999998")
+        #expect(JSONWriter.numberText(1e16) == "1e+16")
         #expect(JSONWriter.numberText(.nan) == "null")
     }
 }
