@@ -421,6 +421,27 @@ public final class Database: @unchecked Sendable {
         guard sqlite3_step(stmt) == SQLITE_DONE else { throw failure() }
     }
 
+    /// Replaces `program`'s rows of `table` with one row per element: column 1 the program,
+    /// columns 2… bound by `bind` (in the caller's transaction, or its own).
+    func replaceRows<Rows: Sequence>(of program: String, in table: String, columns: Int, _ rows: Rows,
+                                     bind: (OpaquePointer, Rows.Element) -> Void) throws {
+        try transaction {
+            let delete = try prepare("DELETE FROM \(table) WHERE program = ?")
+            defer { sqlite3_finalize(delete) }
+            locationd_sqlite3_bind_text(delete, 1, program)
+            try run(delete)
+            let marks = Array(repeating: "?", count: columns).joined(separator: ", ")
+            let insert = try prepare("INSERT INTO \(table) VALUES (\(marks))")
+            defer { sqlite3_finalize(insert) }
+            for row in rows {
+                sqlite3_reset(insert)
+                locationd_sqlite3_bind_text(insert, 1, program)
+                bind(insert, row)
+                try run(insert)
+            }
+        }
+    }
+
     /// Runs `body` in a transaction, all or nothing; nested calls join the outer one, so a
     /// fix's region states and queued events are one commit.
     func transaction(_ body: () throws -> Void) throws {

@@ -52,22 +52,13 @@ public final class PlaceStore: @unchecked Sendable {
     /// Replaces what is kept of `program`'s places with `book`.
     func write(_ book: PlaceBook, of program: ProgramID) throws {
         try database.transaction {
-            let delete = try database.prepare("DELETE FROM places WHERE program = ?")
-            defer { sqlite3_finalize(delete) }
-            locationd_sqlite3_bind_text(delete, 1, program.rawValue)
-            try database.run(delete)
-            let insert = try database.prepare("INSERT INTO places VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
-            defer { sqlite3_finalize(insert) }
-            for p in book.places {
-                sqlite3_reset(insert)
-                locationd_sqlite3_bind_text(insert, 1, program.rawValue)
+            try database.replaceRows(of: program.rawValue, in: "places", columns: 9, book.places) { insert, p in
                 sqlite3_bind_int64(insert, 2, Int64(clamping: p.id))
                 sqlite3_bind_double(insert, 3, p.sum.x); sqlite3_bind_double(insert, 4, p.sum.y); sqlite3_bind_double(insert, 5, p.sum.z)
                 sqlite3_bind_int64(insert, 6, Int64(p.visits))
                 sqlite3_bind_double(insert, 7, p.totalSeconds)
                 sqlite3_bind_int64(insert, 8, p.firstVisit.nanoseconds)
                 sqlite3_bind_int64(insert, 9, p.lastVisit.nanoseconds)
-                try database.run(insert)
             }
             let head = try database.prepare("INSERT OR REPLACE INTO place_books VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
             defer { sqlite3_finalize(head) }

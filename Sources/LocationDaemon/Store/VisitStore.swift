@@ -37,24 +37,13 @@ public final class VisitStore: @unchecked Sendable {
 
     /// Replaces what is kept of `program`'s recent visits with `history`.
     func write(_ history: VisitHistory, of program: ProgramID) throws {
-        try database.transaction {
-            let delete = try database.prepare("DELETE FROM recent_visits WHERE program = ?")
-            defer { sqlite3_finalize(delete) }
-            locationd_sqlite3_bind_text(delete, 1, program.rawValue)
-            try database.run(delete)
-            let insert = try database.prepare("INSERT INTO recent_visits VALUES (?, ?, ?, ?, ?, ?, ?)")
-            defer { sqlite3_finalize(insert) }
-            for v in history.visits {
-                sqlite3_reset(insert)
-                locationd_sqlite3_bind_text(insert, 1, program.rawValue)
-                sqlite3_bind_int64(insert, 2, v.arrival.nanoseconds)
-                if let departure = v.departure { sqlite3_bind_int64(insert, 3, departure.nanoseconds) } else { sqlite3_bind_null(insert, 3) }
-                sqlite3_bind_double(insert, 4, v.coordinate.latitude)
-                sqlite3_bind_double(insert, 5, v.coordinate.longitude)
-                sqlite3_bind_double(insert, 6, v.horizontalAccuracy)
-                if let place = v.place { sqlite3_bind_int64(insert, 7, Int64(clamping: place)) } else { sqlite3_bind_null(insert, 7) }
-                try database.run(insert)
-            }
+        try database.replaceRows(of: program.rawValue, in: "recent_visits", columns: 7, history.visits) { insert, v in
+            sqlite3_bind_int64(insert, 2, v.arrival.nanoseconds)
+            if let departure = v.departure { sqlite3_bind_int64(insert, 3, departure.nanoseconds) } else { sqlite3_bind_null(insert, 3) }
+            sqlite3_bind_double(insert, 4, v.coordinate.latitude)
+            sqlite3_bind_double(insert, 5, v.coordinate.longitude)
+            sqlite3_bind_double(insert, 6, v.horizontalAccuracy)
+            if let place = v.place { sqlite3_bind_int64(insert, 7, Int64(clamping: place)) } else { sqlite3_bind_null(insert, 7) }
         }
     }
 }
