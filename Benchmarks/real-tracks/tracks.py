@@ -65,6 +65,7 @@ TRACKS = {
     "korita-zbevnica": ("gpxpy", "test_files/korita-zbevnica.gpx"),
     "cerknica-lake": ("gpxpy", "test_files/cerknicko-jezero.gpx"),
     "visnjan-car": ("gpxpy", "test_files/around-visnjan-with-car.gpx"),
+    "alps-tour-c2c": ("tracklib", "data/c2c-1028091.dat"),
     "lyon-walk": ("gpxo", "ExampleTrack.gpx"),
     "lannion-plestin": ("gpxcsv", "src/Tests/Lannion_Plestin_parcours24.4RE.gpx"),
 }
@@ -114,6 +115,12 @@ def read_track(path):
             if len(f) >= 4 and not line.startswith("%"):
                 t = dt.datetime.strptime(f[0] + " " + f[1], "%Y/%m/%d %H:%M:%S.%f").replace(tzinfo=dt.timezone.utc)
                 points.append((t.timestamp(), float(f[2]), float(f[3])))
+    elif path.endswith(".dat"):  # camptocamp export: "id,index,x,y,YYYY-MM-DD HH:MM:SS" in Lambert-93
+        for line in open(path):
+            f = line.strip().split(",")
+            if len(f) == 5:
+                t = dt.datetime.strptime(f[4], "%Y-%m-%d %H:%M:%S").replace(tzinfo=dt.timezone.utc)
+                points.append((t.timestamp(), *lambert93(float(f[2]), float(f[3]))))
     else:  # MOPSI: "latitude longitude unix-milliseconds altitude"
         for line in open(path):
             f = line.split()
@@ -125,6 +132,19 @@ def read_track(path):
         if not out or p[0] > out[-1][0]:
             out.append(p)
     return out
+
+
+def lambert93(x, y):
+    """(latitude, longitude) of a Lambert-93 (EPSG:2154) point: IGN's inverse conic projection
+    (notice NT/G 71, ALG0004) with its published constants for GRS80."""
+    n, c, xs, ys, e = 0.7256077650532670, 11754255.426096, 700000.0, 12655612.049876, 0.0818191910428158
+    r = math.hypot(x - xs, y - ys)
+    gamma = math.atan((x - xs) / (ys - y))
+    iso_lat = -math.log(r / c) / n
+    phi = 2 * math.atan(math.exp(iso_lat)) - math.pi / 2
+    for _ in range(20):
+        phi = 2 * math.atan(((1 + e * math.sin(phi)) / (1 - e * math.sin(phi))) ** (e / 2) * math.exp(iso_lat)) - math.pi / 2
+    return math.degrees(phi), 3.0 + math.degrees(gamma / n)
 
 
 def nmea(points):
