@@ -19,6 +19,7 @@ PACKAGES = {
     "gpxpy": ("1.6.2", "test_files"),
     "gpxo": ("0.3.0", "ExampleTrack"),
     "gpxcsv": ("0.3.1", "src/Tests"),
+    "stravalib": ("2.6.0", "src/stravalib/tests/resources/sample.tcx"),
 }
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
@@ -68,6 +69,7 @@ TRACKS = {
     "alps-tour-c2c": ("tracklib", "data/c2c-1028091.dat"),
     "lyon-walk": ("gpxo", "ExampleTrack.gpx"),
     "lannion-plestin": ("gpxcsv", "src/Tests/Lannion_Plestin_parcours24.4RE.gpx"),
+    "leiden-ride": ("stravalib", "src/stravalib/tests/resources/sample.tcx"),
 }
 
 
@@ -108,6 +110,17 @@ def read_track(path):
                 if time:
                     t = dt.datetime.fromisoformat(time.replace("Z", "+00:00")).timestamp()
                     points.append((t, float(el.get("lat")), float(el.get("lon"))))
+                el.clear()
+    elif path.endswith(".tcx"):  # Garmin Training Center: Trackpoint with Time and Position
+        for _, el in ET.iterparse(path):
+            if el.tag.endswith("Trackpoint"):
+                time = next((c.text for c in el if c.tag.endswith("Time")), None)
+                pos = next((c for c in el if c.tag.endswith("Position")), None)
+                if time and pos is not None:
+                    t = dt.datetime.fromisoformat(time.replace("Z", "+00:00")).timestamp()
+                    lat, lon = (float(next(c.text for c in pos if c.tag.endswith(k)))
+                                for k in ("LatitudeDegrees", "LongitudeDegrees"))
+                    points.append((t, lat, lon))
                 el.clear()
     elif path.endswith(".pos"):  # RTKLIB solution: "YYYY/MM/DD HH:MM:SS.sss latitude longitude height …" (GPS time)
         for line in open(path):
