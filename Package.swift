@@ -123,7 +123,8 @@ let package = Package(
                            .product(name: "NIOEmbedded", package: "swift-nio")],
             swiftSettings: strict),
         .testTarget(name: "MQTTBridgeTests",
-                    dependencies: ["OwnTracks", "TestSupport", "LocationClient", "LocationProtocol", "LocationCore", "TOMLConfig"],
+                    dependencies: ["OwnTracks", "TestSupport", "LocationClient", "LocationProtocol", "LocationCore", "TOMLConfig",
+                                   "locationd-mqtt"],
                     swiftSettings: strict),
     ]
 )

@@ -217,6 +217,7 @@ import OwnTracks
             }
             brokerConnected = false
             ledger.brokerDisconnected()
+            mqtt?.disconnectHandled()
         case .published(let mid):
             status.published += 1
             status.lastPuback = Self.now()
@@ -260,7 +261,8 @@ import OwnTracks
         guard brokerConnected, let mqtt else { return }
         while ledger.inFlight.count < Self.window, let entry = ledger.next {
             do {
-                let mid = try mqtt.publish(entry.message)
+                // nil: a disconnect not handled yet; the message goes after the reconnect.
+                guard let mid = try mqtt.publish(entry.message) else { return }
                 ledger.handed(mid: mid)
             } catch {
                 log.warning("\(error); retrying after the reconnect")

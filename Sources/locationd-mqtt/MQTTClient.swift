@@ -1,6 +1,7 @@
 import CMosquitto
 import Glibc
 import OwnTracks
+import Synchronization
 
 /// What libmosquitto's network thread reports, in order.
 enum MQTTEvent: Sendable {
@@ -24,14 +25,28 @@ struct MQTTFailure: Error, CustomStringConvertible {
 /// One libmosquitto client with its own network thread (`mosquitto_loop_start`), which
 /// connects, reconnects with an exponential back-off (1 s doubling to 60 s) and resends
 /// unacknowledged QoS 1 messages after a reconnect. Its callbacks only hand events to `events`.
+///
+/// From the disconnect callback until its owner has handled that `.disconnected`
+/// (`disconnectHandled()`), `publish` refuses: libmosquitto resends what was in flight only
+/// after the next CONNACK, and sends a message handed to it before then at once, ahead of
+/// them; the owner decides what goes first only once it knows of the disconnect.
 final class MQTTClient: @unchecked Sendable {
     private let handle: OpaquePointer
     private let sink: Unmanaged<Sink>
     let events: AsyncStream<MQTTEvent>
 
-    final class Sink {
+    final class Sink: Sendable {
         let continuation: AsyncStream<MQTTEvent>.Continuation
+        /// `.disconnected` events reported and not yet handled by the owner; `publish` refuses
+        /// while there is one. One lock with the publish, so that a message is either handed
+        /// to libmosquitto before the disconnect is reported, or refused.
+        let unhandledDisconnects = Mutex(0)
         init(_ c: AsyncStream<MQTTEvent>.Continuation) { continuation = c }
+
+        func disconnected(code: Int32) {
+            unhandledDisconnects.withLock { $0 += 1 }
+            continuation.yield(.disconnected(code: code))
+        }
     }
 
     struct Options {
@@ -78,7 +93,7 @@ final class MQTTClient: @unchecked Sendable {
             MQTTClient.sink(user)?.continuation.yield(.connected(code: code))
         }
         mosquitto_disconnect_callback_set(h) { _, user, code in
-            MQTTClient.sink(user)?.continuation.yield(.disconnected(code: code))
+            MQTTClient.sink(user)?.disconnected(code: code)
         }
         mosquitto_publish_callback_set(h) { _, user, mid in
             MQTTClient.sink(user)?.continuation.yield(.published(mid: mid))
@@ -89,28 +104,47 @@ final class MQTTClient: @unchecked Sendable {
             let bytes = m.payload.map { Array(UnsafeRawBufferPointer(start: $0, count: Int(m.payloadlen))) } ?? []
             MQTTClient.sink(user)?.continuation.yield(.message(topic: topic, payload: bytes))
         }
-        // Connects in the background: a broker that is down now is retried by the loop thread.
+        // The thread first: connect_async then only starts the connection, and the thread
+        // reports a broker that is down and retries it. Started after, it would find a refused
+        // connection's client reset to new and wait for a connect forever.
+        rc = mosquitto_loop_start(h)
+        guard rc == MOSQ_ERR_SUCCESS.rawValue else { throw MQTTFailure("loop start", rc) }
         let connect = mosquitto_connect_async(h, o.host, Int32(o.port), Int32(o.keepalive))
         if connect != MOSQ_ERR_SUCCESS.rawValue && connect != MOSQ_ERR_ERRNO.rawValue {
             throw MQTTFailure("connect \(o.host):\(o.port)", connect)
         }
-        rc = mosquitto_loop_start(h)
-        guard rc == MOSQ_ERR_SUCCESS.rawValue else { throw MQTTFailure("loop start", rc) }
-        if connect == MOSQ_ERR_ERRNO.rawValue { continuation.yield(.disconnected(code: connect)) }
+        // No socket at all (the thread retries it without a callback).
+        if connect == MOSQ_ERR_ERRNO.rawValue { sink.takeUnretainedValue().disconnected(code: connect) }
     }
 
     private static func sink(_ user: UnsafeMutableRawPointer?) -> Sink? {
         user.map { Unmanaged<Sink>.fromOpaque($0).takeUnretainedValue() }
     }
 
-    /// Hands `m` to the client at QoS 1; returns its message id.
-    func publish(_ m: OutgoingMessage) throws -> Int32 {
+    /// Hands `m` to the client at QoS 1; returns its message id, or nil when a disconnect is
+    /// not handled yet (nothing was handed: publish it again after the reconnect).
+    func publish(_ m: OutgoingMessage) throws -> Int32? {
         var mid: Int32 = 0
-        let rc = m.payload.withUnsafeBytes {
-            mosquitto_publish(handle, &mid, m.topic, Int32($0.count), $0.baseAddress, 1, m.retain)
+        let rc: Int32? = sink.takeUnretainedValue().unhandledDisconnects.withLock { unhandled in
+            guard unhandled == 0 else { return nil }
+            return m.payload.withUnsafeBytes {
+                mosquitto_publish(handle, &mid, m.topic, Int32($0.count), $0.baseAddress, 1, m.retain)
+            }
         }
-        guard rc == MOSQ_ERR_SUCCESS.rawValue else { throw MQTTFailure("publish to \(m.topic)", rc) }
+        guard let rc else { return nil }
+        // MOSQ_ERR_NO_CONN: no socket (closed before the disconnect callback ran, or between
+        // connections). libmosquitto queued the message all the same and sends it once
+        // connected: it is in flight, not to be published again.
+        guard rc == MOSQ_ERR_SUCCESS.rawValue || rc == MOSQ_ERR_NO_CONN.rawValue else {
+            throw MQTTFailure("publish to \(m.topic)", rc)
+        }
         return mid
+    }
+
+    /// The owner has handled one `.disconnected` event (what was in flight goes first after
+    /// the reconnect); `publish` takes messages again once every reported one is handled.
+    func disconnectHandled() {
+        sink.takeUnretainedValue().unhandledDisconnects.withLock { $0 = max(0, $0 - 1) }
     }
 
     func subscribe(_ topic: String) throws {
