@@ -292,6 +292,31 @@ import Testing
         }
     }
 
+    /// The getent command an unknown name's message gives runs as written in a shell: the
+    /// name is one word (quoted when a shell would split or expand it), never an option.
+    @Test func theGetentCommandOfAnUnknownNameRunsAsWritten() throws {
+        let marker = FileManager.default.temporaryDirectory.appendingPathComponent("quote-\(UUID().uuidString.prefix(8))").path
+        let names = ["no such user", "o'brien-xyz", "x;touch \(marker)", "$(touch \(marker))", "`touch \(marker)`",
+                     "a\\b*", "-x", "", "plain-xyz_1.2"]
+        for name in names {
+            let message = try #require(Self.error("[policy.nav]\nuser = \(TOMLValue.string(name))\nauthorization = \"always\"\n"))
+            let start = try #require(message.range(of: "none: getent passwd ")?.upperBound, "\(message)")
+            let end = try #require(message.range(of: "); check the spelling", options: .backwards)?.lowerBound, "\(message)")
+            let words = String(message[start..<end])
+            if name == "plain-xyz_1.2" { #expect(words == name, "a plain name is left as it is") }
+            let shell = Process()
+            shell.executableURL = URL(fileURLWithPath: "/bin/sh")
+            shell.arguments = ["-c", "set -- \(words); printf '%s|' \"$@\""]
+            let out = Pipe()
+            shell.standardOutput = out
+            try shell.run()
+            let printed = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            shell.waitUntilExit()
+            #expect(printed == (name.hasPrefix("-") ? "--|" : "") + name + "|", "\(message)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: marker), "the shell ran part of a name")
+    }
+
     @Test func rulesMatchInOrderThenOwnerThenDefault() throws {
         let o = try ConfigTests.load("""
             [policy.nav]

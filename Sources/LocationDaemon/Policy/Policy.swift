@@ -283,7 +283,9 @@ public struct Policy: Hashable, Sendable {
                     }
                     guard let n = found else {
                         let database = kind == "user" ? "passwd" : "group"
-                        throw fail(entry.line, "unknown \(kind) '\(s)' (the user database has none: getent \(database) \(s)); check the spelling, create the \(kind) first, or give the \(kind) as a number")
+                        // `--`: a name starting with '-' is not an option of getent.
+                        let command = "getent \(database) \(s.hasPrefix("-") ? "-- " : "")\(shellWord(s))"
+                        throw fail(entry.line, "unknown \(kind) '\(s)' (the user database has none: \(command)); check the spelling, create the \(kind) first, or give the \(kind) as a number")
                     }
                     return n
                 default:
