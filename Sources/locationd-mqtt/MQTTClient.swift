@@ -23,8 +23,8 @@ struct MQTTFailure: Error, CustomStringConvertible {
 }
 
 /// One libmosquitto client with its own network thread (`mosquitto_loop_start`), which
-/// connects, reconnects with an exponential back-off (1 s doubling to 60 s) and resends
-/// unacknowledged QoS 1 messages after a reconnect. Its callbacks only hand events to `events`.
+/// connects, reconnects after 1, 4, 9, 16 … s, at most 60 s (libmosquitto's back-off), and
+/// resends unacknowledged QoS 1 messages after a reconnect. Its callbacks only hand events to `events`.
 ///
 /// From the disconnect callback until its owner has handled that `.disconnected`
 /// (`disconnectHandled()`), `publish` refuses: libmosquitto resends what was in flight only
