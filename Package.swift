@@ -68,6 +68,8 @@ let package = Package(
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite"),
         // The TOML subset of locationd.toml and mqtt.toml (no dependency, no Foundation).
         .target(name: "TOMLConfig", swiftSettings: daemonModule),
+        // How a message writes a shell command its reader is to run (no dependency, no Foundation).
+        .target(name: "ShellWords", swiftSettings: daemonModule),
         .target(name: "LocationCore", swiftSettings: daemonModule),
         .target(name: "NMEA", dependencies: ["LocationCore"], swiftSettings: daemonModule),
         .target(name: "LocationProtocol", dependencies: ["LocationCore"], swiftSettings: daemonModule),
@@ -78,7 +80,7 @@ let package = Package(
             name: "LocationDaemon",
             dependencies: [
                 "LocationCore", "NMEA", "LocationProtocol", "GPSDProtocol", "TOMLConfig", "CGPS", "CSystemd", "CInetDiag", "CSQLite",
-                "SystemdLogging",
+                "SystemdLogging", "ShellWords",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -94,7 +96,7 @@ let package = Package(
         .executableTarget(
             name: "locationctl",
             dependencies: [
-                "LocationCore", "NMEA", "LocationProtocol", "LocationClient", "Simulation",
+                "LocationCore", "NMEA", "LocationProtocol", "LocationClient", "Simulation", "ShellWords",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict),

@@ -1,5 +1,6 @@
 import Glibc
 import LocationCore
+import ShellWords
 import TOMLConfig
 
 /// Who is at the other end of a connection: `SO_PEERCRED` (pid, uid, gid) and `SO_PEERGROUPS`
@@ -283,8 +284,7 @@ public struct Policy: Hashable, Sendable {
                     }
                     guard let n = found else {
                         let database = kind == "user" ? "passwd" : "group"
-                        // `--`: a name starting with '-' is not an option of getent.
-                        let command = "getent \(database) \(s.hasPrefix("-") ? "-- " : "")\(shellWord(s))"
+                        let command = "getent \(database) \(shellOperands(s))"
                         throw fail(entry.line, "unknown \(kind) '\(s)' (the user database has none: \(command)); check the spelling, create the \(kind) first, or give the \(kind) as a number")
                     }
                     return n
