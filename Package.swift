@@ -124,6 +124,7 @@ let package = Package(
                            // A virtual clock for the hub's timers (publication ticks); part of swift-nio.
                            .product(name: "NIOEmbedded", package: "swift-nio")],
             swiftSettings: strict),
+        .testTarget(name: "locationctlTests", dependencies: ["locationctl", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "MQTTBridgeTests",
                     dependencies: ["OwnTracks", "TestSupport", "LocationClient", "LocationProtocol", "LocationCore", "TOMLConfig",
                                    "locationd-mqtt"],

@@ -2,6 +2,7 @@ import ArgumentParser
 import LocationCore
 import LocationProtocol
 import NMEA
+import ShellWords
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -150,7 +151,7 @@ struct Replay: ParsableCommand {
             } catch {
                 var warning = StandardOutput(fd: STDERR_FILENO)
                 let reason = (error as? GazetteerIndex.Problem)?.reason ?? "\(error)"
-                warning.line("locationctl replay: warning: \(index): \(reason); the dump was read instead (rebuild the index: locationctl gazetteer build \(path))")
+                warning.line("locationctl replay: warning: \(index): \(reason); the dump was read instead (rebuild the index: locationctl gazetteer build \(shellOperands(path)))")
                 warning.flush()
             }
         }

@@ -2,6 +2,7 @@ import ArgumentParser
 import LocationClient
 import LocationCore
 import LocationProtocol
+import ShellWords
 #if canImport(Glibc)
 import Glibc
 import Synchronization
@@ -257,15 +258,17 @@ func connect(path: String, wait: Double, requestTimeout: Duration = .seconds(10)
 }
 
 /// EACCES on connect: the socket is mode 0660 (docs/systemd.md, "The location group"), so
-/// the user is not in its group, or joined it after logging in.
-func permissionDenied(_ path: String) -> String {
-    let user = getpwuid(getuid()).map { String(cString: $0.pointee.pw_name) } ?? "$USER"
+/// `user` (this process's; nil when the user database has no entry for it) is not in its
+/// group, or joined it after logging in.
+func permissionDenied(_ path: String, user: String? = currentUserName()) -> String {
+    // Without an entry the command names the login's $USER, for the shell to expand.
+    let (name, word) = user.map { ($0, shellOperands($0)) } ?? ("$USER", "\"$USER\"")
     let denied = "cannot connect to locationd at \(path): permission denied"
     let see = "docs/systemd.md, \"The location group\""
     var st = stat()
     guard stat(path, &st) == 0 else {
-        return "\(denied) (user \(user) cannot reach the socket: \(String(cString: strerror(errno)))); its directory must be searchable, "
-            + "and the socket's group (location) must include the user: sudo usermod -aG location \(user), then log in again (\(see))"
+        return "\(denied) (user \(name) cannot reach the socket: \(String(cString: strerror(errno)))); its directory must be searchable, "
+            + "and the socket's group (location) must include the user: sudo usermod -aG location \(word), then log in again (\(see))"
     }
     guard st.st_gid != 0 else {
         // Not worth a membership of root: a daemon started by hand as root made the socket.
@@ -273,9 +276,14 @@ func permissionDenied(_ path: String) -> String {
             + "its socket with its own group); run it from the units, whose socket is for group location (\(see))"
     }
     let group = getgrgid(st.st_gid).map { String(cString: $0.pointee.gr_name) } ?? "\(st.st_gid)"
-    return "\(denied): only root and members of the socket's group '\(group)' may connect, and user \(user) is not one "
-        + "in this login; add it with sudo usermod -aG \(group) \(user), then log in again (a login started before "
+    return "\(denied): only root and members of the socket's group '\(group)' may connect, and user \(name) is not one "
+        + "in this login; add it with sudo usermod -aG \(shellWord(group)) \(word), then log in again (a login started before "
         + "keeps its old groups; \(see))"
+}
+
+/// The name of this process's user; nil when the user database has none.
+func currentUserName() -> String? {
+    getpwuid(getuid()).map { String(cString: $0.pointee.pw_name) }
 }
 
 /// Fixed-point text for human output.

@@ -1,6 +1,7 @@
 import Foundation
 @testable import LocationDaemon
 import Testing
+import TestSupport
 
 /// A database the daemon could read but not write stops the start, naming the file, the reason
 /// and the fix (docs/regions.md, "Persistence"); SQLite alone would open it read-only and every
@@ -80,11 +81,11 @@ struct ReadOnlyDatabaseTests {
             chmod(database, mode)
             let message = mode == 0o644 ? """
                 \(database): opened read-only (the file is not writable by user daemon, uid \(user.uid)); \
-                make it writable by the daemon's user (chown daemon, chmod 0600), \(Self.memoryFix)
+                make it writable by the daemon's user (chown daemon \(database) && chmod 0600 \(database)), \(Self.memoryFix)
                 """ : """
                 \(database): cannot open the database: unable to open database file (the file is not readable and \
                 writable by user daemon, uid \(user.uid)); make it readable and writable by the daemon's user \
-                (chown daemon, chmod 0600), \(Self.memoryFix)
+                (chown daemon \(database) && chmod 0600 \(database)), \(Self.memoryFix)
                 """
             try await Self.expectRefusal(database: database, launcher: Self.asDaemonUser, message: message)
         }
@@ -151,7 +152,7 @@ struct ReadOnlyDatabaseTests {
         #expect(FileManager.default.createFile(atPath: secret, contents: Data("0123456789abcdef\n".utf8), attributes: [.posixPermissions: 0o600]))
         try await Self.expectRefusal(database: database, launcher: Self.asDaemonUser, message: """
             \(secret): cannot be read by user daemon, uid \(user.uid) (permission denied); make it the daemon's user's \
-            (chown daemon \(secret), mode 0600)
+            (chown daemon \(secret) && chmod 0600 \(secret))
             """)
     }
 
@@ -169,7 +170,7 @@ struct ReadOnlyDatabaseTests {
             #expect(FileManager.default.createFile(atPath: database + "-wal", contents: nil, attributes: [.posixPermissions: Int(mode)]))
             try await Self.expectRefusal(database: database, launcher: Self.asDaemonUser, message: """
                 \(database)-wal: the database cannot be written (the file is not writable by user daemon, uid \(user.uid)); \
-                make it writable by the daemon's user (chown daemon, chmod 0600), \(Self.memoryFix)
+                make it writable by the daemon's user (chown daemon \(database)-wal && chmod 0600 \(database)-wal), \(Self.memoryFix)
                 """)
         }
     }
@@ -190,7 +191,7 @@ struct ReadOnlyDatabaseTests {
         #expect(FileManager.default.createFile(atPath: database + ".lock", contents: nil, attributes: [.posixPermissions: 0o600]))
         for file in [database, database + ".lock"] { chown(file, user.uid, user.gid) }
         #expect(!FileManager.default.fileExists(atPath: database + "-wal"))
-        let fix = "make \(state.path) writable by the daemon's user (chown daemon, chmod 0750), \(Self.memoryFix)"
+        let fix = "make \(state.path) writable by the daemon's user (chown daemon \(state.path) && chmod 0750 \(state.path)), \(Self.memoryFix)"
         try await Self.expectRefusal(database: database, launcher: Self.asDaemonUser, message: """
             \(database)-wal: the database cannot be written (it cannot be created: the directory \(state.path) \
             is not writable by user daemon, uid \(user.uid)); \(fix)
@@ -221,7 +222,7 @@ struct ReadOnlyDatabaseTests {
         try await Self.expectRefusal(database: database, launcher: Self.asDaemonUser, message: """
             \(database).lock: cannot open the database's lock file (the directory \(state.path) cannot be entered by \
             user daemon, uid \(user.uid) (no search permission)); make \(state.path) searchable and writable by the \
-            daemon's user (chown daemon, chmod 0750), or set [store] database to a path it can reach ("none" keeps \
+            daemon's user (chown daemon \(state.path) && chmod 0750 \(state.path)), or set [store] database to a path it can reach ("none" keeps \
             everything in memory)
             """)
 
@@ -255,6 +256,51 @@ struct ReadOnlyDatabaseTests {
             uid \(user.uid)); create \(target) for the daemon's user (mkdir -p \(target) && chown daemon \(target) && \
             chmod 0750 \(target); under systemd StateDirectory= does this), \(Self.memoryFix)
             """)
+    }
+
+    /// The fixes' commands for a path a shell would split and expand: run as printed, chown,
+    /// chmod and mkdir get exactly the path (the file, the privacy secret, the directory to
+    /// make; FixCommandTests has every kind of awkward word).
+    @Test(.enabled("user 'daemon' cannot run the built locationd (a parent folder is not searchable by others)") {
+        try OtherUserTests.daemonUserCanRunLocationd()
+    })
+    func theFixesCommandsGetAnAwkwardPathAsWritten() async throws {
+        let user = try Self.daemonUser()
+        let top = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: top) }
+        chmod(top.path, 0o755)
+        let dir = top.appendingPathComponent("o'brien $HOME")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: false)
+        chown(dir.path, user.uid, user.gid)
+        let database = dir.appendingPathComponent("locationd.db").path
+        try Self.makeDatabase(at: database)
+        chmod(database, 0o644)
+        func refusal(_ database: String) async -> String {
+            guard let daemon = try? DaemonProcess(arguments: ["--gpsd", "127.0.0.1:1"], database: database, launcher: Self.asDaemonUser) else { return "" }
+            defer { daemon.stop() }
+            #expect(await Self.exitStatus(of: daemon) == 78, "\(daemon.stderrText().suffix(2000))")
+            return daemon.stderrText()
+        }
+        /// What the shell gives chown, chmod and mkdir of the command in `log` from `start`
+        /// (included) to `end`.
+        func calls(_ log: String, _ start: String, _ end: String) throws -> [[String]] {
+            let from = try #require(log.range(of: start)?.lowerBound, "\(log.suffix(2000))")
+            let to = try #require(log[from...].range(of: end)?.lowerBound, "\(log.suffix(2000))")
+            return try shellCalls(String(log[from..<to]), programs: ["chown", "chmod", "mkdir"])
+        }
+        let unwritable = await refusal(database)
+        #expect(try calls(unwritable, "chown ", "), or set [store]") == [["chown", "daemon", database], ["chmod", "0600", database]])
+
+        chown(database, user.uid, user.gid)
+        let secret = dir.appendingPathComponent("privacy-secret").path
+        #expect(FileManager.default.createFile(atPath: secret, contents: Data("0123456789abcdef\n".utf8), attributes: [.posixPermissions: 0o600]))
+        let unreadable = await refusal(database)
+        #expect(try calls(unreadable, "chown ", ")\n") == [["chown", "daemon", secret], ["chmod", "0600", secret]])
+
+        let missing = top.appendingPathComponent("a b'c/d").path
+        let uncreatable = await refusal(missing + "/x.db")
+        #expect(try calls(uncreatable, "mkdir ", "; under systemd")
+                == [["mkdir", "-p", missing], ["chown", "daemon", missing], ["chmod", "0750", missing]])
     }
 
     /// The fix a read-only filesystem gets, for the database's directory `dir`: under the unit

@@ -173,7 +173,7 @@ import Testing
         try FileManager.default.createDirectory(at: closed, withIntermediateDirectories: false)
         chmod(closed.path, 0o766)  // readable and writable by others, not searchable
         let user = try ReadOnlyDatabaseTests.daemonUser()
-        let own = "make \(closed.path) searchable and writable by the daemon's user (chown daemon, chmod 0755)"
+        let own = "make \(closed.path) searchable and writable by the daemon's user (chown daemon \(closed.path) && chmod 0755 \(closed.path))"
         let above = "let the daemon's user search \(closed.path) (chmod o+x, or g+x for a group it is in)"
         // Symbolic links on the way, to the closed directory and to one inside it: the closed
         // one is named, with the link (a bare "stat PATH: Permission denied", or the link

@@ -1,4 +1,5 @@
 import LocationCore
+import ShellWords
 import TOMLConfig
 #if canImport(Glibc)
 import Glibc
@@ -41,7 +42,7 @@ public enum GazetteerFile {
         do {
             if let g = try fromIndex(indexPath, of: source) { return Loaded(gazetteer: g, index: indexPath) }
         } catch {
-            notUsed = "\(indexPath): \(error.reason); the dump was read instead (rebuild the index: locationctl gazetteer build \(path))"
+            notUsed = "\(indexPath): \(error.reason); the dump was read instead (rebuild the index: locationctl gazetteer build \(shellOperands(path)))"
         }
         let size = Int(st.st_size)
         if size == 0 { return Loaded(gazetteer: Gazetteer(places: []), indexNotUsed: notUsed) }

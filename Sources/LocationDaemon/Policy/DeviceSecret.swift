@@ -19,7 +19,7 @@ enum DeviceSecret {
     /// Reads the secret at `path`, creating it when absent.
     static func load(path: String) throws -> UInt64 {
         let user = Database.currentUser().name
-        if let text = try DaemonOptions.readFile(path, unreadableFix: "make it the daemon's user's (chown \(user) \(path), mode 0600)") {
+        if let text = try DaemonOptions.readFile(path, unreadableFix: "make it the daemon's user's (\(Database.giving(path, to: user, mode: "0600")))") {
             // Whoever reads it can undo the grid's offset: the owner's alone, whatever made it.
             var st = stat()
             if stat(path, &st) == 0, st.st_mode & 0o077 != 0 { _ = chmod(path, st.st_mode & 0o700) }

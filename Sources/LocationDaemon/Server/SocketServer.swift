@@ -40,7 +40,7 @@ public enum SocketServerError: Error, Hashable, Sendable, CustomStringConvertibl
                 if e == ENOTDIR {
                     return "\(dir): cannot create the socket's directory (\(why): a component of \(parent) is a file, not a directory); set [socket] path (--socket) to a path in a directory, or remove the file on the way"
                 }
-                return "\(dir): cannot create the socket's directory (\(why)); create \(target) for the daemon's user (mkdir -p \(target) && chown \(user) \(target) && chmod 0755 \(target); under systemd, locationd.socket creates the socket and its directory), or set [socket] path (--socket) to a path in a directory it can write"
+                return "\(dir): cannot create the socket's directory (\(why)); create \(target) for the daemon's user (\(Database.creating(target, for: user, mode: "0755")); under systemd, locationd.socket creates the socket and its directory), or set [socket] path (--socket) to a path in a directory it can write"
             }()
         }
     }

@@ -1,6 +1,7 @@
 import CSQLite
 import Glibc
 import Logging
+import ShellWords
 
 public struct StoreError: Error, Hashable, CustomStringConvertible, Sendable {
     public var description: String
@@ -217,7 +218,7 @@ public final class Database: @unchecked Sendable {
             let user = currentUser()
             let needed = readable && target == "it" ? "readable and writable" : "writable"
             return ("\(what) is not \(needed) by user \(user.name), uid \(user.uid)",
-                    "make \(target) \(needed) by the daemon's user (chown \(user.name), chmod \(mode)), \(memoryFix)")
+                    "make \(target) \(needed) by the daemon's user (\(giving(target == "it" ? file : dir, to: user.name, mode: mode))), \(memoryFix)")
         default:
             return ("\(what) cannot be written: \(String(cString: strerror(code)))", "make \(target) writable by the daemon's user, \(memoryFix)")
         }
@@ -261,9 +262,19 @@ public final class Database: @unchecked Sendable {
         let place = own ? "the directory \(shown)" : "\(shown), a directory on the way to it,"
         let reason = "\(place) cannot be entered by user \(user.name), uid \(user.uid) (no search permission)\(through)"
         if own {
-            return (reason, "make \(shown) searchable and writable by the daemon's user (chown \(user.name), chmod \(mode)), or \(elsewhere)")
+            return (reason, "make \(shown) searchable and writable by the daemon's user (\(giving(shown, to: user.name, mode: mode))), or \(elsewhere)")
         }
         return (reason, "let the daemon's user search \(shown) (chmod o+x, or g+x for a group it is in), or \(elsewhere)")
+    }
+
+    /// The commands that make `path` the user's with `mode`, as a fix prints them.
+    static func giving(_ path: String, to user: String, mode: String) -> String {
+        "chown \(shellOperands(user, path)) && chmod \(shellOperands(mode, path))"
+    }
+
+    /// The commands that create the directory `dir` (and its parents) as the user's with `mode`.
+    static func creating(_ dir: String, for user: String, mode: String) -> String {
+        "mkdir -p \(shellOperands(dir)) && \(giving(dir, to: user, mode: mode))"
     }
 
     /// The first directory on the way to and including `dir` that this process may not
@@ -362,7 +373,7 @@ public final class Database: @unchecked Sendable {
         let why = code == EACCES
             ? "the directory \(parent) is not writable by user \(user.name), uid \(user.uid)"
             : String(cString: strerror(code))
-        throw StoreError(description: "\(dir): cannot create the database directory (\(why)); create \(target) for the daemon's user (mkdir -p \(target) && chown \(user.name) \(target) && chmod 0750 \(target); under systemd StateDirectory= does this), \(memoryFix)",
+        throw StoreError(description: "\(dir): cannot create the database directory (\(why)); create \(target) for the daemon's user (\(creating(target, for: user.name, mode: "0750")); under systemd StateDirectory= does this), \(memoryFix)",
                          needsAdministrator: code == EACCES || code == EPERM || code == ENOTDIR)
     }
 
@@ -384,7 +395,8 @@ public final class Database: @unchecked Sendable {
     var lastError: String { String(cString: sqlite3_errmsg(handle)) }
 
     static func damagedFix(_ path: String) -> String {
-        "the file is damaged or not a SQLite database: stop locationd and put back a copy of it, or move it away to start with an empty one (its regions and queued events are lost; sqlite3 \(path) .recover may save some), or set [store] database to another file (\"none\" keeps everything in memory)"
+        // sqlite3 takes no `--`: a relative path starting with '-' is written from "./".
+        "the file is damaged or not a SQLite database: stop locationd and put back a copy of it, or move it away to start with an empty one (its regions and queued events are lost; sqlite3 \(shellWord(path.hasPrefix("-") ? "./" + path : path)) .recover may save some), or set [store] database to another file (\"none\" keeps everything in memory)"
     }
 
     /// SQLite's last error as a StoreError naming the file; a damaged file, one that is not a
