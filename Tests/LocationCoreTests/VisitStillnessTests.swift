@@ -76,3 +76,27 @@ import Testing
         }
     }
 }
+
+/// Sparse loggers (docs/semantics.md, "Visits": sparse loggers; progress, without a speed).
+@Suite struct VisitSparseTests {
+    func gpx(at seconds: Double, _ north: Double, _ east: Double = 0) -> Fix {
+        fix(at: seconds, offset(north, east), accuracy: nil)
+    }
+
+    /// A logger that writes a fix about once a minute while walking and sleeps while still
+    /// (the offsets, metres north and east, of a stay on the real track vanoise-day-1): a stay
+    /// of 5 min 22 s known from five fixes, left at a walk. Its last still fix is judged only
+    /// when the walk on brings it and the walk's first fix of age together, and the walk's
+    /// fixes are outside the stay by then; it is a visit from the fix at 504 s.
+    @Test func aSparseLoggersShortStayIsAVisit() {
+        var r = VisitRecorder()
+        let track: [(Double, Double, Double)] = [
+            (0, 219, 137), (38, 258, 142), (82, 221, 118), (118, 239, 116), (141, 221, 106), (212, 180, 115),
+            (266, 128, 102), (335, 63, 103), (444, 35, 26), (504, -21, 11), (545, 0, 0), (749, -3, 15),
+            (826, 9, -2), (853, -14, -6), (894, -17, -50), (955, -55, -98), (1050, -71, -190), (1152, -158, -233),
+        ]
+        for (t, n, e) in track { r.feed(gpx(at: t, n, e)) }
+        #expect(r.arrivals.count == 1)
+        #expect(r.arrivals.first.map { $0.arrival - t0 } == 504)
+    }
+}

@@ -317,7 +317,10 @@ public struct VisitDetector: Sendable {
             confirmIfDwelt(emit)
             return
         }
-        // Outside: one outlier does not end a stay; a confirmed run of outside fixes does.
+        // Outside. The movement rules may just have judged the stay's earlier fixes still,
+        // completing its dwell: decide that before the outside run can end it.
+        confirmIfDwelt(emit)
+        // One outlier does not end a stay; a confirmed run of outside fixes does.
         if outsideCount == 0 { runAfterGap = fix.time - previousFix > parameters.departureSeconds }
         let step = outsideCount == 0 ? 0 : min(fix.time - previousFix, parameters.departureSeconds)
         outsideCount += 1
@@ -473,9 +476,12 @@ public struct VisitDetector: Sendable {
             markMoved(middle, before: fix.time, crept: true)
         }
         let sparse = fix.time - (path.last?.time ?? fix.time) >= parameters.sparseGap
+        // Every path fix that has come of age since the last call is judged (a sparse logger's
+        // step can bring several at once), not only the newest of them.
+        let judged = judgedUntil
         for i in path.indices.reversed() {
             let e = path[i]
-            guard e.time > judgedUntil else { break }
+            guard e.time > judged else { break }
             guard sparse || fix.time - e.time >= parameters.symmetricWindow / 2 else { continue }
             judgedUntil = max(judgedUntil, e.time)
             if !e.moved && !e.crept { markStill(e.time, e.unit) }
@@ -554,7 +560,7 @@ public struct VisitDetector: Sendable {
     /// halfway back over `progressWindow` seconds, when the device made steady progress
     /// through it — the fix a window back (the newest at least that old, and no more than
     /// twice: a longer gap is a logger asleep, no evidence) is at least `progressSpeed` × the
-    /// time away, the path through the middle fix is not far from straight (≤ 2 × the net
+    /// time away (`steadyDisplacement`: a stale or jumped fix at either end is no walk), the path through the middle fix is not far from straight (≤ 2 × the net
     /// displacement) and each half made at least a quarter of the progress. Jitter
     /// wanders round a point: its net displacement does not grow with the window and
     /// its path doubles back. A slow walk up a hill or along a beach makes steady progress;
@@ -572,7 +578,7 @@ public struct VisitDetector: Sendable {
         func length(_ u: (x: Double, y: Double), _ v: (x: Double, y: Double)) -> Double {
             ((u.x - v.x) * (u.x - v.x) + (u.y - v.y) * (u.y - v.y)).squareRoot()
         }
-        let net = length(a, p), first = length(a, m), second = length(m, p)
+        let net = steadyDisplacement(from: back, to: unit, stay: stay), first = length(a, m), second = length(m, p)
         guard net >= max(parameters.progressSpeed * (time - buffer[back].time), 2 * (accuracy ?? 0)),
               first + second <= 2 * net, min(first, second) >= net / 4 else { return nil }
         return middle
