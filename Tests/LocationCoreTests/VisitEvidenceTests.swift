@@ -200,3 +200,83 @@ import Glibc
         #expect(r.arrivals.count == 2)
     }
 }
+
+/// A position that drifts while the device stays (docs/semantics.md, "Visits": drift).
+@Suite struct VisitDriftTests {
+    /// 1 Hz: ten minutes at the place, the fixes drifting 150 m north over 40 minutes and
+    /// staying there 20 minutes (a receiver's slow drift; Doppler says still when `doppler`),
+    /// then a walk 600 m on at 1.4 m/s and ten minutes there. Returns the recorder and when
+    /// the walk began.
+    func drift(doppler: Bool, accuracy: Double? = nil) -> (VisitRecorder, Double) {
+        var r = VisitRecorder()
+        var t = 0.0
+        func feed(_ north: Double, speed: Double) {
+            let (dn, de) = jitter(Int(t), 4)
+            var f = fix(at: t, offset(north + dn, de), accuracy: accuracy)
+            if doppler { f.speed = speed }
+            r.feed(f); t += 1
+        }
+        for _ in 0..<600 { feed(0, speed: 0.1) }
+        for i in 0..<2400 { feed(150 * Double(i) / 2400, speed: 0.1) }
+        for _ in 0..<1200 { feed(150, speed: 0.1) }
+        let walk = t
+        for i in 0..<430 { feed(150 + 1.4 * Double(i), speed: 1.4) }
+        for _ in 0..<600 { feed(752, speed: 0.1) }
+        return (r, walk)
+    }
+
+    /// The drift is one visit: no departure until the walk, which ends it (once it is 200 m
+    /// from the centre and 30 s on) and starts the next.
+    @Test(arguments: [true, false])
+    func aSlowDriftOf150MetresIsOneVisit(doppler: Bool) {
+        let (r, walk) = drift(doppler: doppler)
+        #expect(r.arrivals.count == 2)
+        #expect(r.departures.count == 1)
+        if let d = r.events.first(where: { $0.visit.kind == .departure }) {
+            #expect(d.at - t0 >= walk && d.at - t0 <= walk + 200, "departure emitted at \(d.at - t0), walk at \(walk)")
+            #expect(d.visit.arrival == t0)
+            #expect(d.visit.departure.map { $0 - t0 >= walk - 60 && $0 - t0 <= walk + 60 } == true)
+        }
+    }
+
+    /// The same place reached by walking (1.4 m/s) and stayed at for 20 minutes is a new
+    /// visit: the walk is the movement the drift lacks.
+    @Test(arguments: [true, false])
+    func aWalkToThePlaceNextDoorEndsTheVisit(doppler: Bool) {
+        var r = VisitRecorder()
+        var t = 0.0
+        func feed(_ north: Double, speed: Double) {
+            let (dn, de) = jitter(Int(t), 4)
+            var f = fix(at: t, offset(north + dn, de), accuracy: nil)
+            if doppler { f.speed = speed }
+            r.feed(f); t += 1
+        }
+        for _ in 0..<600 { feed(0, speed: 0.1) }
+        for i in 0..<107 { feed(1.4 * Double(i), speed: 1.4) }
+        for _ in 0..<1200 { feed(150, speed: 0.1) }
+        #expect(r.departures.count == 1)
+        #expect(r.arrivals.count == 2)
+    }
+}
+
+extension VisitDriftTests {
+    /// Fixes lost for two minutes while the device walks 150 m out of a building, then twenty
+    /// minutes there: the jump across the gap is movement (a drift gets a few metres in that
+    /// time), so the visit ends and the next begins.
+    @Test(arguments: [true, false])
+    func movementUnseenDuringFixLossEndsTheVisit(doppler: Bool) {
+        var r = VisitRecorder()
+        var t = 0.0
+        func feed(_ north: Double) {
+            let (dn, de) = jitter(Int(t), 4)
+            var f = fix(at: t, offset(north + dn, de), accuracy: nil)
+            if doppler { f.speed = 0.1 }
+            r.feed(f); t += 1
+        }
+        for _ in 0..<600 { feed(0) }
+        t += 120
+        for _ in 0..<1200 { feed(150) }
+        #expect(r.departures.count == 1)
+        #expect(r.arrivals.count == 2)
+    }
+}

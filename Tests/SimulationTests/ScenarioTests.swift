@@ -199,7 +199,8 @@ let bundledNames = ["demo", "commuter", "delivery", "hike", "parked-car", "spike
     }
 
     /// The failure classes are real in the scenarios: indoor fixes do wander past 100 m, the
-    /// first fix after a dropout is far off, and the stop-and-go legs' fixes report movement.
+    /// first fix after a dropout is far off, the stop-and-go legs' fixes report movement, and
+    /// drifting fixes stay beyond 100 m for minutes on end.
     @Test func failureClassScenariosReproduceTheirFailure() throws {
         func fixes(_ name: String) throws -> [Fix] {
             var out: [Fix] = []
@@ -221,10 +222,15 @@ let bundledNames = ["demo", "commuter", "delivery", "hike", "parked-car", "spike
         #expect(afterGap >= 10, "re-acquisition spikes: \(afterGap)")
         let moving = try fixes("stop-and-go").filter { ($0.speed ?? 0) >= 0.5 }.count
         #expect(moving > 1000)
+        let drift = try fixes("drift")
+        let office2 = try #require(Simulator(try bundled("drift")).truth.first { $0.place == "office" })
+        let drifted = drift.filter { $0.time >= office2.arrival && $0.time < office2.departure! }
+            .filter { Geodesy.distance($0.coordinate, office2.coordinate) > 100 }
+        #expect(drifted.count > 1000, "office fixes beyond 100 m: \(drifted.count)")
     }
 }
 
-let failureClassNames = ["indoor-jitter", "reacquisition", "stop-and-go"]
+let failureClassNames = ["indoor-jitter", "reacquisition", "stop-and-go", "drift"]
 
 @Suite struct ReacquisitionNoiseTests {
     /// After a lost leg the first fix is `reacquisitionDistance` off and the offset shrinks to

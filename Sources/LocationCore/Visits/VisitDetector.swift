@@ -145,6 +145,12 @@ public struct VisitDetector: Sendable {
                     Geodesy.earthRadius * (cosLat * p.z - sinLat * along))
         }
 
+        /// Distance between two points in the stay's plane, metres.
+        func distance(_ p: SIMD3<Double>, _ q: SIMD3<Double>) -> Double {
+            let a = local(p), b = local(q)
+            return ((a.x - b.x) * (a.x - b.x) + (a.y - b.y) * (a.y - b.y)).squareRoot()
+        }
+
         func distanceFromCentre(_ p: SIMD3<Double>) -> Double {
             let q = local(p)
             let dx = q.x - meanX, dy = q.y - meanY
@@ -226,10 +232,16 @@ public struct VisitDetector: Sendable {
     @usableFromInline var outsideEvidence = 0.0
     @usableFromInline var farEvidence = 0.0
     @usableFromInline var farCount = 0
+    /// The latest time the device was seen moving: a path fix the movement rules marked moving
+    /// or creeping, or the last of `departureFixes` fixes in a row whose receiver reported
+    /// `movingSpeed` (one such fix is Doppler noise), and how many are in the current row.
+    @usableFromInline var lastMoved = Timestamp(nanoseconds: Int64.min)
+    @usableFromInline var movingRow = 0
     /// Whether the run's first fix came after a gap in fixes longer than `departureSeconds`.
     @usableFromInline var runAfterGap = false
-    /// The previous fix's time (the step that adds evidence).
+    /// The previous fix's time (the step that adds evidence) and unit vector.
     @usableFromInline var previousFix = Timestamp(nanoseconds: 0)
+    @usableFromInline var previousUnit = SIMD3<Double>(0, 0, 0)
     @usableFromInline var pending: Stay?
     /// Early fixes of the current (unconfirmed) stay, one per `dwell / capacity` seconds, to
     /// back-date the arrival to the first fix near the final centre. Fixed capacity.
@@ -289,7 +301,11 @@ public struct VisitDetector: Sendable {
             }
         }
         latest = fix.time  // from here on every fix is later than every one before it
-        defer { previousFix = fix.time }
+        if let speed = fix.speed {
+            movingRow = speed >= parameters.movingSpeed ? movingRow + 1 : 0
+            if movingRow >= parameters.departureFixes { lastMoved = fix.time }
+        }
+        defer { previousFix = fix.time; previousUnit = unit }
         guard var stay = current else { start(fix, unit); track(fix, unit); return }
         track(fix, unit)
         stay = current!
@@ -321,7 +337,15 @@ public struct VisitDetector: Sendable {
         // completing its dwell: decide that before the outside run can end it.
         confirmIfDwelt(emit)
         // One outlier does not end a stay; a confirmed run of outside fixes does.
-        if outsideCount == 0 { runAfterGap = fix.time - previousFix > parameters.departureSeconds }
+        if outsideCount == 0 {
+            let gap = fix.time - previousFix
+            runAfterGap = gap > parameters.departureSeconds
+            // Unseen movement: fixes lost while the device went on (out of a building, through
+            // a tunnel) come back farther than a slow walk or a drift gets in that time.
+            if runAfterGap && stay.distance(previousUnit, unit) >= max(parameters.movingSpeed * gap, parameters.coreRadius) {
+                lastMoved = fix.time
+            }
+        }
         let step = outsideCount == 0 ? 0 : min(fix.time - previousFix, parameters.departureSeconds)
         outsideCount += 1
         outsideEvidence += step
@@ -359,7 +383,10 @@ public struct VisitDetector: Sendable {
               fix.time - firstOutside >= parameters.departureSeconds else { return }
         // A reported visit, and any stay whose outside run began as fixes came back after a
         // dropout (a receiver re-acquiring off), needs the stronger evidence.
-        if (confirmed || runAfterGap) && !departureIsCertain(from: stay, at: fix.time) { return }
+        if (confirmed || runAfterGap) && !departureIsCertain(from: stay, at: fix.time) {
+            if confirmed && hasDrifted(from: stay, at: fix.time) { followDrift() }
+            return
+        }
         if confirmed {
             emit(Visit(kind: .departure, arrival: arrival, departure: stay.lastCore,
                        coordinate: stay.centre, horizontalAccuracy: stay.spread95))
@@ -384,9 +411,40 @@ public struct VisitDetector: Sendable {
     /// re-acquiring a few hundred metres off for seconds after a dropout, is neither.
     func departureIsCertain(from stay: Stay, at time: Timestamp) -> Bool {
         if farCount >= parameters.departureFixes && farEvidence >= parameters.farDepartureSeconds { return true }
+        return (!confirmed || lastMoved >= stay.lastCore) && nearRunIsLong(from: stay, at: time)
+    }
+
+    /// The run of outside fixes forms a place of its own: its centre is outside the radius and
+    /// it spans `nearDepartureSeconds` of evidence (or, sparse, `sparseDepartureFixes` fixes
+    /// over twice that).
+    func nearRunIsLong(from stay: Stay, at time: Timestamp) -> Bool {
         guard let p = pending, stay.distanceFromCentre(p.centreUnit) > parameters.radius else { return false }
         return outsideEvidence >= parameters.nearDepartureSeconds
             || (outsideCount >= sparseDepartureFixes && time - firstOutside >= 2 * parameters.nearDepartureSeconds)
+    }
+
+    /// A reported visit's fixes that settled outside its radius with no movement since its
+    /// last fix within the core: the position drifted (indoor multipath, a receiver's slow
+    /// drift), the device did not leave.
+    func hasDrifted(from stay: Stay, at time: Timestamp) -> Bool {
+        lastMoved < stay.lastCore && nearRunIsLong(from: stay, at: time)
+    }
+
+    /// Moves the visit's centre to where its fixes drifted (the tentative next stay's centre),
+    /// keeping the visit: the run's fixes become its own, and its core is judged from there.
+    mutating func followDrift() {
+        guard var s = current, let p = pending else { return }
+        let q = s.local(p.centreUnit)
+        s.meanX = q.x; s.meanY = q.y
+        s.weight = p.weight; s.m2 = p.m2
+        s.count += p.count
+        s.lastInside = p.lastInside
+        s.lastCore = max(s.lastCore, p.lastCore)
+        s.lastStill = max(s.lastStill, p.lastStill)
+        current = s
+        pending = nil
+        outsideCount = 0
+        farCount = 0; outsideEvidence = 0
     }
 
     /// A sparse logger (a fix every few minutes) never gathers `nearDepartureSeconds` of
@@ -495,6 +553,7 @@ public struct VisitDetector: Sendable {
     mutating func markMoved(_ i: Int, before time: Timestamp, crept: Bool = false) {
         func mark(_ e: inout EarlyFix) { if crept { e.crept = true } else { e.moved = true } }
         mark(&path[i])
+        lastMoved = max(lastMoved, path[i].time)
         let from = path[i].time, to = i + 1 < path.count ? path[i + 1].time : time
         for k in early.indices where early[k].time >= from && early[k].time < to { mark(&early[k]) }
         for k in pendingEarly.indices where pendingEarly[k].time >= from && pendingEarly[k].time < to {
