@@ -1,5 +1,8 @@
 @testable import LocationCore
 import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Movement judged without a speed, and the dwell counted to fixes known to be still
 /// (docs/semantics.md, "Visits": known to be still, progress without a speed, sparse loggers).
@@ -98,5 +101,43 @@ import Testing
         for (t, n, e) in track { r.feed(gpx(at: t, n, e)) }
         #expect(r.arrivals.count == 1)
         #expect(r.arrivals.first.map { $0.arrival - t0 } == 504)
+    }
+}
+
+/// Laps round a small loop (docs/semantics.md, "Visits": progress, without a speed).
+@Suite struct VisitLapTests {
+    /// `minutes` of laps round a circle of `circumference` metres at `speed` m/s, a fix every
+    /// `interval` s with ±3 m jitter, no speed and no accuracy (a GPX track), after a walk in
+    /// and before a walk out.
+    func laps(circumference: Double, speed: Double, interval: Double, minutes: Double, doppler: Bool = false) -> VisitRecorder {
+        var r = VisitRecorder()
+        let radius = circumference / (2 * Double.pi)
+        var t = 0.0, k = 0
+        func feed(_ north: Double, _ east: Double, _ v: Double) {
+            let (dn, de) = jitter(k, 3)
+            var f = fix(at: t, offset(north + dn, east + de), accuracy: nil)
+            if doppler { f.speed = v }
+            r.feed(f); t += interval; k += 1
+        }
+        while t < 300 { feed(-radius - 400 + 1.4 * t, 0, 1.4) }
+        let start = t
+        while t - start < minutes * 60 {
+            let a = speed * (t - start) / radius
+            feed(-radius * cos(a), radius * sin(a), speed)
+        }
+        let end = t
+        while t - end < 300 { feed(-radius, -1.4 * (t - end), 1.4) }
+        return r
+    }
+
+    /// Jogging (2–3 m/s) round a 120–540 m loop, or walking (1.2–1.4 m/s) round a 170–400 m
+    /// one, for 12–20 minutes is moving, not a visit, whatever the lap time and the fix
+    /// interval — a lap of about a minute included (the fix a minute back is where the device
+    /// is now; the fix 15 s back is not), with a speed in the fixes or without.
+    @Test(arguments: [(180.0, 3.0, 4.0, 12.0), (180, 3, 1, 12), (200, 3, 4, 12), (120, 2, 2, 15), (360, 3, 4, 12),
+                      (540, 3, 4, 12), (300, 2.5, 5, 15), (168, 1.4, 1, 20), (250, 1.2, 2, 20), (400, 1.3, 1, 20)])
+    func lapsAreNoVisit(circumference: Double, speed: Double, interval: Double, minutes: Double) {
+        #expect(laps(circumference: circumference, speed: speed, interval: interval, minutes: minutes).arrivals.isEmpty)
+        #expect(laps(circumference: circumference, speed: speed, interval: interval, minutes: minutes, doppler: true).arrivals.isEmpty)
     }
 }

@@ -512,9 +512,16 @@ public struct VisitDetector: Sendable {
         if fix.speed == nil, let plane = current,
            let back = path.lastIndex(where: { fix.time - $0.time >= parameters.progressWindow / 2 }),
            fix.time - path[back].time <= parameters.progressWindow {
-            let p = plane.local(unit), a = plane.local(path[back].unit)
-            let net = ((p.x - a.x) * (p.x - a.x) + (p.y - a.y) * (p.y - a.y)).squareRoot()
-            if net < max(parameters.progressSpeed * (fix.time - path[back].time) / 2, 2 * (fix.horizontalAccuracy ?? 0)) {
+            let p = plane.local(unit), accuracy = 2 * (fix.horizontalAccuracy ?? 0)
+            func net(_ i: Int) -> Double {
+                let a = plane.local(path[i].unit)
+                return ((p.x - a.x) * (p.x - a.x) + (p.y - a.y) * (p.y - a.y)).squareRoot()
+            }
+            // Nor brisk over the last half-minute: a lap of a small loop is back where it was
+            // a minute ago.
+            let recent = path.lastIndex(where: { fix.time - $0.time >= parameters.briskWindow / 2 }) ?? back
+            if net(back) < max(parameters.progressSpeed * (fix.time - path[back].time) / 2, accuracy),
+               net(recent) < max(parameters.movingSpeed * (fix.time - path[recent].time) / 2, parameters.briskDistance / 2, accuracy) {
                 markStill(fix.time, unit)
             }
         }
