@@ -57,6 +57,18 @@ public struct NMEAWriter: Sendable {
     /// RMC and GGA of a fix: position, time, date, speed, course, altitude and HDOP — all that
     /// GeoClue's NMEA source reads. Empty for a coordinate off the globe.
     public func rmcAndGGA(_ fix: Fix, quality: Quality = Quality()) -> String {
+        rmcAndGGA(fix, quality: quality, hdop: fixed(quality.hdop, 1))
+    }
+
+    /// RMC and GGA with time and position only — no speed, course, HDOP or altitude: what a GPX
+    /// track or a phone's log of positions says, as a receiver that knows nothing else.
+    public func positions(_ fix: Fix) -> String {
+        var bare = fix
+        bare.speed = nil; bare.course = nil; bare.altitudeMSL = nil; bare.altitudeHAE = nil
+        return rmcAndGGA(bare, quality: Quality(), hdop: "")
+    }
+
+    private func rmcAndGGA(_ fix: Fix, quality: Quality, hdop: String) -> String {
         guard fix.coordinate.isValid else { return "" }
         let time = Self.timeField(fix.time)
         let c = CivilTime(fix.time)
@@ -67,7 +79,7 @@ public struct NMEAWriter: Sendable {
         let course = fix.course.map { fixed($0, 2) } ?? ""
         let msl = fix.altitudeMSL ?? fix.altitudeHAE.map { $0 - quality.geoidSeparation }
         return sentence("\(talker)RMC,\(time),A,\(lat),\(ns),\(lon),\(ew),\(knots),\(course),\(date),,,A")
-            + sentence("\(talker)GGA,\(time),\(lat),\(ns),\(lon),\(ew),1,\(two(max(0, quality.satellites))),\(fixed(quality.hdop, 1)),"
+            + sentence("\(talker)GGA,\(time),\(lat),\(ns),\(lon),\(ew),1,\(two(max(0, quality.satellites))),\(hdop),"
                 + "\(msl.map { fixed($0, 1) } ?? ""),M,\(fixed(quality.geoidSeparation, 1)),M,,")
     }
 

@@ -54,6 +54,10 @@ public struct Scenario: Sendable {
     public var origin: Coordinate
     /// Seconds between epochs.
     public var sampleInterval: Double = 1
+    /// What the receiver writes: a GNSS receiver's epochs (speed, course, accuracy), or only
+    /// time and position, as a GPX track or a phone's log converted to NMEA.
+    public enum Receiver: String, Sendable { case gnss, positions }
+    public var receiver: Receiver = .gnss
     public var seed: UInt64 = 1
     /// Stays at least this long are the true visits, seconds.
     public var minimumVisit: Double = 300
@@ -80,7 +84,7 @@ public struct Scenario: Sendable {
             throw ParseError("not JSON: \(error.reason)", at: error.position(in: text.utf8))
         }
         guard case .object(let o) = value else { throw ParseError("a scenario is a JSON object") }
-        try known(o, ["name", "description", "start", "origin", "sampleInterval", "seed", "minimumVisit",
+        try known(o, ["name", "description", "start", "origin", "sampleInterval", "receiver", "seed", "minimumVisit",
                       "outdoor", "indoor", "legs"], in: "scenario")
         guard let startText = try string(o, "start", in: "") else {
             throw ParseError("start is required: the ISO 8601 time of the first epoch, such as 2026-03-10T07:00:00Z")
@@ -98,6 +102,12 @@ public struct Scenario: Sendable {
                 throw ParseError("sampleInterval \(JSONWriter.numberText(v)) is out of range; expected more than 0 and at most 3600 seconds")
             }
             s.sampleInterval = v
+        }
+        if let v = try string(o, "receiver", in: "") {
+            guard let r = Receiver(rawValue: v) else {
+                throw ParseError("receiver \(JSONWriter.quoted(v)) must be \"gnss\" or \"positions\"")
+            }
+            s.receiver = r
         }
         if let v = try number(o, "seed", in: "") {
             // JSON numbers are read as doubles: integers are exact up to 2^53.

@@ -153,7 +153,8 @@ public struct Simulator {
             let gn = rng.gaussian(), ge = rng.gaussian(), galt = rng.gaussian(), gv = rng.gaussian()
             if lost || forcedLoss {
                 wasLost = true
-                nmea.append(contentsOf: writer.noFixEpoch(at: time).utf8)
+                // A track of positions has no point while the fix is lost.
+                if scenario.receiver == .gnss { nmea.append(contentsOf: writer.noFixEpoch(at: time).utf8) }
                 if forcedLoss { afterLostLeg = true }
                 spikeLeft = max(0, spikeLeft - 1)
                 return
@@ -198,7 +199,10 @@ public struct Simulator {
             quality.hdop = max(0.6, reported / 4)
             let fix = Fix(time: time, coordinate: coordinate, mode: .threeD, altitudeMSL: 34 + galt * reported,
                           speed: max(0, speed + gv * 0.2), course: course)
-            nmea.append(contentsOf: writer.epoch(fix, quality: quality).utf8)
+            switch scenario.receiver {
+            case .gnss: nmea.append(contentsOf: writer.epoch(fix, quality: quality).utf8)
+            case .positions: nmea.append(contentsOf: writer.positions(fix).utf8)
+            }
         }
 
         for leg in scenario.legs {

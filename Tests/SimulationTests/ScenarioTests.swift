@@ -79,6 +79,41 @@ let bundledNames = ["demo", "commuter", "delivery", "hike", "parked-car", "spike
         #expect(zip(parsed, out.truth).allSatisfy { Geodesy.distance($0.coordinate, $1.coordinate) < 0.01 })
     }
 
+    /// A receiver of positions writes time and position only (RMC and GGA, no speed, course,
+    /// HDOP, GSA or GST: the decoder knows no speed and no accuracy), and nothing while the fix
+    /// is lost; the positions are the GNSS receiver's, noise and all.
+    @Test func aReceiverOfPositionsWritesTimeAndPositionOnly() throws {
+        func text(_ receiver: String) -> String {
+            #"{"start":"2026-01-01T00:00:00Z","origin":{"latitude":50,"longitude":8},"sampleInterval":2,"receiver":""# + receiver
+                + #"","outdoor":{"sigma":3},"legs":[{"stay":60},{"walk":{"north":100},"signal":"lost"},{"walk":{"north":100}}]}"#
+        }
+        var s = try Scenario.parse(text("gnss"))
+        let gnss = Simulator(s).run()
+        s.receiver = .positions
+        #expect(try Scenario.parse(text("positions")).receiver == .positions)
+        let positions = Simulator(s).run()
+        func fixes(_ nmea: [UInt8]) -> [Fix] {
+            var out: [Fix] = []
+            var decoder = NMEADecoder()
+            decoder.feed(nmea) { if let f = $0.fix { out.append(f) } }
+            decoder.finish { if let f = $0.fix { out.append(f) } }
+            return out
+        }
+        let a = fixes(gnss.nmea), b = fixes(positions.nmea)
+        #expect(a.count == 30 + 36 && b.count == a.count)
+        #expect(b.allSatisfy { $0.speed == nil && $0.course == nil && $0.horizontalAccuracy == nil })
+        #expect(zip(a, b).allSatisfy { $0.time == $1.time && Geodesy.distance($0.coordinate, $1.coordinate) < 0.01 })
+        let text2 = String(decoding: positions.nmea, as: UTF8.self)
+        #expect(!text2.contains("GSA") && !text2.contains("GST") && !text2.contains(",V,"))
+        #expect(positions.truth == gnss.truth)
+        do {
+            _ = try Scenario.parse(text("gpx"))
+            Issue.record("accepted")
+        } catch {
+            #expect(error.description == #"receiver "gpx" must be "gnss" or "positions""#)
+        }
+    }
+
     /// A scenario that is not JSON is shown at the line and column of the mistake; a value that is
     /// wrong has no position.
     @Test func brokenJSONIsShownAtItsLineAndColumn() {
@@ -230,7 +265,7 @@ let bundledNames = ["demo", "commuter", "delivery", "hike", "parked-car", "spike
     }
 }
 
-let failureClassNames = ["indoor-jitter", "reacquisition", "stop-and-go", "drift"]
+let failureClassNames = ["indoor-jitter", "reacquisition", "stop-and-go", "drift", "laps", "walk-across"]
 
 @Suite struct ReacquisitionNoiseTests {
     /// After a lost leg the first fix is `reacquisitionDistance` off and the offset shrinks to
