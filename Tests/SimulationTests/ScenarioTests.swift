@@ -265,7 +265,7 @@ let bundledNames = ["demo", "commuter", "delivery", "hike", "parked-car", "spike
     }
 }
 
-let failureClassNames = ["indoor-jitter", "reacquisition", "stop-and-go", "drift", "laps", "walk-across"]
+let failureClassNames = ["indoor-jitter", "reacquisition", "stop-and-go", "drift", "laps", "walk-across", "sparse-logger"]
 
 @Suite struct ReacquisitionNoiseTests {
     /// After a lost leg the first fix is `reacquisitionDistance` off and the offset shrinks to

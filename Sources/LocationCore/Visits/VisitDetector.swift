@@ -239,8 +239,10 @@ public struct VisitDetector: Sendable {
     @usableFromInline var movingRow = 0
     /// Whether the run's first fix came after a gap in fixes longer than `departureSeconds`.
     @usableFromInline var runAfterGap = false
-    /// The previous fix's time (the step that adds evidence) and unit vector.
+    /// The previous fix's time (the step that adds evidence) and unit vector, and the step
+    /// before it (the source's cadence).
     @usableFromInline var previousFix = Timestamp(nanoseconds: 0)
+    @usableFromInline var previousStep = 0.0
     @usableFromInline var previousUnit = SIMD3<Double>(0, 0, 0)
     @usableFromInline var pending: Stay?
     /// Early fixes of the current (unconfirmed) stay, one per `dwell / capacity` seconds, to
@@ -305,9 +307,12 @@ public struct VisitDetector: Sendable {
             movingRow = speed >= parameters.movingSpeed ? movingRow + 1 : 0
             if movingRow >= parameters.departureFixes { lastMoved = fix.time }
         }
-        defer { previousFix = fix.time; previousUnit = unit }
+        defer { previousStep = fix.time - previousFix; previousFix = fix.time; previousUnit = unit }
         guard var stay = current else { start(fix, unit); track(fix, unit); return }
         track(fix, unit)
+        // The movement rules may just have judged the stay's earlier fixes still, completing
+        // its dwell: decide that before this fix moves its centre or begins an outside run.
+        confirmIfDwelt(emit)
         stay = current!
         let d = stay.distanceFromCentre(unit)
         if d <= parameters.radius {
@@ -333,13 +338,12 @@ public struct VisitDetector: Sendable {
             confirmIfDwelt(emit)
             return
         }
-        // Outside. The movement rules may just have judged the stay's earlier fixes still,
-        // completing its dwell: decide that before the outside run can end it.
-        confirmIfDwelt(emit)
-        // One outlier does not end a stay; a confirmed run of outside fixes does.
+        // Outside: one outlier does not end a stay; a confirmed run of outside fixes does.
         if outsideCount == 0 {
             let gap = fix.time - previousFix
-            runAfterGap = gap > parameters.departureSeconds
+            // A gap is a dropout: longer than `departureSeconds` and than twice the step
+            // before it (a logger's cadence of a fix every minute or two is no dropout).
+            runAfterGap = gap > parameters.departureSeconds && gap > 2 * previousStep
             // Unseen movement: fixes lost while the device went on (out of a building, through
             // a tunnel) come back farther than a slow walk or a drift gets in that time.
             if runAfterGap && stay.distance(previousUnit, unit) >= max(parameters.movingSpeed * gap, parameters.coreRadius) {
