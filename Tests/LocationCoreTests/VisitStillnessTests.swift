@@ -102,6 +102,24 @@ import Glibc
         #expect(r.arrivals.count == 1)
         #expect(r.arrivals.first.map { $0.arrival - t0 } == 504)
     }
+
+    /// A logger that writes nothing while still (the offsets, metres north and east, of a
+    /// stay on the real track alps-tour-c2c): a walk, its last point at 708 s, 17 minutes of
+    /// silence, and a point 65 m on as the logger resumes late on the walk on. The silence
+    /// is the stay: a visit from the last point before it. Cut to 4 minutes, it is none.
+    @Test(arguments: [(0.0, true), (-763, false)])
+    func aSilenceAtAPlaceIsAVisit(shift: Double, visit: Bool) {
+        var r = VisitRecorder()
+        let track: [(Double, Double, Double)] = [
+            (0, 292, -144), (33, 354, -106), (50, 325, -81), (68, 281, -83), (80, 258, -102), (188, 254, -156),
+            (264, 236, -151), (315, 227, -28), (481, 322, 77), (498, 310, 96), (574, 138, 49), (595, 123, 7),
+            (617, 149, -36), (627, 139, -57), (663, 82, 12), (708, 0, 0), (1711, 5, 65), (1766, 50, 101),
+            (1884, 95, 207), (2037, 199, 250), (2173, 295, 353), (2363, 291, 507),
+        ]
+        for (t, n, e) in track { r.feed(gpx(at: t > 708 ? t + shift : t, n, e)) }
+        #expect(r.arrivals.count == (visit ? 1 : 0))
+        if visit { #expect(r.arrivals.first.map { $0.arrival - t0 } == 708) }
+    }
 }
 
 /// Laps round a small loop (docs/semantics.md, "Visits": progress, without a speed).

@@ -116,6 +116,9 @@ public struct VisitDetector: Sendable {
         /// and found neither moving nor creeping, or that made too little progress to be
         /// judged at all. The dwell is counted to it.
         var lastStill: Timestamp
+        /// The last fix before a silence of at least the dwell that ended within the radius: a
+        /// logger that writes nothing while still stood there all along.
+        var stoodFrom: Timestamp?
         var count: Int = 0
         // Weighted Welford: weight sum, mean, sum of weighted squared deviations.
         var weight: Double = 0
@@ -318,6 +321,9 @@ public struct VisitDetector: Sendable {
         if d <= parameters.radius {
             // A sparse still fix moves the centre a step's worth, not all the way to itself.
             let sparse = isSparseStill(fix)
+            if sparse && !confirmed && fix.time - previousFix >= parameters.dwell && previousFix >= stay.start {
+                stay.stoodFrom = stay.stoodFrom ?? previousFix
+            }
             stay.add(fix, unit, distance: d, radius: parameters.radius, coreRadius: parameters.coreRadius,
                      memory: confirmed ? 0 : parameters.candidateMemory,
                      stepCap: sparse ? parameters.departureSeconds : .infinity, own: sparse)
@@ -370,6 +376,9 @@ public struct VisitDetector: Sendable {
         } else if var p = pending {
             let dp = p.distanceFromCentre(unit)
             if dp <= parameters.radius {
+                if isSparseStill(fix) && fix.time - previousFix >= parameters.dwell && previousFix >= p.start {
+                    p.stoodFrom = p.stoodFrom ?? previousFix
+                }
                 p.add(fix, unit, distance: dp, radius: parameters.radius, coreRadius: parameters.coreRadius,
                       memory: parameters.candidateMemory, stepCap: parameters.departureSeconds, own: isSparseStill(fix))
                 remember(fix, unit, in: &pendingEarly, moved: &movedSincePendingEarly, stay: p)
@@ -460,9 +469,12 @@ public struct VisitDetector: Sendable {
     /// core radius — span the dwell time. The cheap check on the whole stay's span comes first;
     /// the scan of the early fixes (≤ 64) runs only once that has passed.
     mutating func confirmIfDwelt(_ emit: (Visit) -> Void) {
-        guard !confirmed, let s = current, s.count >= 3, s.lastStill - s.start >= parameters.dwell else { return }
-        guard let arrival = arrivalTime(of: s),
-              s.lastStill - max(arrival, firstStill(of: s, from: arrival)) >= parameters.dwell else { return }
+        guard !confirmed, let s = current, s.count >= 2, s.lastStill - s.start >= parameters.dwell else { return }
+        var found = arrivalTime(of: s)
+        if let a = found, s.count < 3 || s.lastStill - max(a, firstStill(of: s, from: a)) < parameters.dwell { found = nil }
+        // A silence spanning the dwell at the place is the stay, whatever the fixes round it.
+        if found == nil { found = s.stoodFrom }
+        guard let arrival = found else { return }
         confirmed = true
         self.arrival = arrival
         emit(Visit(kind: .arrival, arrival: arrival, departure: nil, coordinate: s.centre, horizontalAccuracy: s.spread95))
