@@ -265,7 +265,9 @@ let bundledNames = ["demo", "commuter", "delivery", "hike", "parked-car", "spike
     }
 }
 
-let failureClassNames = ["indoor-jitter", "reacquisition", "stop-and-go", "drift", "laps", "walk-across", "sparse-logger"]
+let failureClassNames = [
+    "indoor-jitter", "reacquisition", "stop-and-go", "drift", "laps", "walk-across", "sparse-logger",
+]
 
 @Suite struct ReacquisitionNoiseTests {
     /// After a lost leg the first fix is `reacquisitionDistance` off and the offset shrinks to

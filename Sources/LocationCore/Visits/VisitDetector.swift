@@ -352,7 +352,8 @@ public struct VisitDetector: Sendable {
             runAfterGap = gap > parameters.departureSeconds && gap > 2 * previousStep
             // Unseen movement: fixes lost while the device went on (out of a building, through
             // a tunnel) come back farther than a slow walk or a drift gets in that time.
-            if runAfterGap && stay.distance(previousUnit, unit) >= max(parameters.movingSpeed * gap, parameters.coreRadius) {
+            if runAfterGap,
+               stay.distance(previousUnit, unit) >= max(parameters.movingSpeed * gap, parameters.coreRadius) {
                 lastMoved = fix.time
             }
         }
@@ -471,7 +472,9 @@ public struct VisitDetector: Sendable {
     mutating func confirmIfDwelt(_ emit: (Visit) -> Void) {
         guard !confirmed, let s = current, s.count >= 2, s.lastStill - s.start >= parameters.dwell else { return }
         var found = arrivalTime(of: s)
-        if let a = found, s.count < 3 || s.lastStill - max(a, firstStill(of: s, from: a)) < parameters.dwell { found = nil }
+        if let a = found, s.count < 3 || s.lastStill - max(a, firstStill(of: s, from: a)) < parameters.dwell {
+            found = nil
+        }
         // A silence spanning the dwell at the place is the stay, whatever the fixes round it.
         if found == nil { found = s.stoodFrom }
         guard let arrival = found else { return }
@@ -537,7 +540,8 @@ public struct VisitDetector: Sendable {
             // a minute ago.
             let recent = path.lastIndex(where: { fix.time - $0.time >= parameters.briskWindow / 2 }) ?? back
             if net(back) < max(parameters.progressSpeed * (fix.time - path[back].time) / 2, accuracy),
-               net(recent) < max(parameters.movingSpeed * (fix.time - path[recent].time) / 2, parameters.briskDistance / 2, accuracy) {
+               net(recent) < max(parameters.movingSpeed * (fix.time - path[recent].time) / 2,
+                                 parameters.briskDistance / 2, accuracy) {
                 markStill(fix.time, unit)
             }
         }
@@ -642,14 +646,14 @@ public struct VisitDetector: Sendable {
     /// halfway back over `progressWindow` seconds, when the device made steady progress
     /// through it — the fix a window back (the newest at least that old, and no more than
     /// twice: a longer gap is a logger asleep, no evidence) is at least `progressSpeed` × the
-    /// time away (`steadyDisplacement`: a stale or jumped fix at either end is no walk), the path through the middle fix is not far from straight (≤ 2 × the net
-    /// displacement) and each half made at least a quarter of the progress. Jitter
-    /// wanders round a point: its net displacement does not grow with the window and
-    /// its path doubles back. A slow walk up a hill or along a beach makes steady progress;
-    /// a device that stopped halfway made none in the second half. The net displacement must
-    /// also be at least twice the fix's 95 % accuracy when the receiver reports one, so that
-    /// white noise of a poor receiver, whose points can fall anywhere in its error disc, is
-    /// no walk.
+    /// time away (`steadyDisplacement`: a stale or jumped fix at either end is no walk), the
+    /// path through the middle fix is not far from straight (≤ 2 × the net displacement) and
+    /// each half made at least a quarter of the progress. Jitter wanders round a point: its net
+    /// displacement does not grow with the window and its path doubles back. A slow walk up a
+    /// hill or along a beach makes steady progress; a device that stopped halfway made none in
+    /// the second half. The net displacement must also be at least twice the fix's 95 %
+    /// accuracy when the receiver reports one, so that white noise of a poor receiver, whose
+    /// points can fall anywhere in its error disc, is no walk.
     func walkedThrough(to unit: SIMD3<Double>, at time: Timestamp, accuracy: Double?,
                        in buffer: [EarlyFix], stay: Stay) -> Int? {
         let window = parameters.progressWindow
