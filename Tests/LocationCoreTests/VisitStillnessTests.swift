@@ -120,6 +120,50 @@ import Glibc
         #expect(r.arrivals.count == (visit ? 1 : 0))
         if visit { #expect(r.arrivals.first.map { $0.arrival - t0 } == 708) }
     }
+
+    /// A logger that writes nothing while still, resuming late on a bike (the offsets, metres
+    /// north and east, of a stay on the real track alps-tour-c2c): its last point before 34
+    /// minutes of silence at 459 s, the first after 245 m on, beyond the radius. The silence
+    /// made no progress (0.12 m/s): a visit from the point before it to the point after.
+    /// Shortened to 9 minutes (0.44 m/s, a walk with the fix lost), it is none.
+    @Test(arguments: [(0.0, true), (-1500, false)])
+    func aSilenceEndingBeyondTheRadiusIsAVisit(shift: Double, visit: Bool) {
+        var r = VisitRecorder()
+        let track: [(Double, Double, Double)] = [
+            (0, -1002, 2025), (37, -896, 1821), (54, -794, 1761), (90, -664, 1519), (141, -623, 1186),
+            (157, -551, 1095), (199, -334, 953), (226, -244, 771), (246, -134, 721), (267, -111, 593),
+            (286, -136, 471), (336, -42, 247), (395, -127, 51), (428, -31, 34), (459, 0, 0), (2520, -219, -110),
+            (2576, -217, -228), (2585, -258, -263), (2677, -815, -495), (2709, -1042, -501), (2747, -1274, -595),
+            (2782, -1417, -696), (2820, -1616, -735), (2852, -1801, -809), (2902, -2010, -1010),
+        ]
+        for (t, n, e) in track { r.feed(gpx(at: t > 459 ? t + shift : t, n, e)) }
+        #expect(r.arrivals.count == (visit ? 1 : 0))
+        if visit {
+            #expect(r.arrivals.first.map { $0.arrival - t0 } == 459)
+            #expect(r.departures.first?.departure.map { $0 - t0 } == 2520)
+        }
+    }
+
+    /// The same logger: a ride, its last point at 313 s 131 m past the one before, 32 minutes
+    /// of silence, a point 49 m from it and the ride on. The point before the silence begins a
+    /// tentative next stay (outside the ride's), which the silence ends at once as the place
+    /// the device stood: a visit from 313 s to 2257 s. Without it the ride's next point starts
+    /// the tentative stay afresh and the stay is lost.
+    @Test func aSilenceAtATentativeStayIsAVisit() {
+        var r = VisitRecorder()
+        let track: [(Double, Double, Double)] = [
+            (0, -923, 538), (25, -794, 420), (48, -818, 522), (77, -658, 415), (95, -601, 297), (118, -470, 192),
+            (146, -343, 46), (174, -382, -151), (195, -503, -208), (218, -357, -201), (230, -279, -154),
+            (243, -224, -219), (254, -175, -156), (264, -157, -72), (270, -126, -35), (313, 0, 0), (2257, 26, -42),
+            (2284, 22, -173), (2292, -10, -230), (2304, -23, -330), (2314, -84, -385), (2330, -155, -502),
+            (2370, -162, -729), (2394, -92, -904), (2415, -61, -1107), (2424, -18, -1166), (2437, 80, -1152),
+            (2446, 89, -1210), (2455, 33, -1201), (2468, -40, -1282), (2477, -112, -1293), (2483, -139, -1340),
+        ]
+        for (t, n, e) in track { r.feed(gpx(at: t, n, e)) }
+        #expect(r.arrivals.count == 1)
+        #expect(r.arrivals.first.map { $0.arrival - t0 } == 313)
+        #expect(r.departures.first?.departure.map { $0 - t0 } == 2257)
+    }
 }
 
 /// Laps round a small loop (docs/semantics.md, "Visits": progress, without a speed).

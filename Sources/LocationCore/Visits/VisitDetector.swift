@@ -318,10 +318,11 @@ public struct VisitDetector: Sendable {
         confirmIfDwelt(emit)
         stay = current!
         let d = stay.distanceFromCentre(unit)
-        if d <= parameters.radius {
+        let resumed = d > parameters.radius && resumesAfterStanding(fix, unit, in: stay)
+        if d <= parameters.radius || resumed {
             // A sparse still fix moves the centre a step's worth, not all the way to itself.
-            let sparse = isSparseStill(fix)
-            if sparse && !confirmed && fix.time - previousFix >= parameters.dwell && previousFix >= stay.start {
+            let sparse = isSparseStill(fix) || resumed
+            if !confirmed && (resumed || (sparse && fix.time - previousFix >= parameters.dwell && previousFix >= stay.start)) {
                 stay.stoodFrom = stay.stoodFrom ?? previousFix
             }
             stay.add(fix, unit, distance: d, radius: parameters.radius, coreRadius: parameters.coreRadius,
@@ -366,6 +367,7 @@ public struct VisitDetector: Sendable {
         } else {
             farCount = 0
         }
+        var standingEndsStay = false
         if outsideCount == 1 {
             firstOutside = fix.time
             pending = Stay(fix, unit)
@@ -376,12 +378,14 @@ public struct VisitDetector: Sendable {
             remember(fix, unit, in: &pendingEarly, moved: &movedSincePendingEarly, stay: pending!)
         } else if var p = pending {
             let dp = p.distanceFromCentre(unit)
-            if dp <= parameters.radius {
-                if isSparseStill(fix) && fix.time - previousFix >= parameters.dwell && previousFix >= p.start {
+            standingEndsStay = !confirmed && resumesAfterStanding(fix, unit, in: p)
+            if dp <= parameters.radius || standingEndsStay {
+                if standingEndsStay || (isSparseStill(fix) && fix.time - previousFix >= parameters.dwell && previousFix >= p.start) {
                     p.stoodFrom = p.stoodFrom ?? previousFix
                 }
                 p.add(fix, unit, distance: dp, radius: parameters.radius, coreRadius: parameters.coreRadius,
-                      memory: parameters.candidateMemory, stepCap: parameters.departureSeconds, own: isSparseStill(fix))
+                      memory: parameters.candidateMemory, stepCap: parameters.departureSeconds,
+                      own: isSparseStill(fix) || standingEndsStay)
                 remember(fix, unit, in: &pendingEarly, moved: &movedSincePendingEarly, stay: p)
             } else {
                 p = Stay(fix, unit)
@@ -393,11 +397,13 @@ public struct VisitDetector: Sendable {
             }
             pending = p
         }
-        guard outsideCount >= parameters.departureFixes,
-              fix.time - firstOutside >= parameters.departureSeconds else { return }
+        // A silence spanning the dwell at the tentative next stay, with no progress over it, is
+        // the device standing there: a stay not yet reported has ended, however short the run.
+        guard standingEndsStay || (outsideCount >= parameters.departureFixes
+                        && fix.time - firstOutside >= parameters.departureSeconds) else { return }
         // A reported visit, and any stay whose outside run began as fixes came back after a
         // dropout (a receiver re-acquiring off), needs the stronger evidence.
-        if (confirmed || runAfterGap) && !departureIsCertain(from: stay, at: fix.time) {
+        if !standingEndsStay && (confirmed || runAfterGap) && !departureIsCertain(from: stay, at: fix.time) {
             if confirmed && hasDrifted(from: stay, at: fix.time) { followDrift() }
             return
         }
@@ -511,6 +517,18 @@ public struct VisitDetector: Sendable {
         }
         buffer.append((fix.time, unit, moved, false))
         moved = false
+    }
+
+    /// Whether `fix` (without a speed) ends a silence of at least the dwell that began at
+    /// `stay`'s latest fix, no farther from that fix than half the progress a slow walk makes
+    /// in the silence (`progressSpeed` × the time / 2, the still-at-once test of `track`) and
+    /// three radii: a logger that writes nothing while still wakes as the device moves on and
+    /// writes its first fix late, up to a few hundred metres on. A walk or a drive with the
+    /// fix lost gets farther.
+    func resumesAfterStanding(_ fix: Fix, _ unit: SIMD3<Double>, in stay: Stay) -> Bool {
+        let silence = fix.time - previousFix
+        guard fix.speed == nil, silence >= parameters.dwell, stay.lastInside == previousFix else { return false }
+        return stay.distance(previousUnit, unit) <= min(parameters.progressSpeed * silence / 2, 3 * parameters.radius)
     }
 
     /// Whether `fix` is a sparse logger's still fix: without a speed (a receiver with Doppler
