@@ -164,6 +164,28 @@ import Glibc
         #expect(r.arrivals.first.map { $0.arrival - t0 } == 313)
         #expect(r.departures.first?.departure.map { $0 - t0 } == 2257)
     }
+
+    /// The same logger in the evening: a visit from 433 s, a walk of 142 m in 63 s at 2466 s
+    /// (the device moving), and 11.8 hours of silence ending 92 m from the walk's last point.
+    /// The night is a visit of its own, from 2529 s; the evening's ends at 2466 s. Stepped
+    /// over five minutes (0.47 m/s: the position may have drifted), it stays one visit.
+    @Test(arguments: [(2529.0, 2), (2766, 1)])
+    func aSilenceAtTheNextPlaceEndsAVisit(step: Double, visits: Int) {
+        var r = VisitRecorder()
+        let track: [(Double, Double, Double)] = [
+            (0, -850, 734), (35, -732, 551), (122, -369, 210), (274, -77, 60), (342, -23, 62), (362, -30, 14),
+            (433, 5, 6), (520, -10, -41), (536, -2, -1), (586, -43, -8), (724, -11, -49), (2448, 0, 0),
+            (2466, -35, 8), (step, -27, 150), (44898, -107, 196), (44938, -34, 146), (44948, -21, 113),
+            (44975, -44, 9), (45025, -152, -120), (45050, -319, -132), (45075, -534, -63), (45092, -678, -46),
+            (45102, -733, -68),
+        ]
+        for (t, n, e) in track { r.feed(gpx(at: t, n, e)) }
+        #expect(r.arrivals.count == visits)
+        if visits == 2 {
+            #expect(r.arrivals.map { $0.arrival - t0 } == [433, 2529])
+            #expect(r.departures.first?.departure.map { $0 - t0 } == 2466)
+        }
+    }
 }
 
 /// Laps round a small loop (docs/semantics.md, "Visits": progress, without a speed).

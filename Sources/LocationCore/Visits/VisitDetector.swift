@@ -378,7 +378,7 @@ public struct VisitDetector: Sendable {
             remember(fix, unit, in: &pendingEarly, moved: &movedSincePendingEarly, stay: pending!)
         } else if var p = pending {
             let dp = p.distanceFromCentre(unit)
-            standingEndsStay = !confirmed && resumesAfterStanding(fix, unit, in: p)
+            standingEndsStay = resumesAfterStanding(fix, unit, in: p)
             if dp <= parameters.radius || standingEndsStay {
                 if standingEndsStay || (isSparseStill(fix) && fix.time - previousFix >= parameters.dwell && previousFix >= p.start) {
                     p.stoodFrom = p.stoodFrom ?? previousFix
@@ -396,6 +396,10 @@ public struct VisitDetector: Sendable {
                 remember(fix, unit, in: &pendingEarly, moved: &movedSincePendingEarly, stay: p)
             }
             pending = p
+            // A reported visit ends so only when the place stood at is another one.
+            if standingEndsStay && confirmed {
+                standingEndsStay = lastMoved >= stay.lastCore && stay.distanceFromCentre(p.centreUnit) > parameters.radius
+            }
         }
         // A silence spanning the dwell at the tentative next stay, with no progress over it, is
         // the device standing there: a stay not yet reported has ended, however short the run.
