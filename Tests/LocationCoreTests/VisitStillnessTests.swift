@@ -228,3 +228,59 @@ import Glibc
         }
     }
 }
+
+/// A phone that re-reports its last position while it has no new fix (docs/semantics.md,
+/// "Visits": progress, without a speed).
+@Suite struct VisitHeldPositionTests {
+    func gpx(at seconds: Double, _ north: Double, _ east: Double = 0) -> Fix {
+        fix(at: seconds, offset(north, east), accuracy: nil)
+    }
+
+    /// A point every 2 s: a walk in at 1.2 m/s, the last position held 55 m short of the
+    /// place for 20 s, then 7 minutes at the place (±4 m) during which the phone holds a
+    /// position 38 m off for 10 s and one 34 m off for 34 s, and a walk on. Each held position
+    /// left by a jump is no progress: one visit. Taken as measured, the jumps after them are
+    /// a walk and the stay is stop-and-go.
+    @Test func aHeldPositionIsNoMovement() {
+        var r = VisitRecorder()
+        var t = 0.0
+        func feed(_ north: Double, _ east: Double = 0) { r.feed(gpx(at: t, north, east)); t += 2 }
+        var north = -300.0
+        while north < -55 { feed(north); north += 2.4 }
+        for _ in 0..<10 { feed(-55) }
+        let stop = t
+        func stay(_ seconds: Double) {
+            let end = t + seconds
+            while t < end { let (n, e) = jitter(Int(t), 4); feed(n, e) }
+        }
+        stay(200)
+        for _ in 0..<5 { feed(-38, 5) }
+        stay(180)
+        for _ in 0..<17 { feed(30, 17) }
+        stay(40)
+        north = 0
+        while north < 300 { north += 2.4; feed(north) }
+        #expect(r.arrivals.count == 1)
+        if let a = r.arrivals.first { #expect(a.arrival - t0 >= stop - 30 && a.arrival - t0 <= stop + 30) }
+        #expect(r.departures.count == 1)
+    }
+
+    /// A walk at 1.2 m/s whose phone holds its position for 10 s every 30 s (a jump of 12 m
+    /// when it lets go) is no visit, nor is one holding it for 30 s every minute (36 m).
+    @Test(arguments: [(10.0, 30.0), (30, 60)])
+    func aWalkWithHeldPositionsIsNoVisit(hold: Double, every: Double) {
+        var r = VisitRecorder()
+        var t = 0.0, held = 0.0
+        while t < 900 {
+            let north = 1.2 * t
+            if t.truncatingRemainder(dividingBy: every) < hold {
+                if t.truncatingRemainder(dividingBy: every) == 0 { held = north }
+                r.feed(gpx(at: t, held))
+            } else {
+                r.feed(gpx(at: t, north))
+            }
+            t += 2
+        }
+        #expect(r.arrivals.isEmpty)
+    }
+}

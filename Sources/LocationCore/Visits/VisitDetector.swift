@@ -247,6 +247,8 @@ public struct VisitDetector: Sendable {
     @usableFromInline var previousFix = Timestamp(nanoseconds: 0)
     @usableFromInline var previousStep = 0.0
     @usableFromInline var previousUnit = SIMD3<Double>(0, 0, 0)
+    /// Whether the previous fix (without a speed) repeated the one before it exactly.
+    @usableFromInline var previousRepeated = false
     @usableFromInline var pending: Stay?
     /// Early fixes of the current (unconfirmed) stay, one per `dwell / capacity` seconds, to
     /// back-date the arrival to the first fix near the final centre. Fixed capacity.
@@ -550,6 +552,16 @@ public struct VisitDetector: Sendable {
     /// made less than half the progress the rules look for since the path fix
     /// `progressWindow` / 2 back (or stayed within twice its accuracy of it) is still at once.
     mutating func track(_ fix: Fix, _ unit: SIMD3<Double>) {
+        // A position repeated unchanged, then left by a jump of `briskDistance` or more, was
+        // held, not measured (a phone re-reporting its last fix until it has a new one): the
+        // path takes it at the position that came next, the first news of where the device was.
+        let repeated = fix.speed == nil && unit == previousUnit
+        defer { previousRepeated = repeated }
+        if previousRepeated && !repeated && fix.speed == nil, let plane = current,
+           plane.distance(previousUnit, unit) >= parameters.briskDistance {
+            var i = path.count - 1
+            while i >= 0 && path[i].unit == previousUnit { path[i].unit = unit; i -= 1 }
+        }
         if fix.speed == nil, let plane = current,
            let back = path.lastIndex(where: { fix.time - $0.time >= parameters.progressWindow / 2 }),
            fix.time - path[back].time <= parameters.progressWindow {
