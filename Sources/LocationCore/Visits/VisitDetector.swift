@@ -252,11 +252,11 @@ public struct VisitDetector: Sendable {
     @usableFromInline var pending: Stay?
     /// Early fixes of the current (unconfirmed) stay, one per `dwell / capacity` seconds, to
     /// back-date the arrival to the first fix near the final centre. Fixed capacity.
-    @usableFromInline var early: [EarlyFix]
-    @usableFromInline var pendingEarly: [EarlyFix]
+    var early = RingBuffer<EarlyFix>(capacity: VisitDetector.earlyCapacity)
+    var pendingEarly = RingBuffer<EarlyFix>(capacity: VisitDetector.earlyCapacity)
     /// The recent path, one fix per `dwell / capacity` seconds, whatever stay each belongs to
     /// (fixed capacity: it spans the dwell, more than two progress windows).
-    @usableFromInline var path: [EarlyFix]
+    var path = RingBuffer<EarlyFix>(capacity: VisitDetector.earlyCapacity)
     /// The newest path fix judged still or moving (`track`).
     @usableFromInline var judgedUntil = Timestamp(nanoseconds: Int64.min)
     /// Whether a fix since the buffer's last entry reported movement (for its next entry).
@@ -277,9 +277,6 @@ public struct VisitDetector: Sendable {
 
     public init(parameters: Parameters = Parameters()) {
         self.parameters = parameters
-        early = []; early.reserveCapacity(Self.earlyCapacity)
-        pendingEarly = []; pendingEarly.reserveCapacity(Self.earlyCapacity)
-        path = []; path.reserveCapacity(Self.earlyCapacity)
     }
 
     /// Whether an arrival has been emitted for the current stay (and no departure yet).
@@ -375,7 +372,7 @@ public struct VisitDetector: Sendable {
             pending = Stay(fix, unit)
             pending!.add(fix, unit, distance: 0, radius: parameters.radius, coreRadius: parameters.coreRadius,
                          stepCap: parameters.departureSeconds)
-            pendingEarly.removeAll(keepingCapacity: true)
+            pendingEarly.removeAll()
             movedSincePendingEarly = false
             remember(fix, unit, in: &pendingEarly, moved: &movedSincePendingEarly, stay: pending!)
         } else if var p = pending {
@@ -393,7 +390,7 @@ public struct VisitDetector: Sendable {
                 p = Stay(fix, unit)
                 p.add(fix, unit, distance: 0, radius: parameters.radius, coreRadius: parameters.coreRadius,
                       stepCap: parameters.departureSeconds)
-                pendingEarly.removeAll(keepingCapacity: true)
+                pendingEarly.removeAll()
                 movedSincePendingEarly = false
                 remember(fix, unit, in: &pendingEarly, moved: &movedSincePendingEarly, stay: p)
             }
@@ -419,7 +416,7 @@ public struct VisitDetector: Sendable {
         }
         current = pending
         swap(&early, &pendingEarly)
-        pendingEarly.removeAll(keepingCapacity: true)
+        pendingEarly.removeAll()
         movedSinceEarly = movedSincePendingEarly
         pending = nil
         confirmed = false
@@ -504,7 +501,7 @@ public struct VisitDetector: Sendable {
         outsideCount = 0
         farCount = 0; outsideEvidence = 0
         pending = nil
-        early.removeAll(keepingCapacity: true)
+        early.removeAll()
         movedSinceEarly = false
         remember(fix, unit, in: &early, moved: &movedSinceEarly, stay: s)
     }
@@ -514,12 +511,12 @@ public struct VisitDetector: Sendable {
     /// a stay that followed the device on a slow walk (its centre moves, unconfirmed) would
     /// otherwise fill the buffer with the walk, and the fixes near where it stops — its arrival —
     /// would never be kept. The oldest fix near the centre stays: it is the arrival.
-    func remember(_ fix: Fix, _ unit: SIMD3<Double>, in buffer: inout [EarlyFix], moved: inout Bool, stay: Stay) {
+    func remember(_ fix: Fix, _ unit: SIMD3<Double>, in buffer: inout RingBuffer<EarlyFix>, moved: inout Bool, stay: Stay) {
         if let speed = fix.speed, speed >= parameters.movingSpeed { moved = true }
         if let last = buffer.last, fix.time - last.time < parameters.dwell / Double(Self.earlyCapacity) { return }
-        if buffer.count == Self.earlyCapacity {
+        if buffer.isFull {
             guard stay.distanceFromCentre(buffer[0].unit) > parameters.coreRadius else { return }
-            buffer.removeFirst()  // 64 entries moved, in place: no allocation
+            buffer.removeFirst()
         }
         buffer.append((fix.time, unit, moved, false))
         moved = false
@@ -580,7 +577,7 @@ public struct VisitDetector: Sendable {
             }
         }
         if let last = path.last, fix.time - last.time < parameters.dwell / Double(Self.earlyCapacity) { return }
-        if path.count == Self.earlyCapacity { path.removeFirst() }
+        if path.isFull { path.removeFirst() }
         guard fix.speed == nil, let plane = current else {
             path.append((fix.time, unit, false, false))
             return
@@ -689,7 +686,7 @@ public struct VisitDetector: Sendable {
     /// accuracy when the receiver reports one, so that white noise of a poor receiver, whose
     /// points can fall anywhere in its error disc, is no walk.
     func walkedThrough(to unit: SIMD3<Double>, at time: Timestamp, accuracy: Double?,
-                       in buffer: [EarlyFix], stay: Stay) -> Int? {
+                       in buffer: RingBuffer<EarlyFix>, stay: Stay) -> Int? {
         let window = parameters.progressWindow
         guard let back = buffer.lastIndex(where: { time - $0.time >= window }),
               time - buffer[back].time <= 2 * window,
