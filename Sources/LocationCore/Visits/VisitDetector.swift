@@ -310,40 +310,41 @@ public struct VisitDetector: Sendable {
             if movingRow >= parameters.departureFixes { lastMoved = fix.time }
         }
         defer { previousStep = fix.time - previousFix; previousFix = fix.time; previousUnit = unit }
-        guard var stay = current else { start(fix, unit); track(fix, unit); return }
+        // The current stay is changed in place (`current!`), not copied out and back: nearly
+        // every fix of every subscription comes here.
+        guard case .some = current else { start(fix, unit); track(fix, unit); return }
         track(fix, unit)
         // The movement rules may just have judged the stay's earlier fixes still, completing
         // its dwell: decide that before this fix moves its centre or begins an outside run.
         confirmIfDwelt(emit)
-        stay = current!
-        let d = stay.distanceFromCentre(unit)
-        let resumed = d > parameters.radius && resumesAfterStanding(fix, unit, in: stay)
+        let d = current!.distanceFromCentre(unit)
+        let resumed = d > parameters.radius && resumesAfterStanding(fix, unit, in: current!)
         if d <= parameters.radius || resumed {
             // A sparse still fix moves the centre a step's worth, not all the way to itself.
             let sparse = isSparseStill(fix) || resumed
-            if !confirmed && (resumed || (sparse && fix.time - previousFix >= parameters.dwell && previousFix >= stay.start)) {
-                stay.stoodFrom = stay.stoodFrom ?? previousFix
+            if !confirmed && (resumed || (sparse && fix.time - previousFix >= parameters.dwell && previousFix >= current!.start)) {
+                current!.stoodFrom = current!.stoodFrom ?? previousFix
             }
-            stay.add(fix, unit, distance: d, radius: parameters.radius, coreRadius: parameters.coreRadius,
-                     memory: confirmed ? 0 : parameters.candidateMemory,
-                     stepCap: sparse ? parameters.departureSeconds : .infinity, own: sparse)
+            current!.add(fix, unit, distance: d, radius: parameters.radius, coreRadius: parameters.coreRadius,
+                         memory: confirmed ? 0 : parameters.candidateMemory,
+                         stepCap: sparse ? parameters.departureSeconds : .infinity, own: sparse)
             // An unconfirmed stay whose centre has moved a radius from its first fix is a device
             // on the move: start afresh here. (Three radii: multipath wander does not get that far.)
-            if !confirmed && (stay.meanX * stay.meanX + stay.meanY * stay.meanY).squareRoot() > 3 * parameters.radius {
+            if !confirmed && (current!.meanX * current!.meanX + current!.meanY * current!.meanY).squareRoot() > 3 * parameters.radius {
                 start(fix, unit)
                 return
             }
-            current = stay
             outsideCount = 0
             farCount = 0; outsideEvidence = 0
-            pending = nil
+            if case .some = pending { pending = nil }
             if confirmed {
                 return
             }
-            remember(fix, unit, in: &early, moved: &movedSinceEarly, stay: stay)
+            remember(fix, unit, in: &early, moved: &movedSinceEarly, stay: current!)
             confirmIfDwelt(emit)
             return
         }
+        let stay = current!
         // Outside: one outlier does not end a stay; a confirmed run of outside fixes does.
         if outsideCount == 0 {
             let gap = fix.time - previousFix
