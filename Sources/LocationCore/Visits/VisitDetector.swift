@@ -140,8 +140,8 @@ public struct VisitDetector: Sendable {
         /// `p` (a unit vector) in the stay's plane, metres east and north of its first fix:
         /// its components along east (−sin λ, cos λ, 0) and north (−sin φ cos λ, −sin φ sin λ,
         /// cos φ). A point on the far hemisphere would fold back onto the plane: it is put out
-        /// of reach. Always inlined: called out of line, every subscription's detector copied
-        /// its stay to the stack to pass it, twice a fix.
+        /// of reach. Inlined, as `distanceFromCentre`: called out of line, every subscription's
+        /// detector copied its stay to the stack to pass it, twice a fix.
         @inline(__always)
         func local(_ p: SIMD3<Double>) -> (x: Double, y: Double) {
             let along = p.x * cosLon + p.y * sinLon  // towards the first fix's meridian
@@ -156,6 +156,7 @@ public struct VisitDetector: Sendable {
             return ((a.x - b.x) * (a.x - b.x) + (a.y - b.y) * (a.y - b.y)).squareRoot()
         }
 
+        @inline(__always)
         func distanceFromCentre(_ p: SIMD3<Double>) -> Double {
             let q = local(p)
             let dx = q.x - meanX, dy = q.y - meanY
