@@ -65,21 +65,19 @@ public struct EventKinds: OptionSet, Hashable, Sendable {
     /// `offerPublished`, not here.
     @inline(__always)
     mutating func offer(_ fix: Fix, unit: SIMD3<Double>, privacy: ApproximateLocation, emit: (Event) -> Void) {
-        if visits != nil {
-            if approximate {
-                if visitsAwaitPublication { return }
-                // Swapped out and back: no copy of the (usually empty) array per fix.
-                var held: [Visit] = []
-                swap(&held, &heldVisits)
-                visits!.offer(fix, unit: unit) { held.append($0) }
-                swap(&held, &heldVisits)
-            } else {
-                visits!.offer(fix, unit: unit) { emit(.visit($0)) }
-            }
+        if approximate {
+            guard visits != nil, !visitsAwaitPublication else { return }
+            // Swapped out and back: no copy of the (usually empty) array per fix.
+            var held: [Visit] = []
+            swap(&held, &heldVisits)
+            visits!.offer(fix, unit: unit) { held.append($0) }
+            swap(&held, &heldVisits)
+            return
         }
-        // Optional chaining changes the detector in place; `significant != nil` copied all of
-        // it (289 bytes) to compare with nil, four times a fix per subscription.
-        if !approximate, let f = significant?.offer(fix) {
+        // Optional chaining changes the detectors in place, testing each optional once;
+        // `significant != nil` copied all of it (289 bytes) to compare with nil.
+        visits?.offer(fix, unit: unit) { emit(.visit($0)) }
+        if let f = significant?.offer(fix) {
             emit(.significant(f))
         }
     }
