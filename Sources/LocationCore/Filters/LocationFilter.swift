@@ -159,10 +159,14 @@ public struct LocationFilter: Hashable, Sendable {
     /// The same, with the fix's `Geodesy.unitVector`, computed once per fix by the caller for
     /// every subscription: the distance filter then needs no trigonometry for nearly all fixes.
     public mutating func offer(_ fix: Fix, unit: SIMD3<Double>) -> Bool {
-        guard gate.admits(fix),
-              interval.admits(fix, lastDeliveredAt: lastDelivered?.time),
-              distance.admits(fix, unit: unit, lastDelivered: lastDelivered?.coordinate, lastUnit: lastDeliveredUnit)
-        else { return false }
+        guard gate.admits(fix) else { return false }
+        // Both filters pass anything when nothing was delivered yet: the optional is tested
+        // once for the two (each test is a call, per subscription and fix).
+        if let last = lastDelivered {
+            guard interval.admits(fix, lastDeliveredAt: last.time),
+                  distance.admits(fix, unit: unit, lastDelivered: last.coordinate, lastUnit: lastDeliveredUnit)
+            else { return false }
+        }
         lastDelivered = fix
         lastDeliveredUnit = unit
         return true
