@@ -5,9 +5,9 @@ import NIOCore
 /// The protocol lines of one input's distinct events: each event is encoded once and its line is
 /// shared by every subscriber receiving it.
 ///
-/// The buffers outlive the input on purpose. Once the sockets have written a line, NIO lets go
-/// of it, the buffer is uniquely referenced again, and the next input clears and refills it in
-/// place — so a fix delivered to subscribers that keep up costs no allocation (the per-fix path
+/// The buffers outlive the input on purpose. A line written straight to the sockets
+/// (`SocketWriter`) is not kept, and NIO lets go of one once it has written it: the buffer is
+/// uniquely referenced again, and the next input clears and refills it in place — so a fix delivered to subscribers that keep up costs no allocation (the per-fix path
 /// is hot; docs/benchmarks.md, "Allocations"). A line still queued for a slow reader stays with
 /// that reader, and `ByteBuffer.clear` gives this slot fresh storage.
 ///

@@ -33,6 +33,7 @@ extension Connection {
             lines.removeAll(keepingCapacity: true)
             let next = queue.backlogPage(of: program, after: progress.after, through: progress.through,
                                          limit: Self.backlogPage, into: &lines)
+            if !lines.isEmpty { writer.wroteThroughChannel() }
             for line in lines {
                 context.write(wrapOutboundOut(context.channel.allocator.buffer(bytes: line)), promise: nil)
             }
@@ -75,6 +76,7 @@ extension Connection {
         guard backlog != nil else { return }
         backlog = nil
         guard let context else { return behindBacklog.removeAll() }
+        if !behindBacklog.isEmpty { writer.wroteThroughChannel() }
         for buffer in behindBacklog { context.write(wrapOutboundOut(buffer), promise: nil) }
         behindBacklog.removeAll()
     }

@@ -45,7 +45,7 @@ extension Connection {
                 return
             }
             if pendingLocation != nil || pendingStatus != nil { flushPending() }
-            context.writeAndFlush(wrapOutboundOut(encoded), promise: nil)
+            writer.write(encoded, context: context)
             return
         }
         switch event {
@@ -68,7 +68,7 @@ extension Connection {
                 behindBacklog.append(encoded)
             } else {
                 flushPending()
-                context.writeAndFlush(wrapOutboundOut(encoded), promise: nil)
+                writer.write(encoded, context: context)
             }
         }
     }
@@ -82,7 +82,7 @@ extension Connection {
     /// Writes the held-back events, older first; the location carries `"skipped":N`.
     func flushPending() {
         guard let context, let held = encodePending() else { return }
-        context.writeAndFlush(wrapOutboundOut(held), promise: nil)
+        writer.write(held, context: context)
     }
 
     /// The held-back events, older first, as one buffer (nil: none), no longer held.

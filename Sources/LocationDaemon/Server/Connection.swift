@@ -34,6 +34,8 @@ final class Connection: ChannelInboundHandler, DurableSubscriber {
     var busy = false
     var input: ByteBuffer
     var bucket: TokenBucket
+    /// Event lines go straight to the socket while NIO holds nothing of this connection.
+    var writer = SocketWriter()
 
     // Slow-reader outbox: at most one location and one status event held back.
     var pendingLocation: Fix?
@@ -98,6 +100,7 @@ final class Connection: ChannelInboundHandler, DurableSubscriber {
 
     func channelActive(context: ChannelHandlerContext) {
         peer = Self.peerCredentials(of: context.channel)
+        writer.attach(to: context.channel)
         // Counted by uid before anything else is read: a refused connection costs no /proc read.
         let open = registry.add(self)
         if let uid = peer?.uid, open > configuration.maxConnectionsPerUser, !hub.policy.isOwner(uid: uid) {
@@ -161,6 +164,7 @@ final class Connection: ChannelInboundHandler, DurableSubscriber {
     /// `handleInput`); only events are held back for slow readers.
     func send(_ message: ServerMessage, flush: Bool) {
         guard let context, let buffer = registry.encoded(context.channel.allocator, message.append) else { return }
+        writer.wroteThroughChannel()
         if flush {
             context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
         } else {
@@ -181,6 +185,7 @@ final class Connection: ChannelInboundHandler, DurableSubscriber {
         }
         let error = ProtocolError(.tooManyConnections, "uid \(uid) has \(open) connections open, the most this daemon allows one user ([socket] max_connections_per_user = \(limit)); close some")
         let buffer = registry.encoded(context.channel.allocator, ServerMessage.error(error).append) ?? ByteBuffer()
+        writer.wroteThroughChannel()
         context.writeAndFlush(wrapOutboundOut(buffer)).assumeIsolated().whenComplete { _ in
             context.close(promise: nil)
         }
@@ -192,6 +197,7 @@ final class Connection: ChannelInboundHandler, DurableSubscriber {
         closing = true
         logger.info("closing an abusive connection", metadata: ["code": "\(error.code.rawValue)"])
         let buffer = registry.encoded(context.channel.allocator, ServerMessage.error(error).append) ?? ByteBuffer()
+        writer.wroteThroughChannel()
         context.writeAndFlush(wrapOutboundOut(buffer)).assumeIsolated().whenComplete { _ in
             context.close(promise: nil)
         }

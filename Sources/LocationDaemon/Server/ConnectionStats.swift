@@ -13,6 +13,8 @@ public struct ConnectionStats: Hashable, Sendable {
     public var skippedLocations: Int
     /// Whether a location event is held back waiting for the connection to become writable.
     public var hasPendingLocation: Bool
+    /// Whether event lines go straight to its socket while NIO holds nothing of it (`SocketWriter`).
+    public var writesToSocket: Bool
 }
 
 extension Connection {
@@ -21,6 +23,7 @@ extension Connection {
             subscriber: id, peer: peer, isSubscribed: isSubscribed,
             isWritable: context?.channel.isWritable ?? false,
             bufferedBytes: (try? context?.channel.syncOptions?.getOption(ChannelOptions.bufferedWritableBytes)) ?? 0,
-            skippedLocations: skippedTotal, hasPendingLocation: pendingLocation != nil)
+            skippedLocations: skippedTotal, hasPendingLocation: pendingLocation != nil,
+            writesToSocket: writer.knowsSocket)
     }
 }

@@ -41,6 +41,8 @@ final class GPSDConnection: ChannelInboundHandler, HubSubscriber {
     /// A report held back while the peer does not read (the newest only).
     private var pending: ByteBuffer?
     private var unwritableTimer: Scheduled<Void>?
+    /// Reports go straight to the socket while NIO holds nothing of this connection.
+    private var writer = SocketWriter()
 
     init(hub: Hub, configuration: GPSDServer.Configuration, connections: GPSDConnections, logger: Logger) {
         self.id = hub.makeSubscriberID()
@@ -60,6 +62,7 @@ final class GPSDConnection: ChannelInboundHandler, HubSubscriber {
 
     func channelActive(context: ChannelHandlerContext) {
         connections.add(self)
+        writer.attach(to: context.channel)
         identity = LoopbackPeer.identity(remote: context.channel.remoteAddress, local: context.channel.localAddress,
                                          hint: connections.lastPeerPID)
         if let pid = identity?.pid { connections.lastPeerPID = pid }
@@ -112,7 +115,7 @@ final class GPSDConnection: ChannelInboundHandler, HubSubscriber {
             unwritableTimer = nil
             if let held = pending {
                 pending = nil
-                context.writeAndFlush(wrapOutboundOut(held), promise: nil)
+                writer.write(held, context: context)
             }
         } else if unwritableTimer == nil {
             let timeout = configuration.unwritableTimeout
@@ -179,6 +182,7 @@ final class GPSDConnection: ChannelInboundHandler, HubSubscriber {
         unsubscribe()
         logger.notice("gpsd client refused: \(message)", metadata: ["rule": "\(rule.name)"])
         let line = ByteBuffer(bytes: GPSDReport.error(message))
+        writer.wroteThroughChannel()
         context.writeAndFlush(wrapOutboundOut(line)).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
     }
 
@@ -211,7 +215,7 @@ final class GPSDConnection: ChannelInboundHandler, HubSubscriber {
         }
         lastReport = line
         guard context.channel.isWritable else { pending = line; return }
-        context.writeAndFlush(wrapOutboundOut(line), promise: nil)
+        writer.write(line, context: context)
     }
 
     private var isPrecise: Bool { grant?.accuracy == .precise }
@@ -220,7 +224,7 @@ final class GPSDConnection: ChannelInboundHandler, HubSubscriber {
     /// peer that does not read (the newest TPV is).
     func deliver(sky line: ByteBuffer) {
         guard isPrecise, isSubscribed, let context, context.channel.isWritable else { return }
-        context.writeAndFlush(wrapOutboundOut(line), promise: nil)
+        writer.write(line, context: context)
     }
 
     /// POLL's `time`: when it was answered.
@@ -231,6 +235,7 @@ final class GPSDConnection: ChannelInboundHandler, HubSubscriber {
     }
 
     private func send(_ line: [UInt8]) {
+        writer.wroteThroughChannel()
         context?.write(wrapOutboundOut(ByteBuffer(bytes: line)), promise: nil)
     }
 }

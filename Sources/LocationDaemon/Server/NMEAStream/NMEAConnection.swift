@@ -19,6 +19,8 @@ final class NMEAConnection: ChannelInboundHandler, HubSubscriber {
     private(set) var program = ProgramID("unknown")
     private var grant: Grant?
     private var pending: ByteBuffer?
+    /// Sentences go straight to the socket while NIO holds nothing of this connection.
+    private var socket = SocketWriter()
     private let writer = NMEAWriter()
 
     init(hub: Hub, connections: NIOLoopBoundBox<[ObjectIdentifier: NMEAConnection]>, logger: Logger) {
@@ -35,6 +37,7 @@ final class NMEAConnection: ChannelInboundHandler, HubSubscriber {
 
     func channelActive(context: ChannelHandlerContext) {
         connections.value[ObjectIdentifier(self)] = self
+        socket.attach(to: context.channel)
         identity = Connection.peerCredentials(of: context.channel).map(PeerIdentity.resolve)
         program = identity?.program ?? ProgramID("unknown")
         decide()
@@ -60,7 +63,7 @@ final class NMEAConnection: ChannelInboundHandler, HubSubscriber {
     func channelWritabilityChanged(context: ChannelHandlerContext) {
         if context.channel.isWritable, let held = pending {
             pending = nil
-            context.writeAndFlush(wrapOutboundOut(held), promise: nil)
+            socket.write(held, context: context)
         }
         context.fireChannelWritabilityChanged()
     }
@@ -102,6 +105,6 @@ final class NMEAConnection: ChannelInboundHandler, HubSubscriber {
         guard !text.isEmpty else { return }
         let line = ByteBuffer(string: text)
         guard context.channel.isWritable else { pending = line; return }
-        context.writeAndFlush(wrapOutboundOut(line), promise: nil)
+        socket.write(line, context: context)
     }
 }

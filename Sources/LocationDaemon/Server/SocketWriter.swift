@@ -1,0 +1,103 @@
+import Glibc
+import NIOCore
+
+/// A connection's event lines, written past NIO's pipeline when nothing of the connection waits
+/// in NIO: one `send(2)` from the loop. What the socket does not take (it is full, or took part
+/// of the line) and a line that fails go to the channel, behind which every later line waits
+/// until NIO has written it all. So the bytes keep their order, and a slow reader fills the
+/// kernel's buffer and then NIO's up to the high watermark as before (docs/protocol.md, "Slow
+/// readers"); a failed write closes the connection as NIO closes it for any write.
+///
+/// Why: a line through the channel costs ≈ 2,300 instructions (pipeline, pending-writes
+/// bookkeeping, flush), most of the loop's user time per fix at 1,000 subscribers
+/// (docs/benchmarks.md, "Fan-out").
+///
+/// Used on the channel's loop only.
+struct SocketWriter {
+    /// The channel's socket (`descriptor(of:)`); -1: unknown, every line goes through NIO.
+    private var descriptor: CInt = -1
+    /// Whether NIO may hold bytes of the connection: set by every write through the channel,
+    /// cleared once NIO's buffer is seen empty.
+    private var channelMayHoldBytes = false
+
+    /// Whether lines can go straight to the socket (it was found).
+    var knowsSocket: Bool { descriptor >= 0 }
+
+    /// How a line went: all of it straight to the socket, part of it (the rest through the
+    /// channel), or all of it through the channel.
+    enum Outcome: Equatable, Sendable { case direct, partial, channel }
+
+    /// Looks the channel's socket up (when it becomes active).
+    mutating func attach(to channel: any Channel) {
+        descriptor = Self.descriptor(of: channel) ?? -1
+    }
+
+    /// Writes and flushes `line` after everything written on the connection before it.
+    @discardableResult
+    mutating func write(_ line: ByteBuffer, context: ChannelHandlerContext) -> Outcome {
+        var rest = line
+        var outcome = Outcome.channel
+        if descriptor >= 0, channelIsEmpty(context.channel) {
+            let sent = rest.withUnsafeReadableBytes { send(descriptor, $0.baseAddress, $0.count, Self.flags) }
+            if sent == rest.readableBytes { return .direct }
+            if sent > 0 {
+                rest.moveReaderIndex(forwardBy: sent)
+                outcome = .partial
+            }
+            // Full (EAGAIN) or failed (the peer is gone): NIO writes it when the socket takes it,
+            // or fails the write and closes the channel as for any other.
+        }
+        channelMayHoldBytes = true
+        context.writeAndFlush(NIOAny(rest), promise: nil)
+        return outcome
+    }
+
+    /// Something was written through the channel itself (a reply, a page of a backlog): lines
+    /// wait behind it until NIO has written it.
+    mutating func wroteThroughChannel() { channelMayHoldBytes = true }
+
+    private mutating func channelIsEmpty(_ channel: any Channel) -> Bool {
+        guard channel.isActive else { return false }
+        guard channelMayHoldBytes else { return true }
+        guard (try? channel.syncOptions?.getOption(ChannelOptions.bufferedWritableBytes)) == 0 else { return false }
+        channelMayHoldBytes = false
+        return true
+    }
+
+    /// Never blocks; a peer gone raises no SIGPIPE (the write fails with EPIPE).
+    private static let flags = CInt(MSG_DONTWAIT) | CInt(MSG_NOSIGNAL)
+
+    /// Linux `SO_COOKIE` (4.12): a number the kernel gives each socket, unique while it runs.
+    static let soCookie: CInt = 57
+
+    /// The socket NIO's channel writes to. NIO keeps it to itself; its channels' descriptions
+    /// name it (`SocketChannel { BaseSocket { fd=12 }, … }`). Taken only when the socket behind
+    /// that number is the channel's (the same `SO_COOKIE` read through NIO and directly); nil
+    /// otherwise, and the lines go through NIO.
+    static func descriptor(of channel: any Channel) -> CInt? {
+        guard let fd = number(after: "fd=", in: String(describing: channel)),
+              let provider = channel as? any SocketOptionProvider,
+              let cookie = Connection.option(UInt64.self, soCookie, of: provider) else { return nil }
+        var own: UInt64 = 0
+        var length = socklen_t(MemoryLayout<UInt64>.size)
+        guard getsockopt(fd, SOL_SOCKET, soCookie, &own, &length) == 0, own == cookie else { return nil }
+        return fd
+    }
+
+    /// The decimal number right after the first `key` in `text`.
+    static func number(after key: String, in text: String) -> CInt? {
+        let bytes = Array(text.utf8)
+        let key = Array(key.utf8)
+        guard bytes.count > key.count else { return nil }
+        for start in 0...(bytes.count - key.count) where bytes[start..<start + key.count].elementsEqual(key) {
+            var value: CInt = 0
+            var end = start + key.count
+            while end < bytes.count, bytes[end] >= 0x30, bytes[end] <= 0x39, value < CInt.max / 10 {
+                value = value * 10 + CInt(bytes[end] - 0x30)
+                end += 1
+            }
+            return end > start + key.count ? value : nil
+        }
+        return nil
+    }
+}

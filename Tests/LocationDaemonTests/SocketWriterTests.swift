@@ -1,0 +1,185 @@
+import Glibc
+import LocationClient
+import LocationCore
+import LocationProtocol
+import NIOCore
+import NIOPosix
+import TestSupport
+import Testing
+@testable import LocationDaemon
+
+/// Event lines written straight to the socket while NIO holds nothing of the connection, and
+/// through the channel otherwise (`SocketWriter`; docs/protocol.md, "Slow readers").
+@Suite(.serialized, .timeLimit(.minutes(5))) struct SocketWriterTests {
+    /// A real socket pair whose writing end has the kernel's smallest send buffer and a reader
+    /// that reads nothing until everything is written: the socket fills, lines are taken in part
+    /// and handed to NIO, and the bytes still arrive whole and in order. Then, the socket read
+    /// empty, lines go straight to it again, also after a write through the channel.
+    @Test func aFullSocketHandsTheRestToTheChannelInOrder() async throws {
+        var pair: [CInt] = [-1, -1]
+        try #require(socketpair(AF_UNIX, CInt(SOCK_STREAM.rawValue), 0, &pair) == 0)
+        defer { close(pair[1]) }
+        var smallest: CInt = 1  // raised to the kernel's minimum, ≈ 4.5 KiB
+        setsockopt(pair[0], SOL_SOCKET, SO_SNDBUF, &smallest, socklen_t(MemoryLayout<CInt>.size))
+        var timeout = timeval(tv_sec: 20, tv_usec: 0)  // a hung test fails instead of hanging
+        setsockopt(pair[1], SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        do {
+            try await writeFirstFullThenDrained(pair, group: group)
+        } catch {
+            try? await group.shutdownGracefully()
+            throw error
+        }
+        try await group.shutdownGracefully()
+    }
+
+    private func writeFirstFullThenDrained(_ pair: [CInt], group: MultiThreadedEventLoopGroup) async throws {
+        let channel = try await ClientBootstrap(group: group)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(LineWriter()) }
+            }
+            .withConnectedSocket(pair[0]).get()
+
+        // Short lines and lines longer than half the send buffer (written in more than one piece).
+        let first = (0..<300).map { i in "\(i):" + String(repeating: "x", count: i % 3 == 1 ? 9_000 + i : 40 + i % 50) + "\n" }
+        let reader = pair[1]
+        let (outcomes, early) = try await channel.eventLoop.submit {
+            let writer = try channel.pipeline.syncOperations.handler(type: LineWriter.self)
+            var outcomes = writer.write(Array(first[..<150]), throughChannel: [])
+            // Room in the socket again while NIO, not having run since, still holds bytes: the
+            // next lines must wait behind those, not take the room.
+            var early = [UInt8](repeating: 0, count: 16_384)
+            let n = early.withUnsafeMutableBytes { recv(reader, $0.baseAddress, $0.count, CInt(MSG_DONTWAIT)) }
+            early.removeSubrange(max(n, 0)...)
+            outcomes += writer.write(Array(first[150...]), throughChannel: [])
+            return (outcomes, early)
+        }.get()
+        #expect(outcomes.first == .direct)
+        #expect(outcomes.contains(.partial))
+        #expect(!early.isEmpty)
+        // Once NIO holds part of the connection, every later line waits behind it.
+        let handedOver = try #require(outcomes.firstIndex { $0 != .direct })
+        #expect(outcomes[(handedOver + 1)...].allSatisfy { $0 == .channel })
+        let all = Array(first.joined().utf8)
+        #expect(early + read(reader, count: all.count - early.count) == all)
+
+        // Drained: straight to the socket again; a write through the channel between lines
+        // (a reply) keeps its place. (A buffer that holds them all: this part is not about a
+        // full socket.)
+        var roomy: CInt = 65_536
+        setsockopt(pair[0], SOL_SOCKET, SO_SNDBUF, &roomy, socklen_t(MemoryLayout<CInt>.size))
+        let second = (0..<20).map { "again \($0)\n" }
+        let again = try await channel.eventLoop.submit {
+            try channel.pipeline.syncOperations.handler(type: LineWriter.self).write(second, throughChannel: [5])
+        }.get()
+        #expect(again.enumerated().allSatisfy { $0.offset == 5 ? $0.element == .channel : $0.element == .direct })
+        #expect(read(pair[1], count: second.joined().utf8.count) == Array(second.joined().utf8))
+        try await channel.close()
+    }
+
+    @Test func theDescriptorIsReadFromTheWholeNumber() {
+        #expect(SocketWriter.number(after: "fd=", in: "SocketChannel { BaseSocket { fd=12 }, active = true }") == 12)
+        #expect(SocketWriter.number(after: "fd=", in: "SocketChannel { BaseSocket { fd= }") == nil)
+        #expect(SocketWriter.number(after: "fd=", in: "SocketChannel") == nil)
+    }
+
+    /// Three subscribers that read get every location, in order, none skipped, while one that
+    /// does not read fills its socket and NIO's buffer and then has locations dropped; once it
+    /// reads, what it got and what it was told it missed add up to every fix.
+    @Test func readersGetEveryLineWhileANonReaderSkips() async throws {
+        let h = try await ServerHarness.start()
+        defer { h.stopIfRunning() }
+        let silent = RawSocket(path: h.path)
+        silent.send("{\"type\":\"session.start\"}\n{\"type\":\"subscribe\"}\n")
+        var readers: [AsyncThrowingStream<ServerMessage, any Error>.Iterator] = []
+        var clients: [LocationClient] = []
+        for _ in 0..<3 {
+            let client = try await LocationClient.connect(path: h.path)
+            try await client.startSession(.always)
+            try await client.subscribe()
+            readers.append(client.messages.makeAsyncIterator())
+            clients.append(client)
+        }
+        try #require(try await waitUntil(timeout: 20) { try await h.hub.snapshot().subscriberCount == 4 }, "the silent client never subscribed")
+        let stats = try await h.server.connectionStats()
+        #expect(stats.count == 4 && stats.allSatisfy(\.writesToSocket))
+
+        let count = 5_000
+        let batch = 100
+        for start in stride(from: 0, to: count, by: batch) {
+            for i in start..<start + batch { h.hub.submit(.fix(testFix(i))) }
+            for r in readers.indices {
+                var i = start
+                while i < start + batch {
+                    let message = try await readers[r].expectNext()
+                    guard case .location(let fix, let skipped) = message else { continue }
+                    #expect(fix.time == testFix(i).time && skipped == 0)
+                    if fix.time != testFix(i).time { return }
+                    i += 1
+                }
+            }
+        }
+        await h.hub.processed()
+        let silentStats = try #require(try await h.server.connectionStats().first { $0.skippedLocations > 0 })
+        #expect(silentStats.hasPendingLocation)
+        #expect(silentStats.bufferedBytes <= h.server.configuration.writeBufferHighWatermark + 1024)
+
+        var received = 0
+        var skippedTotal = 0
+        var previous: Timestamp?
+        let last = testFix(count - 1).time
+        while let line = silent.readLine() {
+            guard case .location(let fix, let skipped) = try ServerMessage.decode(line) else { continue }
+            if let previous { #expect(fix.time > previous) }
+            previous = fix.time
+            received += 1
+            skippedTotal += skipped
+            if fix.time == last { break }
+        }
+        #expect(previous == last)
+        #expect(skippedTotal == silentStats.skippedLocations)
+        #expect(received + skippedTotal == count)
+        for client in clients { client.close() }
+        await h.stop()
+    }
+
+    /// Reads exactly `count` bytes (fewer at end of stream or after the 20 s timeout).
+    private func read(_ fd: CInt, count: Int) -> [UInt8] {
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        while bytes.count < count {
+            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, min($0.count, count - bytes.count)) }
+            if n <= 0 { break }
+            bytes.append(contentsOf: chunk[0..<n])
+        }
+        return bytes
+    }
+}
+
+/// Writes lines with a `SocketWriter`, or through the channel at the indices given.
+private final class LineWriter: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+    private var context: ChannelHandlerContext?
+    private var writer = SocketWriter()
+
+    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+
+    func channelActive(context: ChannelHandlerContext) {
+        writer.attach(to: context.channel)
+        context.fireChannelActive()
+    }
+
+    func write(_ lines: [String], throughChannel: Set<Int>) -> [SocketWriter.Outcome] {
+        guard let context else { return [] }
+        return lines.enumerated().map { i, line in
+            let buffer = ByteBuffer(string: line)
+            guard !throughChannel.contains(i) else {
+                writer.wroteThroughChannel()
+                context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
+                return .channel
+            }
+            return writer.write(buffer, context: context)
+        }
+    }
+}
