@@ -17,7 +17,8 @@ a line's time the return of the read that brought it (CLOCK_MONOTONIC, this scri
 too); its own ceiling is printed first (`loadreader selftest N`: a trivial writer process and
 the reader, lines/s and first-write-to-arrival per epoch), so a row can be told from the
 reader's limit. Each row also gives the daemon's VmRSS before the subscribers connect, with
-them connected and idle, and its peak (VmHWM) under load. Without a C compiler the subscribers
+them connected and idle, and its peak (VmHWM) under load, and its CPU time per epoch (user and
+system, all its threads, /proc/PID/stat from the first epoch to the end of the run). Without a C compiler the subscribers
 are read by this Python process (one timestamp per epoll batch; an upper bound at 1,000).
 SUBSCRIBERS (default "1 100 1000 10000") and EPOCH_GAP (seconds between epochs, default 0.05).
 For one subscriber it also runs each client alone (gpspipe without locationd, then locationd
@@ -92,6 +93,17 @@ def vm_kib(pid, field):
     return None
 
 
+def cpu_seconds(pid):
+    """(user, system) CPU seconds of a process and all its threads (None once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
 def read_records(path):
     """loadreader's OUT: {second of the day: [arrival, …]} in time.monotonic() seconds."""
     import array
@@ -141,7 +153,7 @@ def run(locationd, subscribers, epochs, with_pipe=True, second_pipe=False, reade
             pipes.append(subprocess.Popen(["gpspipe", "-w", f"127.0.0.1:{gport}"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL))
             procs.append(pipes[-1])
             time.sleep(0.2)  # set-up only: the first gpspipe is gpsd's first client
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60  # a daemon under valgrind starts slowly
         while locationd and not os.path.exists(sock_path):
             if time.monotonic() > deadline:
                 raise RuntimeError("locationd socket did not appear")
@@ -214,12 +226,17 @@ def run(locationd, subscribers, epochs, with_pipe=True, second_pipe=False, reade
                                 t_sub.setdefault(k, []).append(now)
 
         gap = float(os.environ.get("EPOCH_GAP", "0.05"))
+        cpu_start = cpu_seconds(daemon.pid) if memory is not None and locationd else None
         for k in range(epochs + warm):
             data = epoch(k)
             conn.sendall(data)
             t_feed[k] = time.monotonic()
             drain(time.monotonic() + gap)
         drain(time.monotonic() + 1.0)
+        if cpu_start:
+            cpu_end = cpu_seconds(daemon.pid)
+            if cpu_end:
+                memory["cpu"] = tuple((b - a) / (epochs + warm) for a, b in zip(cpu_start, cpu_end))
         if memory is not None and locationd:
             memory["peak"] = vm_kib(daemon.pid, "VmHWM")
             memory["load"] = vm_kib(daemon.pid, "VmRSS")
@@ -335,11 +352,13 @@ def main():
             print(f"| latency, {n} subscriber(s) | {epochs} epochs | no events received | | |")
             continue
         per = (memory["idle"] - memory["before"]) / n if memory.get("idle") and memory.get("before") else None
+        cpu = f"; daemon CPU per epoch {us(memory['cpu'][0])} user + {us(memory['cpu'][1])} system" if "cpu" in memory else ""
         print(f"| latency gpsd → subscriber, {n} subscriber(s), p50 / p99 | {epochs} epochs via real gpsd"
               f" | end to end {us(pct(e, 50))} / {us(pct(e, 99))}; added vs gpspipe {us(pct(a, 50))} / {us(pct(a, 99))}; max {us(max(a))}"
               f"{'' if missing == 0 else f'; {missing} events missing'}"
               f"; daemon VmRSS {mib(memory.get('before'))} MiB alone, {mib(memory.get('idle'))} with them idle"
               f"{'' if per is None else f' ({per:.1f} KiB each)'}, peak {mib(memory.get('peak'))} under load"
+              f"{cpu}"
               f" | gpspipe -w (gpsd + client) {us(pct(g, 50))} / {us(pct(g, 99))} | {ratios(g, e)} |")
 
 
