@@ -4,6 +4,7 @@ import LocationCore
 @testable import LocationDaemon
 import LocationProtocol
 import Simulation
+import TestSupport
 import Testing
 
 /// Places through the real daemon (docs/places.md): built from a program's precise visits,
@@ -21,18 +22,36 @@ struct PlacesDaemonTests {
     }
 
     /// Replays the log to a precise `always` subscriber asking for visits; returns the place of
-    /// each visit event and the program's places after it.
+    /// each visit event and the program's places after it. A replay's daemon stops at the log's
+    /// end, closing its connections (docs/nmea.md), as soon as it has sent the last `status`: a
+    /// request sent after that one raced the stop. The places are asked of a daemon started on
+    /// the database once the replay's has exited.
     static func trip(_ log: URL, database: String, config: [String] = []) async throws -> (visits: [UInt64?], places: [Place]) {
-        let daemon = try DaemonProcess(arguments: config + ["--replay", log.path, "--speed", "0"], database: database)
+        let visits: [UInt64?]
+        do {
+            let daemon = try DaemonProcess(arguments: config + ["--replay", log.path, "--speed", "0"], database: database)
+            defer { daemon.stop() }
+            let client = try await daemon.connect()
+            defer { client.close() }
+            var reader = MessageReader(client)
+            try await client.startSession(.always)
+            try client.send(.subscribe(id: .number(1), options: SubscriptionOptions(events: [.visits])))
+            let messages = try await reader.read(timeout: 60) { $0.states.filter { $0 == .disconnected }.count >= 2 }
+            visits = messages.compactMap { m -> UInt64?? in if case .visit(let v) = m { v.place } else { nil } }
+            try #require(await waitUntil(timeout: 30) { !daemon.isRunning }, "the replay's daemon did not stop: \(daemon.stderrText())")
+            #expect(daemon.waitForExit(timeout: 0) == 0, "\(daemon.stderrText())")
+        }
+        return (visits, try await places(database: database, config: config))
+    }
+
+    /// The program's places in a daemon on `database` with no fixes coming.
+    static func places(database: String, config: [String]) async throws -> [Place] {
+        let daemon = try DaemonProcess(arguments: config + ["--gpsd", "127.0.0.1:1"], database: database)
         defer { daemon.stop() }
         let client = try await daemon.connect()
         defer { client.close() }
-        var reader = MessageReader(client)
-        try await client.startSession(.always)
-        try client.send(.subscribe(id: .number(1), options: SubscriptionOptions(events: [.visits])))
-        let messages = try await reader.read(timeout: 60) { $0.states.filter { $0 == .disconnected }.count >= 2 }
-        let visits = messages.compactMap { m -> UInt64?? in if case .visit(let v) = m { v.place } else { nil } }
-        return (visits, try await client.places())
+        try await client.startSession(.whenInUse)
+        return try await client.places()
     }
 
     @Test func placesSurviveARestartAndAreTheProgramsOwn() async throws {
