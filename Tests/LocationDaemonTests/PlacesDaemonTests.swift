@@ -140,12 +140,7 @@ struct PlacesDaemonTests {
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
         let database = dir.appendingPathComponent("locationd.db").path
-        // Who this test process is to the daemon (uid + executable).
-        let first = try DaemonProcess(arguments: ["--gpsd", "127.0.0.1:1"], database: database)
-        let probe = try await first.connect()
-        let identity = try #require(try await probe.status().identity)
-        probe.close()
-        first.stop()
+        let program = try await DaemonProcess.programOfThisProcess(database: database)
 
         let t0 = Timestamp(seconds: 1_777_000_000)
         let places = (1...UInt64(PlaceBook.defaultLimit)).map { id in
@@ -154,7 +149,7 @@ struct PlacesDaemonTests {
                          firstVisit: t0.adding(seconds: Double(id) * 3600), lastVisit: t0.adding(seconds: Double(id) * 3600 + 600))
         }
         try PlaceStore(database: Database(path: database)).write(PlaceBook(limit: places.count, places: places, nextID: 1001, counted: nil),
-                                                                  of: ProgramID(identity))
+                                                                  of: program)
 
         let daemon = try DaemonProcess(arguments: ["--gpsd", "127.0.0.1:1"], database: database)
         defer { daemon.stop() }

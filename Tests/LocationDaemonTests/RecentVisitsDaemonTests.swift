@@ -130,12 +130,7 @@ struct RecentVisitsDaemonTests {
         let dir = try Self.directory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let database = dir.appendingPathComponent("locationd.db").path
-        // Who this test process is to the daemon (uid + executable).
-        let first = try DaemonProcess(arguments: ["--gpsd", "127.0.0.1:1"], database: database)
-        let probe = try await first.connect()
-        let identity = try #require(try await probe.status().identity)
-        probe.close()
-        first.stop()
+        let program = try await DaemonProcess.programOfThisProcess(database: database)
 
         let t0 = Timestamp(seconds: 1_777_000_000)
         var visits = (0..<1000).map { n in
@@ -145,7 +140,7 @@ struct RecentVisitsDaemonTests {
             return v
         }
         visits[999] = Visit(kind: .arrival, arrival: visits[999].arrival, departure: nil, coordinate: visits[999].coordinate, horizontalAccuracy: 12)
-        try VisitStore(database: Database(path: database)).write(VisitHistory(limit: 1000, visits: visits), of: ProgramID(identity))
+        try VisitStore(database: Database(path: database)).write(VisitHistory(limit: 1000, visits: visits), of: program)
 
         let config = try Self.config("[store]\nmax_visits = 1000\n", in: dir)
         let daemon = try DaemonProcess(arguments: config + ["--gpsd", "127.0.0.1:1"], database: database)

@@ -126,6 +126,19 @@ final class DaemonProcess: @unchecked Sendable {
         }
     }
 
+    /// The program this test process is to a daemon on `database` (uid + executable), asked of
+    /// one started and stopped for it: the owner of rows a test writes into that store.
+    static func programOfThisProcess(database: String) async throws -> ProgramID {
+        let daemon = try DaemonProcess(arguments: ["--gpsd", "127.0.0.1:1"], database: database)
+        defer { daemon.stop() }
+        let probe = try await daemon.connect()
+        defer { probe.close() }
+        guard let identity = try await probe.status().identity else {
+            throw Failure(description: "status names no identity; stderr: \(daemon.stderrText())")
+        }
+        return ProgramID(identity)
+    }
+
     var isRunning: Bool { reap() == nil }
 
     func signal(_ sig: Int32) { if isRunning { kill(pid, sig) } }
