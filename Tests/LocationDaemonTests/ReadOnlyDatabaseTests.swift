@@ -305,9 +305,10 @@ struct ReadOnlyDatabaseTests {
 
     /// The fix a read-only filesystem gets, for the database's directory `dir`: under the unit
     /// that is ProtectSystem=strict's doing for any directory but the state directory.
-    static func readOnlyFix(_ dir: String) -> String {
+    /// `unitWord`: `dir` as the drop-in's line writes it.
+    static func readOnlyFix(_ dir: String, unitWord: String? = nil) -> String {
         #"remount the filesystem read-write (under systemd, the unit's ProtectSystem=strict makes all but /var/lib/locationd read-only: create "# +
-        #"\#(dir) for the daemon's user and add it with ReadWritePaths=\#(dir) in a drop-in, systemctl edit locationd), "# +
+        #"\#(dir) for the daemon's user and add it with ReadWritePaths=\#(unitWord ?? dir) in a drop-in, systemctl edit locationd), "# +
         #"or set [store] database to a file on a writable filesystem ("none" keeps everything in memory)"#
     }
 
@@ -319,10 +320,10 @@ struct ReadOnlyDatabaseTests {
     func aDatabaseDirectoryOnAReadOnlyFilesystemNamesReadWritePaths() async throws {
         let state = try Self.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: state) }
-        let target = state.appendingPathComponent("srv").path
+        let target = state.appendingPathComponent("my srv").path
         try await Self.expectRefusal(database: target + "/locationd.db", launcher: Self.readOnlyMount(of: state.path), message: """
             \(target): cannot create the database directory (the directory \(state.path) is on a filesystem mounted read-only); \
-            \(Self.readOnlyFix(target))
+            \(Self.readOnlyFix(target, unitWord: "\"\(target)\""))
             """)
     }
 

@@ -186,7 +186,7 @@ public final class Database: @unchecked Sendable {
     /// that is ProtectSystem=strict's doing for every directory but the state directory: making
     /// it (mkdir) does not help, allowing it does.
     static func readOnlyFix(_ dir: String) -> String {
-        "remount the filesystem read-write (under systemd, the unit's ProtectSystem=strict makes all but /var/lib/locationd read-only: create \(dir) for the daemon's user and add it with ReadWritePaths=\(dir) in a drop-in, systemctl edit locationd), or set [store] database to a file on a writable filesystem (\"none\" keeps everything in memory)"
+        "remount the filesystem read-write (under systemd, the unit's ProtectSystem=strict makes all but /var/lib/locationd read-only: create \(dir) for the daemon's user and add it with ReadWritePaths=\(unitFileWord(dir)) in a drop-in, systemctl edit locationd), or set [store] database to a file on a writable filesystem (\"none\" keeps everything in memory)"
     }
 
     /// Why this process cannot write `file` (`readable`: read and write it), or, when it does
