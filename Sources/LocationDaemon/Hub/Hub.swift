@@ -72,6 +72,8 @@ public final class Hub: Sendable {
         var nextID: UInt64 = 1
         var deliveries: [Delivery] = []
         var lines: EncodedLines
+        /// The direct sends of an input's deliveries, made together (`SendBatch`).
+        let sends = SendBatch()
         var programEvents: [ProgramEvent] = []
         /// What earlier fixes changed that the store refused, written with the next fix's.
         var unwritten = UnwrittenChanges()
@@ -239,6 +241,10 @@ public final class Hub: Sendable {
         defer { if !s.durableSubscribers.isEmpty { notifyDurable(s) } }
         if publicationTicks { anchorClock(s, input) }
         s.lines.startInput()
+        // Declared after the durable notice's `defer`, so it runs first: the live lines are sent
+        // before anything is written from the durable queue.
+        s.sends.open()
+        defer { s.sends.close() }
         guard let afterFirstDelivery else {
             for delivery in s.deliveries { deliver(delivery, s) }
             return
@@ -250,6 +256,9 @@ public final class Hub: Sendable {
         }
         if deliveries.isEmpty { afterFirstDelivery() }
     }
+
+    /// The direct sends of the input being fanned out (on the loop).
+    var sends: SendBatch { box.value.sends }
 
     func deliver(_ delivery: Delivery, _ s: State) {
         guard let subscriber = s.subscribers[delivery.subscriber] else { return }

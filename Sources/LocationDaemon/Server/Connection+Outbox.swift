@@ -45,7 +45,7 @@ extension Connection {
                 return
             }
             if pendingLocation != nil || pendingStatus != nil { flushPending() }
-            writer.write(encoded, context: context)
+            writer.write(encoded, context: context, sender: self)
             return
         }
         switch event {
@@ -68,7 +68,7 @@ extension Connection {
                 behindBacklog.append(encoded)
             } else {
                 flushPending()
-                writer.write(encoded, context: context)
+                writer.write(encoded, context: context, sender: self)
             }
         }
     }
@@ -82,7 +82,7 @@ extension Connection {
     /// Writes the held-back events, older first; the location carries `"skipped":N`.
     func flushPending() {
         guard let context, let held = encodePending() else { return }
-        writer.write(held, context: context)
+        writer.write(held, context: context, sender: self)
     }
 
     /// The held-back events, older first, as one buffer (nil: none), no longer held.

@@ -7,7 +7,7 @@ import NIOCore
 /// One client connection: line framing, requests → replies, the subscription, and the bounded
 /// outbox for slow readers (docs/protocol.md, "Slow readers"). Lives on the hub's loop. Its
 /// state is here; each part's code is in a `Connection+Part.swift` of its own.
-final class Connection: ChannelInboundHandler, DurableSubscriber {
+final class Connection: ChannelInboundHandler, DurableSubscriber, BatchedSender {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
@@ -94,13 +94,22 @@ final class Connection: ChannelInboundHandler, DurableSubscriber {
 
     func close() { context?.close(promise: nil) }
 
+    // MARK: BatchedSender
+
+    var socketOpen: Bool { context?.channel.isActive ?? false }
+
+    func handOver(_ rest: ByteBuffer) {
+        guard let context else { return }
+        writer.handOver(rest, context: context)
+    }
+
     // MARK: Channel events
 
     func handlerAdded(context: ChannelHandlerContext) { self.context = context }
 
     func channelActive(context: ChannelHandlerContext) {
         peer = Self.peerCredentials(of: context.channel)
-        writer.attach(to: context.channel)
+        writer.attach(to: context.channel, batch: hub.sends)
         // Counted by uid before anything else is read: a refused connection costs no /proc read.
         let open = registry.add(self)
         if let uid = peer?.uid, open > configuration.maxConnectionsPerUser, !hub.policy.isOwner(uid: uid) {

@@ -2,7 +2,8 @@ import Glibc
 import NIOCore
 
 /// A connection's event lines, written past NIO's pipeline when nothing of the connection waits
-/// in NIO: one `send(2)` from the loop. What the socket does not take (it is full, or took part
+/// in NIO: one `send(2)` from the loop, or, while the hub fans an input out, staged in its
+/// `SendBatch` and sent with the input's other lines. What the socket does not take (it is full, or took part
 /// of the line) and a line that fails go to the channel, behind which every later line waits
 /// until NIO has written it all. So the bytes keep their order, and a slow reader fills the
 /// kernel's buffer and then NIO's up to the high watermark as before (docs/protocol.md, "Slow
@@ -19,25 +20,38 @@ struct SocketWriter {
     /// Whether NIO may hold bytes of the connection: set by every write through the channel,
     /// cleared once NIO's buffer is seen empty.
     private var channelMayHoldBytes = false
+    /// The hub's batch, and this connection's job in it (while `stagedGeneration` is the batch's).
+    private var batch: SendBatch?
+    private var stagedJob = -1
+    private var stagedGeneration: UInt64 = 0
 
     /// Whether lines can go straight to the socket (it was found).
     var knowsSocket: Bool { descriptor >= 0 }
 
     /// How a line went: all of it straight to the socket, part of it (the rest through the
-    /// channel), or all of it through the channel.
-    enum Outcome: Equatable, Sendable { case direct, partial, channel }
+    /// channel), all of it through the channel, or staged in the batch.
+    enum Outcome: Equatable, Sendable { case direct, partial, channel, staged }
 
-    /// Looks the channel's socket up (when it becomes active).
-    mutating func attach(to channel: any Channel) {
+    /// Looks the channel's socket up (when it becomes active); lines written while `batch` is
+    /// open are staged in it.
+    mutating func attach(to channel: any Channel, batch: SendBatch?) {
         descriptor = Self.descriptor(of: channel) ?? -1
+        self.batch = batch
     }
 
-    /// Writes and flushes `line` after everything written on the connection before it.
+    /// Writes and flushes `line` after everything written on the connection before it;
+    /// `sender` (the connection) takes back what a batch could not send.
     @discardableResult
-    mutating func write(_ line: ByteBuffer, context: ChannelHandlerContext) -> Outcome {
+    mutating func write(_ line: ByteBuffer, context: ChannelHandlerContext, sender: any BatchedSender) -> Outcome {
         var rest = line
         var outcome = Outcome.channel
         if descriptor >= 0, channelIsEmpty(context.channel) {
+            if let batch, batch.isOpen {
+                let job = stagedJob >= 0 && stagedGeneration == batch.generation ? stagedJob : nil
+                stagedJob = batch.stage(line, descriptor: descriptor, job: job, sender: sender)
+                stagedGeneration = batch.generation
+                return .staged
+            }
             let sent = rest.withUnsafeReadableBytes { send(descriptor, $0.baseAddress, $0.count, Self.flags) }
             if sent == rest.readableBytes { return .direct }
             if sent > 0 {
@@ -52,9 +66,18 @@ struct SocketWriter {
         return outcome
     }
 
-    /// Something was written through the channel itself (a reply, a page of a backlog): lines
-    /// wait behind it until NIO has written it.
-    mutating func wroteThroughChannel() { channelMayHoldBytes = true }
+    /// Something is written through the channel itself (a reply, a page of a backlog): what is
+    /// staged goes first, and lines wait behind it until NIO has written it.
+    mutating func wroteThroughChannel() {
+        if let batch, stagedJob >= 0, stagedGeneration == batch.generation { batch.commit() }
+        channelMayHoldBytes = true
+    }
+
+    /// What a batch did not send of a staged line, written through the channel.
+    mutating func handOver(_ rest: ByteBuffer, context: ChannelHandlerContext) {
+        channelMayHoldBytes = true
+        context.writeAndFlush(NIOAny(rest), promise: nil)
+    }
 
     private mutating func channelIsEmpty(_ channel: any Channel) -> Bool {
         guard channel.isActive else { return false }
@@ -64,8 +87,7 @@ struct SocketWriter {
         return true
     }
 
-    /// Never blocks; a peer gone raises no SIGPIPE (the write fails with EPIPE).
-    private static let flags = CInt(MSG_DONTWAIT) | CInt(MSG_NOSIGNAL)
+    private static let flags = SendWork.flags
 
     /// Linux `SO_COOKIE` (4.12): a number the kernel gives each socket, unique while it runs.
     static let soCookie: CInt = 57

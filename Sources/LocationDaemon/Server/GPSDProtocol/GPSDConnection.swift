@@ -9,7 +9,7 @@ import NIOCore
 /// cell as a mode 2 TPV for an approximate program, at the approximate rate; a precise one
 /// also gets the source's SKY reports (satellites), an approximate one none. A program the
 /// policy denies gets an ERROR naming the rule, and is closed. Confined to the hub's loop.
-final class GPSDConnection: ChannelInboundHandler, HubSubscriber {
+final class GPSDConnection: ChannelInboundHandler, HubSubscriber, BatchedSender {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
@@ -56,13 +56,20 @@ final class GPSDConnection: ChannelInboundHandler, HubSubscriber {
 
     func close() { context?.close(promise: nil) }
 
+    var socketOpen: Bool { context?.channel.isActive ?? false }
+
+    func handOver(_ rest: ByteBuffer) {
+        guard let context else { return }
+        writer.handOver(rest, context: context)
+    }
+
     // MARK: Channel events
 
     func handlerAdded(context: ChannelHandlerContext) { self.context = context }
 
     func channelActive(context: ChannelHandlerContext) {
         connections.add(self)
-        writer.attach(to: context.channel)
+        writer.attach(to: context.channel, batch: hub.sends)
         identity = LoopbackPeer.identity(remote: context.channel.remoteAddress, local: context.channel.localAddress,
                                          hint: connections.lastPeerPID)
         if let pid = identity?.pid { connections.lastPeerPID = pid }
@@ -115,7 +122,7 @@ final class GPSDConnection: ChannelInboundHandler, HubSubscriber {
             unwritableTimer = nil
             if let held = pending {
                 pending = nil
-                writer.write(held, context: context)
+                writer.write(held, context: context, sender: self)
             }
         } else if unwritableTimer == nil {
             let timeout = configuration.unwritableTimeout
@@ -215,7 +222,7 @@ final class GPSDConnection: ChannelInboundHandler, HubSubscriber {
         }
         lastReport = line
         guard context.channel.isWritable else { pending = line; return }
-        writer.write(line, context: context)
+        writer.write(line, context: context, sender: self)
     }
 
     private var isPrecise: Bool { grant?.accuracy == .precise }
@@ -224,7 +231,7 @@ final class GPSDConnection: ChannelInboundHandler, HubSubscriber {
     /// peer that does not read (the newest TPV is).
     func deliver(sky line: ByteBuffer) {
         guard isPrecise, isSubscribed, let context, context.channel.isWritable else { return }
-        writer.write(line, context: context)
+        writer.write(line, context: context, sender: self)
     }
 
     /// POLL's `time`: when it was answered.

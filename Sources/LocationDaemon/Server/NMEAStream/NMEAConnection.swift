@@ -6,7 +6,7 @@ import NMEA
 /// One reader of the NMEA stream: RMC and GGA for each fix its session allows, written as a
 /// receiver writes them. A reader that does not keep up loses fixes (the newest is held back),
 /// as from a serial port. Confined to the hub's loop.
-final class NMEAConnection: ChannelInboundHandler, HubSubscriber {
+final class NMEAConnection: ChannelInboundHandler, HubSubscriber, BatchedSender {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
@@ -33,11 +33,18 @@ final class NMEAConnection: ChannelInboundHandler, HubSubscriber {
 
     func close() { context?.close(promise: nil) }
 
+    var socketOpen: Bool { context?.channel.isActive ?? false }
+
+    func handOver(_ rest: ByteBuffer) {
+        guard let context else { return }
+        socket.handOver(rest, context: context)
+    }
+
     func handlerAdded(context: ChannelHandlerContext) { self.context = context }
 
     func channelActive(context: ChannelHandlerContext) {
         connections.value[ObjectIdentifier(self)] = self
-        socket.attach(to: context.channel)
+        socket.attach(to: context.channel, batch: hub.sends)
         identity = Connection.peerCredentials(of: context.channel).map(PeerIdentity.resolve)
         program = identity?.program ?? ProgramID("unknown")
         decide()
@@ -63,7 +70,7 @@ final class NMEAConnection: ChannelInboundHandler, HubSubscriber {
     func channelWritabilityChanged(context: ChannelHandlerContext) {
         if context.channel.isWritable, let held = pending {
             pending = nil
-            socket.write(held, context: context)
+            socket.write(held, context: context, sender: self)
         }
         context.fireChannelWritabilityChanged()
     }
@@ -105,6 +112,6 @@ final class NMEAConnection: ChannelInboundHandler, HubSubscriber {
         guard !text.isEmpty else { return }
         let line = ByteBuffer(string: text)
         guard context.channel.isWritable else { pending = line; return }
-        socket.write(line, context: context)
+        socket.write(line, context: context, sender: self)
     }
 }
