@@ -32,107 +32,140 @@ final class SendBatch {
         var sent = 0
     }
 
+    /// A connection's job in the batch of one generation.
+    struct Staged: Equatable, Sendable {
+        let job: Int
+        let generation: UInt64
+    }
+
     /// Jobs at which the worker takes half: below it, waking a thread costs more than it saves.
     static let forkAt = 64
 
-    /// Open batches (`open`/`close` nest: an input handled inside another's deliveries).
-    private var depth = 0
-    /// Staged lines, and for each the next line of the same job (-1: none).
-    private var lines: [ByteBuffer] = []
-    private var next: [Int] = []
-    private var jobs: [Job] = []
-    /// Per job: its first and last staged line, and whom to hand a rest back to.
-    private var ends: [(first: Int, last: Int)] = []
-    private var senders: [any BatchedSender] = []
-    private var iovecs: [iovec] = []
-    /// Counts commits: a writer's staged job belongs to this batch only within one generation.
-    private(set) var generation: UInt64 = 0
+    /// All of the batch's state in one value, changed by one call at a time (one exclusive
+    /// access each, not one per array).
+    private var staging = Staging()
 
-    var isOpen: Bool { depth > 0 }
+    var isOpen: Bool { staging.depth > 0 }
 
-    func open() { depth += 1 }
+    func open() { staging.depth += 1 }
 
     func close() {
-        depth -= 1
-        if depth == 0 { commit() }
+        staging.depth -= 1
+        if staging.depth == 0 { commit() }
     }
 
-    /// Stages `line` for `descriptor`, after the job's earlier lines when `job` is one of this
-    /// generation; returns the job's index.
-    func stage(_ line: ByteBuffer, descriptor: CInt, job: Int?, sender: any BatchedSender) -> Int {
-        let index = lines.count
-        lines.append(line)
-        next.append(-1)
-        if let job {
-            next[ends[job].last] = index
-            ends[job].last = index
-            return job
-        }
-        jobs.append(Job(descriptor: descriptor))
-        ends.append((index, index))
-        senders.append(sender)
-        return jobs.count - 1
+    /// Stages `line` for `descriptor`, after the connection's earlier lines when `previous` is
+    /// of this generation; nil when the batch is not open.
+    func stage(_ line: ByteBuffer, descriptor: CInt, after previous: Staged?, sender: any BatchedSender) -> Staged? {
+        staging.stage(line, descriptor: descriptor, after: previous, sender: sender)
     }
+
+    /// Whether `staged` is in the batch, not yet sent.
+    func holds(_ staged: Staged?) -> Bool { staged?.generation == staging.generation && !staging.jobs.isEmpty }
 
     /// Sends what is staged, hands back what the sockets did not take, and starts the next
     /// generation (the batch stays open if it was).
     func commit() {
-        generation &+= 1
-        guard !jobs.isEmpty else { return }
-        iovecs.removeAll(keepingCapacity: true)
-        // The lines' storage stays put while `lines` holds them (nothing writes to it meanwhile),
-        // so the pointers stay valid past the closure until the sends are made (as NIO's own
-        // vector writes do).
-        for j in jobs.indices {
-            if !senders[j].socketOpen { jobs[j].descriptor = -1 }  // EBADF: handed back, dropped
-            jobs[j].first = iovecs.count
-            var line = ends[j].first
-            while line >= 0 {
-                lines[line].withUnsafeReadableBytes {
-                    iovecs.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: $0.baseAddress), iov_len: $0.count))
-                }
-                line = next[line]
-            }
-            jobs[j].count = iovecs.count - jobs[j].first
-            jobs[j].bytes = iovecs[jobs[j].first...].reduce(0) { $0 + $1.iov_len }
-        }
-        iovecs.withUnsafeMutableBufferPointer { iov in
-            jobs.withUnsafeMutableBufferPointer { all in
-                let work = SendWork(jobs: all, iovecs: iov)
-                if all.count >= Self.forkAt, SendWorker.shared?.fork(work.upper) == true {
-                    work.lower.send()
-                    SendWorker.shared?.join()
-                } else {
-                    work.all.send()
-                }
-            }
-        }
-        guard jobs.contains(where: { $0.sent != $0.bytes }) else {
-            lines.removeAll(keepingCapacity: true)
-            next.removeAll(keepingCapacity: true)
-            jobs.removeAll(keepingCapacity: true)
-            ends.removeAll(keepingCapacity: true)
-            senders.removeAll(keepingCapacity: true)
-            return
-        }
-        // Taken out first: a hand-back can close its connection, and the close handle an input
-        // that uses the batch again.
-        let staged = (lines: lines, next: next, jobs: jobs, ends: ends, senders: senders)
-        (lines, next, jobs, ends, senders) = ([], [], [], [], [])
-        for (j, job) in staged.jobs.enumerated() where job.sent != job.bytes {
+        // Handed back outside the access: a hand-back can close its connection, and the close
+        // handle an input that uses the batch again.
+        guard let unsent = staging.send() else { return }
+        for (j, job) in unsent.jobs.enumerated() where job.sent != job.bytes {
             var skip = max(job.sent, 0)
-            var line = staged.ends[j].first
+            var line = unsent.owners[j].first
             while line >= 0 {
-                var rest = staged.lines[line]
+                var rest = unsent.lines[line].buffer
                 if skip >= rest.readableBytes {
                     skip -= rest.readableBytes
                 } else {
                     rest.moveReaderIndex(forwardBy: skip)
                     skip = 0
-                    staged.senders[j].handOver(rest)
+                    unsent.owners[j].sender.handOver(rest)
                 }
-                line = staged.next[line]
+                line = unsent.lines[line].next
             }
+        }
+    }
+
+    private struct Line {
+        var buffer: ByteBuffer
+        var next = -1
+    }
+
+    private struct Owner {
+        var first: Int
+        var last: Int
+        let sender: any BatchedSender
+    }
+
+    private struct Staging {
+        var depth = 0
+        var generation: UInt64 = 0
+        /// Staged lines, each with the next line of its job (-1: none).
+        var lines: [Line] = []
+        var jobs: [Job] = []
+        /// Per job: its first and last line, and whom to hand a rest back to.
+        var owners: [Owner] = []
+        var iovecs: [iovec] = []
+
+        mutating func stage(_ line: ByteBuffer, descriptor: CInt, after previous: Staged?, sender: any BatchedSender) -> Staged? {
+            guard depth > 0 else { return nil }
+            let index = lines.count
+            lines.append(Line(buffer: line))
+            if let previous, previous.generation == generation {
+                lines[owners[previous.job].last].next = index
+                owners[previous.job].last = index
+                return previous
+            }
+            jobs.append(Job(descriptor: descriptor))
+            owners.append(Owner(first: index, last: index, sender: sender))
+            return Staged(job: jobs.count - 1, generation: generation)
+        }
+
+        /// Sends every job and starts the next generation; returns the batch when a socket did
+        /// not take all of its lines (this one is left empty).
+        mutating func send() -> Staging? {
+            generation &+= 1
+            guard !jobs.isEmpty else { return nil }
+            iovecs.removeAll(keepingCapacity: true)
+            // The lines' storage stays put while `lines` holds them (nothing writes to it
+            // meanwhile), so the pointers stay valid past the closure until the sends are made
+            // (as NIO's own vector writes do).
+            for j in jobs.indices {
+                if !owners[j].sender.socketOpen { jobs[j].descriptor = -1 }  // EBADF: handed back, dropped
+                jobs[j].first = iovecs.count
+                var line = owners[j].first
+                var bytes = 0
+                while line >= 0 {
+                    lines[line].buffer.withUnsafeReadableBytes {
+                        iovecs.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: $0.baseAddress), iov_len: $0.count))
+                        bytes += $0.count
+                    }
+                    line = lines[line].next
+                }
+                jobs[j].count = iovecs.count - jobs[j].first
+                jobs[j].bytes = bytes
+            }
+            iovecs.withUnsafeMutableBufferPointer { iov in
+                jobs.withUnsafeMutableBufferPointer { all in
+                    let work = SendWork(jobs: all, iovecs: iov)
+                    if all.count >= SendBatch.forkAt, let worker = SendWorker.shared, worker.fork(work.upper) {
+                        work.lower.send()
+                        worker.join()
+                    } else {
+                        work.send()
+                    }
+                }
+            }
+            let depth = depth, generation = generation
+            defer {
+                lines.removeAll(keepingCapacity: true)
+                jobs.removeAll(keepingCapacity: true)
+                owners.removeAll(keepingCapacity: true)
+            }
+            guard jobs.contains(where: { $0.sent != $0.bytes }) else { return nil }
+            var unsent = Staging(depth: depth, generation: generation)
+            swap(&unsent, &self)
+            return unsent
         }
     }
 }
@@ -142,7 +175,6 @@ struct SendWork: @unchecked Sendable {
     let jobs: UnsafeMutableBufferPointer<SendBatch.Job>
     let iovecs: UnsafeMutableBufferPointer<iovec>
 
-    var all: SendWork { self }
     var lower: SendWork { SendWork(jobs: UnsafeMutableBufferPointer(rebasing: jobs[..<(jobs.count / 2)]), iovecs: iovecs) }
     var upper: SendWork { SendWork(jobs: UnsafeMutableBufferPointer(rebasing: jobs[(jobs.count / 2)...]), iovecs: iovecs) }
 

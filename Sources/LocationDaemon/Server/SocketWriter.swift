@@ -20,10 +20,9 @@ struct SocketWriter {
     /// Whether NIO may hold bytes of the connection: set by every write through the channel,
     /// cleared once NIO's buffer is seen empty.
     private var channelMayHoldBytes = false
-    /// The hub's batch, and this connection's job in it (while `stagedGeneration` is the batch's).
+    /// The hub's batch, and this connection's job in it.
     private var batch: SendBatch?
-    private var stagedJob = -1
-    private var stagedGeneration: UInt64 = 0
+    private var staged: SendBatch.Staged?
 
     /// Whether lines can go straight to the socket (it was found).
     var knowsSocket: Bool { descriptor >= 0 }
@@ -46,10 +45,8 @@ struct SocketWriter {
         var rest = line
         var outcome = Outcome.channel
         if descriptor >= 0, channelIsEmpty(context.channel) {
-            if let batch, batch.isOpen {
-                let job = stagedJob >= 0 && stagedGeneration == batch.generation ? stagedJob : nil
-                stagedJob = batch.stage(line, descriptor: descriptor, job: job, sender: sender)
-                stagedGeneration = batch.generation
+            if let batch, let job = batch.stage(line, descriptor: descriptor, after: staged, sender: sender) {
+                staged = job
                 return .staged
             }
             let sent = rest.withUnsafeReadableBytes { send(descriptor, $0.baseAddress, $0.count, Self.flags) }
@@ -69,7 +66,7 @@ struct SocketWriter {
     /// Something is written through the channel itself (a reply, a page of a backlog): what is
     /// staged goes first, and lines wait behind it until NIO has written it.
     mutating func wroteThroughChannel() {
-        if let batch, stagedJob >= 0, stagedGeneration == batch.generation { batch.commit() }
+        if let batch, batch.holds(staged) { batch.commit() }
         channelMayHoldBytes = true
     }
 
