@@ -20,6 +20,9 @@ PACKAGES = {
     "gpxo": ("0.3.0", "ExampleTrack"),
     "gpxcsv": ("0.3.1", "src/Tests"),
     "stravalib": ("2.6.0", "src/stravalib/tests/resources/sample.tcx"),
+    "gpx_kml_converter": ("1.2.0", "examples/kuhkopfsteig.gpx"),
+    "Gpxity": ("1.7.2", "gpxity/backends/test/test2.gpx"),
+    "tcx2gpx": ("0.1.4", "tests/resources/2019-10-20 12:51:21.0.tcx"),
 }
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
@@ -70,6 +73,9 @@ TRACKS = {
     "lyon-walk": ("gpxo", "ExampleTrack.gpx"),
     "lannion-plestin": ("gpxcsv", "src/Tests/Lannion_Plestin_parcours24.4RE.gpx"),
     "leiden-ride": ("stravalib", "src/stravalib/tests/resources/sample.tcx"),
+    "kuhkopfsteig-hike": ("gpx_kml_converter", "examples/kuhkopfsteig.gpx"),
+    "brandenburg-ride": ("Gpxity", "gpxity/backends/test/test2.gpx"),
+    "peak-district-hike": ("tcx2gpx", "tests/resources/2019-10-20 12:51:21.0.tcx"),
 }
 
 
