@@ -23,6 +23,7 @@ PACKAGES = {
     "gpx_kml_converter": ("1.2.0", "examples/kuhkopfsteig.gpx"),
     "Gpxity": ("1.7.2", "gpxity/backends/test/test2.gpx"),
     "tcx2gpx": ("0.1.4", "tests/resources/2019-10-20 12:51:21.0.tcx"),
+    "trackanimation": ("1.0.5", "example-routes"),
 }
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
@@ -76,6 +77,8 @@ TRACKS = {
     "kuhkopfsteig-hike": ("gpx_kml_converter", "examples/kuhkopfsteig.gpx"),
     "brandenburg-ride": ("Gpxity", "gpxity/backends/test/test2.gpx"),
     "peak-district-hike": ("tcx2gpx", "tests/resources/2019-10-20 12:51:21.0.tcx"),
+    "talamanca-ride": ("trackanimation", "example-routes/6295158.gpx"),
+    "sant-vicent-drive": ("trackanimation", "example-routes/6711313.gpx"),
 }
 
 
