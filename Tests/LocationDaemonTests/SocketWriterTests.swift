@@ -1,3 +1,4 @@
+import Foundation
 import Glibc
 import LocationClient
 import LocationCore
@@ -77,6 +78,26 @@ import Testing
         try await channel.close()
     }
 
+    /// A connection's bytes are written by its `SocketWriter` only (`write`, `handOver`,
+    /// `writeThroughChannel`): a reply or backlog page written to the channel past it would
+    /// overtake the connection's staged lines and let later lines overtake it. No other file of
+    /// the server writes to a channel.
+    @Test func onlyTheSocketWriterWritesToAConnection() throws {
+        let server = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Sources/LocationDaemon/Server")
+        let files = try #require(FileManager.default.enumerator(at: server, includingPropertiesForKeys: nil))
+            .compactMap { $0 as? URL }.filter { $0.pathExtension == "swift" }
+        #expect(files.count > 10)
+        let write = /(context|channel)\??\.(write|writeAndFlush)\(/
+        for file in files where file.lastPathComponent != "SocketWriter.swift" {
+            let text = try String(contentsOf: file, encoding: .utf8)
+            for (n, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated()
+            where line.contains(write) {
+                Issue.record("\(file.lastPathComponent):\(n + 1) writes to the channel past its SocketWriter: \(line)")
+            }
+        }
+    }
+
     @Test func theDescriptorIsReadFromTheWholeNumber() {
         #expect(SocketWriter.number(after: "fd=", in: "SocketChannel { BaseSocket { fd=12 }, active = true }") == 12)
         #expect(SocketWriter.number(after: "fd=", in: "SocketChannel { BaseSocket { fd= }") == nil)
@@ -144,8 +165,9 @@ import Testing
     }
 
     /// A batch of 100 connections (enough for the worker thread to send half), three lines
-    /// each, one connection also answering a request in the middle, a third of them with the
-    /// smallest send buffer and long lines: what the sockets do not take is handed back to NIO,
+    /// each, a third of them with the smallest send buffer and long lines, two connections (one
+    /// of them small) also answering a request in the middle (the small one's staged line is
+    /// sent and handed back to it as it writes the reply): what the sockets do not take is handed back to NIO,
     /// the next batch leaves those to NIO, and every connection receives its bytes in order.
     @Test func aBatchKeepsEachConnectionsBytesInOrder() async throws {
         let connections = 100
@@ -184,7 +206,7 @@ import Testing
                 batch.value.open()
                 for round in 0..<3 {
                     for (c, writer) in writers.enumerated() {
-                        outcomes += writer.write([line(c, round)], throughChannel: c == 7 && round == 1 ? [0] : [])
+                        outcomes += writer.write([line(c, round)], throughChannel: (c == 6 || c == 7) && round == 1 ? [0] : [])
                     }
                 }
                 batch.value.close()
@@ -231,7 +253,7 @@ private final class LineWriter: ChannelInboundHandler, BatchedSender {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
     private var context: ChannelHandlerContext?
-    private var writer = SocketWriter()
+    private let writer = SocketWriter()
     private let batch: SendBatch?
 
     init(batch: SendBatch? = nil) { self.batch = batch }
@@ -258,8 +280,7 @@ private final class LineWriter: ChannelInboundHandler, BatchedSender {
         return lines.enumerated().map { i, line in
             let buffer = ByteBuffer(string: line)
             guard !throughChannel.contains(i) else {
-                writer.wroteThroughChannel()
-                context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
+                writer.writeThroughChannel(buffer, context: context, then: .flush)
                 return .channel
             }
             return writer.write(buffer, context: context, sender: self)

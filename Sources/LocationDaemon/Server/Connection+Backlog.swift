@@ -33,9 +33,8 @@ extension Connection {
             lines.removeAll(keepingCapacity: true)
             let next = queue.backlogPage(of: program, after: progress.after, through: progress.through,
                                          limit: Self.backlogPage, into: &lines)
-            if !lines.isEmpty { writer.wroteThroughChannel() }
             for line in lines {
-                context.write(wrapOutboundOut(context.channel.allocator.buffer(bytes: line)), promise: nil)
+                writer.writeThroughChannel(context.channel.allocator.buffer(bytes: line), context: context)
             }
             guard let next else {
                 if progress.through > 0 && durableWritten == nil {
@@ -76,8 +75,7 @@ extension Connection {
         guard backlog != nil else { return }
         backlog = nil
         guard let context else { return behindBacklog.removeAll() }
-        if !behindBacklog.isEmpty { writer.wroteThroughChannel() }
-        for buffer in behindBacklog { context.write(wrapOutboundOut(buffer), promise: nil) }
+        for buffer in behindBacklog { writer.writeThroughChannel(buffer, context: context) }
         behindBacklog.removeAll()
     }
 

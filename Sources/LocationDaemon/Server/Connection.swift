@@ -35,7 +35,7 @@ final class Connection: ChannelInboundHandler, DurableSubscriber, BatchedSender 
     var input: ByteBuffer
     var bucket: TokenBucket
     /// Event lines go straight to the socket while NIO holds nothing of this connection.
-    var writer = SocketWriter()
+    let writer = SocketWriter()
 
     // Slow-reader outbox: at most one location and one status event held back.
     var pendingLocation: Fix?
@@ -173,12 +173,7 @@ final class Connection: ChannelInboundHandler, DurableSubscriber, BatchedSender 
     /// `handleInput`); only events are held back for slow readers.
     func send(_ message: ServerMessage, flush: Bool) {
         guard let context, let buffer = registry.encoded(context.channel.allocator, message.append) else { return }
-        writer.wroteThroughChannel()
-        if flush {
-            context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
-        } else {
-            context.write(wrapOutboundOut(buffer), promise: nil)
-        }
+        writer.writeThroughChannel(buffer, context: context, then: flush ? .flush : .nothing)
     }
 
     /// The peer's user is at `[socket] max_connections_per_user`: an error instead of the hello,
@@ -194,10 +189,7 @@ final class Connection: ChannelInboundHandler, DurableSubscriber, BatchedSender 
         }
         let error = ProtocolError(.tooManyConnections, "uid \(uid) has \(open) connections open, the most this daemon allows one user ([socket] max_connections_per_user = \(limit)); close some")
         let buffer = registry.encoded(context.channel.allocator, ServerMessage.error(error).append) ?? ByteBuffer()
-        writer.wroteThroughChannel()
-        context.writeAndFlush(wrapOutboundOut(buffer)).assumeIsolated().whenComplete { _ in
-            context.close(promise: nil)
-        }
+        writer.writeThroughChannel(buffer, context: context, then: .close)
     }
 
     /// Sends a final error and closes once it is written.
@@ -206,9 +198,6 @@ final class Connection: ChannelInboundHandler, DurableSubscriber, BatchedSender 
         closing = true
         logger.info("closing an abusive connection", metadata: ["code": "\(error.code.rawValue)"])
         let buffer = registry.encoded(context.channel.allocator, ServerMessage.error(error).append) ?? ByteBuffer()
-        writer.wroteThroughChannel()
-        context.writeAndFlush(wrapOutboundOut(buffer)).assumeIsolated().whenComplete { _ in
-            context.close(promise: nil)
-        }
+        writer.writeThroughChannel(buffer, context: context, then: .close)
     }
 }

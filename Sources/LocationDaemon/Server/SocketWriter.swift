@@ -13,8 +13,10 @@ import NIOCore
 /// bookkeeping, flush), most of the loop's user time per fix at 1,000 subscribers
 /// (docs/benchmarks.md, "Fan-out").
 ///
-/// Used on the channel's loop only.
-struct SocketWriter {
+/// Used on the channel's loop only. A class: writing through the channel can call back into the
+/// connection (a staged line handed back, a close once a refusal is written), which then uses
+/// its writer again.
+final class SocketWriter {
     /// The channel's socket (`descriptor(of:)`); -1: unknown, every line goes through NIO.
     private var descriptor: CInt = -1
     /// Whether NIO may hold bytes of the connection: set by every write through the channel,
@@ -33,7 +35,7 @@ struct SocketWriter {
 
     /// Looks the channel's socket up (when it becomes active); lines written while `batch` is
     /// open are staged in it.
-    mutating func attach(to channel: any Channel, batch: SendBatch?) {
+    func attach(to channel: any Channel, batch: SendBatch?) {
         descriptor = Self.descriptor(of: channel) ?? -1
         self.batch = batch
     }
@@ -41,7 +43,7 @@ struct SocketWriter {
     /// Writes and flushes `line` after everything written on the connection before it;
     /// `sender` (the connection) takes back what a batch could not send.
     @discardableResult
-    mutating func write(_ line: ByteBuffer, context: ChannelHandlerContext, sender: any BatchedSender) -> Outcome {
+    func write(_ line: ByteBuffer, context: ChannelHandlerContext, sender: any BatchedSender) -> Outcome {
         var rest = line
         var outcome = Outcome.channel
         if descriptor >= 0, channelIsEmpty(context.channel) {
@@ -63,20 +65,32 @@ struct SocketWriter {
         return outcome
     }
 
-    /// Something is written through the channel itself (a reply, a page of a backlog): what is
-    /// staged goes first, and lines wait behind it until NIO has written it.
-    mutating func wroteThroughChannel() {
+    /// What follows a write through the channel: nothing (a flush comes later), a flush, or
+    /// closing the connection once it is written.
+    enum Then: Sendable { case nothing, flush, close }
+
+    /// Writes `buffer` through the channel itself (a reply, a page of a backlog, a refusal):
+    /// what the batch holds of the connection is sent first, and later lines wait behind it
+    /// until NIO has written it. Every write of a connection through its channel is made here or
+    /// by `write` and `handOver`, so none can overtake a line staged or sent before it.
+    func writeThroughChannel(_ buffer: ByteBuffer, context: ChannelHandlerContext, then: Then = .nothing) {
         if let batch, batch.holds(staged) { batch.commit() }
         channelMayHoldBytes = true
+        switch then {
+        case .nothing: context.write(NIOAny(buffer), promise: nil)
+        case .flush: context.writeAndFlush(NIOAny(buffer), promise: nil)
+        case .close:
+            context.writeAndFlush(NIOAny(buffer)).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+        }
     }
 
     /// What a batch did not send of a staged line, written through the channel.
-    mutating func handOver(_ rest: ByteBuffer, context: ChannelHandlerContext) {
+    func handOver(_ rest: ByteBuffer, context: ChannelHandlerContext) {
         channelMayHoldBytes = true
         context.writeAndFlush(NIOAny(rest), promise: nil)
     }
 
-    private mutating func channelIsEmpty(_ channel: any Channel) -> Bool {
+    private func channelIsEmpty(_ channel: any Channel) -> Bool {
         guard channel.isActive else { return false }
         guard channelMayHoldBytes else { return true }
         guard (try? channel.syncOptions?.getOption(ChannelOptions.bufferedWritableBytes)) == 0 else { return false }

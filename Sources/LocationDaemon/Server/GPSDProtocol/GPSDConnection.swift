@@ -42,7 +42,7 @@ final class GPSDConnection: ChannelInboundHandler, HubSubscriber, BatchedSender 
     private var pending: ByteBuffer?
     private var unwritableTimer: Scheduled<Void>?
     /// Reports go straight to the socket while NIO holds nothing of this connection.
-    private var writer = SocketWriter()
+    private let writer = SocketWriter()
 
     init(hub: Hub, configuration: GPSDServer.Configuration, connections: GPSDConnections, logger: Logger) {
         self.id = hub.makeSubscriberID()
@@ -189,8 +189,7 @@ final class GPSDConnection: ChannelInboundHandler, HubSubscriber, BatchedSender 
         unsubscribe()
         logger.notice("gpsd client refused: \(message)", metadata: ["rule": "\(rule.name)"])
         let line = ByteBuffer(bytes: GPSDReport.error(message))
-        writer.wroteThroughChannel()
-        context.writeAndFlush(wrapOutboundOut(line)).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+        writer.writeThroughChannel(line, context: context, then: .close)
     }
 
     // MARK: Subscription
@@ -242,7 +241,7 @@ final class GPSDConnection: ChannelInboundHandler, HubSubscriber, BatchedSender 
     }
 
     private func send(_ line: [UInt8]) {
-        writer.wroteThroughChannel()
-        context?.write(wrapOutboundOut(ByteBuffer(bytes: line)), promise: nil)
+        guard let context else { return }
+        writer.writeThroughChannel(ByteBuffer(bytes: line), context: context)
     }
 }

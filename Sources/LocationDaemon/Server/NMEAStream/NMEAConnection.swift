@@ -20,7 +20,7 @@ final class NMEAConnection: ChannelInboundHandler, HubSubscriber, BatchedSender 
     private var grant: Grant?
     private var pending: ByteBuffer?
     /// Sentences go straight to the socket while NIO holds nothing of this connection.
-    private var socket = SocketWriter()
+    private let socket = SocketWriter()
     private let writer = NMEAWriter()
 
     init(hub: Hub, connections: NIOLoopBoundBox<[ObjectIdentifier: NMEAConnection]>, logger: Logger) {
