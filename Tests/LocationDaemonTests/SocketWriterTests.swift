@@ -235,6 +235,93 @@ import Testing
         try await group.shutdownGracefully()
     }
 
+    /// A connection whose peer is gone fails its flush and closes, and what its close runs
+    /// writes to a connection after it in the same batch (as an unsubscribe's durable notice
+    /// writes a durable subscriber's backlog): that connection's line, which its small socket
+    /// took in part, still arrives whole, and the later line after it.
+    @Test func aCloseDuringTheHandOversKeepsALaterConnectionsLineWhole() async throws {
+        var x: [CInt] = [-1, -1], y: [CInt] = [-1, -1]
+        try #require(socketpair(AF_UNIX, CInt(SOCK_STREAM.rawValue), 0, &x) == 0)
+        try #require(socketpair(AF_UNIX, CInt(SOCK_STREAM.rawValue), 0, &y) == 0)
+        defer { close(y[1]) }
+        var smallest: CInt = 1
+        setsockopt(y[0], SOL_SOCKET, SO_SNDBUF, &smallest, socklen_t(MemoryLayout<CInt>.size))
+        var timeout = timeval(tv_sec: 20, tv_usec: 0)
+        setsockopt(y[1], SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let loop = group.next()
+        do {
+            let batch = try await loop.submit { NIOLoopBound(SendBatch(), eventLoop: loop) }.get()
+            let cx = try await Self.connect(x[0], batch: batch, on: loop)
+            let cy = try await Self.connect(y[0], batch: batch, on: loop)
+            let long = String(repeating: "A", count: 20_000) + "\n", later = "later\n"
+            let xPeer = x[1]
+            try await loop.submit {
+                let wx = try cx.pipeline.syncOperations.handler(type: LineWriter.self)
+                let wy = try cy.pipeline.syncOperations.handler(type: LineWriter.self)
+                wx.onClose = { _ = wy.write([later], throughChannel: []) }
+                batch.value.open()
+                _ = wx.write(["x\n"], throughChannel: [])
+                _ = wy.write([long], throughChannel: [])
+                close(xPeer)  // x's send fails (EPIPE), so does NIO's write of it, which closes x
+                batch.value.close()
+            }.get()
+            let expected = Array((long + later).utf8), got = read(y[1], count: expected.count)
+            let whole = got == expected  // compared apart: the 20 KB arrays would fill the report
+            let at = (0..<max(0, got.count - 4)).first { got[$0..<$0 + 5].elementsEqual("later".utf8) } ?? -1
+            #expect(whole, "y's line split or overtaken: \"later\" at byte \(at) of \(got.count)")
+            try await cy.close()
+        } catch {
+            try? await group.shutdownGracefully()
+            throw error
+        }
+        try await group.shutdownGracefully()
+    }
+
+    /// A connection closed with a line staged, its descriptor's number taken by a new socket
+    /// before the batch sends: nothing goes to the new socket.
+    @Test func aConnectionClosedWhileStagedSendsNothingToItsNumberReused() async throws {
+        var x: [CInt] = [-1, -1]
+        try #require(socketpair(AF_UNIX, CInt(SOCK_STREAM.rawValue), 0, &x) == 0)
+        defer { close(x[1]) }
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let loop = group.next()
+        do {
+            let batch = try await loop.submit { NIOLoopBound(SendBatch(), eventLoop: loop) }.get()
+            let cx = try await Self.connect(x[0], batch: batch, on: loop)
+            let number = x[0]
+            let (reused, peer) = try await loop.submit { () -> (Bool, CInt) in
+                let wx = try cx.pipeline.syncOperations.handler(type: LineWriter.self)
+                batch.value.open()
+                _ = wx.write(["for x only\n"], throughChannel: [])
+                cx.close(promise: nil)  // on the loop: the descriptor is closed now
+                var other: [CInt] = [-1, -1]
+                socketpair(AF_UNIX, CInt(SOCK_STREAM.rawValue), 0, &other)
+                batch.value.close()
+                // The end that took x's number, kept open while the batch sent; its peer reads.
+                let (taken, peer) = other[0] == number ? (other[0], other[1]) : (other[1], other[0])
+                close(taken)
+                return (other.contains(number), peer)
+            }.get()
+            defer { close(peer) }
+            try #require(reused, "the closed descriptor's number was not reused")
+            var byte: UInt8 = 0
+            #expect(recv(peer, &byte, 1, CInt(MSG_DONTWAIT)) == 0, "bytes for the closed connection reached its number's new socket")
+        } catch {
+            try? await group.shutdownGracefully()
+            throw error
+        }
+        try await group.shutdownGracefully()
+    }
+
+    private static func connect(_ fd: CInt, batch: NIOLoopBound<SendBatch>, on loop: any EventLoop) async throws -> any Channel {
+        try await ClientBootstrap(group: loop)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(LineWriter(batch: batch.value)) }
+            }
+            .withConnectedSocket(fd).get()
+    }
+
     /// Reads exactly `count` bytes (fewer at end of stream or after the 20 s timeout).
     private func read(_ fd: CInt, count: Int) -> [UInt8] {
         var bytes: [UInt8] = []
@@ -265,12 +352,23 @@ private final class LineWriter: ChannelInboundHandler, BatchedSender {
         context.fireChannelActive()
     }
 
+    /// Run when the connection closes (what the daemon runs then may write to others).
+    var onClose: (() -> Void)?
+
+    func channelInactive(context: ChannelHandlerContext) {
+        self.context = nil
+        onClose?()
+        context.fireChannelInactive()
+    }
+
     var socketOpen: Bool { context?.channel.isActive ?? false }
 
     func handOver(_ rest: ByteBuffer) {
         guard let context else { return }
         writer.handOver(rest, context: context)
     }
+
+    func flushHandOver() { context?.flush() }
 
     /// Bytes NIO holds for the connection.
     var buffered: Int { (try? context?.channel.syncOptions?.getOption(ChannelOptions.bufferedWritableBytes)) ?? 0 }

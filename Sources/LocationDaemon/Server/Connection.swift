@@ -103,6 +103,8 @@ final class Connection: ChannelInboundHandler, DurableSubscriber, BatchedSender 
         writer.handOver(rest, context: context)
     }
 
+    func flushHandOver() { context?.flush() }
+
     // MARK: Channel events
 
     func handlerAdded(context: ChannelHandlerContext) { self.context = context }

@@ -6,8 +6,10 @@ import Synchronization
 protocol BatchedSender: AnyObject {
     /// Whether its socket is still open (a staged line is not sent on a number closed since).
     var socketOpen: Bool { get }
-    /// What the socket did not take of a staged line, in order: written through the channel.
+    /// What the socket did not take of a staged line, in order: queued in the channel.
     func handOver(_ rest: ByteBuffer)
+    /// Writes what `handOver` queued.
+    func flushHandOver()
 }
 
 /// The direct sends of one input's fan-out (`Hub.handle`), made together once every delivery
@@ -69,6 +71,12 @@ final class SendBatch {
         // Handed back outside the access: a hand-back can close its connection, and the close
         // handle an input that uses the batch again.
         guard let unsent = staging.send() else { return }
+        // Every rest is queued before any is flushed: a flush can fail and close its
+        // connection, and the close run code that writes to a connection whose rest would
+        // not be queued yet (its line split by another, or overtaken).
+        defer {
+            for (j, job) in unsent.jobs.enumerated() where job.sent != job.bytes { unsent.owners[j].sender.flushHandOver() }
+        }
         for (j, job) in unsent.jobs.enumerated() where job.sent != job.bytes {
             var skip = max(job.sent, 0)
             var line = unsent.owners[j].first

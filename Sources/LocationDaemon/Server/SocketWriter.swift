@@ -84,10 +84,11 @@ final class SocketWriter {
         }
     }
 
-    /// What a batch did not send of a staged line, written through the channel.
+    /// What a batch did not send of a staged line, queued in the channel (the batch flushes it
+    /// once every rest is queued).
     func handOver(_ rest: ByteBuffer, context: ChannelHandlerContext) {
         channelMayHoldBytes = true
-        context.writeAndFlush(NIOAny(rest), promise: nil)
+        context.write(NIOAny(rest), promise: nil)
     }
 
     private func channelIsEmpty(_ channel: any Channel) -> Bool {

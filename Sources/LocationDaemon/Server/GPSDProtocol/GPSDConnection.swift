@@ -63,6 +63,8 @@ final class GPSDConnection: ChannelInboundHandler, HubSubscriber, BatchedSender 
         writer.handOver(rest, context: context)
     }
 
+    func flushHandOver() { context?.flush() }
+
     // MARK: Channel events
 
     func handlerAdded(context: ChannelHandlerContext) { self.context = context }

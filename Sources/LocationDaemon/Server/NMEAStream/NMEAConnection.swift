@@ -40,6 +40,8 @@ final class NMEAConnection: ChannelInboundHandler, HubSubscriber, BatchedSender 
         socket.handOver(rest, context: context)
     }
 
+    func flushHandOver() { context?.flush() }
+
     func handlerAdded(context: ChannelHandlerContext) { self.context = context }
 
     func channelActive(context: ChannelHandlerContext) {
