@@ -284,3 +284,38 @@ import Glibc
         #expect(r.arrivals.isEmpty)
     }
 }
+
+/// A receiver whose fixes jump tens of metres from second to second while it stands
+/// (docs/semantics.md, "Visits": known to be still).
+@Suite struct VisitJitteryReceiverTests {
+    /// 1 Hz, no speed or accuracy, fixes scattered up to `scatter` m round the true position
+    /// (jumping up to twice that from one second to the next, as an RTKLIB solution of a poor
+    /// receiver on the real track anjou-gnss-log does): a walk in at 1.2 m/s, `still`
+    /// seconds at the place, then a slow walk away at 0.35 m/s for 6 minutes and on at 1.2 m/s.
+    /// Returns the recorder and when the stop began.
+    func stop(still: Int, scatter: Double = 15) -> (VisitRecorder, Double) {
+        var r = VisitRecorder()
+        var t = 0.0, north = -360.0
+        func feed() {
+            let (dn, de) = jitter(Int(t), scatter)
+            r.feed(fix(at: t, offset(north + dn, de), accuracy: nil)); t += 1
+        }
+        while north < 0 { feed(); north += 1.2 }
+        north = 0
+        let stop = t
+        for _ in 0..<still { feed() }
+        for _ in 0..<360 { feed(); north += 0.35 }
+        for _ in 0..<300 { feed(); north += 1.2 }
+        return (r, stop)
+    }
+
+    /// Four minutes at the place, left at a slow walk, is no visit: a fix of the walk that
+    /// lands by chance where the receiver was a minute before is no evidence that it is still
+    /// there. Six minutes is a visit, back-dated to the stop.
+    @Test func aJitteryReceiversShortStopIsNoVisit() {
+        #expect(stop(still: 240).0.arrivals.isEmpty)
+        let (r, stop) = stop(still: 360)
+        #expect(r.arrivals.count == 1)
+        if let a = r.arrivals.first { #expect(abs(a.arrival - t0 - stop) <= 30, "arrival at \(a.arrival - t0), stop at \(stop)") }
+    }
+}

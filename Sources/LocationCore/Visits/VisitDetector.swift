@@ -549,9 +549,10 @@ public struct VisitDetector: Sendable {
     /// stays' early fixes of that stretch, so the first fixes of a stay are judged with the
     /// approach before them. Each path fix `symmetricWindow` / 2 old (or followed by a gap of
     /// `sparseGap`) is then judged: if neither and within the core of the current or
-    /// tentative next stay, it is that stay's latest still fix (`lastStill`). A fix that has
-    /// made less than half the progress the rules look for since the path fix
-    /// `progressWindow` / 2 back (or stayed within twice its accuracy of it) is still at once.
+    /// tentative next stay, it is that stay's latest still fix (`lastStill`). A fix that has,
+    /// with the latest path fix, made less than half the progress the rules look for since the
+    /// path fix `progressWindow` / 2 back (or stayed within twice its accuracy of it) is still
+    /// at once.
     mutating func track(_ fix: Fix, _ unit: SIMD3<Double>) {
         // A position repeated unchanged, then left by a jump of `briskDistance` or more, was
         // held, not measured (a phone re-reporting its last fix until it has a new one): the
@@ -567,16 +568,20 @@ public struct VisitDetector: Sendable {
            let back = path.lastIndex(where: { fix.time - $0.time >= parameters.progressWindow / 2 }),
            fix.time - path[back].time <= parameters.progressWindow {
             let p = plane.local(unit), accuracy = 2 * (fix.horizontalAccuracy ?? 0)
-            func net(_ i: Int) -> Double {
+            func net(_ i: Int, _ p: (x: Double, y: Double)) -> Double {
                 let a = plane.local(path[i].unit)
                 return ((p.x - a.x) * (p.x - a.x) + (p.y - a.y) * (p.y - a.y)).squareRoot()
             }
+            // This fix and the latest path fix must both be near the fix a minute back: a
+            // receiver whose fixes jump tens of metres a second lands near an earlier one by
+            // chance now and then, walking away too.
+            let latest = path.last.map { plane.local($0.unit) } ?? p, minute = max(net(back, p), net(back, latest))
             // Nor brisk over the last half-minute: a lap of a small loop is back where it was
             // a minute ago.
             let recent = path.lastIndex(where: { fix.time - $0.time >= parameters.briskWindow / 2 }) ?? back
-            if net(back) < max(parameters.progressSpeed * (fix.time - path[back].time) / 2, accuracy),
-               net(recent) < max(parameters.movingSpeed * (fix.time - path[recent].time) / 2,
-                                 parameters.briskDistance / 2, accuracy) {
+            if minute < max(parameters.progressSpeed * (fix.time - path[back].time) / 2, accuracy),
+               net(recent, p) < max(parameters.movingSpeed * (fix.time - path[recent].time) / 2,
+                                    parameters.briskDistance / 2, accuracy) {
                 markStill(fix.time, unit)
             }
         }
