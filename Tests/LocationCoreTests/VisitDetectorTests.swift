@@ -70,6 +70,30 @@ struct VisitRecorder {
         }
     }
 
+    /// Six minutes pacing to and fro within 30 m of a spot (the receiver reports a walking
+    /// speed at every fix, or at one in twelve), then an hour sitting there: the early-fix
+    /// buffer, filled with the pacing, must make room for the still fixes — its oldest gives
+    /// way when it moved, or when more than a tenth of them did — or the visit is never
+    /// reported. It is back-dated to the pacing's last minute and a half at most (since the
+    /// arrival, at most a tenth of the fixes moved).
+    @Test(arguments: [1, 12])
+    func aVisitAfterPacingAboutTheSpotIsReported(every: Int) {
+        var r = VisitRecorder()
+        for i in 0..<360 {
+            var f = fix(at: Double(i), offset(30 * sin(Double(i) * 2 * Double.pi / 120), 0))
+            f.speed = i % every == 0 ? 1.5 : 0.2
+            r.feed(f)
+        }
+        for i in 360..<3960 {
+            let (dn, de) = jitter(i, 4)
+            var f = fix(at: Double(i), offset(dn, de))
+            f.speed = 0.1
+            r.feed(f)
+        }
+        #expect(r.arrivals.count == 1)
+        if let a = r.arrivals.first { #expect(a.arrival - t0 >= 270 && a.arrival - t0 <= 365, "arrival at \(a.arrival - t0)") }
+    }
+
     /// A one-hour visit, then the receiver's clock jumps back 52 minutes (gpsd's bt451 log) while
     /// the device goes 3 km away for 40 minutes: the departure and the next arrival are
     /// reported, and every event's times stay in order.

@@ -519,11 +519,19 @@ public struct VisitDetector: Sendable {
         if let speed = fix.speed, speed >= parameters.movingSpeed { moved = true }
         if let last = buffer.last, fix.time - last.time < parameters.dwell / Double(Self.earlyCapacity) { return }
         if buffer.isFull {
-            guard stay.distanceFromCentre(buffer[0].unit) > parameters.coreRadius else { return }
+            guard buffer[0].moved || stay.distanceFromCentre(buffer[0].unit) > parameters.coreRadius
+                    || movedMoreThanShare(buffer) else { return }
             buffer.removeFirst()
         }
         buffer.append((fix.time, unit, moved, false))
         moved = false
+    }
+
+    /// Whether more than `maximumMovingShare` of the fixes in `buffer` moved.
+    func movedMoreThanShare(_ buffer: RingBuffer<EarlyFix>) -> Bool {
+        var moved = 0
+        for e in buffer where e.moved { moved += 1 }
+        return Double(moved) > parameters.maximumMovingShare * Double(buffer.count)
     }
 
     /// Whether `fix` (without a speed) ends a silence of at least the dwell that began at
