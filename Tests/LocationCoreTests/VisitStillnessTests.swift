@@ -188,6 +188,54 @@ import Glibc
     }
 }
 
+/// A sparse logger's creep beyond the far departure distance (docs/semantics.md, "Visits":
+/// departure of a reported visit).
+extension VisitSparseTests {
+    /// A logger at a place (a fix every 150 s within 20 m) for half an hour, then a fix
+    /// 100 m on every `interval` s for 900 m, then a walk at 1.2 m/s with a fix every 30 s.
+    /// Every 10 minutes (0.17 m/s, a creep) the visit goes on until the walk; every 4 minutes
+    /// (0.42 m/s, a walk with the fix lost) the fourth fix 200 m out ends it.
+    @Test(arguments: [(600.0, true), (240, false)])
+    func aSparseLoggersCreepIsNoDeparture(interval: Double, creep: Bool) {
+        var r = VisitRecorder()
+        var t = 0.0, north = 0.0
+        for k in 0..<13 {
+            let (dn, de) = jitter(k, 20)
+            r.feed(gpx(at: t, dn, de)); t += 150
+        }
+        #expect(r.arrivals.count == 1)
+        for _ in 0..<9 { t += interval; north += 100; r.feed(gpx(at: t, north)) }
+        let walk = t
+        for _ in 0..<20 { t += 30; north += 36; r.feed(gpx(at: t, north)) }
+        #expect(creep ? r.departures.count == 1 : r.departures.count >= 1)
+        if let d = r.events.first(where: { $0.visit.kind == .departure }) {
+            #expect((d.at - t0 > walk) == creep, "departure emitted at \(d.at - t0), walk at \(walk)")
+        }
+    }
+
+    /// The same on a real track (the offsets, metres north and east, of alps-tour-c2c's second
+    /// morning): three and a half hours round a summit, drifting 600 m at 0.1–0.27 m/s a step
+    /// with a fix every 2–45 minutes, then the walk down at 0.5–1 m/s. One visit, left on the
+    /// walk down; without the rule its fixes 200 m out ended it at 11:04 and began another.
+    @Test func aSparseLoggersDriftRoundASummitIsOneVisit() {
+        var r = VisitRecorder()
+        let track: [(Double, Double, Double)] = [
+            (0, 15, -655), (302, 63, -499), (789, 36, -310), (943, 8, -285), (1494, -28, -140), (2255, 0, 0),
+            (2449, 20, 11), (2810, -3, 77), (2974, 25, 96), (3345, 32, 198), (3679, 95, 210), (4076, 151, 272),
+            (4149, 174, 254), (4983, 240, 300), (5514, 283, 267), (7953, 166, 275), (8472, 100, 236),
+            (8571, 106, 214), (8977, 34, 198), (9290, 18, 115), (9525, 37, 64), (9799, 18, 44), (9879, 39, 45),
+            (10004, 9, 51), (10269, 46, 19), (10532, -5, -26), (11283, -32, -146), (13967, -8, -251),
+            (14136, 27, -280), (14639, 66, -513), (14904, 33, -637), (15187, -97, -791), (15753, -225, -1230),
+            (16391, -37, -1860), (16644, 12, -2134), (16894, 135, -2410), (17041, 78, -2551), (17304, 115, -2853),
+            (17579, 358, -3132), (17759, 422, -3269), (17830, 476, -3297),
+        ]
+        for (t, n, e) in track { r.feed(gpx(at: t, n, e)) }
+        #expect(r.arrivals.count == 1)
+        #expect(r.departures.count == 1)
+        if let d = r.departures.first { #expect(d.departure.map { $0 - t0 >= 13967 } == true) }
+    }
+}
+
 /// Laps round a small loop (docs/semantics.md, "Visits": progress, without a speed).
 @Suite struct VisitLapTests {
     /// `minutes` of laps round a circle of `circumference` metres at `speed` m/s, a fix every

@@ -365,8 +365,17 @@ public struct VisitDetector: Sendable {
         outsideCount += 1
         outsideEvidence += step
         if d >= parameters.departureDistance {
-            farEvidence = farCount == 0 ? 0 : farEvidence + step
-            farCount += 1
+            // A sparse logger's fix that crept there from a reported visit (a silence of
+            // `sparseGap` or more, crossed slower than a slow walk) is no evidence of leaving:
+            // the far run starts again at it.
+            if farCount == 0 || (confirmed && isSparseStill(fix)
+                    && stay.distance(previousUnit, unit) < parameters.progressSpeed * (fix.time - previousFix)) {
+                farEvidence = 0
+                farCount = 1
+            } else {
+                farEvidence += step
+                farCount += 1
+            }
         } else {
             farCount = 0
         }
