@@ -520,10 +520,12 @@ public struct VisitDetector: Sendable {
     }
 
     /// Keeps at most `earlyCapacity` early fixes of `stay`, spaced `dwell / capacity` apart. When
-    /// the buffer is full its oldest fix gives way if it is no longer near the stay's centre:
-    /// a stay that followed the device on a slow walk (its centre moves, unconfirmed) would
-    /// otherwise fill the buffer with the walk, and the fixes near where it stops — its arrival —
-    /// would never be kept. The oldest fix near the centre stays: it is the arrival.
+    /// the buffer is full its oldest fix gives way if it is no longer near the stay's centre,
+    /// moved, or more than `maximumMovingShare` of the buffer moved: a stay that followed the
+    /// device on a slow walk (its centre moves, unconfirmed), or that it paced about before it
+    /// settled, would otherwise fill the buffer with the walk, and the fixes where it stops —
+    /// its arrival — would never be kept. The oldest still fix near the centre, with few moving
+    /// after it, stays: it is the arrival.
     func remember(_ fix: Fix, _ unit: SIMD3<Double>, in buffer: inout RingBuffer<EarlyFix>, moved: inout Bool, stay: Stay) {
         if let speed = fix.speed, speed >= parameters.movingSpeed { moved = true }
         if let last = buffer.last, fix.time - last.time < parameters.dwell / Double(Self.earlyCapacity) { return }
@@ -585,9 +587,9 @@ public struct VisitDetector: Sendable {
            let back = path.lastIndex(where: { fix.time - $0.time >= parameters.progressWindow / 2 }),
            fix.time - path[back].time <= parameters.progressWindow {
             let p = plane.local(unit), accuracy = 2 * (fix.horizontalAccuracy ?? 0)
-            func net(_ i: Int, _ p: (x: Double, y: Double)) -> Double {
+            func net(_ i: Int, _ q: (x: Double, y: Double)) -> Double {
                 let a = plane.local(path[i].unit)
-                return ((p.x - a.x) * (p.x - a.x) + (p.y - a.y) * (p.y - a.y)).squareRoot()
+                return ((q.x - a.x) * (q.x - a.x) + (q.y - a.y) * (q.y - a.y)).squareRoot()
             }
             // This fix and the latest path fix must both be near the fix a minute back: a
             // receiver whose fixes jump tens of metres a second lands near an earlier one by
