@@ -1,3 +1,4 @@
+import Glibc
 import LocationCore
 import LocationProtocol
 import NIOCore
@@ -27,6 +28,7 @@ struct EncodedLines {
 
     /// `event`'s line, encoded on first use within the current input.
     mutating func line(for event: Event) -> ByteBuffer {
+        if let slot = slotHolding(bytesOf: event) { return buffers[slot] }
         for slot in 0..<used where events[slot] == event { return buffers[slot] }
         scratch.removeAll(keepingCapacity: true)
         encoder.append(event, to: &scratch)
@@ -40,5 +42,20 @@ struct EncodedLines {
         buffers[used].writeBytes(scratch)
         used += 1
         return buffers[used - 1]
+    }
+
+    /// The slot of this input whose event has `event`'s very bytes: nearly every subscriber gets
+    /// the same event, a copy of one value, found so with a `memcmp` instead of `==` (field by
+    /// field, ≈ 450 instructions per subscriber and fix). The same bytes are the same event, so
+    /// the same line; an equal event with other bytes (padding) is found by `==`.
+    private func slotHolding(bytesOf event: Event) -> Int? {
+        withUnsafeBytes(of: event) { wanted in
+            events.withUnsafeBufferPointer { held in
+                for slot in 0..<used where memcmp(held.baseAddress! + slot, wanted.baseAddress!, wanted.count) == 0 {
+                    return slot
+                }
+                return nil
+            }
+        }
     }
 }
