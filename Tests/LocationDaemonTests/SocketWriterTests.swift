@@ -91,6 +91,11 @@ import Testing
         let write = /(context|channel)\??\.(write|writeAndFlush)\(/
         for file in files where file.lastPathComponent != "SocketWriter.swift" {
             let text = try String(contentsOf: file, encoding: .utf8)
+            // Its channel closed, a writer sends nothing more to the socket's number.
+            if text.contains("SocketWriter()") {
+                #expect(text.contains(/func channelInactive\(context: ChannelHandlerContext\) \{\n\s*\w+\.detach\(\)/),
+                        "\(file.lastPathComponent) does not detach its SocketWriter first thing in channelInactive")
+            }
             for (n, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated()
             where line.contains(write) {
                 Issue.record("\(file.lastPathComponent):\(n + 1) writes to the channel past its SocketWriter: \(line)")
@@ -356,12 +361,11 @@ private final class LineWriter: ChannelInboundHandler, BatchedSender {
     var onClose: (() -> Void)?
 
     func channelInactive(context: ChannelHandlerContext) {
+        writer.detach()
         self.context = nil
         onClose?()
         context.fireChannelInactive()
     }
-
-    var socketOpen: Bool { context?.channel.isActive ?? false }
 
     func handOver(_ rest: ByteBuffer) {
         guard let context else { return }

@@ -96,8 +96,6 @@ final class Connection: ChannelInboundHandler, DurableSubscriber, BatchedSender 
 
     // MARK: BatchedSender
 
-    var socketOpen: Bool { context?.channel.isActive ?? false }
-
     func handOver(_ rest: ByteBuffer) {
         guard let context else { return }
         writer.handOver(rest, context: context)
@@ -140,6 +138,7 @@ final class Connection: ChannelInboundHandler, DurableSubscriber, BatchedSender 
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        writer.detach()
         // Possibly inside one of our writes (above, `busy`): nothing runs for this connection
         // after this; the handler that wrote checks `context` before it opens anything.
         closing = true

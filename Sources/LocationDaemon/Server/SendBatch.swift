@@ -4,8 +4,6 @@ import Synchronization
 
 /// Something whose lines a `SendBatch` sends: it takes back what its socket did not take.
 protocol BatchedSender: AnyObject {
-    /// Whether its socket is still open (a staged line is not sent on a number closed since).
-    var socketOpen: Bool { get }
     /// What the socket did not take of a staged line, in order: queued in the channel.
     func handOver(_ rest: ByteBuffer)
     /// Writes what `handOver` queued.
@@ -64,6 +62,13 @@ final class SendBatch {
 
     /// Whether `staged` is in the batch, not yet sent.
     func holds(_ staged: Staged?) -> Bool { staged?.generation == staging.generation && !staging.jobs.isEmpty }
+
+    /// `staged`'s socket is closed: its lines are not sent (its number may be another socket's
+    /// by the time the batch is sent), and handed back to its closed channel, which drops them.
+    func socketClosed(_ staged: Staged) {
+        guard holds(staged) else { return }
+        staging.jobs[staged.job].descriptor = -1
+    }
 
     /// Sends what is staged, hands back what the sockets did not take, and starts the next
     /// generation (the batch stays open if it was).
@@ -139,7 +144,6 @@ final class SendBatch {
             // meanwhile), so the pointers stay valid past the closure until the sends are made
             // (as NIO's own vector writes do).
             for j in jobs.indices {
-                if !owners[j].sender.socketOpen { jobs[j].descriptor = -1 }  // EBADF: handed back, dropped
                 jobs[j].first = iovecs.count
                 var line = owners[j].first
                 var bytes = 0

@@ -40,6 +40,13 @@ final class SocketWriter {
         self.batch = batch
     }
 
+    /// The channel is closed (its `channelInactive`, which NIO calls right after it closes the
+    /// socket): nothing more is sent to the number, which the kernel may give to another socket.
+    func detach() {
+        descriptor = -1
+        if let batch, let staged { batch.socketClosed(staged) }
+    }
+
     /// Writes and flushes `line` after everything written on the connection before it;
     /// `sender` (the connection) takes back what a batch could not send.
     @discardableResult

@@ -56,8 +56,6 @@ final class GPSDConnection: ChannelInboundHandler, HubSubscriber, BatchedSender 
 
     func close() { context?.close(promise: nil) }
 
-    var socketOpen: Bool { context?.channel.isActive ?? false }
-
     func handOver(_ rest: ByteBuffer) {
         guard let context else { return }
         writer.handOver(rest, context: context)
@@ -87,6 +85,7 @@ final class GPSDConnection: ChannelInboundHandler, HubSubscriber, BatchedSender 
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        writer.detach()
         unwritableTimer?.cancel()
         unwritableTimer = nil
         unsubscribe()

@@ -33,8 +33,6 @@ final class NMEAConnection: ChannelInboundHandler, HubSubscriber, BatchedSender 
 
     func close() { context?.close(promise: nil) }
 
-    var socketOpen: Bool { context?.channel.isActive ?? false }
-
     func handOver(_ rest: ByteBuffer) {
         guard let context else { return }
         socket.handOver(rest, context: context)
@@ -54,6 +52,7 @@ final class NMEAConnection: ChannelInboundHandler, HubSubscriber, BatchedSender 
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        socket.detach()
         if grant != nil {
             hub.unsubscribe(id)
             hub.sessionClosed()
