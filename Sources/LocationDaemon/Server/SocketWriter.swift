@@ -17,7 +17,8 @@ import NIOCore
 /// connection (a staged line handed back, a close once a refusal is written), which then uses
 /// its writer again.
 final class SocketWriter {
-    /// The channel's socket (`descriptor(of:)`); -1: unknown, every line goes through NIO.
+    /// The channel's socket (`descriptor(of:)`) while the channel is active (`attach` to
+    /// `detach`); -1: unknown or closed, every line goes through NIO.
     private var descriptor: CInt = -1
     /// Whether NIO may hold bytes of the connection: set by every write through the channel,
     /// cleared once NIO's buffer is seen empty.
@@ -53,7 +54,7 @@ final class SocketWriter {
     func write(_ line: ByteBuffer, context: ChannelHandlerContext, sender: any BatchedSender) -> Outcome {
         var rest = line
         var outcome = Outcome.channel
-        if descriptor >= 0, channelIsEmpty(context.channel) {
+        if descriptor >= 0, channelIsEmpty(context) {
             if let batch, let job = batch.stage(line, descriptor: descriptor, after: staged, sender: sender) {
                 staged = job
                 return .staged
@@ -98,10 +99,11 @@ final class SocketWriter {
         context.write(NIOAny(rest), promise: nil)
     }
 
-    private func channelIsEmpty(_ channel: any Channel) -> Bool {
-        guard channel.isActive else { return false }
+    /// Whether NIO holds nothing of the connection. Its channel is active: the descriptor is
+    /// known (asking NIO again was ≈ 100 instructions per line).
+    private func channelIsEmpty(_ context: ChannelHandlerContext) -> Bool {
         guard channelMayHoldBytes else { return true }
-        guard (try? channel.syncOptions?.getOption(ChannelOptions.bufferedWritableBytes)) == 0 else { return false }
+        guard (try? context.channel.syncOptions?.getOption(ChannelOptions.bufferedWritableBytes)) == 0 else { return false }
         channelMayHoldBytes = false
         return true
     }
