@@ -224,7 +224,8 @@ struct ThousandGPSDClientsTests {
         let daemon = try DaemonProcess(arguments: ["--gpsd", "\(gpsd.host):\(gpsd.portString)", "--log-level", "warning",
                                                    "--gpsd-listen", "127.0.0.1:\(port)"])
         defer { daemon.stop() }
-        try #require(await waitUntil(timeout: 20) { !daemon.isRunning || GPSDHarness.canConnect(port: port) }, "\(daemon.stderrText())")
+        try #require(await waitUntil(timeout: 20) { !daemon.isRunning || GPSDHarness.canConnect(port: port) } && daemon.isRunning,
+                     "the daemon exited: \(daemon.stderrText())")
         let pid = daemon.pid
         var limit = rlimit()
         getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)

@@ -140,7 +140,8 @@ struct GPSDSkyEndToEndTests {
         let port = try GPSDHarness.freePort()
         let daemon = try DaemonProcess(arguments: ["--gpsd", "\(gpsd.host):\(gpsd.portString)", "--gpsd-listen", "127.0.0.1:\(port)"])
         defer { daemon.stop() }
-        try #require(await waitUntil(timeout: 20) { !daemon.isRunning || GPSDHarness.canConnect(port: port) }, "\(daemon.stderrText())")
+        try #require(await waitUntil(timeout: 20) { !daemon.isRunning || GPSDHarness.canConnect(port: port) } && daemon.isRunning,
+                     "the daemon exited: \(daemon.stderrText())")
         // cgps is the one subscriber: gpsd reads the log once cgps watches (receiver gating).
         let log = try #require(GPSDHarness.corpusLog(GPSDListenerDaemon.log))
         try gpsd.serve(log: log)
