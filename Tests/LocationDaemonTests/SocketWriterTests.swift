@@ -6,6 +6,7 @@ import LocationProtocol
 import NIOCore
 import NIOPosix
 import TestSupport
+import Synchronization
 import Testing
 @testable import LocationDaemon
 
@@ -317,6 +318,34 @@ import Testing
             throw error
         }
         try await group.shutdownGracefully()
+    }
+
+    /// A thread allowed one CPU counts one, so the daemon under `CPUAffinity=` of one CPU (or a
+    /// one-CPU cpuset) starts no send worker; the shipped unit lets it read its mask.
+    @Test func theSendWorkerCountsTheCPUsTheProcessMayUse() throws {
+        // Unrestricted: as many as nproc (sched_getaffinity) counts.
+        let nproc = try runToExit(URL(fileURLWithPath: "/usr/bin/nproc"), []).out.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(SendWorker.usableCPUs() == Int(nproc))
+        // A thread restricted to CPU 0 (sched_setaffinity, which Glibc does not export to Swift).
+        typealias SetAffinity = @convention(c) (pid_t, Int, UnsafeRawPointer) -> CInt
+        let setAffinity = unsafeBitCast(try #require(dlsym(UnsafeMutableRawPointer(bitPattern: 0), "sched_setaffinity")), to: SetAffinity.self)
+        let counted = Mutex<Int?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Thread {
+            var one = [UInt8](repeating: 0, count: 128)  // a cpu_set_t
+            one[0] = 1
+            if setAffinity(0, one.count, one) == 0 { counted.withLock { $0 = SendWorker.usableCPUs() } }
+            done.signal()
+        }.start()
+        done.wait()
+        #expect(counted.withLock { $0 } == 1)
+
+        // It reads /proc/thread-self/status: the shipped unit's ProcSubset=pid keeps a process's
+        // own entries, and nothing in it makes /proc inaccessible.
+        let unit = try String(contentsOf: ConfigTests.repo.appendingPathComponent("systemd/locationd.service"), encoding: .utf8)
+        let settings = unit.split(separator: "\n").filter { !$0.hasPrefix("#") }
+        #expect(settings.filter { $0.hasPrefix("ProcSubset=") }.allSatisfy { $0 == "ProcSubset=pid" || $0 == "ProcSubset=all" })
+        #expect(!settings.contains { ($0.hasPrefix("InaccessiblePaths=") || $0.hasPrefix("TemporaryFileSystem=")) && $0.contains("/proc") })
     }
 
     private static func connect(_ fd: CInt, batch: NIOLoopBound<SendBatch>, on loop: any EventLoop) async throws -> any Channel {

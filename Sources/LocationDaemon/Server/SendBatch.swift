@@ -206,9 +206,27 @@ struct SendWork: @unchecked Sendable {
 
 /// The thread that makes half of a large batch's sends. One per process, started at the first
 /// large batch (an idle daemon has none); a loop that finds it busy (another loop's batch: only
-/// in tests, which run many hubs) makes all its sends itself. On a one-core machine there is none.
+/// in tests, which run many hubs) makes all its sends itself. A process allowed one CPU (one
+/// core, `CPUAffinity=`, a cpuset) has none: its two halves would only take turns.
 final class SendWorker: @unchecked Sendable {
-    static let shared: SendWorker? = sysconf(CInt(_SC_NPROCESSORS_ONLN)) > 1 ? SendWorker() : nil
+    static let shared: SendWorker? = usableCPUs() > 1 ? SendWorker() : nil
+
+    /// The CPUs this thread may run on: its affinity mask (`Cpus_allowed`, hexadecimal), which
+    /// a cpuset and `CPUAffinity=` narrow (Glibc does not export sched_getaffinity to Swift);
+    /// the machine's count when it cannot be read.
+    static func usableCPUs() -> Int {
+        let fd = open("/proc/thread-self/status", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return sysconf(CInt(_SC_NPROCESSORS_ONLN)) }
+        defer { close(fd) }
+        var bytes = [UInt8](repeating: 0, count: 4096)
+        let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        guard n > 0 else { return sysconf(CInt(_SC_NPROCESSORS_ONLN)) }
+        let status = String(decoding: bytes[..<n], as: UTF8.self)
+        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("Cpus_allowed:") }) else {
+            return sysconf(CInt(_SC_NPROCESSORS_ONLN))
+        }
+        return line.dropFirst("Cpus_allowed:".count).reduce(0) { $0 + (Int(String($1), radix: 16) ?? 0).nonzeroBitCount }
+    }
 
     /// Its stack: a loop of `sendmsg` calls needs little (the default would reserve 8 MiB).
     static let stackBytes = 64 * 1024
