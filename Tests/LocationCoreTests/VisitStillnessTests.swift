@@ -188,6 +188,25 @@ import Glibc
     }
 }
 
+/// Fixes lost mid-walk are no sparse logger asleep (docs/semantics.md, "Visits": sparse loggers).
+extension VisitSparseTests {
+    /// A fix a second: a walk north at 1 m/s, 45 s at 0.2 m/s, 280 s without a fix, the next
+    /// `resumed` metres on, and the walk on for ten minutes (the shape of a dropout on
+    /// anjou-gnss-log). After fixes every second the silence is fixes lost: 76 m on (0.27 m/s,
+    /// a slow walk) it is no stay; 40 m on (0.14 m/s) the device may have stood there: a visit.
+    @Test(arguments: [(76.0, false), (40, true)])
+    func fixesLostMidWalkAreNoStay(resumed: Double, visit: Bool) {
+        var r = VisitRecorder()
+        var t = 0.0, north = -300.0
+        while t < 300 { r.feed(gpx(at: t, north)); t += 1; north += 1 }
+        while t < 345 { r.feed(gpx(at: t, north)); t += 1; north += 0.2 }
+        t += 279; north += resumed
+        let back = t
+        while t < back + 600 { r.feed(gpx(at: t, north)); t += 1; north += 1 }
+        #expect(r.arrivals.count == (visit ? 1 : 0))
+    }
+}
+
 /// A sparse logger's creep beyond the far departure distance (docs/semantics.md, "Visits":
 /// departure of a reported visit).
 extension VisitSparseTests {

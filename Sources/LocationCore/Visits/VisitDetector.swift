@@ -324,7 +324,7 @@ public struct VisitDetector: Sendable {
         let resumed = d > parameters.radius && resumesAfterStanding(fix, unit, in: current!)
         if d <= parameters.radius || resumed {
             // A sparse still fix moves the centre a step's worth, not all the way to itself.
-            let sparse = isSparseStill(fix) || resumed
+            let sparse = isSparseStill(fix, unit) || resumed
             if !confirmed && (resumed || (sparse && fix.time - previousFix >= parameters.dwell && previousFix >= current!.start)) {
                 current!.stoodFrom = current!.stoodFrom ?? previousFix
             }
@@ -368,7 +368,7 @@ public struct VisitDetector: Sendable {
             // A sparse logger's fix that crept there from a reported visit (a silence of
             // `sparseGap` or more, crossed slower than a slow walk) is no evidence of leaving:
             // the far run starts again at it.
-            if farCount == 0 || (confirmed && isSparseStill(fix)
+            if farCount == 0 || (confirmed && isSparseStill(fix, unit)
                     && stay.distance(previousUnit, unit) < parameters.progressSpeed * (fix.time - previousFix)) {
                 farEvidence = 0
                 farCount = 1
@@ -392,12 +392,12 @@ public struct VisitDetector: Sendable {
             let dp = p.distanceFromCentre(unit)
             standingEndsStay = resumesAfterStanding(fix, unit, in: p)
             if dp <= parameters.radius || standingEndsStay {
-                if standingEndsStay || (isSparseStill(fix) && fix.time - previousFix >= parameters.dwell && previousFix >= p.start) {
+                if standingEndsStay || (isSparseStill(fix, unit) && fix.time - previousFix >= parameters.dwell && previousFix >= p.start) {
                     p.stoodFrom = p.stoodFrom ?? previousFix
                 }
                 p.add(fix, unit, distance: dp, radius: parameters.radius, coreRadius: parameters.coreRadius,
                       memory: parameters.candidateMemory, stepCap: parameters.departureSeconds,
-                      own: isSparseStill(fix) || standingEndsStay)
+                      own: isSparseStill(fix, unit) || standingEndsStay)
                 remember(fix, unit, in: &pendingEarly, moved: &movedSincePendingEarly, stay: p)
             } else {
                 p = Stay(fix, unit)
@@ -558,9 +558,14 @@ public struct VisitDetector: Sendable {
     }
 
     /// Whether `fix` is a sparse logger's still fix: without a speed (a receiver with Doppler
-    /// says whether it moves), `sparseGap` or more after the fix before it.
-    func isSparseStill(_ fix: Fix) -> Bool {
-        fix.speed == nil && fix.time - previousFix >= parameters.sparseGap
+    /// says whether it moves), `sparseGap` or more after the fix before it. After fixes every
+    /// few seconds (a step before under `briskWindow` / 2), a silence is fixes lost, and the
+    /// fix is still only when nearer than a slow walk (`progressSpeed`) gets meanwhile.
+    func isSparseStill(_ fix: Fix, _ unit: SIMD3<Double>) -> Bool {
+        let silence = fix.time - previousFix
+        return fix.speed == nil && silence >= parameters.sparseGap
+            && (previousStep >= parameters.briskWindow / 2
+                || Geodesy.chordDistance(previousUnit, unit) < parameters.progressSpeed * silence)
     }
 
     /// Keeps the recent path (whatever stay it belongs to) and, for a fix without a speed,
