@@ -68,7 +68,7 @@ public final class Hub: Sendable {
 
     final class State {
         var engine = Engine()
-        var subscribers: [SubscriberID: any HubSubscriber] = [:]
+        var subscribers = Subscribers()
         var nextID: UInt64 = 1
         var deliveries: [Delivery] = []
         var lines: EncodedLines
@@ -261,7 +261,7 @@ public final class Hub: Sendable {
     var sends: SendBatch { box.value.sends }
 
     func deliver(_ delivery: Delivery, _ s: State) {
-        guard let subscriber = s.subscribers[delivery.subscriber] else { return }
+        guard let subscriber = s.subscribers.lookUp(delivery.subscriber) else { return }
         subscriber.deliver(delivery.event, encoded: s.lines.line(for: delivery.event))
     }
 }

@@ -148,10 +148,9 @@ final class SendBatch {
                 var line = owners[j].first
                 var bytes = 0
                 while line >= 0 {
-                    lines[line].buffer.withUnsafeReadableBytes {
-                        iovecs.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: $0.baseAddress), iov_len: $0.count))
-                        bytes += $0.count
-                    }
+                    let (base, count) = lines[line].buffer.withUnsafeReadableBytes { ($0.baseAddress, $0.count) }
+                    iovecs.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: base), iov_len: count))
+                    bytes += count
                     line = lines[line].next
                 }
                 jobs[j].count = iovecs.count - jobs[j].first

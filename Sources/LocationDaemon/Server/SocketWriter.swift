@@ -52,22 +52,25 @@ final class SocketWriter {
     /// `sender` (the connection) takes back what a batch could not send.
     @discardableResult
     func write(_ line: ByteBuffer, context: ChannelHandlerContext, sender: any BatchedSender) -> Outcome {
-        var rest = line
-        var outcome = Outcome.channel
         if descriptor >= 0, channelIsEmpty(context) {
             if let batch, let job = batch.stage(line, descriptor: descriptor, after: staged, sender: sender) {
                 staged = job
                 return .staged
             }
-            let sent = rest.withUnsafeReadableBytes { send(descriptor, $0.baseAddress, $0.count, Self.flags) }
-            if sent == rest.readableBytes { return .direct }
+            let sent = line.withUnsafeReadableBytes { send(descriptor, $0.baseAddress, $0.count, Self.flags) }
+            if sent == line.readableBytes { return .direct }
             if sent > 0 {
+                var rest = line
                 rest.moveReaderIndex(forwardBy: sent)
-                outcome = .partial
+                return writeAndFlush(rest, context: context, .partial)
             }
             // Full (EAGAIN) or failed (the peer is gone): NIO writes it when the socket takes it,
             // or fails the write and closes the channel as for any other.
         }
+        return writeAndFlush(line, context: context, .channel)
+    }
+
+    private func writeAndFlush(_ rest: ByteBuffer, context: ChannelHandlerContext, _ outcome: Outcome) -> Outcome {
         channelMayHoldBytes = true
         context.writeAndFlush(NIOAny(rest), promise: nil)
         return outcome
