@@ -9,9 +9,9 @@ import NIOCore
 /// kernel's buffer and then NIO's up to the high watermark as before (docs/protocol.md, "Slow
 /// readers"); a failed write closes the connection as NIO closes it for any write.
 ///
-/// Why: a line through the channel costs ≈ 2,300 instructions (pipeline, pending-writes
-/// bookkeeping, flush), most of the loop's user time per fix at 1,000 subscribers
-/// (docs/benchmarks.md, "Fan-out").
+/// Why: a line through the channel (pipeline, pending-writes bookkeeping, flush) costs more
+/// than the rest of a fix's work for its subscriber (docs/benchmarks.md, "Fan-out", has the
+/// counts).
 ///
 /// Used on the channel's loop only. A class: writing through the channel can call back into the
 /// connection (a staged line handed back, a close once a refusal is written), which then uses
