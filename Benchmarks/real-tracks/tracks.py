@@ -13,7 +13,7 @@ as 50 m and never takes it as moving).
 import argparse, datetime as dt, glob, json, math, os, subprocess, sys, tarfile, tempfile
 import xml.etree.ElementTree as ET
 
-# package -> (version, path prefix inside the sdist of the files extracted, besides the licence)
+# package -> (version, path prefix (or prefixes) inside the sdist of the files extracted, besides the licence)
 PACKAGES = {
     "tracklib": ("0.8.4.2", "data"),
     "gpxpy": ("1.6.2", "test_files"),
@@ -24,7 +24,10 @@ PACKAGES = {
     "Gpxity": ("1.7.2", "gpxity/backends/test/test2.gpx"),
     "tcx2gpx": ("0.1.4", "tests/resources/2019-10-20 12:51:21.0.tcx"),
     "trackanimation": ("1.0.5", "example-routes"),
+    "pyfitness": ("0.2.1", ("tests/testdata/Luciano/Outdoor", "tests/testdata/outdoor")),
+    "fitdecode": ("0.11.0", "fitdecode"),  # the FIT reader (MIT): code, imported from the cache
 }
+CODE_PACKAGES = {"fitdecode"}  # packages whose .py files are unpacked too
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 from latency import nmea as sentence  # noqa: E402  (a sentence with its checksum)
@@ -79,6 +82,33 @@ TRACKS = {
     "peak-district-hike": ("tcx2gpx", "tests/resources/2019-10-20 12:51:21.0.tcx"),
     "talamanca-ride": ("trackanimation", "example-routes/6295158.gpx"),
     "sant-vicent-drive": ("trackanimation", "example-routes/6711313.gpx"),
+    "cantabria-ride-2022-07-18": ("pyfitness", "tests/testdata/Luciano/Outdoor/Luciano_indoor_climb_1012m_distance_53.711km_power5_319.fit"),
+    "asturias-ride-2022-06-04": ("pyfitness", "tests/testdata/Luciano/Outdoor/Luciano_indoor_climb_1083m_distance_129.869km_power5_311.fit"),
+    "ventoux-ride-2022-09-24-malaucene": ("pyfitness", "tests/testdata/Luciano/Outdoor/Luciano_indoor_climb_1549m_distance_42.387km_power5_320.fit"),
+    "ventoux-ride-2022-09-24-bedoin": ("pyfitness", "tests/testdata/Luciano/Outdoor/Luciano_indoor_climb_1562m_distance_42.127km_power5_324.fit"),
+    "madrid-ride-2022-08-26": ("pyfitness", "tests/testdata/Luciano/Outdoor/Luciano_indoor_climb_379m_distance_422.626km_power5_241.fit"),
+    "cantabria-ride-2022-07-13": ("pyfitness", "tests/testdata/Luciano/Outdoor/Luciano_indoor_climb_528m_distance_22.98km_power5_291.fit"),
+    "galicia-ride-2022-08-04": ("pyfitness", "tests/testdata/Luciano/Outdoor/Luciano_indoor_climb_599m_distance_42.809km_power5_NA.fit"),
+    "galicia-ride-2022-07-23": ("pyfitness", "tests/testdata/Luciano/Outdoor/Luciano_indoor_climb_607m_distance_36.254km_power5_334.fit"),
+    "galicia-ride-2021-10-08": ("pyfitness", "tests/testdata/Luciano/Outdoor/Luciano_indoor_climb_609m_distance_45.384km_power5_373.fit"),
+    "galicia-ride-2021-06-24": ("pyfitness", "tests/testdata/Luciano/Outdoor/Luciano_indoor_climb_611m_distance_36.584km_power5_377.fit"),
+    "galicia-ride-2022-07-27": ("pyfitness", "tests/testdata/Luciano/Outdoor/Luciano_indoor_climb_615m_distance_57.193km_power5_342.fit"),
+    "galicia-ride-2021-07-30": ("pyfitness", "tests/testdata/Luciano/Outdoor/Luciano_indoor_climb_616m_distance_44.702km_power5_373.fit"),
+    "galicia-ride-2022-07-26": ("pyfitness", "tests/testdata/Luciano/Outdoor/Luciano_indoor_climb_617m_distance_34.903km_power5_341.fit"),
+    "galicia-ride-2021-08-07": ("pyfitness", "tests/testdata/Luciano/Outdoor/Luciano_indoor_climb_617m_distance_68.161km_power5_364.fit"),
+    "galicia-ride-2022-07-24": ("pyfitness", "tests/testdata/Luciano/Outdoor/Luciano_indoor_climb_618m_distance_35.219km_power5_348.fit"),
+    "galicia-ride-2021-08-06": ("pyfitness", "tests/testdata/Luciano/Outdoor/Luciano_indoor_climb_619m_distance_67.058km_power5_389.fit"),
+    "galicia-ride-2021-06-23": ("pyfitness", "tests/testdata/Luciano/Outdoor/Luciano_indoor_climb_621m_distance_36.566km_power5_364.fit"),
+    "madrid-ride-2022-10-08": ("pyfitness", "tests/testdata/Luciano/Outdoor/Luciano_indoor_climb_650m_distance_59.817km_power5_352.fit"),
+    "madrid-ride-2022-10-30": ("pyfitness", "tests/testdata/Luciano/Outdoor/Luciano_indoor_climb_767m_distance_164.554km_power5_368.fit"),
+    "cantabria-ride-2022-07-19": ("pyfitness", "tests/testdata/Luciano/Outdoor/Luciano_indoor_climb_808m_distance_27.871km_power5_312.fit"),
+    "cantabria-ride-2022-07-15": ("pyfitness", "tests/testdata/Luciano/Outdoor/Luciano_indoor_climb_812m_distance_27.766km_power5_318.fit"),
+    "madrid-ride-2022-06-18": ("pyfitness", "tests/testdata/Luciano/Outdoor/Luciano_indoor_climb_825m_distance_104.585km_power5_366.fit"),
+    "madrid-ride-2022-05-14": ("pyfitness", "tests/testdata/Luciano/Outdoor/Luciano_indoor_climb_839m_distance_157.889km_power5_347.fit"),
+    "madrid-ride-2021-06-12": ("pyfitness", "tests/testdata/Luciano/Outdoor/Luciano_indoor_climb_839m_distance_18.356km_power5_401.fit"),
+    "madrid-ride-2022-05-22": ("pyfitness", "tests/testdata/Luciano/Outdoor/Luciano_indoor_climb_929m_distance_131.452km_power5_327.fit"),
+    "eastern-townships-ride-2022-07-30": ("pyfitness", "tests/testdata/outdoor/Morning_Ride.fit"),
+    "gatineau-ride-2022-08-05": ("pyfitness", "tests/testdata/outdoor/PARC_GATINEAU.fit"),
 }
 
 
@@ -102,17 +132,36 @@ def fetch(cache):
                             "--dest", tmp, f"{package}=={version}"], check=True, stdout=subprocess.DEVNULL)
             (sdist,) = glob.glob(os.path.join(tmp, "*.tar.gz"))
             top = f"{package}-{version}/"
+            prefixes = tuple(top + p for p in (prefix if isinstance(prefix, tuple) else (prefix,)))
             with tarfile.open(sdist) as t:
                 members = [m for m in t.getmembers() if m.isfile() and (
-                    m.name.startswith(top + prefix) and not m.name.endswith((".asc", ".py"))
+                    m.name.startswith(prefixes) and (package in CODE_PACKAGES or not m.name.endswith((".asc", ".py")))
                     or m.name.count("/") == 1 and os.path.basename(m.name).upper().startswith(("LICEN", "NOTICE", "COPYING")))]
                 t.extractall(cache, members=members, filter="data")
+    for package in CODE_PACKAGES:
+        sys.path.insert(0, package_dir(cache, package))
+
+
+def read_fit(path):
+    """(unix time, latitude, longitude) of a FIT file's `record` messages with a position, read
+    by fitdecode (importable once `fetch` has unpacked it)."""
+    import fitdecode
+    points, semicircle = [], 180 / 2 ** 31
+    with fitdecode.FitReader(path) as fit:
+        for m in fit:
+            if isinstance(m, fitdecode.FitDataMessage) and m.name == "record":
+                t, lat, lon = (m.get_value(k, fallback=None) for k in ("timestamp", "position_lat", "position_long"))
+                if t is not None and lat is not None and lon is not None:
+                    points.append((t.timestamp(), lat * semicircle, lon * semicircle))
+    return points
 
 
 def read_track(path):
     """(unix time, latitude, longitude) in time order."""
     points = []
-    if path.endswith(".gpx"):
+    if path.endswith(".fit"):
+        points = read_fit(path)
+    elif path.endswith(".gpx"):
         for _, el in ET.iterparse(path):
             if el.tag.endswith("trkpt"):
                 time = next((c.text for c in el if c.tag.endswith("time")), None)
