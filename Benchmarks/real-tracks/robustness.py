@@ -135,7 +135,7 @@ def perturb(cache, out):
         os.makedirs(folder, exist_ok=True)
         kept, left = [], []
         for name in names:
-            points = tracks.read_track(tracks.track_path(cache, name))
+            points = tracks.track_points(cache, name)
             labels = read_labels(name)
             rng = random.Random(f"{variant}/{name}")
             for step in steps:

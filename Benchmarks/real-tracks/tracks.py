@@ -25,6 +25,7 @@ PACKAGES = {
     "tcx2gpx": ("0.1.4", "tests/resources/2019-10-20 12:51:21.0.tcx"),
     "trackanimation": ("1.0.5", "example-routes"),
     "pyfitness": ("0.2.1", ("tests/testdata/Luciano/Outdoor", "tests/testdata/outdoor")),
+    "pygpx": ("0.2", "test/data/nztrip-tracks.gpx"),
     "fitdecode": ("0.11.0", "fitdecode"),  # the FIT reader (MIT): code, imported from the cache
 }
 CODE_PACKAGES = {"fitdecode"}  # packages whose .py files are unpacked too
@@ -33,7 +34,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 from latency import nmea as sentence  # noqa: E402  (a sentence with its checksum)
 DEFAULT_CACHE = os.environ.get("REAL_TRACKS_CACHE", os.path.expanduser("~/.cache/locationd-real-tracks"))
 
-# name -> (package, path inside its unpacked sdist)
+# name -> (package, path inside its unpacked sdist); a piece of a file: PIECES
 TRACKS = {
     "collioure-walk": ("tracklib", "data/230923.gpx"),
     "vanoise-day-1": ("tracklib", "data/gpx/456.gpx"),
@@ -109,6 +110,11 @@ TRACKS = {
     "madrid-ride-2022-05-22": ("pyfitness", "tests/testdata/Luciano/Outdoor/Luciano_indoor_climb_929m_distance_131.452km_power5_327.fit"),
     "eastern-townships-ride-2022-07-30": ("pyfitness", "tests/testdata/outdoor/Morning_Ride.fit"),
     "gatineau-ride-2022-08-05": ("pyfitness", "tests/testdata/outdoor/PARC_GATINEAU.fit"),
+    "sydney-drive-2006-01-08": ("pygpx", "test/data/nztrip-tracks.gpx"),
+}
+# name -> (first, last) unix time of the fixes taken from the file
+PIECES = {
+    "sydney-drive-2006-01-08": (1136702707, 1136705192),  # 2006-01-08 06:45:07Z-07:26:32Z, the log's first piece
 }
 
 
@@ -119,6 +125,13 @@ def package_dir(cache, package):
 def track_path(cache, name):
     package, rel = TRACKS[name]
     return os.path.join(package_dir(cache, package), rel)
+
+
+def track_points(cache, name):
+    """The track's fixes (read_track), only its piece's where PIECES names one."""
+    points = read_track(track_path(cache, name))
+    first, last = PIECES.get(name, (-math.inf, math.inf))
+    return [p for p in points if first <= p[0] <= last]
 
 
 def fetch(cache):
@@ -322,9 +335,9 @@ def main():
         os.makedirs(a.out, exist_ok=True)
         for name in TRACKS:
             with open(os.path.join(a.out, name + ".nmea"), "w") as f:
-                f.write(nmea(read_track(track_path(a.cache, name))))
+                f.write(nmea(track_points(a.cache, name)))
     elif a.command == "draft":
-        points = read_track(track_path(a.cache, a.name))
+        points = track_points(a.cache, a.name)
         for s, e, lat, lon in draft(points):
             print(json.dumps({"type": "visit", "place": None, "arrival": iso(s),
                               "departure": None if e == points[-1][0] else iso(e),
