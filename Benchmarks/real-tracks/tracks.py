@@ -26,6 +26,7 @@ PACKAGES = {
     "trackanimation": ("1.0.5", "example-routes"),
     "pyfitness": ("0.2.1", ("tests/testdata/Luciano/Outdoor", "tests/testdata/outdoor")),
     "pygpx": ("0.2", "test/data/nztrip-tracks.gpx"),
+    "cycling_dynamics": ("0.0.11", "tests/test_data"),
     "fitdecode": ("0.11.0", "fitdecode"),  # the FIT reader (MIT): code, imported from the cache
 }
 CODE_PACKAGES = {"fitdecode"}  # packages whose .py files are unpacked too
@@ -111,6 +112,11 @@ TRACKS = {
     "eastern-townships-ride-2022-07-30": ("pyfitness", "tests/testdata/outdoor/Morning_Ride.fit"),
     "gatineau-ride-2022-08-05": ("pyfitness", "tests/testdata/outdoor/PARC_GATINEAU.fit"),
     "sydney-drive-2006-01-08": ("pygpx", "test/data/nztrip-tracks.gpx"),
+    "old-pueblo-lap-2024-02-17-1859": ("cycling_dynamics", "tests/test_data/alex_24HOP_2024-02-17-185919-ELEMNT_ROAM_3FF5-53-0.fit"),
+    "old-pueblo-lap-2024-02-17-2000": ("cycling_dynamics", "tests/test_data/vincent_lap_2_24HOP_14010180820_ACTIVITY.fit"),
+    "old-pueblo-lap-2024-02-18-0022": ("cycling_dynamics", "tests/test_data/alex_24HOP_2024-02-18-002255-ELEMNT_ROAM_3FF5-54-0.fit"),
+    "old-pueblo-lap-2024-02-18-0128": ("cycling_dynamics", "tests/test_data/vincent_lap_1_24HOP_14012433014_ACTIVITY.fit"),
+    "arizona-mtb-ride-2024-03-21": ("cycling_dynamics", "tests/test_data/vincent_mtb_id_surface_14517623900_ACTIVITY.fit"),
 }
 # name -> (first, last) unix time of the fixes taken from the file
 PIECES = {
