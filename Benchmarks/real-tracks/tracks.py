@@ -4,6 +4,7 @@
     tracks.py fetch  [--cache DIR]            the packages' sdists from PyPI (once), unpacked
     tracks.py nmea   [--cache DIR] --out DIR  every listed track as DIR/NAME.nmea (RMC+GGA)
     tracks.py draft  [--cache DIR] NAME       draft labels by the labelling rule, to review
+    tracks.py draft --paused NAME             the same for a logger that pauses while still
 
 The tracks are read in place from the unpacked packages (never committed); the labels
 (labels/NAME.truth), the split (dev.list, test.list) and this script are. NMEA carries only
@@ -323,6 +324,59 @@ def draft(points, radius=75, minimum=300, still=0.5, walking=0.25, still_share=0
     return [(a, b, c[0], c[1]) for a, b, c in merged]
 
 
+def draft_paused(points, radius=75, minimum=300, still=0.5, walking=0.25, still_share=0.8, merge=100, away=150):
+    """Stays of a logger that pauses recording while still (a 1 Hz bike computer), by the
+    labelling rule as docs/visits.md reads it for such tracks: the 30 s speed is taken across a
+    silence; a silence whose own net speed is `walking` or more splits a stretch (rule 2), the
+    3-minute progress of the ride in and out does not; a stretch grows while at least
+    `still_share` of its time is still and its next fix lies within `radius` of its median, is
+    trimmed at the farther end until every fix does, and runs from its first to its last still
+    fix; stays at one place (`merge` m) are one only when no fix between lies `away` m from
+    the first (rule 4). A draft to review, not the labels."""
+    speeds, n, stays, i = smoothed_speeds(points), len(points), [], 0
+    walk = [k > 0 and points[k][0] - points[k - 1][0] > 5
+            and distance(points[k - 1][1:], points[k][1:]) / (points[k][0] - points[k - 1][0]) >= walking
+            for k in range(n)]
+    while i < n:
+        if speeds[i] >= still:
+            i += 1
+            continue
+        j, moving = i + 1, 0.0
+        while j < n and not walk[j]:
+            if speeds[j] >= still:
+                moving += points[j][0] - points[j - 1][0]
+            span = points[j][0] - points[i][0]
+            if distance(median_centre(points[i:j + 1]), points[j][1:]) > radius or (span > 60 and moving > (1 - still_share) * span):
+                break
+            j += 1
+        a, b = i, j - 1
+        while b > a and max(distance(median_centre(points[a:b + 1]), p[1:]) for p in points[a:b + 1]) > radius:
+            centre = median_centre(points[a:b + 1])
+            if distance(centre, points[a][1:]) >= distance(centre, points[b][1:]):
+                a += 1
+            else:
+                b -= 1
+        while a < b and speeds[a] >= still:
+            a += 1
+        while b > a and speeds[b] >= still:
+            b -= 1
+        if points[b][0] - points[a][0] >= minimum:
+            stays.append([a, b])
+            i = j
+        else:
+            i += 1
+    merged = []
+    for a, b in stays:
+        if merged:
+            first = median_centre(points[merged[-1][0]:merged[-1][1] + 1])
+            if (distance(first, median_centre(points[a:b + 1])) <= merge
+                    and all(distance(first, p[1:]) <= away for p in points[merged[-1][1]:a + 1])):
+                merged[-1][1] = b
+                continue
+        merged.append([a, b])
+    return [(points[a][0], points[b][0], *median_centre(points[a:b + 1])) for a, b in merged]
+
+
 def iso(t):
     return dt.datetime.fromtimestamp(round(t), dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -333,7 +387,8 @@ def main():
     ap.add_argument("name", nargs="?")
     ap.add_argument("--cache", default=DEFAULT_CACHE)
     ap.add_argument("--out")
-    a = ap.parse_args()
+    ap.add_argument("--paused", action="store_true", help="draft: the logger pauses recording while still")
+    a = ap.parse_intermixed_args()
     fetch(a.cache)
     if a.command == "nmea":
         if not a.out:
@@ -344,7 +399,7 @@ def main():
                 f.write(nmea(track_points(a.cache, name)))
     elif a.command == "draft":
         points = track_points(a.cache, a.name)
-        for s, e, lat, lon in draft(points):
+        for s, e, lat, lon in (draft_paused if a.paused else draft)(points):
             print(json.dumps({"type": "visit", "place": None, "arrival": iso(s),
                               "departure": None if e == points[-1][0] else iso(e),
                               "latitude": round(lat, 6), "longitude": round(lon, 6), "indoors": False}))
