@@ -48,6 +48,40 @@ def noise(sigma):
     return add
 
 
+def jitter(low, high):
+    """A phone's noise: white noise per axis whose σ wanders between `low` and `high` m (a
+    random walk, a step per fix), as a phone's fix quality changes with what it sees."""
+    def add(points, rng, labels):
+        out, sigma = [], (low + high) / 2
+        for t, lat, lon in points:
+            sigma = min(high, max(low, sigma + rng.gauss(0, (high - low) / 20)))
+            north, east = rng.gauss(0, sigma), rng.gauss(0, sigma)
+            out.append((t, lat + math.degrees(north / EARTH),
+                        lon + math.degrees(east / (EARTH * math.cos(math.radians(lat))))))
+        return out
+    return add
+
+
+def on_movement(metres):
+    """A distance logger: a fix written only when `metres` from the last written one (none
+    while still), and the last fix of the track."""
+    def thin(points, rng, labels):
+        out = []
+        for p in points:
+            if not out or tracks_distance(out[-1], p) >= metres:
+                out.append(p)
+        if points and out[-1] is not points[-1]:
+            out.append(points[-1])
+        return out
+    return thin
+
+
+def tracks_distance(a, b):
+    dlat = math.radians(b[1] - a[1])
+    dlon = math.radians(b[2] - a[2]) * math.cos(math.radians((a[1] + b[1]) / 2))
+    return EARTH * math.hypot(dlat, dlon)
+
+
 def dropouts(points, rng, labels):
     """A gap of 1–5 minutes per half hour of track (2 to 8): every fix inside it removed.
     A gap never holds a labelled arrival or departure nor more than half of a labelled stay,
@@ -82,14 +116,22 @@ VARIANTS = {
     "per-5s": [one_per(5)],
     "per-10s": [one_per(10)],
     "per-30s": [one_per(30)],
+    "per-60s": [one_per(60)],
+    "per-120s": [one_per(120)],
     "noise-5m": [noise(5)],
     "noise-15m": [noise(15)],
+    "jitter-5-30m": [jitter(5, 30)],
+    "on-movement-10m": [on_movement(10)],
+    "on-movement-25m": [on_movement(25)],
     "dropouts": [dropouts],
     "per-10s+noise-5m": [one_per(10), noise(5)],
     "every-5th+noise-15m": [every_nth(5), noise(15)],
     "dropouts+noise-15m": [dropouts, noise(15)],
     "dropouts+per-30s": [dropouts, one_per(30)],
     "dropouts+per-10s+noise-15m": [dropouts, one_per(10), noise(15)],
+    "per-10s+jitter-5-30m": [one_per(10), jitter(5, 30)],
+    "dropouts+per-60s": [dropouts, one_per(60)],
+    "dropouts+on-movement-10m": [dropouts, on_movement(10)],
 }
 
 
