@@ -199,6 +199,30 @@ import Glibc
         }
         #expect(r.arrivals.count == 2)
     }
+
+    /// A logger writing a fix every minute or 90 s (no speed, no accuracy) on a walk of half an
+    /// hour at 1 m/s round a loop 100 m across: every fix is within 50 m of the loop's centre,
+    /// and fixes a lap apart land near one another, but each step covers 55–80 m at walking
+    /// speed, which a still receiver's jitter does not. No visit; the same cadence at a place,
+    /// jittering 20 m, is one from its first fix.
+    @Test(arguments: [60.0, 90.0])
+    func aLoopWalkedAtASparseCadenceIsNoVisit(cadence: Double) {
+        var walk = VisitRecorder()
+        var t = 0.0
+        while t <= 1800 {
+            let a = t / 50, (dn, de) = jitter(Int(t), 5)
+            walk.feed(fix(at: t, offset(50 * cos(a) + dn, 50 * sin(a) + de), accuracy: nil)); t += cadence
+        }
+        #expect(walk.arrivals.isEmpty)
+        var still = VisitRecorder()
+        t = 0
+        while t <= 1800 {
+            let (dn, de) = jitter(Int(t), 20)
+            still.feed(fix(at: t, offset(dn, de), accuracy: nil)); t += cadence
+        }
+        #expect(still.arrivals.count == 1)
+        #expect(still.arrivals.first?.arrival == t0)
+    }
 }
 
 /// A position that drifts while the device stays (docs/semantics.md, "Visits": drift).

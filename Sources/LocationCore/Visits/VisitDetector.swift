@@ -205,7 +205,7 @@ public struct VisitDetector: Sendable {
                     }
                 }
             }
-            let accuracy = max(fix.horizontalAccuracy ?? 50, 3)
+            let accuracy = max(fix.horizontalAccuracy ?? VisitDetector.unknownAccuracy, 3)
             var w = 1 / (accuracy * accuracy)
             let half = radius / 2
             if count >= 3 && distance > half { w *= (half / distance) * (half / distance) }
@@ -252,6 +252,10 @@ public struct VisitDetector: Sendable {
     @usableFromInline var previousUnit = SIMD3<Double>(0, 0, 0)
     /// Whether the previous fix (without a speed) repeated the one before it exactly.
     @usableFromInline var previousRepeated = false
+    /// Whether the current fix, and the previous one, ended a step the device walked
+    /// (`walkedStep`).
+    @usableFromInline var stepWalked = false
+    @usableFromInline var previousStepWalked = false
     @usableFromInline var pending: Stay?
     /// Early fixes of the current (unconfirmed) stay, one per `dwell / capacity` seconds, to
     /// back-date the arrival to the first fix near the final centre. Fixed capacity.
@@ -266,6 +270,8 @@ public struct VisitDetector: Sendable {
     @usableFromInline var movedSinceEarly = false
     @usableFromInline var movedSincePendingEarly = false
     static let earlyCapacity = 64
+    /// The 95 % accuracy a fix without one is taken for, metres (its weight in the centre).
+    static let unknownAccuracy = 50.0
     /// An early fix: its time, its unit vector, and whether the receiver reported movement
     /// (`movingSpeed`) at it or at any fix since the entry before it.
     @usableFromInline typealias EarlyFix = (time: Timestamp, unit: SIMD3<Double>, moved: Bool, crept: Bool)
@@ -313,6 +319,8 @@ public struct VisitDetector: Sendable {
             if movingRow >= parameters.departureFixes { lastMoved = fix.time }
         }
         defer { previousStep = fix.time - previousFix; previousFix = fix.time; previousUnit = unit }
+        previousStepWalked = stepWalked
+        stepWalked = current != nil && walkedStep(fix, unit)
         // The current stay is changed in place (`current!`), not copied out and back: nearly
         // every fix of every subscription comes here.
         guard case .some = current else { start(fix, unit); track(fix, unit); return }
@@ -558,14 +566,28 @@ public struct VisitDetector: Sendable {
     }
 
     /// Whether `fix` is a sparse logger's still fix: without a speed (a receiver with Doppler
-    /// says whether it moves), `sparseGap` or more after the fix before it. After fixes every
+    /// says whether it moves), `sparseGap` or more after the fix before it, not at the end of a
+    /// walked step (`walkedStep`). After fixes every
     /// few seconds (a step before under `briskWindow` / 2), a silence is fixes lost, and the
     /// fix is still only when nearer than a slow walk (`progressSpeed`) gets meanwhile.
     func isSparseStill(_ fix: Fix, _ unit: SIMD3<Double>) -> Bool {
         let silence = fix.time - previousFix
-        return fix.speed == nil && silence >= parameters.sparseGap
+        return fix.speed == nil && !stepWalked && silence >= parameters.sparseGap
             && (previousStep >= parameters.briskWindow / 2
                 || Geodesy.chordDistance(previousUnit, unit) < parameters.progressSpeed * silence)
+    }
+
+    /// Whether `fix` (without a speed) ends a step of at least `briskWindow` — no fix inside it
+    /// for the brisk rule to see — and no longer than twice `progressWindow` (a logger asleep is
+    /// no evidence), covered at walking speed: the fix before it at least `movingSpeed` × the
+    /// step, `briskDistance` and twice the fix's accuracy away (50 m without one, the accuracy
+    /// such a fix is taken for). A still receiver's jitter does not grow with the time between
+    /// fixes; a walk's displacement does.
+    func walkedStep(_ fix: Fix, _ unit: SIMD3<Double>) -> Bool {
+        let step = fix.time - previousFix
+        guard fix.speed == nil, step >= parameters.briskWindow, step <= 2 * parameters.progressWindow else { return false }
+        return Geodesy.chordDistance(previousUnit, unit)
+            >= max(parameters.movingSpeed * step, parameters.briskDistance, fix.horizontalAccuracy.map { 2 * $0 } ?? Self.unknownAccuracy)
     }
 
     /// Keeps the recent path (whatever stay it belongs to) and, for a fix without a speed,
@@ -578,6 +600,11 @@ public struct VisitDetector: Sendable {
     /// path fix `progressWindow` / 2 back (or stayed within twice its accuracy of it) is still
     /// at once.
     mutating func track(_ fix: Fix, _ unit: SIMD3<Double>) {
+        // Two walked steps in a row (one can be a jump of the position): the fix between them
+        // moved, before the path judges it.
+        if stepWalked && previousStepWalked, let i = path.lastIndex(where: { $0.time == previousFix }) {
+            markMoved(i, before: fix.time)
+        }
         // A position repeated unchanged, then left by a jump of `briskDistance` or more, was
         // held, not measured (a phone re-reporting its last fix until it has a new one): the
         // path takes it at the position that came next, the first news of where the device was.
