@@ -223,6 +223,23 @@ import Glibc
         #expect(still.arrivals.count == 1)
         #expect(still.arrivals.first?.arrival == t0)
     }
+
+    /// A logger writing a fix every two minutes while its carrier goes to and fro between two
+    /// stalls 100 m apart for half an hour (140 s at each, 100 s walking between): its steps
+    /// alternate between 0 and 100 m, so no two walked steps follow one another, but a still
+    /// receiver's jitter never makes 100 m in two minutes, and the carrier walked 40 % of the
+    /// time. No visit.
+    @Test func goingToAndFroAtATwoMinuteCadenceIsNoVisit() {
+        var r = VisitRecorder()
+        var t = 0.0
+        while t <= 1800 {
+            let phase = t.truncatingRemainder(dividingBy: 480)
+            let along = phase < 140 ? 0 : phase < 240 ? phase - 140 : phase < 380 ? 100 : 480 - phase
+            let (dn, de) = jitter(Int(t), 5)
+            r.feed(fix(at: t, offset(dn, along - 50 + de), accuracy: nil)); t += 120
+        }
+        #expect(r.arrivals.isEmpty)
+    }
 }
 
 /// A position that drifts while the device stays (docs/semantics.md, "Visits": drift).

@@ -600,9 +600,12 @@ public struct VisitDetector: Sendable {
     /// path fix `progressWindow` / 2 back (or stayed within twice its accuracy of it) is still
     /// at once.
     mutating func track(_ fix: Fix, _ unit: SIMD3<Double>) {
-        // Two walked steps in a row (one can be a jump of the position): the fix between them
-        // moved, before the path judges it.
-        if stepWalked && previousStepWalked, let i = path.lastIndex(where: { $0.time == previousFix }) {
+        // Two walked steps in a row (one can be the walk in or out of a stay): the fix between
+        // them moved, before the path judges it. A sparse logger (a step of `sparseGap` or
+        // more) pacing near its cadence makes every other step short: one step marks the fix
+        // it starts from.
+        if stepWalked && (previousStepWalked || fix.time - previousFix >= parameters.sparseGap),
+           let i = path.lastIndex(where: { $0.time == previousFix }) {
             markMoved(i, before: fix.time)
         }
         // A position repeated unchanged, then left by a jump of `briskDistance` or more, was
