@@ -240,6 +240,35 @@ import Glibc
         }
         #expect(r.arrivals.isEmpty)
     }
+
+    /// 1 Hz positions (no speed): 3 minutes at `speed` m/s, 5.5 minutes still, 3 minutes on.
+    func stop(between speed: Double) -> VisitRecorder {
+        var r = VisitRecorder()
+        var t = 0.0, east = 0.0
+        func feed() {
+            let (dn, de) = jitter(Int(t), 3)
+            r.feed(fix(at: t, offset(dn, east + de), accuracy: nil)); t += 1
+        }
+        for _ in 0..<180 { feed(); east += speed }
+        for _ in 0..<330 { feed() }
+        for _ in 0..<180 { east += speed; feed() }
+        return r
+    }
+
+    /// A stop of 5.5 minutes between rides at 5 m/s is a visit: the three-minute progress of
+    /// its first and last 90 s is the ride in and out, not a slow walk through it.
+    @Test func aStopBetweenRidesIsAVisit() {
+        let r = stop(between: 5)
+        #expect(r.arrivals.count == 1)
+        #expect(r.departures.count == 1)
+        if let a = r.arrivals.first { #expect(abs((a.arrival - t0) - 180) <= 15, "arrival at \(a.arrival - t0)") }
+    }
+
+    /// The same stop between walks at 1.2 m/s is none: a walk in may slow to a stroll, and the
+    /// first and last 90 s there are not known to be still.
+    @Test func theSameStopBetweenWalksIsNoVisit() {
+        #expect(stop(between: 1.2).arrivals.isEmpty)
+    }
 }
 
 /// A position that drifts while the device stays (docs/semantics.md, "Visits": drift).

@@ -272,6 +272,8 @@ public struct VisitDetector: Sendable {
     static let earlyCapacity = 64
     /// The 95 % accuracy a fix without one is taken for, metres (its weight in the centre).
     static let unknownAccuracy = 50.0
+    /// Faster than anyone walks (a brisk walk is 1.4–2 m/s): riding or driving, m/s.
+    static let ridingSpeed = 2.0
     /// An early fix: its time, its unit vector, and whether the receiver reported movement
     /// (`movingSpeed`) at it or at any fix since the entry before it.
     @usableFromInline typealias EarlyFix = (time: Timestamp, unit: SIMD3<Double>, moved: Bool, crept: Bool)
@@ -711,6 +713,16 @@ public struct VisitDetector: Sendable {
               time - path[back].time <= 2 * parameters.symmetricWindow else { return nil }
         let net = steadyDisplacement(from: back, to: unit, stay: stay)
         guard net >= max(parameters.progressSpeed * (time - path[back].time), 2 * (accuracy ?? 0)) else { return nil }
+        // A ride or brisk walk on one side of the fix and none on the other is the way in or
+        // out of a stop, not a slow walk through it.
+        let a = stay.local(path[back].unit), m = stay.local(path[middle].unit), p = stay.local(unit)
+        func length(_ u: (x: Double, y: Double), _ v: (x: Double, y: Double)) -> Double {
+            ((u.x - v.x) * (u.x - v.x) + (u.y - v.y) * (u.y - v.y)).squareRoot()
+        }
+        let before = length(a, m), after = length(m, p)
+        let beforeTime = path[middle].time - path[back].time, afterTime = time - path[middle].time
+        if after < net / 4 && before >= Self.ridingSpeed * beforeTime { return nil }
+        if before < net / 4 && after >= Self.ridingSpeed * afterTime { return nil }
         return middle
     }
 
