@@ -38,6 +38,29 @@ struct EncodedLinesTests {
         #expect(storage(other) != storage(first))
     }
 
+    @Test func alternatingEventsEachKeepTheirOwnLine() {
+        // The slot found last is tried first: a delivery with another event must still get
+        // its own line, and one with an earlier event that earlier line.
+        var lines = EncodedLines()
+        let a = fix(0, latitude: 48.1), b = fix(0, latitude: 48.2), status = Event.status(.fix, time: nil)
+        lines.startInput()
+        var first: [String: UnsafeRawPointer?] = [:]
+        for (name, event) in [("a", a), ("b", b), ("a", a), ("status", status), ("b", b), ("b", b), ("a", a)] {
+            let line = withUnsafePointer(to: event) { lines.line(at: $0) }
+            #expect(text(line) == expected(event), "\(name)")
+            if let seen = first[name] {
+                #expect(storage(line) == seen, "\(name) should have one line per input")
+            } else {
+                first[name] = storage(line)
+            }
+        }
+        #expect(Set(first.values.map { $0.map { Int(bitPattern: $0) } }).count == 3)
+        // The next input's first event is encoded afresh, not found in the last slot of this one.
+        lines.startInput()
+        let next = fix(1, latitude: 48.3)
+        #expect(text(lines.line(for: next)) == expected(next))
+    }
+
     @Test func aBufferNobodyHoldsIsRefilledInPlace() {
         var lines = EncodedLines()
         lines.startInput()

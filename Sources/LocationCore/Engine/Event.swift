@@ -36,6 +36,14 @@ public enum Event: Hashable, Sendable {
     case resumed(Timestamp)
 }
 
+extension Event {
+    /// Whether this is a `visit` event.
+    @inlinable public var isVisit: Bool {
+        if case .visit = self { return true }
+        return false
+    }
+}
+
 /// An event addressed to one subscriber.
 public struct Delivery: Hashable, Sendable {
     public var subscriber: SubscriberID

@@ -18,6 +18,8 @@ struct EncodedLines {
     private var buffers: [ByteBuffer] = []
     /// Slots in use for the current input; the rest keep their storage for later inputs.
     private var used = 0
+    /// The slot last found or filled: the next delivery nearly always has its event.
+    private var last = 0
     private var scratch: [UInt8] = []
     private let encoder: EventEncoder
 
@@ -28,34 +30,46 @@ struct EncodedLines {
 
     /// `event`'s line, encoded on first use within the current input.
     mutating func line(for event: Event) -> ByteBuffer {
-        if let slot = slotHolding(bytesOf: event) { return buffers[slot] }
-        for slot in 0..<used where events[slot] == event { return buffers[slot] }
+        withUnsafePointer(to: event) { line(at: $0) }
+    }
+
+    /// The same for the event at `event` (a delivery's, read in place: a copy of each would cost
+    /// more than finding its line; docs/benchmarks.md, "Fan-out").
+    mutating func line(at event: UnsafePointer<Event>) -> ByteBuffer {
+        if let slot = slotHolding(bytesOf: event) ?? slotEqual(to: event.pointee) {
+            last = slot
+            return buffers[slot]
+        }
         scratch.removeAll(keepingCapacity: true)
-        encoder.append(event, to: &scratch)
+        encoder.append(event.pointee, to: &scratch)
         if used == buffers.count {
-            events.append(event)
+            events.append(event.pointee)
             buffers.append(ByteBuffer())
         } else {
-            events[used] = event
+            events[used] = event.pointee
         }
         buffers[used].clear(minimumCapacity: scratch.count)
         buffers[used].writeBytes(scratch)
+        last = used
         used += 1
-        return buffers[used - 1]
+        return buffers[last]
     }
 
-    /// The slot of this input whose event has `event`'s very bytes: nearly every subscriber gets
-    /// the same event, a copy of one value, found so with a `memcmp` instead of `==` (field by
-    /// field, ≈ 450 instructions per subscriber and fix). The same bytes are the same event, so
-    /// the same line; an equal event with other bytes (padding) is found by `==`.
-    private func slotHolding(bytesOf event: Event) -> Int? {
-        withUnsafeBytes(of: event) { wanted in
-            events.withUnsafeBufferPointer { held in
-                for slot in 0..<used where memcmp(held.baseAddress! + slot, wanted.baseAddress!, wanted.count) == 0 {
-                    return slot
-                }
-                return nil
-            }
+    /// The slot of this input whose event has `event`'s very bytes, the last one found tried
+    /// first: nearly every subscriber gets the same event, a copy of one value, found so with
+    /// a `memcmp` instead of `==` (field by field, ≈ 450 instructions per subscriber and fix).
+    /// The same bytes are the same event, so the same line; an equal event with other bytes
+    /// (padding) is found by `slotEqual`.
+    private func slotHolding(bytesOf event: UnsafePointer<Event>) -> Int? {
+        events.withUnsafeBufferPointer { held in
+            let size = MemoryLayout<Event>.size
+            if last < used, memcmp(held.baseAddress! + last, event, size) == 0 { return last }
+            for slot in 0..<used where memcmp(held.baseAddress! + slot, event, size) == 0 { return slot }
+            return nil
         }
+    }
+
+    private func slotEqual(to event: Event) -> Int? {
+        (0..<used).first { events[$0] == event }
     }
 }

@@ -31,6 +31,12 @@ extension Connection {
     // MARK: Events (HubSubscriber)
 
     func deliver(_ event: Event, encoded: ByteBuffer) {
+        withUnsafePointer(to: event) { deliver(at: $0, encoded: encoded) }
+    }
+
+    /// A line the socket can take now goes out without the event being looked at (copied)
+    /// beyond its kind.
+    func deliver(at event: UnsafePointer<Event>, encoded: ByteBuffer) {
         guard let context, !closing else { return }
         let wasBusy = busy
         busy = true
@@ -38,17 +44,17 @@ extension Connection {
         if backlog == nil, context.channel.isWritable {
             // The count of locations dropped before this one goes with it; the line the hub
             // encoded has none, so it is written as a held one is.
-            if case .location(let fix) = event, skippedSincePending > 0 {
+            if skippedSincePending > 0, case .location(let fix) = event.pointee {
                 pendingLocation = fix
                 locationIsNewest = true
                 flushPending()
                 return
             }
-            if pendingLocation != nil || pendingStatus != nil { flushPending() }
+            if holdsEvents { flushPending() }
             writer.write(encoded, context: context, sender: self)
             return
         }
-        switch event {
+        switch event.pointee {
         case .location(let fix):
             if pendingLocation != nil {
                 skippedSincePending += 1
@@ -71,6 +77,12 @@ extension Connection {
                 writer.write(encoded, context: context, sender: self)
             }
         }
+    }
+
+    /// Whether an event is held back (`!= nil` copied the held fix out to compare it).
+    var holdsEvents: Bool {
+        if case .none = pendingLocation, case .none = pendingStatus { return false }
+        return true
     }
 
     func dropPending() {
