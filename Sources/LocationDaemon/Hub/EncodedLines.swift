@@ -34,8 +34,16 @@ struct EncodedLines {
     }
 
     /// The same for the event at `event` (a delivery's, read in place: a copy of each would cost
-    /// more than finding its line; docs/benchmarks.md, "Fan-out").
+    /// more than finding its line; docs/benchmarks.md, "Fan-out"). Nearly every delivery has the
+    /// event of the one before: that slot's bytes are compared in the caller's loop (inlined),
+    /// any other slot's in `searchedLine`.
+    @inline(__always)
     mutating func line(at event: UnsafePointer<Event>) -> ByteBuffer {
+        if last < used, events.withUnsafeBufferPointer({ sameBytes($0.baseAddress! + last, event) }) { return buffers[last] }
+        return searchedLine(at: event)
+    }
+
+    private mutating func searchedLine(at event: UnsafePointer<Event>) -> ByteBuffer {
         if let slot = slotHolding(bytesOf: event) ?? slotEqual(to: event.pointee) {
             last = slot
             return buffers[slot]
@@ -55,18 +63,17 @@ struct EncodedLines {
         return buffers[last]
     }
 
-    /// The slot of this input whose event has `event`'s very bytes, the last one found tried
-    /// first: nearly every subscriber gets the same event, a copy of one value, found so with
-    /// a `memcmp` instead of `==` (field by field, ≈ 450 instructions per subscriber and fix).
+    /// The slot of this input whose event has `event`'s very bytes: nearly every subscriber gets
+    /// the same event, a copy of one value, found so with a `memcmp` instead of `==` (field by
+    /// field, ≈ 450 instructions per subscriber and fix).
     /// The same bytes are the same event, so the same line; an equal event with other bytes
     /// (padding) is found by `slotEqual`.
     private func slotHolding(bytesOf event: UnsafePointer<Event>) -> Int? {
-        events.withUnsafeBufferPointer { held in
-            let size = MemoryLayout<Event>.size
-            if last < used, memcmp(held.baseAddress! + last, event, size) == 0 { return last }
-            for slot in 0..<used where memcmp(held.baseAddress! + slot, event, size) == 0 { return slot }
-            return nil
-        }
+        events.withUnsafeBufferPointer { held in (0..<used).first { sameBytes(held.baseAddress! + $0, event) } }
+    }
+
+    private func sameBytes(_ a: UnsafePointer<Event>, _ b: UnsafePointer<Event>) -> Bool {
+        memcmp(a, b, MemoryLayout<Event>.size) == 0
     }
 
     private func slotEqual(to event: Event) -> Int? {
