@@ -190,28 +190,32 @@ public struct Engine: Sendable {
         let publications = privacy.publications
         privacy.offer(fix)
         showApproximate(since: publications, into: &out)
-        for i in subscriptions.indices {
-            // Approximate subscriptions hear of locations only at publications (above), raw
-            // ones before the gate (`pass`).
-            var deliver = !subscriptions[i].approximate && !subscriptions[i].raw
-                && subscriptions[i].filter.options.events.contains(.location)
-            if subscriptions[i].pause != nil {
-                switch subscriptions[i].pause!.offer(fix, unit: unit) {
-                case .deliver: break
-                case .hold: deliver = false
-                case .pause:
-                    out.append(Delivery(subscriber: subscriptions[i].id, event: .paused(fix.time)))
-                    deliver = false
-                case .resume:
-                    out.append(Delivery(subscriber: subscriptions[i].id, event: .resumed(fix.time)))
+        // Through the buffer: no uniqueness or bounds check per field and subscription.
+        let privacy = privacy
+        subscriptions.withUnsafeMutableBufferPointer { subscriptions in
+            for i in subscriptions.indices {
+                // Approximate subscriptions hear of locations only at publications (above), raw
+                // ones before the gate (`pass`).
+                var deliver = !subscriptions[i].approximate && !subscriptions[i].raw
+                    && subscriptions[i].filter.options.events.contains(.location)
+                if subscriptions[i].pause != nil {
+                    switch subscriptions[i].pause!.offer(fix, unit: unit) {
+                    case .deliver: break
+                    case .hold: deliver = false
+                    case .pause:
+                        out.append(Delivery(subscriber: subscriptions[i].id, event: .paused(fix.time)))
+                        deliver = false
+                    case .resume:
+                        out.append(Delivery(subscriber: subscriptions[i].id, event: .resumed(fix.time)))
+                    }
                 }
-            }
-            if deliver, subscriptions[i].filter.offer(fix, unit: unit) {
-                out.append(Delivery(subscriber: subscriptions[i].id, event: .location(fix)))
-            }
-            if subscriptions[i].extras != nil {
-                let id = subscriptions[i].id
-                subscriptions[i].extras!.offer(fix, unit: unit, privacy: privacy) { out.append(Delivery(subscriber: id, event: $0)) }
+                if deliver, subscriptions[i].filter.offer(fix, unit: unit) {
+                    out.append(Delivery(subscriber: subscriptions[i].id, event: .location(fix)))
+                }
+                if subscriptions[i].extras != nil {
+                    let id = subscriptions[i].id
+                    subscriptions[i].extras!.offer(fix, unit: unit, privacy: privacy) { out.append(Delivery(subscriber: id, event: $0)) }
+                }
             }
         }
         regionPrograms.handle(fix, unit: unit, into: &out, unbound: &programEvents)
