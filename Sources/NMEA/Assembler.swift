@@ -500,13 +500,15 @@ struct Assembler: Sendable {
         }
         fix.speed = c.speed
         fix.course = c.course
-        if let sLat = c.gstLat, let sLon = c.gstLon {
+        // gpsd's error model ignores GST (`Options.gpsdAccuracy`).
+        let gst = !options.gpsdAccuracy
+        if gst, let sLat = c.gstLat, let sLon = c.gstLon {
             fix.horizontalAccuracy = UERE.gst95Horizontal * max(sLat, sLon)
         } else if let hdop = c.gsaHDOP ?? c.ggaHDOP {
             fix.horizontalAccuracy = hdop * (c.dgps ? UERE.horizontalDGPS : UERE.horizontal)
         }
         if mode == .threeD {
-            if let sAlt = c.gstAlt {
+            if gst, let sAlt = c.gstAlt {
                 fix.verticalAccuracy = UERE.gst95Vertical * sAlt
             } else if let vdop = c.gsaVDOP {
                 fix.verticalAccuracy = vdop * (c.dgps ? UERE.verticalDGPS : UERE.vertical)

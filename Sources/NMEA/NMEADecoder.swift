@@ -70,6 +70,17 @@ public struct NMEADecoder: Sendable {
         /// Repeat gpsd 3.20–3.22's GPS week rollover guess: any date before 2017-01-01 is
         /// moved forward 1024 weeks. Off by default: real old logs carry real old dates.
         public var gpsdWeekRolloverCompatibility = false
+        /// Take accuracy as gpsd 3.22 reports it: from the DOPs alone (`eph` = HDOP × 19 m,
+        /// `epv` = VDOP × 23 m), a GST's σ ignored. Off by default: a GST is the receiver's
+        /// own estimate, better than the DOP model.
+        public var gpsdAccuracy = false
+        /// Decode a log as the daemon sees it through gpsd 3.20–3.22 where the decoder
+        /// otherwise differs on purpose (`locationctl replay --as-gpsd`): its week-rollover date
+        /// shift and its DOP-only accuracy. Other differences remain (docs/gpsd.md).
+        public var asGPSD: Bool {
+            get { gpsdWeekRolloverCompatibility && gpsdAccuracy }
+            set { gpsdWeekRolloverCompatibility = newValue; gpsdAccuracy = newValue }
+        }
         /// Two-digit RMC years below this are 20yy, the others 19yy. 80 because no GPS
         /// receiver can report a date before 1980 (the GPS epoch).
         public var twoDigitYearPivot = 80

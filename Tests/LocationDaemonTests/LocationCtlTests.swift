@@ -77,6 +77,38 @@ import Testing
         #expect(bad.err.hasPrefix("Error: --date '2012-13-01': there is no such day; expected a date as YYYY-MM-DD (UTC)\n"), "\(bad.err)")
     }
 
+    /// `--as-gpsd` prints what the daemon sees through gpsd 3.22: for gr8013-w (a 2015 log with
+    /// GST) gpsd's dates from its `.chk` (1024 weeks on) and its `eph` as the accuracy; without
+    /// it, the log's own dates and the GST's accuracy.
+    @Test(.enabled(if: GPSDHarness.corpusLog("gr8013-w") != nil, "gpsd corpus not found at ../shared/corpus/gpsd"))
+    func replayAsGPSDPrintsGPSDsDatesAndAccuracy() throws {
+        let log = try #require(GPSDHarness.corpusLog("gr8013-w"))
+        var eph: [Timestamp: Double] = [:]  // gpsd's last TPV of each time
+        for line in try String(contentsOf: URL(fileURLWithPath: log.path + ".chk"), encoding: .utf8).split(whereSeparator: \.isNewline)
+        where line.hasPrefix("{\"class\":\"TPV\"") {
+            let obj = try #require(JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+            guard let text = obj["time"] as? String, let e = obj["eph"] as? Double else { continue }
+            eph[try #require(ISO8601.parse(text), "\(text)")] = e
+        }
+        try #require(!eph.isEmpty)
+        let weeks1024 = Int64(619_315_200) * 1_000_000_000
+        func fixes(_ extra: [String]) throws -> [Fix] {
+            let r = try Self.run(["replay", log.path, "--events", "location"] + extra)
+            #expect(r.status == 0, "\(r.err)")
+            return try r.out.split(separator: "\n").map { try ServerMessage.decode(String($0)) }.fixes
+        }
+        let asGPSD = try fixes(["--as-gpsd"])
+        #expect(asGPSD.count >= eph.count - 1, "gpsd never reports the log's last epoch")
+        for fix in asGPSD {
+            let gpsd = try #require(eph[fix.time], "\(fix.time): no gpsd TPV at this time")
+            #expect(abs((fix.horizontalAccuracy ?? -1) - gpsd) < 0.0015, "\(fix.time): ours \(fix.horizontalAccuracy ?? -1), gpsd's eph \(gpsd)")
+        }
+        let own = try fixes([])
+        #expect(own.map(\.time.nanoseconds) == asGPSD.map { $0.time.nanoseconds - weeks1024 })
+        #expect(own.allSatisfy { eph[$0.time] == nil })
+        #expect(zip(own, asGPSD).allSatisfy { $0.horizontalAccuracy != $1.horizontalAccuracy }, "the GST's σ gives the accuracy")
+    }
+
     /// A bad flag is a usage error (64, with the usage); a missing log is not (1, its reason
     /// alone, and nothing on standard output: the log is opened before the subscription's first
     /// status).

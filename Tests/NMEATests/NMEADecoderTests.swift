@@ -80,6 +80,20 @@ let rmcBody = "GPRMC,123519,A,4807.038,N,01131.000,E,022.4,084.4,230394,003.1,W"
         #expect(abs(f.verticalAccuracy! - 1.96 * 4.0) < 1e-9)
     }
 
+    /// `gpsdAccuracy`: gpsd's error model, the DOPs alone, a GST's σ ignored.
+    @Test func gpsdAccuracyIgnoresGST() throws {
+        let text = sentence(rmcBody)
+            + sentence("GPGGA,123519,4807.038,N,01131.000,E,1,08,0.9,545.4,M,46.9,M,,")
+            + sentence("GPGSA,A,3,04,05,,09,12,,,24,,,,,2.5,1.3,2.1")
+            + sentence("GPGST,123519,2.0,3.0,1.0,45.0,1.5,2.5,4.0")
+        var o = NMEADecoder.Options(); o.gpsdAccuracy = true
+        let f = try #require(run(text, o).epochs.first?.fix)
+        #expect(abs(f.horizontalAccuracy! - 1.3 * 19.0) < 1e-9)
+        #expect(abs(f.verticalAccuracy! - 2.1 * 23.0) < 1e-9)
+        var both = NMEADecoder.Options(); both.asGPSD = true
+        #expect(both.gpsdAccuracy && both.gpsdWeekRolloverCompatibility)
+    }
+
     /// Receivers that do not compute a GST field write 0 there: no measurement, so the DOPs
     /// give the accuracy (an accuracy of 0 m passed every accuracy gate). σlat alone measured is
     /// still no horizontal σ; σalt alone still is a vertical one.
