@@ -224,6 +224,25 @@ import Glibc
         #expect(still.arrivals.first?.arrival == t0)
     }
 
+    /// A logger on a one-minute timer (no speed, no accuracy) carried to and fro along a path
+    /// of 200 m (steps of 60 and 40 m by turns) loses its fixes for 314 s and comes back 69 m
+    /// on: a timer writes while standing too, so a silence right after a step made at walking
+    /// pace is fixes lost, not the logger asleep at a place. No visit, as without the silence.
+    @Test(arguments: [false, true])
+    func aTimerLoggersSilenceMidWalkIsNoVisit(silence: Bool) {
+        var r = VisitRecorder()
+        // Walked distance folded onto the 200 m path: steps of 60 and 40 m by turns.
+        func at(_ walked: Double) -> Coordinate {
+            let phase = walked.truncatingRemainder(dividingBy: 400)
+            return offset(phase < 200 ? phase : 400 - phase, 0)
+        }
+        var t = 0.0, walked = 0.0, k = 0
+        while t <= 1050 { r.feed(fix(at: t, at(walked), accuracy: nil)); t += 60; walked += k % 2 == 0 ? 60 : 40; k += 1 }
+        if silence { t = 1050 + 314; walked += 251 }
+        while t <= 2400 { r.feed(fix(at: t, at(walked), accuracy: nil)); t += 60; walked += k % 2 == 0 ? 60 : 40; k += 1 }
+        #expect(r.arrivals.isEmpty)
+    }
+
     /// A logger writing a fix every two minutes while its carrier goes to and fro between two
     /// stalls 100 m apart for half an hour (140 s at each, 100 s walking between): its steps
     /// alternate between 0 and 100 m, so no two walked steps follow one another, but a still

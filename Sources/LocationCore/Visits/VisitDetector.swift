@@ -249,6 +249,11 @@ public struct VisitDetector: Sendable {
     /// before it (the source's cadence).
     @usableFromInline var previousFix = Timestamp(nanoseconds: 0)
     @usableFromInline var previousStep = 0.0
+    /// How many steps in a row, up to the previous one, each lasted as long as the one before
+    /// it (to a second): a logger writing on a timer.
+    @usableFromInline var steadySteps = 0
+    /// Whether the previous step covered at least `briskDistance` at `progressSpeed` or more.
+    @usableFromInline var previousStepMoved = false
     @usableFromInline var previousUnit = SIMD3<Double>(0, 0, 0)
     /// Whether the previous fix (without a speed) repeated the one before it exactly.
     @usableFromInline var previousRepeated = false
@@ -270,6 +275,7 @@ public struct VisitDetector: Sendable {
     @usableFromInline var movedSinceEarly = false
     @usableFromInline var movedSincePendingEarly = false
     static let earlyCapacity = 64
+    static let steadyCadenceSteps = 2
     /// The 95 % accuracy a fix without one is taken for, metres (its weight in the centre).
     static let unknownAccuracy = 50.0
     /// Faster than anyone walks (a brisk walk is 1.4–2 m/s): riding or driving, m/s.
@@ -320,7 +326,13 @@ public struct VisitDetector: Sendable {
             movingRow = speed >= parameters.movingSpeed ? movingRow + 1 : 0
             if movingRow >= parameters.departureFixes { lastMoved = fix.time }
         }
-        defer { previousStep = fix.time - previousFix; previousFix = fix.time; previousUnit = unit }
+        defer {
+            let step = fix.time - previousFix
+            steadySteps = abs(step - previousStep) <= 1 ? steadySteps + 1 : 0
+            let metres = Geodesy.chordDistance(previousUnit, unit)
+            previousStepMoved = metres >= max(parameters.briskDistance, parameters.progressSpeed * step)
+            previousStep = step; previousFix = fix.time; previousUnit = unit
+        }
         previousStepWalked = stepWalked
         stepWalked = current != nil && walkedStep(fix, unit)
         // The current stay is changed in place (`current!`), not copied out and back: nearly
@@ -335,7 +347,7 @@ public struct VisitDetector: Sendable {
         if d <= parameters.radius || resumed {
             // A sparse still fix moves the centre a step's worth, not all the way to itself.
             let sparse = isSparseStill(fix, unit) || resumed
-            if !confirmed && (resumed || (sparse && fix.time - previousFix >= parameters.dwell && previousFix >= current!.start)) {
+            if !confirmed && (resumed || (sparse && sleptThrough(fix) && previousFix >= current!.start)) {
                 current!.stoodFrom = current!.stoodFrom ?? previousFix
             }
             current!.add(fix, unit, distance: d, radius: parameters.radius, coreRadius: parameters.coreRadius,
@@ -402,7 +414,7 @@ public struct VisitDetector: Sendable {
             let dp = p.distanceFromCentre(unit)
             standingEndsStay = resumesAfterStanding(fix, unit, in: p)
             if dp <= parameters.radius || standingEndsStay {
-                if standingEndsStay || (isSparseStill(fix, unit) && fix.time - previousFix >= parameters.dwell && previousFix >= p.start) {
+                if standingEndsStay || (isSparseStill(fix, unit) && sleptThrough(fix) && previousFix >= p.start) {
                     p.stoodFrom = p.stoodFrom ?? previousFix
                 }
                 p.add(fix, unit, distance: dp, radius: parameters.radius, coreRadius: parameters.coreRadius,
@@ -563,8 +575,21 @@ public struct VisitDetector: Sendable {
     /// fix lost gets farther.
     func resumesAfterStanding(_ fix: Fix, _ unit: SIMD3<Double>, in stay: Stay) -> Bool {
         let silence = fix.time - previousFix
-        guard fix.speed == nil, silence >= parameters.dwell, stay.lastInside == previousFix else { return false }
+        guard fix.speed == nil, sleptThrough(fix), stay.lastInside == previousFix else { return false }
         return stay.distance(previousUnit, unit) <= min(parameters.progressSpeed * silence / 2, 3 * parameters.radius)
+    }
+
+    /// Whether the fixes stopped right after a step made on the move by a logger on a timer:
+    /// the last `steadyCadenceSteps` + 1 steps as long as one another (to a second), the last
+    /// covering `briskDistance` at `progressSpeed` or more. A timer writes while standing as
+    /// while moving, so its silence mid-walk is fixes lost and says nothing of where the
+    /// device went; one that pauses when the device stops (a bike computer) does so after a
+    /// still step.
+    var fixesLostOnTheMove: Bool { steadySteps >= Self.steadyCadenceSteps && previousStepMoved }
+
+    /// Whether `fix` ends a silence of at least the dwell that the logger slept through.
+    func sleptThrough(_ fix: Fix) -> Bool {
+        fix.time - previousFix >= parameters.dwell && !fixesLostOnTheMove
     }
 
     /// Whether `fix` is a sparse logger's still fix: without a speed (a receiver with Doppler
