@@ -152,8 +152,13 @@ public struct VisitDetector: Sendable {
 
         /// Distance between two points in the stay's plane, metres.
         func distance(_ p: SIMD3<Double>, _ q: SIMD3<Double>) -> Double {
-            let a = local(p), b = local(q)
-            return ((a.x - b.x) * (a.x - b.x) + (a.y - b.y) * (a.y - b.y)).squareRoot()
+            Self.planarDistance(local(p), local(q))
+        }
+
+        /// Distance between two points already in a stay's plane (`local`), metres.
+        @inline(__always)
+        static func planarDistance(_ a: (x: Double, y: Double), _ b: (x: Double, y: Double)) -> Double {
+            ((a.x - b.x) * (a.x - b.x) + (a.y - b.y) * (a.y - b.y)).squareRoot()
         }
 
         @inline(__always)
@@ -650,8 +655,7 @@ public struct VisitDetector: Sendable {
            fix.time - path[back].time <= parameters.progressWindow {
             let p = plane.local(unit), accuracy = 2 * (fix.horizontalAccuracy ?? 0)
             func net(_ i: Int, _ q: (x: Double, y: Double)) -> Double {
-                let a = plane.local(path[i].unit)
-                return ((q.x - a.x) * (q.x - a.x) + (q.y - a.y) * (q.y - a.y)).squareRoot()
+                Stay.planarDistance(plane.local(path[i].unit), q)
             }
             // This fix and the latest path fix must both be near the fix a minute back: a
             // receiver whose fixes jump tens of metres a second lands near an earlier one by
@@ -741,9 +745,7 @@ public struct VisitDetector: Sendable {
         // A ride or brisk walk on one side of the fix and none on the other is the way in or
         // out of a stop, not a slow walk through it.
         let a = stay.local(path[back].unit), m = stay.local(path[middle].unit), p = stay.local(unit)
-        func length(_ u: (x: Double, y: Double), _ v: (x: Double, y: Double)) -> Double {
-            ((u.x - v.x) * (u.x - v.x) + (u.y - v.y) * (u.y - v.y)).squareRoot()
-        }
+        let length = Stay.planarDistance
         let before = length(a, m), after = length(m, p)
         let beforeTime = path[middle].time - path[back].time, afterTime = time - path[middle].time
         if after < net / 4 && before >= Self.ridingSpeed * beforeTime { return nil }
@@ -757,9 +759,7 @@ public struct VisitDetector: Sendable {
     func steadyDisplacement(from back: Int, to unit: SIMD3<Double>, stay: Stay) -> Double {
         let a = stay.local(path[back].unit), b = back > 0 ? stay.local(path[back - 1].unit) : a
         let p = stay.local(unit), q = path.last.map { stay.local($0.unit) } ?? p
-        func d(_ u: (x: Double, y: Double), _ v: (x: Double, y: Double)) -> Double {
-            ((u.x - v.x) * (u.x - v.x) + (u.y - v.y) * (u.y - v.y)).squareRoot()
-        }
+        let d = Stay.planarDistance
         return min(d(a, p), d(a, q), d(b, p), d(b, q))
     }
 
@@ -792,9 +792,7 @@ public struct VisitDetector: Sendable {
               time - buffer[back].time <= 2 * window,
               let middle = buffer.lastIndex(where: { time - $0.time >= window / 2 }), middle > back else { return nil }
         let p = stay.local(unit), a = stay.local(buffer[back].unit), m = stay.local(buffer[middle].unit)
-        func length(_ u: (x: Double, y: Double), _ v: (x: Double, y: Double)) -> Double {
-            ((u.x - v.x) * (u.x - v.x) + (u.y - v.y) * (u.y - v.y)).squareRoot()
-        }
+        let length = Stay.planarDistance
         let net = steadyDisplacement(from: back, to: unit, stay: stay), first = length(a, m), second = length(m, p)
         guard net >= max(parameters.progressSpeed * (time - buffer[back].time), 2 * (accuracy ?? 0)),
               first + second <= 2 * net, min(first, second) >= net / 4 else { return nil }
