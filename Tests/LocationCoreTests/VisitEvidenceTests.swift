@@ -243,6 +243,24 @@ import Glibc
         #expect(r.arrivals.isEmpty)
     }
 
+    /// A logger on a 30-second timer (no speed, no accuracy) carried along a path at 0.9 m/s
+    /// (27 m a step) loses its fixes for 278 s, under the dwell, and comes back 34 m on from
+    /// the last fix, then walks on northwards: the silence mid-walk is fixes lost, and the fix
+    /// after it is no sparse logger's still fix (its 278 s would complete the dwell of the
+    /// last fixes before it at once). No visit, as without the silence.
+    @Test(arguments: [false, true])
+    func aTimerLoggersShortSilenceMidWalkIsNoVisit(silence: Bool) {
+        var r = VisitRecorder()
+        var t = 0.0, north = 0.0, east = 0.0
+        while t <= 600 { r.feed(fix(at: t, offset(north, east), accuracy: nil)); t += 30; east += 27 }
+        if silence { t += 248; east += 34 - 27 }
+        for _ in 0..<20 {
+            r.feed(fix(at: t, offset(north, east), accuracy: nil)); t += 30
+            if silence { north += 27 } else { east += 27 }
+        }
+        #expect(r.arrivals.isEmpty)
+    }
+
     /// A logger writing a fix every two minutes while its carrier goes to and fro between two
     /// stalls 100 m apart for half an hour (140 s at each, 100 s walking between): its steps
     /// alternate between 0 and 100 m, so no two walked steps follow one another, but a still

@@ -601,12 +601,14 @@ public struct VisitDetector: Sendable {
     /// says whether it moves), `sparseGap` or more after the fix before it, not at the end of a
     /// walked step (`walkedStep`). After fixes every
     /// few seconds (a step before under `briskWindow` / 2), a silence is fixes lost, and the
-    /// fix is still only when nearer than a slow walk (`progressSpeed`) gets meanwhile.
+    /// fix is still only when nearer than a slow walk (`progressSpeed`) gets meanwhile; after
+    /// a timer logger's step made on the move (`fixesLostOnTheMove`), it is fixes lost too,
+    /// and the fix is not known still: the silence says nothing of where the device went.
     func isSparseStill(_ fix: Fix, _ unit: SIMD3<Double>) -> Bool {
         let silence = fix.time - previousFix
         return fix.speed == nil && !stepWalked && silence >= parameters.sparseGap
-            && (previousStep >= parameters.briskWindow / 2
-                || Geodesy.chordDistance(previousUnit, unit) < parameters.progressSpeed * silence)
+            && (previousStep >= parameters.briskWindow / 2 ? !fixesLostOnTheMove
+                : Geodesy.chordDistance(previousUnit, unit) < parameters.progressSpeed * silence)
     }
 
     /// Whether `fix` (without a speed) ends a step of at least `briskWindow` — no fix inside it
