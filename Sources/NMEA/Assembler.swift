@@ -458,13 +458,7 @@ struct Assembler: Sendable {
         guard cur.stated else { return }
 
         var time: Timestamp?
-        if let days {
-            var ns = Int64(days) * 86_400_000_000_000 + tod
-            if options.gpsdWeekRolloverCompatibility && days < 17_167 {  // 2017-01-01
-                ns += 619_315_200 * 1_000_000_000
-            }
-            time = Timestamp(nanoseconds: ns)
-        }
+        if let days { time = options.reported(Timestamp(nanoseconds: Int64(days) * 86_400_000_000_000 + tod)) }
         var epoch = NMEAEpoch(time: time, fix: nil, timeOfDay: tod)
         if cur.valid && cur.hasPosition {
             let coord = Coordinate(latitude: cur.lat, longitude: cur.lon)

@@ -60,7 +60,7 @@ public struct NMEADecoder: Sendable {
     /// nanoseconds since 1970) ends in 2262. A ZDA year outside is malformed.
     public static let datableYears = 1980...2261
 
-    public struct Options: Sendable {
+    public struct Options: Sendable, Equatable {
         /// Date for epochs before the stream has told us one (GGA/GLL-only receivers).
         /// nil: such epochs are reported with `time == nil` and no `fix`.
         /// Only year/month/day are used; the date then advances across midnight as usual.
@@ -75,8 +75,9 @@ public struct NMEADecoder: Sendable {
         /// own estimate, better than the DOP model.
         public var gpsdAccuracy = false
         /// Decode a log as the daemon sees it through gpsd 3.20–3.22 where the decoder
-        /// otherwise differs on purpose (`locationctl replay --as-gpsd`): its week-rollover date
-        /// shift and its DOP-only accuracy. Other differences remain (docs/gpsd.md).
+        /// otherwise differs on purpose (`--as-gpsd` of `locationd --replay` and of locationctl's
+        /// `replay`, `map` and `evaluate`): its week-rollover date shift and its DOP-only
+        /// accuracy. Other differences remain (docs/gpsd.md).
         public var asGPSD: Bool {
             get { gpsdWeekRolloverCompatibility && gpsdAccuracy }
             set { gpsdWeekRolloverCompatibility = newValue; gpsdAccuracy = newValue }
@@ -85,7 +86,24 @@ public struct NMEADecoder: Sendable {
         /// receiver can report a date before 1980 (the GPS epoch).
         public var twoDigitYearPivot = 80
 
-        public init() {}
+        /// A replay's options: the log's date for its undated positions, and whether to decode
+        /// it as gpsd does (`asGPSD`). Every command that replays a log builds them here.
+        public init(assumedDate: CivilTime? = nil, asGPSD: Bool = false) {
+            self.assumedDate = assumedDate
+            self.asGPSD = asGPSD
+        }
+
+        /// A time in the log's own dates as this decoder reports it: with
+        /// `gpsdWeekRolloverCompatibility`, one before 2017-01-01 moved forward 1024 weeks.
+        /// What else is timed by the log (a simulation's truth) is moved with it.
+        public func reported(_ time: Timestamp) -> Timestamp {
+            guard gpsdWeekRolloverCompatibility, time.nanoseconds < Self.gpsdRolloverBefore else { return time }
+            return Timestamp(nanoseconds: time.nanoseconds + Self.weeks1024)
+        }
+
+        /// 2017-01-01T00:00:00Z: gpsd 3.20–3.22 takes an earlier date for a rolled-over one.
+        static let gpsdRolloverBefore: Int64 = 17_167 * 86_400_000_000_000
+        static let weeks1024: Int64 = 619_315_200 * 1_000_000_000
     }
 
     public let options: Options

@@ -36,8 +36,7 @@ struct Replay: ParsableCommand {
     var gazetteer: String?
     @Option(help: ArgumentHelp("The UTC date of the log's first positions, for a log without RMC or ZDA sentences (GGA/GLL only), whose positions have no date otherwise and are skipped; it advances at midnight, and a date in the log wins.", valueName: "YYYY-MM-DD"))
     var date: String?
-    @Flag(name: .customLong("as-gpsd"), help: "Decode the log as the daemon sees it through gpsd 3.20–3.22: dates before 2017 move forward 1024 weeks, and accuracy comes from the DOPs alone (HDOP × 19 m), a GST's estimate ignored.")
-    var asGPSD = false
+    @OptionGroup var decoding: LogDecodingFlags
 
     static func parseKinds(_ text: String) throws -> Set<EventKind> {
         try parseKinds(text, expected: "location, status, visits, significant or region")
@@ -120,12 +119,9 @@ struct Replay: ParsableCommand {
         }
         // The subscription's first status waits in `deliveries` for the log's first input:
         // nothing is printed before the log is open, so a missing log prints only its error.
-        var nmea = NMEADecoder.Options()
-        nmea.assumedDate = try Replay.parseDate(date)
-        nmea.asGPSD = asGPSD
         let statistics: NMEAStatistics
         do {
-            statistics = try NMEAReplay.inputs(fromFile: log, options: nmea) { input in
+            statistics = try NMEAReplay.inputs(fromFile: log, options: decoding.options(date: try Replay.parseDate(date))) { input in
                 engine.handle(input, into: &deliveries)
                 emit(&deliveries, &out)
             }
