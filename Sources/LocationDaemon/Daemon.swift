@@ -279,8 +279,8 @@ final class DaemonService: Sendable {
             source.start()
             try await hub.eventLoop.submit { hub.onDemandChange { source.setWanted($0) } }.get()
             stopSource = { source.stop() }
-        case .replay(let path, let speed, let loop, let date):
-            let source = ReplaySource(path: path, speed: speed, loop: loop, date: date, consumer: hub.eventLoop,
+        case .replay(let path, let speed, let loop, let decoding):
+            let source = ReplaySource(path: path, speed: speed, loop: loop, decoding: decoding, consumer: hub.eventLoop,
                                       warning: { logger.warning("\($0)") }, sink: sink)
             logger.info("replay waits for the first subscriber")
             hub.whenFirstSubscribed {

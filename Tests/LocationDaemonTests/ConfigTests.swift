@@ -276,20 +276,30 @@ import Testing
         }
         // The file's replay applies without flags; --speed needs a replay from somewhere.
         #expect(try Self.load(text, ["--speed", "3"]).source == .replay(path: "x.nmea", speed: 3, loop: false))
-        #expect(throws: DaemonOptions.Failure.usage("--speed, --loop and --date apply only with --replay (or replay.file in the config)")) {
+        #expect(throws: DaemonOptions.Failure.usage("--speed, --loop, --date and --as-gpsd apply only with --replay (or replay.file in the config)")) {
             try Self.load("", ["--loop"])
         }
         // --date dates a GGA/GLL-only log's positions; the file's date is overridden by it.
         #expect(try Self.load("", ["--replay", "x.nmea", "--date", "2012-01-19"]).source
-                == .replay(path: "x.nmea", speed: 1, loop: false, date: CivilTime(year: 2012, month: 1, day: 19)))
+                == .replay(path: "x.nmea", speed: 1, loop: false, decoding: .init(assumedDate: CivilTime(year: 2012, month: 1, day: 19))))
         #expect(try Self.load(text + "date = \"2000-02-29\"\n", ["--date", "2012-01-19"]).replayDate == "2012-01-19")
         #expect(try Self.load(text + "date = \"2000-02-29\"\n").source
-                == .replay(path: "x.nmea", speed: 1, loop: false, date: CivilTime(year: 2000, month: 2, day: 29)))
+                == .replay(path: "x.nmea", speed: 1, loop: false, decoding: .init(assumedDate: CivilTime(year: 2000, month: 2, day: 29))))
         #expect(throws: DaemonOptions.Failure.usage("--date '19.01.2012': expected a date as YYYY-MM-DD (UTC), e.g. 2012-01-19")) {
             try Self.load("", ["--replay", "x.nmea", "--date", "19.01.2012"])
         }
-        #expect(throws: DaemonOptions.Failure.usage("--speed, --loop and --date apply only with --replay (or replay.file in the config)")) {
+        #expect(throws: DaemonOptions.Failure.usage("--speed, --loop, --date and --as-gpsd apply only with --replay (or replay.file in the config)")) {
             try Self.load("", ["--date", "2012-01-19"])
+        }
+        // --as-gpsd (or replay.as_gpsd) decodes the log as gpsd reports it, with its date.
+        #expect(try Self.load("", ["--replay", "x.nmea", "--as-gpsd", "--date", "2012-01-19"]).source
+                == .replay(path: "x.nmea", speed: 1, loop: false, decoding: .init(assumedDate: CivilTime(year: 2012, month: 1, day: 19), asGPSD: true)))
+        #expect(try Self.load(text + "as_gpsd = true\n").source == .replay(path: "x.nmea", speed: 1, loop: false, decoding: .init(asGPSD: true)))
+        #expect(throws: DaemonOptions.Failure.config(ConfigError(file: "locationd.toml", line: 8, message: "'replay.as_gpsd' must be true or false, not a string"))) {
+            try Self.load(text + "as_gpsd = \"yes\"\n")
+        }
+        #expect(throws: DaemonOptions.Failure.usage("--speed, --loop, --date and --as-gpsd apply only with --replay (or replay.file in the config)")) {
+            try Self.load("", ["--as-gpsd"])
         }
     }
 

@@ -71,7 +71,7 @@ import Testing
 
         func replay(date: CivilTime?) async -> (inputs: [EngineInput], warnings: [String]) {
             let seen = Mutex<(inputs: [EngineInput], warnings: [String])>(([], []))
-            let source = ReplaySource(path: path.path, speed: 0, loop: false, date: date,
+            let source = ReplaySource(path: path.path, speed: 0, loop: false, decoding: .init(assumedDate: date),
                                       warning: { w in seen.withLock { $0.warnings.append(w) } },
                                       sink: { i in seen.withLock { $0.inputs.append(i) } })
             let (done, finished) = AsyncStream<Void>.makeStream()

@@ -94,6 +94,7 @@ public enum ConfigSchema {
         .number("replay", "speed", \.replaySpeed, range: 0...1_000_000),
         .boolean("replay", "loop", \.replayLoop),
         .string("replay", "date", \.replayDate, check: DaemonOptions.replayDateProblem),
+        .boolean("replay", "as_gpsd", \.replayAsGPSD),
         .string("log", "level", live: true, \.logLevel, oneOf: DaemonOptions.logLevels),
         .boolean("log", "precise_coordinates", live: true, \.preciseCoordinates),
         .integer("regions", "max_active", \.regionsMaxActive, range: 0...1_000_000),

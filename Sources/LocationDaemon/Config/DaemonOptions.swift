@@ -12,9 +12,9 @@ public struct DaemonOptions: Sendable, Equatable {
     public enum Source: Sendable, Equatable {
         /// gpsd at host:port, read through libgps.
         case gpsd(host: String, port: String)
-        /// An NMEA log replayed at `speed`× real time (0 = as fast as possible); `date` dates
-        /// its positions before its first RMC or ZDA (`NMEADecoder.Options.assumedDate`).
-        case replay(path: String, speed: Double, loop: Bool, date: CivilTime? = nil)
+        /// An NMEA log replayed at `speed`× real time (0 = as fast as possible), decoded with
+        /// `decoding` (`replay.date`, `replay.as_gpsd`).
+        case replay(path: String, speed: Double, loop: Bool, decoding: NMEADecoder.Options = .init())
 
         /// A receiver reporting as it goes (its silence is news), not a log.
         public var isLive: Bool { if case .gpsd = self { true } else { false } }
@@ -40,6 +40,8 @@ public struct DaemonOptions: Sendable, Equatable {
     public var replayLoop = false
     /// `YYYY-MM-DD`: the date of a log's positions before its first RMC or ZDA; empty: none.
     public var replayDate = ""
+    /// Decode the log as gpsd 3.20–3.22 reports it (`NMEADecoder.Options.asGPSD`).
+    public var replayAsGPSD = false
     // [log]
     public var logLevel = "info"
     /// Log coordinates as received; off: rounded to 0.01° (≈ 1 km), see docs/configuration.md, log.precise_coordinates.
@@ -122,11 +124,12 @@ public struct DaemonOptions: Sendable, Equatable {
     public var source: Source {
         replayFile.isEmpty ? .gpsd(host: gpsdHost, port: String(gpsdPort))
                            : .replay(path: replayFile, speed: replaySpeed, loop: replayLoop,
-                                     date: try? NMEAReplay.parseDate(replayDate).get())
+                                     decoding: NMEADecoder.Options(assumedDate: try? NMEAReplay.parseDate(replayDate).get(),
+                                                                   asGPSD: replayAsGPSD))
     }
 
     public static let usage = """
-        USAGE: locationd [--config FILE] [--socket PATH] [--gpsd HOST[:PORT] | --replay LOG [--speed N] [--loop] [--date YYYY-MM-DD]]
+        USAGE: locationd [--config FILE] [--socket PATH] [--gpsd HOST[:PORT] | --replay LOG [--speed N] [--loop] [--date YYYY-MM-DD] [--as-gpsd]]
                          [--gpsd-listen ADDRESS:PORT] [--nmea-socket PATH]
                          [--log-level LEVEL] [--database PATH|none] [--privacy-seed N]
                locationd --check-config [FILE]
@@ -163,6 +166,10 @@ public struct DaemonOptions: Sendable, Equatable {
           --loop              replay the log again and again
           --date YYYY-MM-DD   the UTC date of the log's positions before its first RMC or
                               ZDA sentence (a GGA/GLL-only log), which are skipped otherwise
+          --as-gpsd           decode the log as gpsd 3.20–3.22 reports it: dates before
+                              2017 move forward 1024 weeks, accuracy from the DOPs alone
+                              (HDOP × 19 m), a GST's estimate ignored (as locationctl
+                              replay --as-gpsd)
           --log-level LEVEL   trace, debug, info, notice, warning, error or critical (default: info)
           --database PATH     SQLite database of region registrations and states
                               (default: /var/lib/locationd/locationd.db; none = memory only)
@@ -307,6 +314,9 @@ public struct DaemonOptions: Sendable, Equatable {
                 if let problem = Self.replayDateProblem(v) { throw .usage("--date '\(v)': \(problem)") }
                 flags.append { $0.replayDate = v }
                 sawReplayOption = true
+            case "--as-gpsd":
+                flags.append { $0.replayAsGPSD = true }
+                sawReplayOption = true
             case "--database":
                 let v = try value(arg)
                 guard !v.isEmpty else { throw .usage("--database needs a path (or none)") }
@@ -357,7 +367,7 @@ public struct DaemonOptions: Sendable, Equatable {
             throw .config(ConfigError(file: path, line: listenLine, message: "'gpsd_server.listen': \(problem)"))
         }
         if sawReplayOption && options.replayFile.isEmpty {
-            throw .usage("--speed, --loop and --date apply only with --replay (or replay.file in the config)")
+            throw .usage("--speed, --loop, --date and --as-gpsd apply only with --replay (or replay.file in the config)")
         }
         if options.replayLoop && options.replayFile == "-" {
             throw .usage("--loop cannot replay standard input ('-'): it can be read once; give the log's path")

@@ -22,8 +22,9 @@ public final class ReplaySource: Sendable {
     /// Replay at this many times real time; 0 = as fast as possible.
     public let speed: Double
     public let loop: Bool
-    /// The date of the log's positions before its first RMC or ZDA (`NMEADecoder.Options`).
-    public let date: CivilTime?
+    /// How the log is decoded: the date of its positions before its first RMC or ZDA, and
+    /// whether as gpsd reports it (`NMEADecoder.Options(assumedDate:asGPSD:)`).
+    public let decoding: NMEADecoder.Options
     /// Inputs handed to `consumer` between two waits for it.
     public static let window = 8
     private let consumer: (any EventLoop)?
@@ -39,14 +40,14 @@ public final class ReplaySource: Sendable {
     ///   - warning: told once, after the first pass, when positions were skipped for want of a
     ///     date (`NMEAReplay.undatedWarning`).
     ///   - clock: what the pacing waits by.
-    public init(path: String, speed: Double, loop: Bool, date: CivilTime? = nil, consumer: (any EventLoop)? = nil,
+    public init(path: String, speed: Double, loop: Bool, decoding: NMEADecoder.Options = .init(), consumer: (any EventLoop)? = nil,
                 clock: ShellClock = .system, warning: @escaping @Sendable (String) -> Void = { _ in },
                 sink: @escaping @Sendable (EngineInput) -> Void) {
         self.clock = clock
         self.path = path
         self.speed = speed
         self.loop = loop
-        self.date = date
+        self.decoding = decoding
         self.consumer = consumer
         self.warning = warning
         self.sink = sink
@@ -95,9 +96,7 @@ public final class ReplaySource: Sendable {
     private func replayOnce() throws -> (fixes: Int, undated: Int) {
         var pacer = ReplayPacer(speed: speed)
         var inFlight = 0, fixes = 0
-        var options = NMEADecoder.Options()
-        options.assumedDate = date
-        let statistics = try NMEAReplay.inputs(fromFile: path, options: options) { input in
+        let statistics = try NMEAReplay.inputs(fromFile: path, options: decoding) { input in
             if stopped.load(ordering: .relaxed) { throw Stopped() }
             let time: Timestamp?
             switch input {

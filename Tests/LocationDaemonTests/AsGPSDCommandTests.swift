@@ -1,0 +1,84 @@
+import Foundation
+import LocationClient
+import LocationCore
+import LocationProtocol
+import Simulation
+import Testing
+
+/// `--as-gpsd` on `locationd --replay` decodes a log as `locationctl replay --as-gpsd` does: the
+/// real executables over the README demo moved to 2015 (before gpsd 3.20–3.22's rollover
+/// cut-off), whose GST gives 7 m where the DOPs give 15 m.
+@Suite(.serialized, .timeLimit(.minutes(5)))
+struct AsGPSDCommandTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let weeks1024 = Int64(619_315_200) * 1_000_000_000
+
+    /// The demo scenario starting on 2015-06-01, its log and its truth written in `dir`.
+    static func demo2015(in dir: URL) throws -> (scenario: URL, log: URL, truth: URL, output: Simulator.Output) {
+        let text = try String(contentsOf: root.appendingPathComponent("Scenarios/demo.json"), encoding: .utf8)
+        let start = try #require(text.range(of: #""start": "[^"]*""#, options: .regularExpression))
+        let moved = text.replacingCharacters(in: start, with: #""start": "2015-06-01T08:00:00Z""#)
+        let scenario = dir.appendingPathComponent("demo2015.json"), log = dir.appendingPathComponent("demo2015.nmea")
+        let truth = dir.appendingPathComponent("demo2015.truth")
+        try moved.write(to: scenario, atomically: true, encoding: .utf8)
+        let output = Simulator(try Scenario.parse(moved)).run()
+        #expect(CivilTime(output.end).year == 2015)
+        try Data(output.nmea).write(to: log)
+        try output.truth.map(\.line).joined().write(to: truth, atomically: true, encoding: .utf8)
+        return (scenario, log, truth, output)
+    }
+
+    static func directory() throws -> URL {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("asgpsd-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        return dir
+    }
+
+    /// The lines `locationctl replay` prints for these events, with `extra` flags.
+    static func replayLines(_ log: URL, events: String, _ extra: [String] = []) throws -> [String] {
+        let r = try LocationCtlReplayTests.run(["replay", log.path, "--events", events] + extra)
+        #expect(r.status == 0, "\(r.err)")
+        return r.out.split(separator: "\n").map(String.init)
+    }
+
+    /// The daemon started with `--replay LOG --as-gpsd` sends a subscriber exactly the locations,
+    /// visits and significant changes `locationctl replay --as-gpsd` prints: gpsd's dates and
+    /// accuracies, not the log's own.
+    @Test func daemonReplaySendsWhatReplayAsGPSDPrints() async throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let demo = try Self.demo2015(in: dir)
+        let expected = try Self.replayLines(demo.log, events: "location,visits,significant", ["--as-gpsd"])
+        #expect(expected.contains { $0.hasPrefix("{\"type\":\"visit\"") })
+        // Every fix differs from the log's own decoding: its date and its accuracy.
+        func raw(_ extra: [String]) throws -> [Fix] {
+            try Self.replayLines(demo.log, events: "location", ["--raw"] + extra).map { try ServerMessage.decode($0) }.fixes
+        }
+        let rawAsGPSD = try raw(["--as-gpsd"]), rawOwn = try raw([])
+        #expect(rawAsGPSD.count == rawOwn.count && rawOwn.count > 1000)
+        #expect(rawAsGPSD.map(\.time.nanoseconds) == rawOwn.map { $0.time.nanoseconds + Self.weeks1024 })
+        #expect(zip(rawAsGPSD, rawOwn).allSatisfy { ($0.horizontalAccuracy ?? 0) > ($1.horizontalAccuracy ?? 0) }, "the DOPs' accuracy, not the GST's")
+        let expectedFixes = try expected.map { try ServerMessage.decode($0) }.fixes
+        #expect(expectedFixes.count > 100 && expectedFixes.allSatisfy { Set(rawAsGPSD.map(\.time)).contains($0.time) })
+
+        let daemon = try DaemonProcess(arguments: ["--replay", demo.log.path, "--as-gpsd", "--speed", "0"])
+        defer { daemon.stop() }
+        let client = try await daemon.connect()
+        defer { client.close() }
+        var reader = MessageReader(client)
+        var options = SubscriptionOptions()
+        options.events = [.location, .visits, .significant]
+        try await client.startSession(.always)
+        try client.send(.subscribe(id: .number(1), options: options))
+        let messages = try await reader.read(timeout: 60) { $0.states.filter { $0 == .disconnected }.count >= 2 }
+        let received = messages.compactMap { m -> String? in
+            switch m {
+            case .location, .visit, .significant: String(m.line.dropLast())
+            default: nil
+            }
+        }
+        #expect(received.count == expected.count)
+        let difference = zip(received, expected).first { $0 != $1 }
+        #expect(difference == nil, "first difference: the daemon sent \(difference?.0 ?? ""), replay printed \(difference?.1 ?? "")")
+    }
+}
