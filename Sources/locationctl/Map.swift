@@ -38,6 +38,7 @@ struct MapCommand: AsyncParsableCommand {
     var leaflet: String = "/usr/share/javascript/leaflet"
     @Option(help: ArgumentHelp("The UTC date of the log's first positions, for a log without RMC or ZDA sentences (as replay --date).", valueName: "YYYY-MM-DD"))
     var date: String?
+    @OptionGroup var decoding: LogDecodingFlags
     @Flag(help: "Map the running daemon's regions, places and recent visits of this program (and, with --for, what it is sent meanwhile) instead of a log.")
     var live = false
     @Option(name: .customLong("for"), help: ArgumentHelp("With --live: watch this many seconds for fixes and visits before writing the map.", valueName: "SECONDS"))
@@ -52,7 +53,9 @@ struct MapCommand: AsyncParsableCommand {
         }
         if live {
             if log != nil { throw ValidationError("give a LOG or --live, not both") }
-            if regions != nil || date != nil { throw ValidationError("--regions and --date are for a log; --live draws the daemon's regions") }
+            if regions != nil || date != nil || decoding.asGPSD {
+                throw ValidationError("--regions, --date and --as-gpsd are for a log; --live draws the daemon's regions")
+            }
             guard (0...86_400).contains(watchSeconds) else {
                 throw ValidationError("--for \(numberText(watchSeconds)) is out of range; expected 0…86400 seconds")
             }
@@ -71,7 +74,7 @@ struct MapCommand: AsyncParsableCommand {
         } else {
             let log = self.log ?? "-"
             let list = try regions.map { try RegionsGeoJSON.read(path: $0) } ?? []
-            trip = try MapTrip.run(log: log, regions: list, date: try Replay.parseDate(date))
+            trip = try MapTrip.run(log: log, regions: list, decoding: decoding.options(date: try Replay.parseDate(date)))
             title = log == "-" ? "standard input" : String(log.split(separator: "/").last ?? Substring(log))
         }
         try writeText(MapPage.html(title: title, data: trip.json(tiles: tiles), assets: assets), to: output)
@@ -93,7 +96,7 @@ struct MapTrip {
     /// When the map's data was taken (the last fix's time, or the clock's for --live).
     var madeAt = Timestamp(nanoseconds: 0)
 
-    static func run(log: String, regions: [Region], date: CivilTime?) throws -> MapTrip {
+    static func run(log: String, regions: [Region], decoding: NMEADecoder.Options) throws -> MapTrip {
         var trip = MapTrip()
         trip.regions = regions
         var engine = Engine()
@@ -117,10 +120,8 @@ struct MapTrip {
             engine.regionLimits = RegionMonitor.Limits(maxActive: nil, maxRegistered: regions.count)
             do { try engine.addRegions(regions, for: program) } catch { throw RuntimeError("regions: \(error.message)") }
         }
-        var nmea = NMEADecoder.Options()
-        nmea.assumedDate = date
         do {
-            _ = try NMEAReplay.inputs(fromFile: log, options: nmea) { input in
+            _ = try NMEAReplay.inputs(fromFile: log, options: decoding) { input in
                 deliveries.removeAll(keepingCapacity: true)
                 engine.handle(input, into: &deliveries)
                 for d in deliveries {

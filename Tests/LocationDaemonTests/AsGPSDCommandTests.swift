@@ -5,9 +5,9 @@ import LocationProtocol
 import Simulation
 import Testing
 
-/// `--as-gpsd` on `locationd --replay` decodes a log as `locationctl replay --as-gpsd` does: the
-/// real executables over the README demo moved to 2015 (before gpsd 3.20–3.22's rollover
-/// cut-off), whose GST gives 7 m where the DOPs give 15 m.
+/// `--as-gpsd` on `locationd --replay` and `locationctl map` decodes a log as `locationctl replay
+/// --as-gpsd` does: the real executables over the README demo moved to 2015 (before gpsd
+/// 3.20–3.22's rollover cut-off), whose GST gives 7 m where the DOPs give 15 m.
 @Suite(.serialized, .timeLimit(.minutes(5)))
 struct AsGPSDCommandTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -80,5 +80,49 @@ struct AsGPSDCommandTests {
         #expect(received.count == expected.count)
         let difference = zip(received, expected).first { $0 != $1 }
         #expect(difference == nil, "first difference: the daemon sent \(difference?.0 ?? ""), replay printed \(difference?.1 ?? "")")
+    }
+
+    /// `map --as-gpsd` draws the fixes and visits `replay --as-gpsd` prints: the DOPs' accuracy
+    /// ("fair", 15 m) where the GST's is "good" (7 m), and the visits at gpsd's dates. `--live`
+    /// refuses it: the daemon's own decoding is what it draws.
+    @Test func mapAsGPSDDrawsWhatReplayAsGPSDPrints() throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let demo = try Self.demo2015(in: dir)
+        func map(_ extra: [String]) throws -> [String: Any] {
+            let page = dir.appendingPathComponent("map.html")
+            let r = try LocationCtlReplayTests.run(["map", demo.log.path, "-o", page.path] + extra)
+            #expect(r.status == 0 && r.err.isEmpty, "\(r.err)")
+            return try MapTests.data(of: String(contentsOf: page, encoding: .utf8))
+        }
+        func colours(_ data: [String: Any]) throws -> Set<String> {
+            Set(try #require(data["track"] as? [[String: Any]]).compactMap { $0["accuracy"] as? String })
+        }
+        func labels(_ data: [String: Any]) throws -> [String] {
+            try #require(data["visits"] as? [[String: Any]]).compactMap { $0["label"] as? String }
+        }
+        let asGPSD = try map(["--as-gpsd"]), own = try map([])
+        let ownColours = try colours(own), asGPSDColours = try colours(asGPSD)
+        #expect(ownColours == ["good"] && asGPSDColours == ["fair"], "\(ownColours) \(asGPSDColours)")
+
+        // The map's clock: `2035-01-15 08:30 UTC`.
+        func clock(_ t: Timestamp) -> String {
+            let c = CivilTime(t)
+            return String(format: "%04d-%02d-%02d %02d:%02d UTC", c.year, c.month, c.day, c.hour, c.minute)
+        }
+        let arrivals = try Self.replayLines(demo.log, events: "visits", ["--as-gpsd"]).map { try ServerMessage.decode($0) }
+            .compactMap { m -> Timestamp? in if case .visit(let v) = m, v.kind == .arrival { v.arrival } else { nil } }
+        #expect(arrivals.count == demo.output.truth.count)
+        let mapped = try labels(asGPSD)
+        #expect(mapped.count == arrivals.count)
+        for a in arrivals {
+            #expect(mapped.contains { $0.contains("arrived \(clock(a))") }, "\(clock(a)) not in \(mapped)")
+        }
+        let ownLabels = try labels(own)
+        #expect(ownLabels.allSatisfy { $0.contains("arrived 2015-") } && mapped.allSatisfy { $0.contains("arrived 2035-") }, "\(ownLabels) \(mapped)")
+
+        let live = try LocationCtlReplayTests.run(["map", "--live", "--as-gpsd", "-o", dir.appendingPathComponent("live.html").path])
+        #expect(live.status == 64)
+        #expect(live.err.hasPrefix("Error: --regions, --date and --as-gpsd are for a log; --live draws the daemon's regions\n"), "\(live.err)")
     }
 }
