@@ -14,8 +14,10 @@ public struct DetectedVisit: Hashable, Sendable {
     }
 }
 
-/// Runs the engine (one subscriber asking for visits) over an NMEA log and collects visits.
-public func detectVisits(nmea: [UInt8], parameters: VisitDetector.Parameters = .init()) -> [DetectedVisit] {
+/// Runs the engine (one subscriber asking for visits) over an NMEA log, decoded with
+/// `decoding`, and collects visits.
+public func detectVisits(nmea: [UInt8], parameters: VisitDetector.Parameters = .init(),
+                         decoding: NMEADecoder.Options = .init()) -> [DetectedVisit] {
     var engine = Engine()
     var options = SubscriptionOptions(events: .visits)
     options.visitParameters = parameters
@@ -43,7 +45,7 @@ public func detectVisits(nmea: [UInt8], parameters: VisitDetector.Parameters = .
             }
         }
     }
-    var decoder = NMEADecoder()
+    var decoder = NMEADecoder(options: decoding)
     decoder.feed(nmea) { if let input = $0.engineInput { take(input) } }
     decoder.finish { if let input = $0.engineInput { take(input) } }
     return visits
@@ -98,6 +100,17 @@ public struct VisitScore: Sendable, CustomStringConvertible {
     }
 }
 
+extension TrueVisit {
+    /// This visit in the times a decoder with `options` gives the log's fixes (gpsd's week
+    /// rollover moves both), so that it is scored against what that decoding detects.
+    public func timed(by options: NMEADecoder.Options) -> TrueVisit {
+        var visit = self
+        visit.arrival = options.reported(arrival)
+        visit.departure = departure.map(options.reported)
+        return visit
+    }
+}
+
 extension String {
     func leftPadded(_ n: Int, _ c: Character = " ") -> String {
         count >= n ? self : String(repeating: c, count: n - count) + self
@@ -134,9 +147,10 @@ public func scoreVisits(detected: [DetectedVisit], truth: [TrueVisit], end: Time
     return score
 }
 
-/// The time of the last fix in a log (the end of open intervals when scoring).
-public func lastFixTime(_ nmea: [UInt8]) -> Timestamp? {
-    var decoder = NMEADecoder()
+/// The time of the last fix in a log, decoded with `decoding` (the end of open intervals when
+/// scoring).
+public func lastFixTime(_ nmea: [UInt8], decoding: NMEADecoder.Options = .init()) -> Timestamp? {
+    var decoder = NMEADecoder(options: decoding)
     var last: Timestamp?
     decoder.feed(nmea) { if let f = $0.fix { last = f.time } }
     decoder.finish { if let f = $0.fix { last = f.time } }

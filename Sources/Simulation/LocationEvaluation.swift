@@ -42,13 +42,13 @@ enum DecimalText {
 }
 
 /// Runs the engine (one subscriber, default options: every fix the core passes on is delivered)
-/// over a simulated log and scores its locations against what the simulator wrote
-/// (`Simulator.Output.outliers`, `jumps`).
-public func scoreLocations(_ output: Simulator.Output) -> LocationScore {
+/// over a simulated log, decoded with `decoding`, and scores its locations against what the
+/// simulator wrote (`Simulator.Output.outliers`, `jumps`, in the times that decoding reports).
+public func scoreLocations(_ output: Simulator.Output, decoding: NMEADecoder.Options = .init()) -> LocationScore {
     var engine = Engine()
     var out: [Delivery] = []
     engine.handle(.subscribe(SubscriberID(1), SubscriptionOptions()), into: &out)
-    let outliers = Set(output.outliers)
+    let outliers = Set(output.outliers.map(decoding.reported))
     var delivered = Set<Timestamp>()
     var emittedAt: [Timestamp: Timestamp] = [:]
     var fixes = Set<Timestamp>()
@@ -63,7 +63,7 @@ public func scoreLocations(_ output: Simulator.Output) -> LocationScore {
             emittedAt[l.time] = f.time
         }
     }
-    var decoder = NMEADecoder()
+    var decoder = NMEADecoder(options: decoding)
     decoder.feed(output.nmea) { if let input = $0.engineInput { take(input) } }
     decoder.finish { if let input = $0.engineInput { take(input) } }
     var score = LocationScore()
@@ -76,6 +76,6 @@ public func scoreLocations(_ output: Simulator.Output) -> LocationScore {
             if delivered.contains(t) { score.goodDelivered += 1 }
         }
     }
-    score.jumpDelays = output.jumps.map { j in emittedAt[j].map { $0 - j } }
+    score.jumpDelays = output.jumps.map(decoding.reported).map { j in emittedAt[j].map { $0 - j } }
     return score
 }

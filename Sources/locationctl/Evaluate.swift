@@ -2,6 +2,7 @@ import ArgumentParser
 import LocationCore
 import Simulation
 import LocationProtocol
+import NMEA
 
 /// `locationctl evaluate`: visit detection scored against ground truth (docs/visits.md).
 struct Evaluate: ParsableCommand {
@@ -12,7 +13,9 @@ struct Evaluate: ParsableCommand {
             on it, or score a recorded --log against a --truth file (JSON lines as simulate \
             --truth writes them), or score every track of a --dataset list (one NAME a line, \
             '#' comments): --logs DIR/NAME.nmea against labels/NAME.truth beside the list, \
-            the scores summed over the tracks (Benchmarks/real-tracks, docs/visits.md).
+            the scores summed over the tracks (Benchmarks/real-tracks, docs/visits.md). \
+            With --as-gpsd the logs are decoded as the daemon sees them through gpsd, and the \
+            true visits are moved with their dates.
             """)
 
     @Argument(help: "Scenario file or name.") var scenario: String?
@@ -22,6 +25,7 @@ struct Evaluate: ParsableCommand {
     @Option(help: "Folder of the dataset's NMEA logs, NAME.nmea (with --dataset).") var logs: String?
     @Option(help: "Visit radius, metres.") var radius: Double = VisitDetector.Parameters().radius
     @Option(help: "Dwell time before an arrival, seconds.") var dwell: Double = VisitDetector.Parameters().dwell
+    @OptionGroup var decoding: LogDecodingFlags
     @Flag(help: "List the true and the detected visits.") var verbose = false
 
     func validate() throws {
@@ -41,11 +45,12 @@ struct Evaluate: ParsableCommand {
     }
 
     func run() throws {
+        let decoding = self.decoding.options()
         var parameters = VisitDetector.Parameters()
         parameters.radius = radius
         parameters.dwell = dwell
         if let dataset, let logs {
-            try runDataset(dataset, logs: logs, parameters: parameters)
+            try runDataset(dataset, logs: logs, parameters: parameters, decoding: decoding)
             return
         }
         let nmea: [UInt8]
@@ -54,15 +59,15 @@ struct Evaluate: ParsableCommand {
         if let scenario {
             let output = Simulator(try loadScenario(scenario)).run()
             nmea = output.nmea
-            trueVisits = output.truth
-            locations = scoreLocations(output)
+            trueVisits = output.truth.map { $0.timed(by: decoding) }
+            locations = scoreLocations(output, decoding: decoding)
         } else {
             nmea = try readFileBytes(log!, what: "NMEA log")
             let truthText = String(decoding: try readFileBytes(truth!, what: "truth file"), as: UTF8.self)
-            do { trueVisits = try TrueVisit.parse(lines: truthText) } catch { throw RuntimeError(error.described(file: truth!)) }
+            do { trueVisits = try TrueVisit.parse(lines: truthText).map { $0.timed(by: decoding) } } catch { throw RuntimeError(error.described(file: truth!)) }
         }
-        let detected = detectVisits(nmea: nmea, parameters: parameters)
-        let end = lastFixTime(nmea) ?? Timestamp(nanoseconds: 0)
+        let detected = detectVisits(nmea: nmea, parameters: parameters, decoding: decoding)
+        let end = lastFixTime(nmea, decoding: decoding) ?? Timestamp(nanoseconds: 0)
         let score = scoreVisits(detected: detected, truth: trueVisits, end: end)
         var out = StandardOutput()
         if verbose {
@@ -80,7 +85,7 @@ struct Evaluate: ParsableCommand {
     }
 
     /// Scores each listed track and the sum over them (a track's visits match only its own).
-    func runDataset(_ list: String, logs: String, parameters: VisitDetector.Parameters) throws {
+    func runDataset(_ list: String, logs: String, parameters: VisitDetector.Parameters, decoding: NMEADecoder.Options) throws {
         let text = String(decoding: try readFileBytes(list, what: "dataset list"), as: UTF8.self)
         let names = text.split(separator: "\n").compactMap { line -> String? in
             let name = line.prefix { $0 != "#" }.filter { !$0.isWhitespace }
@@ -96,9 +101,9 @@ struct Evaluate: ParsableCommand {
             let truthPath = "\(labels)/\(name).truth"
             let truthText = String(decoding: try readFileBytes(truthPath, what: "truth file"), as: UTF8.self)
             let trueVisits: [TrueVisit]
-            do { trueVisits = try TrueVisit.parse(lines: truthText) } catch { throw RuntimeError(error.described(file: truthPath)) }
-            let detected = detectVisits(nmea: nmea, parameters: parameters)
-            let score = scoreVisits(detected: detected, truth: trueVisits, end: lastFixTime(nmea) ?? Timestamp(nanoseconds: 0))
+            do { trueVisits = try TrueVisit.parse(lines: truthText).map { $0.timed(by: decoding) } } catch { throw RuntimeError(error.described(file: truthPath)) }
+            let detected = detectVisits(nmea: nmea, parameters: parameters, decoding: decoding)
+            let score = scoreVisits(detected: detected, truth: trueVisits, end: lastFixTime(nmea, decoding: decoding) ?? Timestamp(nanoseconds: 0))
             if verbose {
                 out.line("\(name): true \(score.truthCount), detected \(score.detectedCount), matched \(score.matched)")
             }

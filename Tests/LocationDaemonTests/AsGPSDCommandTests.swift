@@ -5,9 +5,10 @@ import LocationProtocol
 import Simulation
 import Testing
 
-/// `--as-gpsd` on `locationd --replay` and `locationctl map` decodes a log as `locationctl replay
-/// --as-gpsd` does: the real executables over the README demo moved to 2015 (before gpsd
-/// 3.20–3.22's rollover cut-off), whose GST gives 7 m where the DOPs give 15 m.
+/// `--as-gpsd` on every command that decodes a log — `locationd --replay`, `locationctl map` and
+/// `evaluate` — decodes it as `locationctl replay --as-gpsd` does: the real executables over the
+/// README demo moved to 2015 (before gpsd 3.20–3.22's rollover cut-off), whose GST gives 7 m
+/// where the DOPs give 15 m.
 @Suite(.serialized, .timeLimit(.minutes(5)))
 struct AsGPSDCommandTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -82,6 +83,16 @@ struct AsGPSDCommandTests {
         #expect(difference == nil, "first difference: the daemon sent \(difference?.0 ?? ""), replay printed \(difference?.1 ?? "")")
     }
 
+    /// Each command's help names the flag.
+    @Test func helpNamesAsGPSD() throws {
+        let daemon = try runToExit(DaemonProcess.executable, ["--help"])
+        #expect(daemon.status == 0 && daemon.out.contains("[--as-gpsd]") && daemon.out.contains("\n  --as-gpsd  "), "\(daemon.out)")
+        for command in ["replay", "map", "evaluate"] {
+            let help = try LocationCtlReplayTests.run([command, "--help"])
+            #expect(help.status == 0 && help.out.contains("--as-gpsd") && help.out.contains("3.20–3.22"), "\(command): \(help.out)")
+        }
+    }
+
     /// `map --as-gpsd` draws the fixes and visits `replay --as-gpsd` prints: the DOPs' accuracy
     /// ("fair", 15 m) where the GST's is "good" (7 m), and the visits at gpsd's dates. `--live`
     /// refuses it: the daemon's own decoding is what it draws.
@@ -124,5 +135,48 @@ struct AsGPSDCommandTests {
         let live = try LocationCtlReplayTests.run(["map", "--live", "--as-gpsd", "-o", dir.appendingPathComponent("live.html").path])
         #expect(live.status == 64)
         #expect(live.err.hasPrefix("Error: --regions, --date and --as-gpsd are for a log; --live draws the daemon's regions\n"), "\(live.err)")
+    }
+
+    /// `evaluate --as-gpsd` scores the visits detected in gpsd's decoding against the truth moved
+    /// to gpsd's dates with them, for a scenario, a `--log` with its `--truth`, and a `--dataset`:
+    /// all three true visits matched; the scenario's outliers are found at their moved times.
+    @Test func evaluateAsGPSDMovesTheTruthWithTheLog() throws {
+        let dir = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let demo = try Self.demo2015(in: dir)
+        #expect(!demo.output.outliers.isEmpty)
+        let matched = "true visits 3, detected 3, matched 3\n"
+
+        let scenario = try LocationCtlReplayTests.run(["evaluate", demo.scenario.path, "--as-gpsd"])
+        #expect(scenario.status == 0, "\(scenario.err)")
+        #expect(scenario.out.hasPrefix(matched), "\(scenario.out)")
+        // As many outlier fixes as in the log's own decoding: found at their moved times.
+        func outlierCount(_ out: String) -> Substring? {
+            out.split(separator: "\n").first { $0.hasPrefix("outlier fixes delivered") }?.split(separator: " ").dropLast(2).last
+        }
+        let own = try LocationCtlReplayTests.run(["evaluate", demo.scenario.path])
+        #expect(outlierCount(scenario.out) != nil && outlierCount(scenario.out) != "0" && outlierCount(scenario.out) == outlierCount(own.out),
+                "\(scenario.out)\n\(own.out)")
+
+        let logged = try LocationCtlReplayTests.run(["evaluate", "--log", demo.log.path, "--truth", demo.truth.path, "--as-gpsd", "--verbose"])
+        #expect(logged.status == 0, "\(logged.err)")
+        #expect(logged.out.contains(matched), "\(logged.out)")
+        let lines = logged.out.split(separator: "\n")
+        let truthLines = lines.filter { $0.hasPrefix("true      ") }
+        #expect(truthLines.count == 3 && truthLines.allSatisfy { $0.hasPrefix("true      2035-") }, "\(truthLines)")
+        let first = try #require(demo.output.truth.first)
+        #expect(truthLines.first?.hasPrefix("true      \(ISO8601.string(Timestamp(nanoseconds: first.arrival.nanoseconds + Self.weeks1024)))") == true)
+        #expect(lines.filter { $0.hasPrefix("detected  2035-") }.count == 3, "\(logged.out)")
+
+        let logs = dir.appendingPathComponent("logs"), labels = dir.appendingPathComponent("set/labels")
+        try FileManager.default.createDirectory(at: logs, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(at: labels, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(at: demo.log, to: logs.appendingPathComponent("demo2015.nmea"))
+        try FileManager.default.copyItem(at: demo.truth, to: labels.appendingPathComponent("demo2015.truth"))
+        try "demo2015\n".write(to: dir.appendingPathComponent("set/all.list"), atomically: true, encoding: .utf8)
+        let dataset = try LocationCtlReplayTests.run(["evaluate", "--dataset", dir.appendingPathComponent("set/all.list").path,
+                                                      "--logs", logs.path, "--as-gpsd"])
+        #expect(dataset.status == 0, "\(dataset.err)")
+        #expect(dataset.out.hasPrefix("1 tracks\n" + matched), "\(dataset.out)")
     }
 }
