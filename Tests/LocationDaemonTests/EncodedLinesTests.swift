@@ -18,10 +18,17 @@ struct EncodedLinesTests {
         return String(decoding: bytes, as: UTF8.self)
     }
 
-    func text(_ buffer: ByteBuffer) -> String { String(buffer: buffer) }
+    /// The line's text, read both from its buffer and from where it says its bytes are (what
+    /// the sends use): they must agree.
+    func text(_ line: EncodedLine, sourceLocation: SourceLocation = #_sourceLocation) -> String {
+        let buffered = String(buffer: line.buffer)
+        #expect(String(decoding: line.bytes, as: UTF8.self) == buffered, sourceLocation: sourceLocation)
+        #expect(UnsafeRawPointer(line.bytes.baseAddress) == storage(line), sourceLocation: sourceLocation)
+        return buffered
+    }
 
-    func storage(_ buffer: ByteBuffer) -> UnsafeRawPointer? {
-        buffer.withUnsafeReadableBytes { UnsafeRawPointer($0.baseAddress) }
+    func storage(_ line: EncodedLine) -> UnsafeRawPointer? {
+        line.buffer.withUnsafeReadableBytes { UnsafeRawPointer($0.baseAddress) }
     }
 
     @Test func eachDistinctEventIsEncodedOncePerInput() {
@@ -80,6 +87,7 @@ struct EncodedLinesTests {
         lines.startInput()
         let new = fix(1, latitude: -33.9)
         let line = lines.line(for: new)
+        // Where the held line says its bytes are still holds the old line.
         #expect(text(held) == expected(old))
         #expect(text(line) == expected(new))
         #expect(storage(line) != storage(held))

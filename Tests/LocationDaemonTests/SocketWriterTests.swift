@@ -93,7 +93,7 @@ import Testing
         for file in files where file.lastPathComponent != "SocketWriter.swift" {
             let text = try String(contentsOf: file, encoding: .utf8)
             // Its channel closed, a writer sends nothing more to the socket's number.
-            if text.contains("SocketWriter()") {
+            if text.contains("SocketWriter(batch:") {
                 #expect(text.contains(/func channelInactive\(context: ChannelHandlerContext\) \{\n\s*\w+\.detach\(\)/),
                         "\(file.lastPathComponent) does not detach its SocketWriter first thing in channelInactive")
             }
@@ -374,15 +374,14 @@ private final class LineWriter: ChannelInboundHandler, BatchedSender {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
     private var context: ChannelHandlerContext?
-    private let writer = SocketWriter()
-    private let batch: SendBatch?
+    private let writer: SocketWriter
 
-    init(batch: SendBatch? = nil) { self.batch = batch }
+    init(batch: SendBatch? = nil) { writer = SocketWriter(batch: batch) }
 
     func handlerAdded(context: ChannelHandlerContext) { self.context = context }
 
     func channelActive(context: ChannelHandlerContext) {
-        writer.attach(to: context.channel, batch: batch)
+        writer.attach(to: context.channel)
         context.fireChannelActive()
     }
 

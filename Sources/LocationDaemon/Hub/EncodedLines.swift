@@ -10,12 +10,13 @@ import NIOCore
 /// (`SocketWriter`) is not kept, and NIO lets go of one once it has written it: the buffer is
 /// uniquely referenced again, and the next input clears and refills it in place — so a fix delivered to subscribers that keep up costs no allocation (the per-fix path
 /// is hot; docs/benchmarks.md, "Allocations"). A line still queued for a slow reader stays with
-/// that reader, and `ByteBuffer.clear` gives this slot fresh storage.
+/// that reader, and `ByteBuffer.clear` gives this slot fresh storage. Each line carries where its
+/// bytes are (`EncodedLine`), taken once when it is encoded.
 ///
 /// Used on the hub's loop only.
 struct EncodedLines {
     private var events: [Event] = []
-    private var buffers: [ByteBuffer] = []
+    private var lines: [EncodedLine] = []
     /// Slots in use for the current input; the rest keep their storage for later inputs.
     private var used = 0
     /// The slot last found or filled: the next delivery nearly always has its event.
@@ -29,7 +30,7 @@ struct EncodedLines {
     mutating func startInput() { used = 0 }
 
     /// `event`'s line, encoded on first use within the current input.
-    mutating func line(for event: Event) -> ByteBuffer {
+    mutating func line(for event: Event) -> EncodedLine {
         withUnsafePointer(to: event) { line(at: $0) }
     }
 
@@ -38,29 +39,28 @@ struct EncodedLines {
     /// event of the one before: that slot's bytes are compared in the caller's loop (inlined),
     /// any other slot's in `searchedLine`.
     @inline(__always)
-    mutating func line(at event: UnsafePointer<Event>) -> ByteBuffer {
-        if last < used, events.withUnsafeBufferPointer({ sameBytes($0.baseAddress! + last, event) }) { return buffers[last] }
+    mutating func line(at event: UnsafePointer<Event>) -> EncodedLine {
+        if last < used, events.withUnsafeBufferPointer({ sameBytes($0.baseAddress! + last, event) }) { return lines[last] }
         return searchedLine(at: event)
     }
 
-    private mutating func searchedLine(at event: UnsafePointer<Event>) -> ByteBuffer {
+    private mutating func searchedLine(at event: UnsafePointer<Event>) -> EncodedLine {
         if let slot = slotHolding(bytesOf: event) ?? slotEqual(to: event.pointee) {
             last = slot
-            return buffers[slot]
+            return lines[slot]
         }
         scratch.removeAll(keepingCapacity: true)
         encoder.append(event.pointee, to: &scratch)
-        if used == buffers.count {
+        if used == lines.count {
             events.append(event.pointee)
-            buffers.append(ByteBuffer())
+            lines.append(EncodedLine(ByteBuffer()))
         } else {
             events[used] = event.pointee
         }
-        buffers[used].clear(minimumCapacity: scratch.count)
-        buffers[used].writeBytes(scratch)
+        lines[used].refill(with: scratch)
         last = used
         used += 1
-        return buffers[last]
+        return lines[last]
     }
 
     /// The slot of this input whose event has `event`'s very bytes: nearly every subscriber gets

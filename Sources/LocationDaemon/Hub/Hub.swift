@@ -9,16 +9,17 @@ public protocol HubSubscriber: AnyObject {
     var program: ProgramID { get }
     /// `encoded` is the event's line, shared by every subscriber receiving the same event.
     func deliver(_ event: Event, encoded: ByteBuffer)
-    /// The same with the event read in place, valid for the call only: what the hub's fan-out
-    /// calls (passing the event itself copies it, ≈ 150 instructions per subscriber and fix).
-    /// By default `deliver(event.pointee, encoded:)`; a subscriber that looks at the event only
-    /// on a slow path implements it.
-    func deliver(at event: UnsafePointer<Event>, encoded: ByteBuffer)
+    /// The same with the event read in place, valid for the call only, and the line with where
+    /// its bytes are: what the hub's fan-out calls (passing the event itself copies it, ≈ 150
+    /// instructions per subscriber and fix). By default `deliver(event.pointee,
+    /// encoded: line.buffer)`; a subscriber that looks at the event only on a slow path
+    /// implements it.
+    func deliver(at event: UnsafePointer<Event>, line: EncodedLine)
 }
 
 extension HubSubscriber {
-    public func deliver(at event: UnsafePointer<Event>, encoded: ByteBuffer) {
-        deliver(event.pointee, encoded: encoded)
+    public func deliver(at event: UnsafePointer<Event>, line: EncodedLine) {
+        deliver(event.pointee, encoded: line.buffer)
     }
 }
 
@@ -284,6 +285,6 @@ public final class Hub: Sendable {
         guard let subscriber = s.subscribers.lookUp(delivery.pointee.subscriber) else { return }
         let event = delivery.pointer(to: \.event)!
         let line = s.lines.line(at: event)
-        subscriber.deliver(at: event, encoded: line)
+        subscriber.deliver(at: event, line: line)
     }
 }

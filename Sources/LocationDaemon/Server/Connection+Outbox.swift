@@ -31,17 +31,17 @@ extension Connection {
     // MARK: Events (HubSubscriber)
 
     func deliver(_ event: Event, encoded: ByteBuffer) {
-        withUnsafePointer(to: event) { deliver(at: $0, encoded: encoded) }
+        withUnsafePointer(to: event) { deliver(at: $0, line: EncodedLine(encoded)) }
     }
 
     /// A line the socket can take now goes out without the event being looked at (copied)
     /// beyond its kind.
-    func deliver(at event: UnsafePointer<Event>, encoded: ByteBuffer) {
+    func deliver(at event: UnsafePointer<Event>, line: EncodedLine) {
         guard let context, !closing else { return }
         let wasBusy = busy
         busy = true
         defer { busy = wasBusy }
-        if backlog == nil, context.channel.isWritable {
+        if backlog == nil, writer.channelKnownEmpty || context.channel.isWritable {
             // The count of locations dropped before this one goes with it; the line the hub
             // encoded has none, so it is written as a held one is.
             if skippedSincePending > 0, case .location(let fix) = event.pointee {
@@ -51,7 +51,7 @@ extension Connection {
                 return
             }
             if holdsEvents { flushPending() }
-            writer.write(encoded, context: context, sender: self)
+            writer.write(line, context: context, sender: self)
             return
         }
         switch event.pointee {
@@ -71,10 +71,10 @@ extension Connection {
             // behind the backlog while it is being written.
             if backlog != nil {
                 if let held = encodePending() { behindBacklog.append(held) }
-                behindBacklog.append(encoded)
+                behindBacklog.append(line.buffer)
             } else {
                 flushPending()
-                writer.write(encoded, context: context, sender: self)
+                writer.write(line, context: context, sender: self)
             }
         }
     }

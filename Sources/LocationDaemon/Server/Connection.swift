@@ -35,7 +35,7 @@ final class Connection: ChannelInboundHandler, DurableSubscriber, BatchedSender 
     var input: ByteBuffer
     var bucket: TokenBucket
     /// Event lines go straight to the socket while NIO holds nothing of this connection.
-    let writer = SocketWriter()
+    let writer: SocketWriter
 
     // Slow-reader outbox: at most one location and one status event held back.
     var pendingLocation: Fix?
@@ -80,6 +80,7 @@ final class Connection: ChannelInboundHandler, DurableSubscriber, BatchedSender 
         self.configuration = configuration
         self.registry = registry
         self.id = hub.makeSubscriberID()
+        self.writer = SocketWriter(batch: hub.sends)
         self.baseLogger = logger
         self.input = ByteBuffer()
         self.bucket = TokenBucket(burst: configuration.floodBurst, rate: configuration.floodRate, now: configuration.clock.now())
@@ -109,7 +110,7 @@ final class Connection: ChannelInboundHandler, DurableSubscriber, BatchedSender 
 
     func channelActive(context: ChannelHandlerContext) {
         peer = Self.peerCredentials(of: context.channel)
-        writer.attach(to: context.channel, batch: hub.sends)
+        writer.attach(to: context.channel)
         // Counted by uid before anything else is read: a refused connection costs no /proc read.
         let open = registry.add(self)
         if let uid = peer?.uid, open > configuration.maxConnectionsPerUser, !hub.policy.isOwner(uid: uid) {

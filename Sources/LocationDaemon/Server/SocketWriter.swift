@@ -24,7 +24,7 @@ final class SocketWriter {
     /// cleared once NIO's buffer is seen empty.
     private var channelMayHoldBytes = false
     /// The hub's batch, and this connection's job in it.
-    private var batch: SendBatch?
+    private let batch: SendBatch?
     private var staged: SendBatch.Staged?
 
     /// Whether lines can go straight to the socket (it was found).
@@ -34,11 +34,12 @@ final class SocketWriter {
     /// channel), all of it through the channel, or staged in the batch.
     enum Outcome: Equatable, Sendable { case direct, partial, channel, staged }
 
-    /// Looks the channel's socket up (when it becomes active); lines written while `batch` is
-    /// open are staged in it.
-    func attach(to channel: any Channel, batch: SendBatch?) {
+    /// Lines written while `batch` (the hub's) is open are staged in it.
+    init(batch: SendBatch?) { self.batch = batch }
+
+    /// Looks the channel's socket up (when it becomes active).
+    func attach(to channel: any Channel) {
         descriptor = Self.descriptor(of: channel) ?? -1
-        self.batch = batch
     }
 
     /// The channel is closed (its `channelInactive`, which NIO calls right after it closes the
@@ -52,23 +53,35 @@ final class SocketWriter {
     /// `sender` (the connection) takes back what a batch could not send.
     @discardableResult
     func write(_ line: ByteBuffer, context: ChannelHandlerContext, sender: any BatchedSender) -> Outcome {
+        write(EncodedLine(line), context: context, sender: sender)
+    }
+
+    /// The same for a line whose bytes were found once for all its subscribers (the hub's).
+    @discardableResult
+    func write(_ line: EncodedLine, context: ChannelHandlerContext, sender: any BatchedSender) -> Outcome {
         if descriptor >= 0, channelIsEmpty(context) {
-            if let batch, let job = batch.stage(line, descriptor: descriptor, after: staged, sender: sender) {
+            if let job = batch?.stage(line, descriptor: descriptor, after: staged, sender: sender) {
                 staged = job
                 return .staged
             }
-            let sent = line.withUnsafeReadableBytes { send(descriptor, $0.baseAddress, $0.count, Self.flags) }
-            if sent == line.readableBytes { return .direct }
+            let sent = send(descriptor, line.bytes.baseAddress, line.bytes.count, Self.flags)
+            if sent == line.bytes.count { return .direct }
             if sent > 0 {
-                var rest = line
+                var rest = line.buffer
                 rest.moveReaderIndex(forwardBy: sent)
                 return writeAndFlush(rest, context: context, .partial)
             }
             // Full (EAGAIN) or failed (the peer is gone): NIO writes it when the socket takes it,
             // or fails the write and closes the channel as for any other.
         }
-        return writeAndFlush(line, context: context, .channel)
+        return writeAndFlush(line.buffer, context: context, .channel)
     }
+
+    /// Whether NIO's channel is known to hold nothing of the connection, and so to be
+    /// writable: NIO marks a channel not writable once its buffer passes the high watermark,
+    /// and writable again once it falls below the low one (above 0). Asking the channel costs
+    /// ≈ 90 instructions per subscriber and fix (docs/benchmarks.md, "Fan-out").
+    var channelKnownEmpty: Bool { !channelMayHoldBytes }
 
     private func writeAndFlush(_ rest: ByteBuffer, context: ChannelHandlerContext, _ outcome: Outcome) -> Outcome {
         channelMayHoldBytes = true
@@ -104,8 +117,14 @@ final class SocketWriter {
 
     /// Whether NIO holds nothing of the connection. Its channel is active: the descriptor is
     /// known (asking NIO again was ≈ 100 instructions per line).
+    @inline(__always)
     private func channelIsEmpty(_ context: ChannelHandlerContext) -> Bool {
-        guard channelMayHoldBytes else { return true }
+        !channelMayHoldBytes || channelFoundEmpty(context)
+    }
+
+    /// Asks NIO whether its buffer of the connection is empty (once it is, until the next write
+    /// through the channel, it need not be asked).
+    private func channelFoundEmpty(_ context: ChannelHandlerContext) -> Bool {
         guard (try? context.channel.syncOptions?.getOption(ChannelOptions.bufferedWritableBytes)) == 0 else { return false }
         channelMayHoldBytes = false
         return true

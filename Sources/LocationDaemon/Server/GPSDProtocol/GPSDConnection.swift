@@ -42,10 +42,11 @@ final class GPSDConnection: ChannelInboundHandler, HubSubscriber, BatchedSender 
     private var pending: ByteBuffer?
     private var unwritableTimer: Scheduled<Void>?
     /// Reports go straight to the socket while NIO holds nothing of this connection.
-    private let writer = SocketWriter()
+    private let writer: SocketWriter
 
     init(hub: Hub, configuration: GPSDServer.Configuration, connections: GPSDConnections, logger: Logger) {
         self.id = hub.makeSubscriberID()
+        self.writer = SocketWriter(batch: hub.sends)
         self.hub = hub
         self.configuration = configuration
         self.connections = connections
@@ -69,7 +70,7 @@ final class GPSDConnection: ChannelInboundHandler, HubSubscriber, BatchedSender 
 
     func channelActive(context: ChannelHandlerContext) {
         connections.add(self)
-        writer.attach(to: context.channel, batch: hub.sends)
+        writer.attach(to: context.channel)
         identity = LoopbackPeer.identity(remote: context.channel.remoteAddress, local: context.channel.localAddress,
                                          hint: connections.lastPeerPID)
         if let pid = identity?.pid { connections.lastPeerPID = pid }

@@ -20,11 +20,12 @@ final class NMEAConnection: ChannelInboundHandler, HubSubscriber, BatchedSender 
     private var grant: Grant?
     private var pending: ByteBuffer?
     /// Sentences go straight to the socket while NIO holds nothing of this connection.
-    private let socket = SocketWriter()
+    private let socket: SocketWriter
     private let writer = NMEAWriter()
 
     init(hub: Hub, connections: NIOLoopBoundBox<[ObjectIdentifier: NMEAConnection]>, logger: Logger) {
         self.id = hub.makeSubscriberID()
+        self.socket = SocketWriter(batch: hub.sends)
         self.hub = hub
         self.connections = connections
         self.logger = logger
@@ -44,7 +45,7 @@ final class NMEAConnection: ChannelInboundHandler, HubSubscriber, BatchedSender 
 
     func channelActive(context: ChannelHandlerContext) {
         connections.value[ObjectIdentifier(self)] = self
-        socket.attach(to: context.channel, batch: hub.sends)
+        socket.attach(to: context.channel)
         identity = Connection.peerCredentials(of: context.channel).map(PeerIdentity.resolve)
         program = identity?.program ?? ProgramID("unknown")
         decide()
