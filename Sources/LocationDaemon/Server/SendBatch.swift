@@ -13,7 +13,7 @@ protocol BatchedSender: AnyObject {
 /// The direct sends of one input's fan-out (`Hub.handle`), made together once every delivery
 /// of the input is decided, split between the hub's loop and a worker thread when there are
 /// many (fork–join: the loop waits for the worker before it goes on). Each connection's lines
-/// of the input are one job (one `sendmsg`), made by one thread, so its bytes keep their
+/// of the input are one job (one `send`, or `sendmsg`), made by one thread, so its bytes keep their
 /// order; what a socket does not take is handed back to its connection, on the loop, in the
 /// order the jobs were staged. Nothing of a batch outlives it on another thread.
 ///
@@ -262,7 +262,7 @@ final class SendWorker: @unchecked Sendable {
         return line.dropFirst("Cpus_allowed:".count).reduce(0) { $0 + (Int(String($1), radix: 16) ?? 0).nonzeroBitCount }
     }
 
-    /// Its stack: a loop of `sendmsg` calls needs little (the default would reserve 8 MiB).
+    /// Its stack: a loop of `send` calls needs little (the default would reserve 8 MiB).
     static let stackBytes = 64 * 1024
 
     private let start = UnsafeMutablePointer<sem_t>.allocate(capacity: 1)
