@@ -261,6 +261,30 @@ import Glibc
         #expect(r.arrivals.isEmpty)
     }
 
+    /// The same logger's carrier turns round during the silence: its fixes come back 34 m
+    /// short of the last one and walk back the way it came, past the walk's last fixes before
+    /// the silence. The movement rules see one side only of the fixes next to the silence, and
+    /// finding no movement there is no sign the device stood: no visit. A stay that the walk
+    /// reaches as the fixes are lost, and that they come back to, is still one.
+    @Test(arguments: [false, true])
+    func fixesNextToATimerLoggersSilenceMidWalkAreNotStillByDefault(stays: Bool) {
+        var r = VisitRecorder()
+        var t = 0.0, east = 0.0
+        while t <= 600 { r.feed(fix(at: t, offset(0, east), accuracy: nil)); t += 30; east += 27 }
+        t += 248
+        if stays {
+            // Back at the last fix (within a few metres) for ten minutes.
+            east -= 27
+            for i in 0..<20 { r.feed(fix(at: t, offset(Double(i % 3) * 2, east + Double(i % 2) * 3), accuracy: nil)); t += 30 }
+            #expect(r.arrivals.count == 1)
+            #expect(r.arrivals.first.map { $0.arrival - t0 <= 600 } == true, "back-dated to the walk's end")
+        } else {
+            east -= 27 + 34
+            for _ in 0..<20 { r.feed(fix(at: t, offset(0, east), accuracy: nil)); t += 30; east -= 27 }
+            #expect(r.arrivals.isEmpty)
+        }
+    }
+
     /// A logger writing a fix every two minutes while its carrier goes to and fro between two
     /// stalls 100 m apart for half an hour (140 s at each, 100 s walking between): its steps
     /// alternate between 0 and 100 m, so no two walked steps follow one another, but a still

@@ -276,6 +276,11 @@ public struct VisitDetector: Sendable {
     var path = RingBuffer<EarlyFix>(capacity: VisitDetector.earlyCapacity)
     /// The newest path fix judged still or moving (`track`).
     @usableFromInline var judgedUntil = Timestamp(nanoseconds: Int64.min)
+    /// The fixes either side of the latest silence in which a timer logger lost its fixes on
+    /// the move (`fixesLostOnTheMove`): the movement rules see only one side of the fixes
+    /// next to it, so those are not judged still for want of movement (`track`).
+    @usableFromInline var lostFrom = Timestamp(nanoseconds: 0)
+    @usableFromInline var lostUntil = Timestamp(nanoseconds: 0)
     /// Whether a fix since the buffer's last entry reported movement (for its next entry).
     @usableFromInline var movedSinceEarly = false
     @usableFromInline var movedSincePendingEarly = false
@@ -340,6 +345,9 @@ public struct VisitDetector: Sendable {
         }
         previousStepWalked = stepWalked
         stepWalked = current != nil && walkedStep(fix, unit)
+        if fix.speed == nil && fix.time - previousFix >= parameters.sparseGap && fixesLostOnTheMove {
+            lostFrom = previousFix; lostUntil = fix.time
+        }
         // The current stay is changed in place (`current!`), not copied out and back: nearly
         // every fix of every subscription comes here.
         guard case .some = current else { start(fix, unit); track(fix, unit); return }
@@ -696,7 +704,10 @@ public struct VisitDetector: Sendable {
             guard e.time > judged else { break }
             guard sparse || fix.time - e.time >= parameters.symmetricWindow / 2 else { continue }
             judgedUntil = max(judgedUntil, e.time)
-            if !e.moved && !e.crept { markStill(e.time, e.unit) }
+            // Next to fixes lost on the move the rules saw one side only: no verdict is not still.
+            let oneSided = e.time >= lostFrom.adding(seconds: -parameters.symmetricWindow / 2)
+                && e.time <= lostUntil.adding(seconds: parameters.symmetricWindow / 2)
+            if !e.moved && !e.crept && !oneSided { markStill(e.time, e.unit) }
         }
         path.append((fix.time, unit, false, false))
     }
