@@ -285,6 +285,31 @@ import Glibc
         }
     }
 
+    /// A phone logging every 10 s (no speed, no accuracy) carried round a loop of 40 m radius
+    /// at 1.4 m/s loses its fixes for 300 s and comes back on the far side of the loop, 80 m
+    /// from the last fix, walking on: after fixes every few seconds a silence is fixes lost,
+    /// and the fixes next to it, seen from one side only, are not still for want of movement.
+    /// No visit, as without the silence; a stay the walk reaches as the fixes are lost, and
+    /// that they come back to, is one.
+    @Test(arguments: [0, 1, 2])
+    func fixesNextToAFrequentLoggersSilenceAreNotStillByDefault(silence: Int) {
+        var r = VisitRecorder()
+        // 14 m (0.35 rad) round the loop a fix.
+        func loop(_ a: Double) -> Coordinate { offset(40 * sin(a), 40 * cos(a)) }
+        var t = 0.0, a = 0.0
+        while t <= 600 { r.feed(fix(at: t, loop(a), accuracy: nil)); t += 10; a += 0.35 }
+        a -= 0.35
+        if silence == 2 {
+            t += 290
+            for i in 0..<60 { r.feed(fix(at: t, offset(40 * sin(a) + Double(i % 3) * 2, 40 * cos(a)), accuracy: nil)); t += 10 }
+            #expect(r.arrivals.count == 1)
+            return
+        }
+        if silence == 1 { t += 290; a += Double.pi }
+        for _ in 0..<60 { a += 0.35; r.feed(fix(at: t, loop(a), accuracy: nil)); t += 10 }
+        #expect(r.arrivals.isEmpty)
+    }
+
     /// A logger writing a fix every two minutes while its carrier goes to and fro between two
     /// stalls 100 m apart for half an hour (140 s at each, 100 s walking between): its steps
     /// alternate between 0 and 100 m, so no two walked steps follow one another, but a still

@@ -276,9 +276,10 @@ public struct VisitDetector: Sendable {
     var path = RingBuffer<EarlyFix>(capacity: VisitDetector.earlyCapacity)
     /// The newest path fix judged still or moving (`track`).
     @usableFromInline var judgedUntil = Timestamp(nanoseconds: Int64.min)
-    /// The fixes either side of the latest silence in which a timer logger lost its fixes on
-    /// the move (`fixesLostOnTheMove`): the movement rules see only one side of the fixes
-    /// next to it, so those are not judged still for want of movement (`track`).
+    /// The fixes either side of the latest silence of `sparseGap` or more in which fixes were
+    /// lost (after fixes every few seconds, or a timer's on the move: `fixesLostOnTheMove`):
+    /// the movement rules see only one side of the fixes next to it, so those are not judged
+    /// still for want of movement (`track`).
     @usableFromInline var lostFrom = Timestamp(nanoseconds: 0)
     @usableFromInline var lostUntil = Timestamp(nanoseconds: 0)
     /// Whether a fix since the buffer's last entry reported movement (for its next entry).
@@ -345,7 +346,7 @@ public struct VisitDetector: Sendable {
         }
         previousStepWalked = stepWalked
         stepWalked = current != nil && walkedStep(fix, unit)
-        if fix.speed == nil && fix.time - previousFix >= parameters.sparseGap && fixesLostOnTheMove {
+        if fix.speed == nil && fix.time - previousFix >= parameters.sparseGap && (fixesLostOnTheMove || previousStep < parameters.briskWindow / 2) {
             lostFrom = previousFix; lostUntil = fix.time
         }
         // The current stay is changed in place (`current!`), not copied out and back: nearly
