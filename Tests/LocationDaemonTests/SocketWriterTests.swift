@@ -104,6 +104,21 @@ import Testing
         }
     }
 
+    /// The hub's line for a connection whose channel closed during the delivery (a held-back
+    /// event's write failed and closed it: its context is gone) is dropped, as NIO drops a
+    /// write to a closed channel, and nothing is handed back.
+    @Test func aLineAfterTheChannelClosedIsDropped() {
+        final class Closed: BatchedSender {
+            func handOver(_ rest: ByteBuffer) { Issue.record("a rest was handed back to a closed connection") }
+            func flushHandOver() {}
+        }
+        let writer = SocketWriter(batch: nil)  // never attached: its socket is unknown
+        var asked = 0
+        let outcome = writer.write(EncodedLine(ByteBuffer(string: "late\n")), context: { asked += 1; return nil }, sender: Closed())
+        #expect(outcome == .channel)
+        #expect(asked == 1)
+    }
+
     @Test func theDescriptorIsReadFromTheWholeNumber() {
         #expect(SocketWriter.number(after: "fd=", in: "SocketChannel { BaseSocket { fd=12 }, active = true }") == 12)
         #expect(SocketWriter.number(after: "fd=", in: "SocketChannel { BaseSocket { fd= }") == nil)

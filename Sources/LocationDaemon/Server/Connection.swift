@@ -38,7 +38,11 @@ final class Connection: ChannelInboundHandler, DurableSubscriber, BatchedSender 
     let writer: SocketWriter
 
     // Slow-reader outbox: at most one location and one status event held back.
-    var pendingLocation: Fix?
+    var pendingLocation: Fix? {
+        didSet { holdsLocation = pendingLocation != nil }
+    }
+    /// Whether `pendingLocation` holds one (read per event; the fix itself is not copied out).
+    private(set) var holdsLocation = false
     var pendingStatus: (state: SourceState, time: Timestamp?)?
     var locationIsNewest = false
     var skippedSincePending = 0

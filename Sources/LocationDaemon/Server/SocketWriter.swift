@@ -53,12 +53,16 @@ final class SocketWriter {
     /// `sender` (the connection) takes back what a batch could not send.
     @discardableResult
     func write(_ line: ByteBuffer, context: ChannelHandlerContext, sender: any BatchedSender) -> Outcome {
-        write(EncodedLine(line), context: context, sender: sender)
+        write(EncodedLine(line), context: { context }, sender: sender)
     }
 
     /// The same for a line whose bytes were found once for all its subscribers (the hub's).
+    /// `context` is asked for only when the line goes to the channel (the hub's line to a
+    /// connection that keeps up retains none: ≈ 40 instructions per subscriber and fix); nil
+    /// when the channel has closed since, and the line is dropped, as NIO drops a write to a
+    /// closed channel.
     @discardableResult
-    func write(_ line: EncodedLine, context: ChannelHandlerContext, sender: any BatchedSender) -> Outcome {
+    func write(_ line: EncodedLine, context: () -> ChannelHandlerContext?, sender: any BatchedSender) -> Outcome {
         if descriptor >= 0, channelIsEmpty(context) {
             if let job = batch?.stage(line, descriptor: descriptor, after: staged, sender: sender) {
                 staged = job
@@ -69,12 +73,12 @@ final class SocketWriter {
             if sent > 0 {
                 var rest = line.buffer
                 rest.moveReaderIndex(forwardBy: sent)
-                return writeAndFlush(rest, context: context, .partial)
+                return writeAndFlush(rest, context: context(), .partial)
             }
             // Full (EAGAIN) or failed (the peer is gone): NIO writes it when the socket takes it,
             // or fails the write and closes the channel as for any other.
         }
-        return writeAndFlush(line.buffer, context: context, .channel)
+        return writeAndFlush(line.buffer, context: context(), .channel)
     }
 
     /// Whether NIO's channel is known to hold nothing of the connection, and so to be
@@ -83,9 +87,9 @@ final class SocketWriter {
     /// ≈ 90 instructions per subscriber and fix (docs/benchmarks.md, "Fan-out").
     var channelKnownEmpty: Bool { !channelMayHoldBytes }
 
-    private func writeAndFlush(_ rest: ByteBuffer, context: ChannelHandlerContext, _ outcome: Outcome) -> Outcome {
+    private func writeAndFlush(_ rest: ByteBuffer, context: ChannelHandlerContext?, _ outcome: Outcome) -> Outcome {
         channelMayHoldBytes = true
-        context.writeAndFlush(NIOAny(rest), promise: nil)
+        context?.writeAndFlush(NIOAny(rest), promise: nil)
         return outcome
     }
 
@@ -118,14 +122,14 @@ final class SocketWriter {
     /// Whether NIO holds nothing of the connection. Its channel is active: the descriptor is
     /// known (asking NIO again was ≈ 100 instructions per line).
     @inline(__always)
-    private func channelIsEmpty(_ context: ChannelHandlerContext) -> Bool {
-        !channelMayHoldBytes || channelFoundEmpty(context)
+    private func channelIsEmpty(_ context: () -> ChannelHandlerContext?) -> Bool {
+        !channelMayHoldBytes || channelFoundEmpty(context())
     }
 
     /// Asks NIO whether its buffer of the connection is empty (once it is, until the next write
     /// through the channel, it need not be asked).
-    private func channelFoundEmpty(_ context: ChannelHandlerContext) -> Bool {
-        guard (try? context.channel.syncOptions?.getOption(ChannelOptions.bufferedWritableBytes)) == 0 else { return false }
+    private func channelFoundEmpty(_ context: ChannelHandlerContext?) -> Bool {
+        guard let context, (try? context.channel.syncOptions?.getOption(ChannelOptions.bufferedWritableBytes)) == 0 else { return false }
         channelMayHoldBytes = false
         return true
     }
