@@ -5,12 +5,13 @@
     robustness.py score   --out DIR [--locationctl PATH] [--tracks]   P/R/F1 per variant (per track)
 
 `perturb` writes, for each variant V, DIR/V/NAME.nmea for every dev track, DIR/V/dev.list and
-DIR/V/labels (a link to the dev labels): the perturbations keep every labelled stay where and
-when it was, so the labels hold unchanged and `locationctl evaluate --dataset DIR/V/dev.list
---logs DIR/V` scores a variant as it scores dev. Deterministic: each track's noise and
-dropouts come from a generator seeded with the variant's and the track's names.
+DIR/V/labels (a link to the dev labels; for stop-and-go, which inserts time, a folder of them
+shifted): the perturbations keep every labelled stay where the person was, so the labels
+hold and `locationctl evaluate --dataset DIR/V/dev.list --logs DIR/V` scores a variant as
+it scores dev. Deterministic: each track's perturbations come from a generator seeded with
+the variant's and the track's names.
 """
-import argparse, math, os, random, subprocess, sys
+import argparse, math, os, random, shutil, subprocess, sys
 import datetime as dt
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -108,7 +109,216 @@ def dropouts(points, rng, labels):
     return [p for p in points if not any(g0 < p[0] < g1 for g0, g1 in gaps)]
 
 
-# variant -> perturbations applied in order (dropouts before thinning, noise last)
+def offset(lat, lon, north, east):
+    """The position `north` and `east` metres from (lat, lon)."""
+    return (lat + math.degrees(north / EARTH),
+            lon + math.degrees(east / (EARTH * math.cos(math.radians(lat)))))
+
+
+def stay_spans(points, labels):
+    end = points[-1][0] if points else 0
+    return [(a, end if d is None else d) for a, d in labels]
+
+
+def indoor(low, high):
+    """A receiver under a roof, inside each labelled stay (its first and last fix kept): an
+    offset per axis wandering as a Gauss–Markov process (σ drawn per stay from `low`–`high`
+    m, 90 s correlation time, from 0 at the arrival), 5 m of white noise, and about every 5
+    minutes an excursion of 1–4 fixes 60–120 m off in a random direction (a reflection). The
+    person stays where the label says; only the receiver's fixes wander (at 25–40 m, 100–115
+    m off now and then, as in the `indoor-jitter` scenario)."""
+    def add(points, rng, labels):
+        stays = stay_spans(points, labels)
+        out, current, north, east, last, excursion, jump, sigma = [], None, 0.0, 0.0, 0.0, 0, (0, 0), 0.0
+        for t, lat, lon in points:
+            stay = next((s for s in stays if s[0] < t < s[1]), None)
+            if stay is None:
+                current = None
+                out.append((t, lat, lon))
+                continue
+            if stay is not current:
+                current, north, east, last, excursion = stay, 0.0, 0.0, t, 0
+                sigma = rng.uniform(low, high)
+            phi = math.exp(-(t - last) / 90)
+            spread = sigma * math.sqrt(1 - phi * phi)
+            north, east = phi * north + rng.gauss(0, spread), phi * east + rng.gauss(0, spread)
+            if excursion == 0 and rng.random() < min(1.0, (t - last) / 300):
+                excursion = rng.randint(1, 4)
+                bearing, far = rng.uniform(0, 2 * math.pi), rng.uniform(60, 120)
+                jump = (far * math.cos(bearing), far * math.sin(bearing))
+            last = t
+            dn, de = jump if excursion else (north, east)
+            excursion = max(0, excursion - 1)
+            out.append((t, *offset(lat, lon, dn + rng.gauss(0, 5), de + rng.gauss(0, 5))))
+        return out
+    return add
+
+
+def reacquisition(points, rng, labels):
+    """Dropouts whose first fixes after the gap land 100–300 m off in a random direction, the
+    offset shrinking linearly to nothing over 20 s (a receiver re-acquiring with a poor
+    solution): a gap of 1–3 minutes inside each labelled stay of 10 minutes or more (at most
+    a third of it, a minute or more from its edges), and 2 to 8 gaps of 1–5 minutes (one per
+    half hour of track) anywhere else, none over a third of a stay. No gap or settling holds
+    a labelled arrival or departure, so each stay keeps its first and last fixes."""
+    if len(points) < 2:
+        return points
+    start, end = points[0][0], points[-1][0]
+    stays = stay_spans(points, labels)
+    edges = [e for s in stays for e in s]
+    gaps = []
+
+    def free(begin, stop):
+        if any(begin - 1 <= e <= stop + 21 for e in edges):  # labels are whole seconds; 20 s settling
+            return False
+        return not any(begin < g1 + 60 and g0 < stop + 60 for g0, g1 in gaps)
+
+    long_stays = [(a, d) for a, d in stays if d - a >= 600]
+    for a, d in long_stays:
+        for _ in range(50):
+            length = rng.uniform(60, min(180, (d - a) / 3))
+            begin = rng.uniform(a + 60, d - 81 - length)
+            if free(begin, begin + length):
+                gaps.append((begin, begin + length))
+                break
+    count = min(8, max(2, int((end - start) // 1800)))
+    for _ in range(200):
+        if len(gaps) >= count + len(long_stays):
+            break
+        length = rng.uniform(60, 300)
+        begin = rng.uniform(start, max(start, end - length))
+        if any(max(a, begin) < min(d, begin + length) and length > (d - a) / 3 for a, d in stays):
+            continue
+        if free(begin, begin + length):
+            gaps.append((begin, begin + length))
+    spikes = []
+    for g0, g1 in sorted(gaps):
+        bearing, far = rng.uniform(0, 2 * math.pi), rng.uniform(100, 300)
+        spikes.append((g0, g1, far * math.cos(bearing), far * math.sin(bearing)))
+    out = []
+    for t, lat, lon in points:
+        if any(g0 < t < g1 for g0, g1, _, _ in spikes):
+            continue
+        for g0, g1, dn, de in spikes:
+            if g1 <= t < g1 + 20:
+                k = 1 - (t - g1) / 20
+                lat, lon = offset(lat, lon, dn * k, de * k)
+        out.append((t, lat, lon))
+    return out
+
+
+def three_minute_progress(points, i):
+    """The labelling guide's rule 2: net progress (m/s) between the fixes 90 s either side."""
+    t, j, k = points[i][0], i, i
+    while j > 0 and points[j][0] > t - 90:
+        j -= 1
+    while k < len(points) - 1 and points[k][0] < t + 90:
+        k += 1
+    span = points[k][0] - points[j][0]
+    return tracks_distance(points[j], points[k]) / span if span > 0 else 0.0
+
+
+def crawl_along(path, rng, step, start):
+    """Fixes every `step` s from `start` along `path` (its whole length) at a crawl: legs of
+    60–120 s at 0.4–0.6 m/s between halts of 20–45 s; 2 m of white noise. None when the crawl
+    would last over 8 minutes."""
+    along = [0.0]
+    for a, b in zip(path, path[1:]):
+        along.append(along[-1] + tracks_distance(a, b))
+    total, profile, t, d = along[-1], [(0.0, 0.0)], 0.0, 0.0  # (time, distance) corners
+    while d < total:
+        leg, speed = rng.uniform(60, 120), rng.uniform(0.4, 0.6)
+        leg = min(leg, (total - d) / speed)
+        t, d = t + leg, d + leg * speed
+        profile.append((t, d))
+        if d < total:
+            t += rng.uniform(20, 45)
+            profile.append((t, d))
+    if t > 480:
+        return None
+    out, k, s = [], 0, 0.0
+    while s <= t:
+        while k + 1 < len(profile) - 1 and profile[k + 1][0] <= s:
+            k += 1
+        (t0, d0), (t1, d1) = profile[k], profile[min(k + 1, len(profile) - 1)]
+        dist = d0 if t1 == t0 else d0 + (d1 - d0) * min(1.0, (s - t0) / (t1 - t0))
+        m = max(0, min(len(path) - 2, next((i for i in range(len(along) - 1) if along[i + 1] >= dist), len(path) - 2)))
+        seg = along[m + 1] - along[m]
+        f = 0.0 if seg == 0 else min(1.0, max(0.0, (dist - along[m]) / seg))
+        lat = path[m][1] + (path[m + 1][1] - path[m][1]) * f
+        lon = path[m][2] + (path[m + 1][2] - path[m][2]) * f
+        out.append((start + s, *offset(lat, lon, rng.gauss(0, 2), rng.gauss(0, 2))))
+        s += step
+    return out
+
+
+def stop_and_go(points, rng, labels):
+    """Slow stop-and-go on the move (a queue, a car park, a market street): at one to three
+    places (one per hour of track) at least 10 minutes and 300 m from every labelled stay,
+    the recorded path is followed for 150–180 m at a crawl (crawl_along; 4–8 minutes), at
+    the track's own cadence there (1–10 s); the rest of the track comes that much later, the
+    labels after it too. Each crawl is checked against the labelling guide with the fixes
+    around it: every fix of it makes 0.3 m/s or more of net progress over 3 minutes (rule 2:
+    walking, whatever its 30 s speed) and its ends are 150 m or more apart, so no label could
+    call it a stay. Returns the points and the labels, shifted."""
+    if len(points) < 10:
+        return points, labels
+    stays = stay_spans(points, labels)
+    near = [p for p in points if any(a <= p[0] <= d for a, d in stays)]
+    near = near[::max(1, len(near) // 500)]
+    wanted = min(3, max(1, int((points[-1][0] - points[0][0]) // 3600)))
+    picks = []
+    for _ in range(300):
+        if len(picks) == wanted:
+            break
+        i = rng.randrange(len(points) - 2)
+        t0 = points[i][0]
+        if any(a - 600 < t0 < d + 600 for a, d in stays) or any(abs(t0 - q[0]) < 1200 for q in picks):
+            continue
+        length, walked, j = rng.uniform(150, 180), 0.0, i
+        while j + 1 < len(points) and walked < length and points[j + 1][0] - points[j][0] <= 30:
+            walked += tracks_distance(points[j], points[j + 1])
+            j += 1
+        path = points[i:j + 1]
+        if walked < length or tracks_distance(path[0], path[-1]) < 150:
+            continue
+        if any(a - 600 < points[j][0] < d + 600 for a, d in stays):
+            continue
+        if any(tracks_distance(q, p) < 300 for q in path[::max(1, len(path) // 20)] + [path[-1]] for p in near):
+            continue
+        steps = sorted(b[0] - a[0] for a, b in zip(points[max(0, i - 60):i + 60], points[max(1, i - 59):i + 61]))
+        picks.append((t0, i, j, max(1, min(10, round(steps[len(steps) // 2])))))
+    out, shift, cursor, shifts = [], 0.0, 0, []
+    for t0, i, j, step in sorted(picks):
+        out.extend((t + shift, lat, lon) for t, lat, lon in points[cursor:i])
+        for _ in range(100):
+            crawl = crawl_along(points[i:j + 1], rng, step, t0 + shift)
+            if crawl is None:
+                continue
+            added = round(crawl[-1][0] - (points[j][0] + shift))  # the crawl replaces points i…j (whole seconds)
+            after = [(t + shift + added, lat, lon) for t, lat, lon in points[j + 1:j + 200] if t < points[j][0] + 200]
+            before = [p for p in out[-200:] if p[0] > t0 + shift - 200]
+            context = before + crawl + after
+            if all(three_minute_progress(context, k) >= 0.3 for k in range(len(before), len(before) + len(crawl))) \
+                    and tracks_distance(crawl[0], crawl[-1]) >= 150:
+                break
+        else:
+            crawl = None
+        if crawl is None:
+            cursor = i
+            continue
+        out.extend(crawl)
+        shift += added
+        shifts.append((points[j][0], shift))
+        cursor = j + 1
+    out.extend((t + shift, lat, lon) for t, lat, lon in points[cursor:])
+
+    def moved(t):
+        return None if t is None else t + next((s for since, s in reversed(shifts) if t > since), 0.0)
+    return out, [(moved(a), moved(d)) for a, d in labels]
+
+
+# variant -> perturbations applied in order (stop-and-go first, then dropouts, thinning, noise)
 VARIANTS = {
     "every-2nd": [every_nth(2)],
     "every-5th": [every_nth(5)],
@@ -132,6 +342,16 @@ VARIANTS = {
     "per-10s+jitter-5-30m": [one_per(10), jitter(5, 30)],
     "dropouts+per-60s": [dropouts, one_per(60)],
     "dropouts+on-movement-10m": [dropouts, on_movement(10)],
+    "indoor-10-20m": [indoor(10, 20)],
+    "indoor-25-40m": [indoor(25, 40)],
+    "per-10s+indoor-25-40m": [one_per(10), indoor(25, 40)],
+    "indoor-25-40m+noise-15m": [indoor(25, 40), noise(15)],
+    "reacquisition": [reacquisition],
+    "reacquisition+per-10s": [reacquisition, one_per(10)],
+    "reacquisition+noise-15m": [reacquisition, noise(15)],
+    "stop-and-go": [stop_and_go],
+    "stop-and-go+per-10s": [stop_and_go, one_per(10)],
+    "stop-and-go+noise-15m": [stop_and_go, noise(15)],
 }
 
 
@@ -156,6 +376,17 @@ def read_labels(name):
     return out
 
 
+def write_labels(name, times, path):
+    """dev's labels of `name` with their arrival and departure times replaced by `times`."""
+    import json
+    iso = lambda t: dt.datetime.fromtimestamp(round(t), dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    lines = [json.loads(line) for line in open(os.path.join(HERE, "labels", name + ".truth")) if line.strip()]
+    with open(path, "w") as f:
+        for v, (arrival, departure) in zip(lines, times):
+            v["arrival"], v["departure"] = iso(arrival), None if departure is None else iso(departure)
+            f.write(json.dumps(v) + "\n")
+
+
 def labels_hold(points, labels, dwell=300):
     """Whether every labelled stay is still one by the labelling guide's clock: its fixes
     (those from its arrival to its departure) span at least the dwell. Thinning a logger that
@@ -175,13 +406,15 @@ def perturb(cache, out):
     for variant, steps in VARIANTS.items():
         folder = os.path.join(out, variant)
         os.makedirs(folder, exist_ok=True)
-        kept, left = [], []
+        kept, left, moved = [], [], {}
         for name in names:
             points = tracks.track_points(cache, name)
             labels = read_labels(name)
             rng = random.Random(f"{variant}/{name}")
             for step in steps:
                 points = step(points, rng, labels)
+                if isinstance(points, tuple):  # a step that moves time (stop_and_go) moves the labels
+                    points, labels = points
             path = os.path.join(folder, name + ".nmea")
             if not labels_hold(points, labels):
                 left.append(name)
@@ -191,13 +424,21 @@ def perturb(cache, out):
             kept.append(name)
             with open(path, "w") as f:
                 f.write(tracks.nmea(points))
+            moved[name] = labels
         with open(os.path.join(folder, "dev.list"), "w") as f:
             f.write("".join(f"# left out, a labelled stay shorter than the dwell: {n}\n" for n in left))
             f.write("".join(n + "\n" for n in kept))
         link = os.path.join(folder, "labels")
-        if os.path.lexists(link):
+        if os.path.islink(link):
             os.remove(link)
-        os.symlink(os.path.join(HERE, "labels"), link)
+        elif os.path.isdir(link):
+            shutil.rmtree(link)
+        if all(moved[n] == read_labels(n) for n in kept):
+            os.symlink(os.path.join(HERE, "labels"), link)
+        else:
+            os.makedirs(link)
+            for n in kept:
+                write_labels(n, moved[n], os.path.join(link, n + ".truth"))
     with open(os.path.join(out, "variants.list"), "w") as f:
         f.write("".join(["unperturbed\n"] + [v + "\n" for v in VARIANTS]))
 
