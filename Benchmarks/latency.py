@@ -14,13 +14,18 @@ Reported, p50/p99: gpsd (t_pipe - t_feed; gpsd + gpspipe, the peer's own path), 
 end to end (t_sub - t_feed) and added by locationd (t_sub - t_pipe for the same epoch).
 The subscribers are Benchmarks/loadreader.c (built here with cc): epoll threads, one per core,
 a line's time the return of the read that brought it (CLOCK_MONOTONIC, this script's clock
-too); its own ceiling is printed first (`loadreader selftest N`: a trivial writer process and
+too); its own ceiling is printed first (`loadreader selftest N`, `selftest-tcp N` for
+PROTOCOL=gpsd: a trivial writer process and
 the reader, lines/s and first-write-to-arrival per epoch), so a row can be told from the
 reader's limit. Each row also gives the daemon's VmRSS before the subscribers connect, with
 them connected and idle, and its peak (VmHWM) under load, and its CPU time per epoch (user and
 system, all its threads, /proc/PID/stat from the first epoch to the end of the run). Without a C compiler the subscribers
 are read by this Python process (one timestamp per epoll batch; an upper bound at 1,000).
 SUBSCRIBERS (default "1 100 1000 10000") and EPOCH_GAP (seconds between epochs, default 0.05).
+PROTOCOL=gpsd makes the subscribers gpsd-protocol clients of locationd's gpsd listener
+(`--gpsd-listen` on a free loopback port; `loadreader tcp`: `?WATCH`, TPV lines) instead of
+its own protocol on the Unix socket (PROTOCOL=locationd, the default); it needs the native
+reader.
 For one subscriber it also runs each client alone (gpspipe without locationd, then locationd
 without gpspipe, in three alternating rounds) and reports the difference of the two
 distributions: on a two-core machine the side-by-side run makes the two clients, gpsd and the
@@ -133,6 +138,10 @@ def run(locationd, subscribers, epochs, with_pipe=True, second_pipe=False, reade
     probe.bind(("127.0.0.1", 0))
     gport = probe.getsockname()[1]
     probe.close()
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    listen_port = probe.getsockname()[1]  # locationd's gpsd listener (PROTOCOL=gpsd)
+    probe.close()
     procs = []
     try:
         gpsd = subprocess.Popen(["gpsd", "-N", "-b", "-n", "-S", str(gport), f"tcp://127.0.0.1:{feed.getsockname()[1]}"],
@@ -146,6 +155,8 @@ def run(locationd, subscribers, epochs, with_pipe=True, second_pipe=False, reade
             else:
                 argv = [locationd, "--gpsd", f"127.0.0.1:{gport}", "--socket", sock_path,
                         "--database", "none", "--log-level", "error"]
+                if gpsd_protocol(reader):
+                    argv += ["--gpsd-listen", f"127.0.0.1:{listen_port}"]
             daemon = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             procs.append(daemon)
         pipes = []
@@ -165,7 +176,8 @@ def run(locationd, subscribers, epochs, with_pipe=True, second_pipe=False, reade
             memory["before"] = vm_kib(daemon.pid, "VmRSS")
         if reader and subscribers:
             out_path = os.path.join(work, "arrivals")
-            native = subprocess.Popen([reader, "unix", sock_path, str(subscribers), out_path],
+            server = ["tcp", f"127.0.0.1:{listen_port}"] if gpsd_protocol(reader) else ["unix", sock_path]
+            native = subprocess.Popen([reader, *server, str(subscribers), out_path],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE)
             procs.append(native)
             ready = native.stdout.readline()
@@ -280,6 +292,14 @@ def build_relay():
     return out
 
 
+def gpsd_protocol(reader):
+    """Whether locationd's subscribers are gpsd-protocol clients (PROTOCOL=gpsd, native reader only)."""
+    return reader is not None and PROTOCOL == "gpsd"
+
+
+PROTOCOL = os.environ.get("PROTOCOL", "locationd")
+
+
 def build_reader():
     """Benchmarks/loadreader.c built into .build-bench (None without a C compiler)."""
     source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "loadreader.c")
@@ -308,14 +328,17 @@ def main():
     counts = [int(n) for n in os.environ.get("SUBSCRIBERS", "1 100 1000 10000").split()]
     relay = build_relay()
     reader = build_reader()
+    if PROTOCOL not in ("locationd", "gpsd") or (PROTOCOL == "gpsd" and reader is None):
+        sys.exit(f"PROTOCOL={PROTOCOL}: locationd or gpsd (gpsd needs a C compiler for the native reader)")
     if reader:
         for n in counts:
             if n > 1:
-                test = subprocess.run([reader, "selftest", str(n), "2"], capture_output=True, text=True)
+                mode = "selftest-tcp" if gpsd_protocol(reader) else "selftest"
+                test = subprocess.run([reader, mode, str(n), "2"], capture_output=True, text=True)
                 fields = dict(f.split("=", 1) for line in test.stdout.splitlines() for f in line.split() if "=" in f and "flood" in line)
                 paced = [line for line in test.stdout.splitlines() if "paced" in line]
                 p = dict(f.split("=", 1) for f in paced[0].split() if "=" in f) if paced else {}
-                print(f"| reader's own ceiling (loadreader selftest: a trivial writer process), {n} connections | 2 s flood; 200 epochs 50 ms apart"
+                print(f"| reader's own ceiling (loadreader {mode}: a trivial writer process), {n} connections | 2 s flood; 200 epochs 50 ms apart"
                       f" | {int(fields.get('lines_per_s', 0)):,} lines/s; first write → arrival p50 {int(p.get('first_write_to_arrival_us_p50', 0)):,} µs"
                       f" / p99 {int(p.get('p99', 0)):,} µs | — | — |")
     g, second, a, _ = run(None, 0, epochs, second_pipe=True)
@@ -353,7 +376,8 @@ def main():
             continue
         per = (memory["idle"] - memory["before"]) / n if memory.get("idle") and memory.get("before") else None
         cpu = f"; daemon CPU per epoch {us(memory['cpu'][0])} user + {us(memory['cpu'][1])} system" if "cpu" in memory else ""
-        print(f"| latency gpsd → subscriber, {n} subscriber(s), p50 / p99 | {epochs} epochs via real gpsd"
+        kind = "gpsd-protocol client(s)" if gpsd_protocol(reader) else "subscriber(s)"
+        print(f"| latency gpsd → subscriber, {n} {kind}, p50 / p99 | {epochs} epochs via real gpsd"
               f" | end to end {us(pct(e, 50))} / {us(pct(e, 99))}; added vs gpspipe {us(pct(a, 50))} / {us(pct(a, 99))}; max {us(max(a))}"
               f"{'' if missing == 0 else f'; {missing} events missing'}"
               f"; daemon VmRSS {mib(memory.get('before'))} MiB alone, {mib(memory.get('idle'))} with them idle"

@@ -7,6 +7,7 @@
  *   loadreader unix PATH N OUT      locationd subscribers: session.start + subscribe each
  *   loadreader tcp HOST:PORT N OUT  gpsd-protocol clients: ?WATCH={"enable":true,"json":true};
  *   loadreader selftest N [SECONDS] the reader's ceiling against a trivial in-process writer
+ *   loadreader selftest-tcp N [SECONDS]  the same over loopback TCP (gpsd-protocol clients' ceiling)
  *
  * unix/tcp: connects all N, waits until each is subscribed (locationd's "subscribed" reply,
  * gpsd's WATCH), prints "ready N" on stdout, then records every event line (locationd
@@ -16,7 +17,7 @@
  *   one 12-byte record per event line: uint32 key (the event's "time" as seconds of the day),
  *   uint32 subscriber, int32 arrival in µs after base (all little-endian, native on x86-64).
  *   CLOCK_MONOTONIC is Python's time.monotonic(), so latency.py compares these with its own.
- * selftest: a writer thread writes one ~200-byte location line to each of N socketpairs in
+ * selftest: a writer process writes one ~200-byte location line to each of N connections (Unix, or TCP over 127.0.0.1 with TCP_NODELAY for selftest-tcp) in
  * turn; the reader threads read them as they read a server's. Two phases: as fast as the
  * writer goes for SECONDS (lines/s absorbed: the ceiling), then 200 epochs 50 ms apart (the
  * time from the epoch's first write to each arrival, p50/p99/max: the reader's and a minimal
@@ -329,9 +330,9 @@ static int format_line(char *line, size_t size, uint32_t key) {
 
 /* The child: N connections; as fast as it can for `seconds`, then 200 epochs 50 ms apart; the
  * epochs' start times go to `report`. */
-static void writer_process(const char *path, uint32_t n, double seconds, int report) {
+static void writer_process(const char *where, int tcp, uint32_t n, double seconds, int report) {
     int *fds = calloc(n, sizeof(int));
-    for (uint32_t i = 0; i < n; i++) fds[i] = connect_unix(path);
+    for (uint32_t i = 0; i < n; i++) fds[i] = tcp ? connect_tcp(where) : connect_unix(where);
     char ok;
     if (read(report, &ok, 1) != 1) _exit(1);  /* the parent has accepted them all */
     char line[256];
@@ -359,19 +360,29 @@ static int cmp_i64(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static int selftest(uint32_t n, double seconds) {
+static int selftest(uint32_t n, double seconds, int tcp) {
     char path[64];
-    snprintf(path, sizeof path, "/tmp/loadreader-%d.sock", (int)getpid());
-    unlink(path);
-    int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_un a = {.sun_family = AF_UNIX};
-    strncpy(a.sun_path, path, sizeof a.sun_path - 1);
-    if (listener < 0 || bind(listener, (struct sockaddr *)&a, sizeof a) != 0 || listen(listener, 4096) != 0) die("loadreader: listen");
+    int listener;
+    if (tcp) {
+        listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        socklen_t len = sizeof a;
+        if (listener < 0 || bind(listener, (struct sockaddr *)&a, sizeof a) != 0 || listen(listener, 4096) != 0
+            || getsockname(listener, (struct sockaddr *)&a, &len) != 0) die("loadreader: listen");
+        snprintf(path, sizeof path, "127.0.0.1:%u", (unsigned)ntohs(a.sin_port));
+    } else {
+        snprintf(path, sizeof path, "/tmp/loadreader-%d.sock", (int)getpid());
+        unlink(path);
+        listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_un a = {.sun_family = AF_UNIX};
+        strncpy(a.sun_path, path, sizeof a.sun_path - 1);
+        if (listener < 0 || bind(listener, (struct sockaddr *)&a, sizeof a) != 0 || listen(listener, 4096) != 0) die("loadreader: listen");
+    }
     int report[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, report) != 0) die("loadreader: socketpair");
     base_ns = now_ns();
     pid_t child = fork();
-    if (child == 0) { close(report[0]); writer_process(path, n, seconds, report[1]); }
+    if (child == 0) { close(report[0]); writer_process(path, tcp, n, seconds, report[1]); }
     close(report[1]);
     for (uint32_t i = 0; i < n; i++) {
         int fd = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
@@ -380,7 +391,7 @@ static int selftest(uint32_t n, double seconds) {
         add_conn(i, fd);
     }
     close(listener);
-    unlink(path);
+    if (!tcp) unlink(path);
     atomic_store(&recording, 1);
     write_all(report[0], "g", 1);
     int64_t starts[PACED_EPOCHS];
@@ -429,9 +440,10 @@ int main(int argc, char **argv) {
     nworkers = threads_env ? atoi(threads_env) : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (nworkers < 1) nworkers = 1;
     if (nworkers > MAX_THREADS) nworkers = MAX_THREADS;
-    int selftest_mode = argc >= 3 && strcmp(argv[1], "selftest") == 0;
+    int tcp_selftest = argc >= 3 && strcmp(argv[1], "selftest-tcp") == 0;
+    int selftest_mode = tcp_selftest || (argc >= 3 && strcmp(argv[1], "selftest") == 0);
     if (!selftest_mode && (argc != 5 || (strcmp(argv[1], "unix") != 0 && strcmp(argv[1], "tcp") != 0))) {
-        fprintf(stderr, "usage: loadreader unix PATH N OUT | tcp HOST:PORT N OUT | selftest N [SECONDS]\n");
+        fprintf(stderr, "usage: loadreader unix PATH N OUT | tcp HOST:PORT N OUT | selftest[-tcp] N [SECONDS]\n");
         return 2;
     }
     nconns = (uint32_t)strtoul(selftest_mode ? argv[2] : argv[3], NULL, 10);
@@ -439,6 +451,6 @@ int main(int argc, char **argv) {
     raise_nofile(nconns);
     conns = calloc(nconns, sizeof(Conn));
     start_workers();
-    if (selftest_mode) return selftest(nconns, argc > 3 ? atof(argv[3]) : 2.0);
+    if (selftest_mode) return selftest(nconns, argc > 3 ? atof(argv[3]) : 2.0, tcp_selftest);
     return serve(argv[1], argv[2], nconns, argv[4]);
 }
