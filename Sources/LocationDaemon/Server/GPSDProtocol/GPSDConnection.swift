@@ -211,28 +211,39 @@ final class GPSDConnection: ChannelInboundHandler, HubSubscriber, BatchedSender 
     }
 
     func deliver(_ event: Event, encoded: ByteBuffer) {
-        guard let grant, let context else { return }
-        let line: ByteBuffer
-        switch event {
+        withUnsafePointer(to: event) { deliver(at: $0, line: EncodedLine(encoded)) }
+    }
+
+    /// The event read in place (the hub's fan-out): a fix's TPV is the one line shared by every
+    /// connection of the same detail, written straight to the socket (staged in the hub's batch)
+    /// while NIO holds nothing of the connection, without asking the channel.
+    func deliver(at event: UnsafePointer<Event>, line _: EncodedLine) {
+        guard let grant, context != nil else { return }
+        let line: EncodedLine
+        switch event.pointee {
         case .location(let fix):
             line = connections.report(fix, detail: grant.accuracy == .precise ? .precise : .approximate, device: configuration.device)
         case .status(.noFix, let time) where grant.accuracy == .precise:
-            line = ByteBuffer(bytes: GPSDReport.noFix(at: time, device: configuration.device))
+            line = EncodedLine(ByteBuffer(bytes: GPSDReport.noFix(at: time, device: configuration.device)))
         default:
             return
         }
-        lastReport = line
-        guard context.channel.isWritable else { pending = line; return }
-        writer.write(line, context: context, sender: self)
+        lastReport = line.buffer
+        guard canWrite else { pending = line.buffer; return }
+        writer.write(line, context: { [unowned(unsafe) self] in self.context }, sender: self)
     }
+
+    /// Whether a report can be written now: NIO holds nothing of the connection (and so it is
+    /// writable: NIO marks it not writable only above its high watermark), or it says writable.
+    private var canWrite: Bool { writer.channelKnownEmpty || context?.channel.isWritable == true }
 
     private var isPrecise: Bool { grant?.accuracy == .precise }
 
     /// A `SKY` line: for a precise program whose watch streams reports. Not held back for a
     /// peer that does not read (the newest TPV is).
-    func deliver(sky line: ByteBuffer) {
-        guard isPrecise, isSubscribed, let context, context.channel.isWritable else { return }
-        writer.write(line, context: context, sender: self)
+    func deliver(sky line: EncodedLine) {
+        guard isPrecise, isSubscribed, context != nil, canWrite else { return }
+        writer.write(line, context: { [unowned(unsafe) self] in self.context }, sender: self)
     }
 
     /// POLL's `time`: when it was answered.

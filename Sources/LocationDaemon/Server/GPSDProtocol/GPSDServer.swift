@@ -80,7 +80,11 @@ public final class GPSDServer: Sendable {
     public func publish(_ sky: GPSDSky) {
         let open = connections.all
         guard !open.isEmpty else { return }
-        let line = connections.setSky(sky, device: configuration.device)
+        let line = EncodedLine(connections.setSky(sky, device: configuration.device))
+        // In one batch, as the hub's fan-out of an input: split over the loop and the worker.
+        let sends = hub.sends
+        sends.open()
+        defer { sends.close() }
         for c in open { c.deliver(sky: line) }
     }
 
@@ -91,17 +95,25 @@ public final class GPSDServer: Sendable {
 }
 
 /// The listener's open connections, and what they share: the last peer process found (most
-/// programs open their connections one after another) and the last report encoded (every
-/// connection gets the same fix in one hub input). Confined to the hub's loop.
+/// programs open their connections one after another) and the last report of each detail
+/// (every connection of a detail gets the same fix in one hub input). Confined to the hub's loop.
 final class GPSDConnections: Sendable {
     private let box: NIOLoopBoundBox<State>
 
     struct State {
         var open: [ObjectIdentifier: GPSDConnection] = [:]
         var lastPeerPID: Int32?
-        var lastReport: (fix: Fix, detail: GPSDReport.Detail, line: ByteBuffer)?
+        /// The last TPV encoded for precise and for approximate connections: one input's
+        /// connections of both kinds alternate, and each kind keeps its own line.
+        var precise: SharedReport?
+        var approximate: SharedReport?
         /// The last sky view's `SKY` line, for `?POLL;`.
         var lastSky: ByteBuffer?
+    }
+
+    struct SharedReport {
+        let fix: Fix
+        let line: EncodedLine
     }
 
     init(eventLoop: any EventLoop) {
@@ -126,11 +138,20 @@ final class GPSDConnections: Sendable {
 
     var lastSky: ByteBuffer? { box.value.lastSky }
 
-    /// `fix`'s TPV line, encoded once for every connection that receives it.
-    func report(_ fix: Fix, detail: GPSDReport.Detail, device: String) -> ByteBuffer {
-        if let last = box.value.lastReport, last.fix == fix, last.detail == detail { return last.line }
-        let line = ByteBuffer(bytes: GPSDReport.tpv(fix, device: device, detail: detail))
-        box.value.lastReport = (fix, detail, line)
-        return line
+    /// `fix`'s TPV line at `detail`, encoded once for every connection of that detail that
+    /// receives it, with where its bytes are (`EncodedLine`: found once, not per connection).
+    func report(_ fix: Fix, detail: GPSDReport.Detail, device: String) -> EncodedLine {
+        switch detail {
+        case .precise:
+            if let last = box.value.precise, last.fix == fix { return last.line }
+        case .approximate:
+            if let last = box.value.approximate, last.fix == fix { return last.line }
+        }
+        let shared = SharedReport(fix: fix, line: EncodedLine(ByteBuffer(bytes: GPSDReport.tpv(fix, device: device, detail: detail))))
+        switch detail {
+        case .precise: box.value.precise = shared
+        case .approximate: box.value.approximate = shared
+        }
+        return shared.line
     }
 }
