@@ -169,6 +169,15 @@ def run(locationd, subscribers, epochs, with_pipe=True, second_pipe=False, reade
             if time.monotonic() > deadline:
                 raise RuntimeError("locationd socket did not appear")
             time.sleep(0.02)
+        # The TCP listener opens after the Unix socket (seconds later under valgrind).
+        while locationd and gpsd_protocol(reader):
+            try:
+                socket.create_connection(("127.0.0.1", listen_port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("locationd's gpsd-protocol listener did not open")
+                time.sleep(0.02)
         sel = selectors.DefaultSelector()
         subs = []
         native = None

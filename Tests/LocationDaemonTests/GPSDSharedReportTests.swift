@@ -11,12 +11,15 @@ struct GPSDSharedReportTests {
     func preciseAndApproximateOnOneInput() {
         let loop = EmbeddedEventLoop()
         let connections = GPSDConnections(eventLoop: loop)
+        func report(_ fix: Fix, detail: GPSDReport.Detail) -> EncodedLine {
+            withUnsafePointer(to: Event.location(fix)) { connections.report(at: $0, detail: detail, device: "/dev/gps")! }
+        }
         let fix = testFix(3)
         // Connections of both kinds alternate in one input's fan-out.
-        let precise = connections.report(fix, detail: .precise, device: "/dev/gps")
-        let approximate = connections.report(fix, detail: .approximate, device: "/dev/gps")
-        let preciseAgain = connections.report(fix, detail: .precise, device: "/dev/gps")
-        let approximateAgain = connections.report(fix, detail: .approximate, device: "/dev/gps")
+        let precise = report(fix, detail: .precise)
+        let approximate = report(fix, detail: .approximate)
+        let preciseAgain = report(fix, detail: .precise)
+        let approximateAgain = report(fix, detail: .approximate)
 
         #expect(Array(precise.bytes) == GPSDReport.tpv(fix, device: "/dev/gps", detail: .precise))
         #expect(Array(approximate.bytes) == GPSDReport.tpv(fix, device: "/dev/gps", detail: .approximate))
@@ -25,11 +28,14 @@ struct GPSDSharedReportTests {
         #expect(preciseAgain.bytes.baseAddress == precise.bytes.baseAddress)
         #expect(approximateAgain.bytes.baseAddress == approximate.bytes.baseAddress)
 
+        // An event other than a location has no TPV.
+        #expect(withUnsafePointer(to: Event.status(.noFix, time: nil)) { connections.report(at: $0, detail: .precise, device: "/dev/gps") } == nil)
+
         // The next fix is a new line for each detail.
         let next = testFix(4)
-        let nextPrecise = connections.report(next, detail: .precise, device: "/dev/gps")
+        let nextPrecise = report(next, detail: .precise)
         #expect(Array(nextPrecise.bytes) == GPSDReport.tpv(next, device: "/dev/gps", detail: .precise))
-        #expect(Array(connections.report(next, detail: .approximate, device: "/dev/gps").bytes)
+        #expect(Array(report(next, detail: .approximate).bytes)
                 == GPSDReport.tpv(next, device: "/dev/gps", detail: .approximate))
     }
 }

@@ -220,12 +220,12 @@ final class GPSDConnection: ChannelInboundHandler, HubSubscriber, BatchedSender 
     func deliver(at event: UnsafePointer<Event>, line _: EncodedLine) {
         guard let grant, context != nil else { return }
         let line: EncodedLine
-        switch event.pointee {
-        case .location(let fix):
-            line = connections.report(fix, detail: grant.accuracy == .precise ? .precise : .approximate, device: configuration.device)
-        case .status(.noFix, let time) where grant.accuracy == .precise:
+        if let report = connections.report(at: event, detail: grant.accuracy == .precise ? .precise : .approximate,
+                                           device: configuration.device) {
+            line = report
+        } else if case .status(.noFix, let time) = event.pointee, grant.accuracy == .precise {
             line = EncodedLine(ByteBuffer(bytes: GPSDReport.noFix(at: time, device: configuration.device)))
-        default:
+        } else {
             return
         }
         lastReport = line.buffer

@@ -1,3 +1,4 @@
+import Glibc
 import GPSDProtocol
 import LocationCore
 import Logging
@@ -105,15 +106,16 @@ final class GPSDConnections: Sendable {
         var lastPeerPID: Int32?
         /// The last TPV encoded for precise and for approximate connections: one input's
         /// connections of both kinds alternate, and each kind keeps its own line.
-        var precise: SharedReport?
-        var approximate: SharedReport?
+        var precise = SharedReport()
+        var approximate = SharedReport()
         /// The last sky view's `SKY` line, for `?POLL;`.
         var lastSky: ByteBuffer?
     }
 
+    /// A location event and its TPV line.
     struct SharedReport {
-        let fix: Fix
-        let line: EncodedLine
+        var event: Event = .status(.disconnected, time: nil)
+        var line: EncodedLine?
     }
 
     init(eventLoop: any EventLoop) {
@@ -138,20 +140,29 @@ final class GPSDConnections: Sendable {
 
     var lastSky: ByteBuffer? { box.value.lastSky }
 
-    /// `fix`'s TPV line at `detail`, encoded once for every connection of that detail that
-    /// receives it, with where its bytes are (`EncodedLine`: found once, not per connection).
-    func report(_ fix: Fix, detail: GPSDReport.Detail, device: String) -> EncodedLine {
+    /// The TPV line of the location event at `event` for `detail` (nil: not a location),
+    /// encoded once for every connection of that detail that receives it, with where its bytes
+    /// are (`EncodedLine`: found once, not per connection).
+    func report(at event: UnsafePointer<Event>, detail: GPSDReport.Detail, device: String) -> EncodedLine? {
         switch detail {
-        case .precise:
-            if let last = box.value.precise, last.fix == fix { return last.line }
-        case .approximate:
-            if let last = box.value.approximate, last.fix == fix { return last.line }
+        case .precise: Self.report(at: event, in: &box.value.precise, detail: detail, device: device)
+        case .approximate: Self.report(at: event, in: &box.value.approximate, detail: detail, device: device)
         }
-        let shared = SharedReport(fix: fix, line: EncodedLine(ByteBuffer(bytes: GPSDReport.tpv(fix, device: device, detail: detail))))
-        switch detail {
-        case .precise: box.value.precise = shared
-        case .approximate: box.value.approximate = shared
+    }
+
+    /// The event held with the line is found with a `memcmp` of its bytes (every connection gets
+    /// a copy of the same value) instead of `==` field by field (≈ 440 instructions per
+    /// connection and fix); an equal event with other bytes is found by `==`.
+    private static func report(at event: UnsafePointer<Event>, in held: inout SharedReport,
+                               detail: GPSDReport.Detail, device: String) -> EncodedLine? {
+        guard case .location = event.pointee else { return nil }
+        if let line = held.line, withUnsafePointer(to: &held.event, { memcmp($0, event, MemoryLayout<Event>.size) == 0 }) {
+            return line
         }
-        return shared.line
+        guard case .location(let fix) = event.pointee else { return nil }
+        if let line = held.line, case .location(let last) = held.event, last == fix { return line }
+        let line = EncodedLine(ByteBuffer(bytes: GPSDReport.tpv(fix, device: device, detail: detail)))
+        held = SharedReport(event: event.pointee, line: line)
+        return line
     }
 }
