@@ -33,7 +33,12 @@ final class GPSDConnection: ChannelInboundHandler, HubSubscriber, BatchedSender 
     private(set) var program = ProgramID("unknown")
     private var rule: PolicyRule
     /// The session's grant; nil once the connection is refused.
-    private var grant: Grant?
+    private var grant: Grant? {
+        didSet { detail = grant.map { $0.accuracy == .precise ? .precise : .approximate } }
+    }
+    /// How much of a fix the grant shows, kept apart: looking at the grant copies its strings
+    /// (≈ 130 instructions per connection and fix).
+    private var detail: GPSDReport.Detail?
     private var watch = GPSDWatch()
     private var isSubscribed = false
     /// The last report sent, for `?POLL;`.
@@ -218,12 +223,11 @@ final class GPSDConnection: ChannelInboundHandler, HubSubscriber, BatchedSender 
     /// connection of the same detail, written straight to the socket (staged in the hub's batch)
     /// while NIO holds nothing of the connection, without asking the channel.
     func deliver(at event: UnsafePointer<Event>, line _: EncodedLine) {
-        guard let grant, context != nil else { return }
+        guard let detail, context != nil else { return }
         let line: EncodedLine
-        if let report = connections.report(at: event, detail: grant.accuracy == .precise ? .precise : .approximate,
-                                           device: configuration.device) {
+        if let report = connections.report(at: event, detail: detail, device: configuration.device) {
             line = report
-        } else if case .status(.noFix, let time) = event.pointee, grant.accuracy == .precise {
+        } else if case .status(.noFix, let time) = event.pointee, detail == .precise {
             line = EncodedLine(ByteBuffer(bytes: GPSDReport.noFix(at: time, device: configuration.device)))
         } else {
             return
@@ -237,7 +241,7 @@ final class GPSDConnection: ChannelInboundHandler, HubSubscriber, BatchedSender 
     /// writable: NIO marks it not writable only above its high watermark), or it says writable.
     private var canWrite: Bool { writer.channelKnownEmpty || context?.channel.isWritable == true }
 
-    private var isPrecise: Bool { grant?.accuracy == .precise }
+    private var isPrecise: Bool { detail == .precise }
 
     /// A `SKY` line: for a precise program whose watch streams reports. Not held back for a
     /// peer that does not read (the newest TPV is).
