@@ -45,7 +45,7 @@ struct Evaluate: ParsableCommand {
     }
 
     func run() throws {
-        let decoding = self.decoding.options()
+        let decoding = try self.decoding.options()
         var parameters = VisitDetector.Parameters()
         parameters.radius = radius
         parameters.dwell = dwell

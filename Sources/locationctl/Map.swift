@@ -36,8 +36,6 @@ struct MapCommand: AsyncParsableCommand {
     var tiles: String?
     @Option(help: ArgumentHelp("Where Leaflet's files are (libjs-leaflet, libjs-leaflet.markercluster).", valueName: "DIR"))
     var leaflet: String = "/usr/share/javascript/leaflet"
-    @Option(help: ArgumentHelp("The UTC date of the log's first positions, for a log without RMC or ZDA sentences (as replay --date).", valueName: "YYYY-MM-DD"))
-    var date: String?
     @OptionGroup var decoding: LogDecodingFlags
     @Flag(help: "Map the running daemon's regions, places and recent visits of this program (and, with --for, what it is sent meanwhile) instead of a log.")
     var live = false
@@ -47,13 +45,12 @@ struct MapCommand: AsyncParsableCommand {
     @OptionGroup var socket: SocketFlag
 
     func validate() throws {
-        _ = try Replay.parseDate(date)
         if let tiles, !(tiles.contains("{z}") && tiles.contains("{x}") && tiles.contains("{y}")) {
             throw ValidationError("--tiles '\(tiles)': expected a URL template with {z}, {x} and {y}")
         }
         if live {
             if log != nil { throw ValidationError("give a LOG or --live, not both") }
-            if regions != nil || date != nil || decoding.asGPSD {
+            if regions != nil || decoding.date != nil || decoding.asGPSD {
                 throw ValidationError("--regions, --date and --as-gpsd are for a log; --live draws the daemon's regions")
             }
             guard (0...86_400).contains(watchSeconds) else {
@@ -74,7 +71,7 @@ struct MapCommand: AsyncParsableCommand {
         } else {
             let log = self.log ?? "-"
             let list = try regions.map { try RegionsGeoJSON.read(path: $0) } ?? []
-            trip = try MapTrip.run(log: log, regions: list, decoding: decoding.options(date: try Replay.parseDate(date)))
+            trip = try MapTrip.run(log: log, regions: list, decoding: try decoding.options())
             title = log == "-" ? "standard input" : String(log.split(separator: "/").last ?? Substring(log))
         }
         try writeText(MapPage.html(title: title, data: trip.json(tiles: tiles), assets: assets), to: output)

@@ -34,8 +34,6 @@ struct Replay: ParsableCommand {
     var privacySeed: UInt64 = 1
     @Option(help: ArgumentHelp("A GeoNames dump (cities500.txt, …): visit and significant events carry the nearest populated place as locality, as the daemon's [geocoding] gazetteer.", valueName: "PATH"))
     var gazetteer: String?
-    @Option(help: ArgumentHelp("The UTC date of the log's first positions, for a log without RMC or ZDA sentences (GGA/GLL only), whose positions have no date otherwise and are skipped; it advances at midnight, and a date in the log wins.", valueName: "YYYY-MM-DD"))
-    var date: String?
     @OptionGroup var decoding: LogDecodingFlags
 
     static func parseKinds(_ text: String) throws -> Set<EventKind> {
@@ -69,16 +67,8 @@ struct Replay: ParsableCommand {
             throw ValidationError("--regions needs precise accuracy: approximate programs are refused region monitoring")
         }
         _ = try Replay.parseMaxActive(maxActive)
-        _ = try Replay.parseDate(date)
     }
 
-    static func parseDate(_ text: String?) throws -> CivilTime? {
-        guard let text else { return nil }
-        switch NMEAReplay.parseDate(text) {
-        case .success(let date): return date
-        case .failure(let why): throw ValidationError("--date '\(text)': \(why)")
-        }
-    }
 
     func run() throws {
         var engine = Engine()
@@ -121,7 +111,7 @@ struct Replay: ParsableCommand {
         // nothing is printed before the log is open, so a missing log prints only its error.
         let statistics: NMEAStatistics
         do {
-            statistics = try NMEAReplay.inputs(fromFile: log, options: decoding.options(date: try Replay.parseDate(date))) { input in
+            statistics = try NMEAReplay.inputs(fromFile: log, options: try decoding.options()) { input in
                 engine.handle(input, into: &deliveries)
                 emit(&deliveries, &out)
             }
