@@ -215,14 +215,19 @@ final class GPSDConnection: ChannelInboundHandler, HubSubscriber, BatchedSender 
         hub.unsubscribe(id)
     }
 
-    func deliver(_ event: Event, encoded: ByteBuffer) {
-        withUnsafePointer(to: event) { deliver(at: $0, line: EncodedLine(encoded)) }
+    /// The daemon's own line is not what a gpsd client reads: both entries write the event's report.
+    func deliver(_ event: Event, encoded _: ByteBuffer) {
+        withUnsafePointer(to: event) { deliverReport(at: $0) }
     }
 
-    /// The event read in place (the hub's fan-out): a fix's TPV is the one line shared by every
-    /// connection of the same detail, written straight to the socket (staged in the hub's batch)
-    /// while NIO holds nothing of the connection, without asking the channel.
     func deliver(at event: UnsafePointer<Event>, line _: EncodedLine) {
+        deliverReport(at: event)
+    }
+
+    /// A fix's TPV is the one line shared by every connection of the same detail, written
+    /// straight to the socket (staged in the hub's batch) while NIO holds nothing of the
+    /// connection, without asking the channel.
+    private func deliverReport(at event: UnsafePointer<Event>) {
         guard let detail, context != nil else { return }
         let line: EncodedLine
         if let report = connections.report(at: event, detail: detail, device: configuration.device) {
