@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Robustness check of visit detection on the dev split (docs/visits.md, "Robustness").
 
-    robustness.py perturb [--cache DIR] --out DIR             perturbed variants of the dev tracks
-    robustness.py score   --out DIR [--locationctl PATH] [--tracks]   P/R/F1 per variant (per track)
+    robustness.py perturb [--cache DIR] --out DIR [--variants V,…]    perturbed variants of the dev tracks
+    robustness.py score   --out DIR [--locationctl PATH] [--tracks] [--variants V,…]   P/R/F1 per variant (per track)
 
 `perturb` writes, for each variant V, DIR/V/NAME.nmea for every dev track, DIR/V/dev.list and
 DIR/V/labels (a link to the dev labels; for stop-and-go, which inserts time, a folder of them
@@ -318,6 +318,40 @@ def stop_and_go(points, rng, labels):
     return out, [(moved(a), moved(d)) for a, d in labels]
 
 
+# Auto-pause thresholds (m/s): a bike computer's "when stopped" pause, and a watch's on foot.
+RIDING_PAUSE, ON_FOOT_PAUSE = 1.0, 0.25
+RIDING = ("ride", "lap", "car", "drive")  # names of tracks by bike or by car; the others are on foot
+DENSE_STEP = 5  # s: a track whose median step is longer has no speed of a few seconds to pause on
+PAUSE_WINDOW = 5  # s: the speed a device pauses on, from its positions over this long
+
+
+def auto_pause(points, rng, labels, name=""):
+    """A logger that pauses while still (a bike computer's or a sports watch's auto-pause): a
+    fix is written only when the speed over the last PAUSE_WINDOW seconds (its distance from
+    the earliest fix that recent) is at least the threshold — RIDING_PAUSE for a ride or a
+    drive, ON_FOOT_PAUSE on foot — and the track's first and last fixes always. A stop is then
+    a silence between fixes a few metres apart; walking about at a stop writes bursts of fixes
+    between silences. Computed on the recorded positions, before any noise (a device judges
+    its speed by Doppler, which position noise barely touches). A track with fixes further
+    apart than DENSE_STEP (median) is returned empty: a sparse logger has no speed of a few
+    seconds to pause on, and the variant leaves it out."""
+    if len(points) < 3:
+        return []
+    steps = sorted(b[0] - a[0] for a, b in zip(points, points[1:]))
+    if steps[len(steps) // 2] > DENSE_STEP:
+        return []
+    threshold = RIDING_PAUSE if any(k in name for k in RIDING) else ON_FOOT_PAUSE
+    out, j = [points[0]], 0
+    for i in range(1, len(points) - 1):
+        t = points[i][0]
+        while points[j][0] < t - PAUSE_WINDOW:
+            j += 1
+        if j < i and tracks_distance(points[j], points[i]) >= threshold * (t - points[j][0]):
+            out.append(points[i])
+    out.append(points[-1])
+    return out
+
+
 # variant -> perturbations applied in order (stop-and-go first, then dropouts, thinning, noise)
 VARIANTS = {
     "every-2nd": [every_nth(2)],
@@ -352,7 +386,11 @@ VARIANTS = {
     "stop-and-go": [stop_and_go],
     "stop-and-go+per-10s": [stop_and_go, one_per(10)],
     "stop-and-go+noise-15m": [stop_and_go, noise(15)],
+    "auto-pause": [auto_pause],
+    "auto-pause+noise-5m": [auto_pause, noise(5)],
 }
+NAMED_STEPS = {auto_pause}  # steps that take the track's name (its activity)
+PAUSED_STEPS = {auto_pause}  # steps after which a silence in a stay is the stay (labels_hold_paused)
 
 
 def dev_names():
@@ -400,24 +438,46 @@ def labels_hold(points, labels, dwell=300):
     return True
 
 
-def perturb(cache, out):
+def labels_hold_paused(points, labels, dwell=300, edge=150):
+    """labels_hold for a logger that pauses while still, as the labelling guide reads its
+    tracks: a stop with recording paused is still from the slowing before it to the rolling
+    off after it, so a stay is seen from the last fix at or before its arrival to the first
+    at or after its departure (or the track's last). Each must exist, within `edge` seconds
+    of the label's time (a silence mostly the stay's), and the two span the dwell."""
+    if not points:
+        return False
+    end = points[-1][0]
+    for arrival, departure in labels:
+        departure = end if departure is None else departure
+        before = [p[0] for p in points if p[0] < arrival + 1]  # labels are whole seconds
+        after = [p[0] for p in points if p[0] > departure - 1]
+        if not before or not after or arrival - before[-1] > edge or after[0] - departure > edge \
+                or after[0] - before[-1] < dwell:
+            return False
+    return True
+
+
+def perturb(cache, out, only=None):
     tracks.fetch(cache)
     names = dev_names()
     for variant, steps in VARIANTS.items():
+        if only and variant not in only:
+            continue
         folder = os.path.join(out, variant)
         os.makedirs(folder, exist_ok=True)
-        kept, left, moved = [], [], {}
+        kept, left, sparse, moved = [], [], [], {}
         for name in names:
             points = tracks.track_points(cache, name)
             labels = read_labels(name)
             rng = random.Random(f"{variant}/{name}")
             for step in steps:
-                points = step(points, rng, labels)
+                points = step(points, rng, labels, name) if step in NAMED_STEPS else step(points, rng, labels)
                 if isinstance(points, tuple):  # a step that moves time (stop_and_go) moves the labels
                     points, labels = points
             path = os.path.join(folder, name + ".nmea")
-            if not labels_hold(points, labels):
-                left.append(name)
+            hold = labels_hold_paused if PAUSED_STEPS & set(steps) else labels_hold
+            if not points or not hold(points, labels):
+                (left if points else sparse).append(name)
                 if os.path.exists(path):
                     os.remove(path)
                 continue
@@ -427,6 +487,7 @@ def perturb(cache, out):
             moved[name] = labels
         with open(os.path.join(folder, "dev.list"), "w") as f:
             f.write("".join(f"# left out, a labelled stay shorter than the dwell: {n}\n" for n in left))
+            f.write("".join(f"# left out, fixes too far apart to pause on: {n}\n" for n in sparse))
             f.write("".join(n + "\n" for n in kept))
         link = os.path.join(folder, "labels")
         if os.path.islink(link):
@@ -439,8 +500,9 @@ def perturb(cache, out):
             os.makedirs(link)
             for n in kept:
                 write_labels(n, moved[n], os.path.join(link, n + ".truth"))
-    with open(os.path.join(out, "variants.list"), "w") as f:
-        f.write("".join(["unperturbed\n"] + [v + "\n" for v in VARIANTS]))
+    if not only:
+        with open(os.path.join(out, "variants.list"), "w") as f:
+            f.write("".join(["unperturbed\n"] + [v + "\n" for v in VARIANTS]))
 
 
 def prf(true, detected, matched):
@@ -449,9 +511,9 @@ def prf(true, detected, matched):
     return p, r, (2 * p * r / (p + r) if p + r else 0.0)
 
 
-def score(out, locationctl, per_track, real):
+def score(out, locationctl, per_track, real, only=None):
     rows = []
-    for variant in ["unperturbed"] + list(VARIANTS):
+    for variant in ["unperturbed"] + [v for v in VARIANTS if not only or v in only]:
         if variant == "unperturbed":
             args = ["--dataset", os.path.join(HERE, "dev.list"), "--logs", real]
         else:
@@ -489,11 +551,15 @@ def main():
     ap.add_argument("--real", default="/tmp/real", help="folder of the unperturbed NMEA (tracks.py nmea --out)")
     ap.add_argument("--locationctl", default=".build/debug/locationctl")
     ap.add_argument("--tracks", action="store_true", help="also list each variant's tracks not scored exactly")
+    ap.add_argument("--variants", help="only these variants (comma-separated)")
     a = ap.parse_args()
+    only = set(a.variants.split(",")) - {""} if a.variants else None
+    if only and only - set(VARIANTS):
+        ap.error(f"no such variant: {', '.join(sorted(only - set(VARIANTS)))}")
     if a.command == "perturb":
-        perturb(a.cache, a.out)
+        perturb(a.cache, a.out, only)
     else:
-        score(a.out, a.locationctl, a.tracks, a.real)
+        score(a.out, a.locationctl, a.tracks, a.real, only)
 
 
 if __name__ == "__main__":
