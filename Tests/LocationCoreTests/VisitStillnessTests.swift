@@ -386,3 +386,40 @@ extension VisitSparseTests {
         if let a = r.arrivals.first { #expect(abs(a.arrival - t0 - stop) <= 30, "arrival at \(a.arrival - t0), stop at \(stop)") }
     }
 }
+
+/// A logger that pauses while still (docs/semantics.md, "Visits": sparse loggers).
+extension VisitSparseTests {
+    /// A bike computer with auto-pause (the offsets, metres north and east, of
+    /// galicia-ride-2022-07-23's stop, every 10 s on the ride, every second near the stop): a
+    /// ride south past the place and back, a stop at 0 s, 475 s without a fix, the next 71 m
+    /// away (0.15 m/s: the bike walked off) and the ride on. The silence is the stay: a visit
+    /// from the ride in to the fix after it. Ending 60 m farther (0.28 m/s, a walk) it is none.
+    @Test(arguments: [(0.0, true), (60, false)])
+    func aPausedLoggersSilenceIsTheStay(farther: Double, visit: Bool) {
+        var r = VisitRecorder()
+        let ride: [(Double, Double, Double)] = [
+            (-243, 517, -426), (-233, 475, -417), (-223, 433, -413), (-213, 393, -411), (-203, 357, -405),
+            (-193, 330, -376), (-183, 335, -332), (-173, 345, -283), (-163, 342, -236), (-153, 334, -192),
+            (-143, 316, -151), (-133, 285, -121), (-123, 250, -100), (-113, 210, -85), (-103, 169, -72),
+            (-93, 129, -54), (-83, 90, -33), (-73, 50, -12), (-63, 0, -1), (-53, -58, 3), (-43, -103, 6),
+            (-33, -86, 9), (-23, -60, 7), (-22, -57, 6), (-21, -54, 4), (-20, -51, 3), (-19, -47, 3),
+            (-18, -45, 3), (-17, -42, 4), (-16, -38, 3), (-15, -35, 3), (-14, -32, 2), (-13, -29, 2),
+            (-12, -26, 2), (-11, -23, 1), (-10, -20, 1), (-9, -17, 1), (-8, -15, 1), (-7, -11, 1), (-6, -9, 1),
+            (-5, -6, 1), (-4, -4, 1), (-3, -2, 0), (-2, -1, 0), (-1, 0, 0), (0, 0, 0),
+        ]
+        let on: [(Double, Double, Double)] = [
+            (475, 70, -15), (476, 72, -17), (477, 75, -19), (478, 78, -21), (479, 82, -24), (480, 87, -26),
+            (481, 90, -29), (482, 95, -31), (487, 124, -48), (497, 214, -83), (507, 313, -142),
+            (517, 348, -257), (527, 338, -378), (537, 444, -410), (547, 560, -450), (557, 680, -480),
+        ]
+        for (t, n, e) in ride { r.feed(gpx(at: t + 300, n, e)) }
+        for (t, n, e) in on { r.feed(gpx(at: t + 300, n + farther, e)) }
+        #expect(r.arrivals.count == (visit ? 1 : 0))
+        if visit {
+            let arrival: Double = r.arrivals.first.map { $0.arrival - t0 } ?? -1
+            #expect(arrival >= 237 && arrival <= 300, "arrival at \(arrival)")
+            let departure: Double? = r.departures.first?.departure.map { $0 - t0 }
+            #expect(departure == 775)
+        }
+    }
+}

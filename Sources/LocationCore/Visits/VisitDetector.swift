@@ -590,7 +590,14 @@ public struct VisitDetector: Sendable {
     func resumesAfterStanding(_ fix: Fix, _ unit: SIMD3<Double>, in stay: Stay) -> Bool {
         let silence = fix.time - previousFix
         guard fix.speed == nil, sleptThrough(fix), stay.lastInside == previousFix else { return false }
-        return stay.distance(previousUnit, unit) <= min(parameters.progressSpeed * silence / 2, 3 * parameters.radius)
+        let apart = stay.distance(previousUnit, unit)
+        // After fixes every few seconds the logger paused as the device stopped (a bike
+        // computer's auto-pause): a silence crossed slower than a slow walk, within the radius,
+        // is the stay (the rider walked the bike off).
+        if previousStep < parameters.briskWindow / 2 && apart <= min(parameters.progressSpeed * silence, parameters.radius) {
+            return true
+        }
+        return apart <= min(parameters.progressSpeed * silence / 2, 3 * parameters.radius)
     }
 
     /// Whether the fixes stopped right after a step made on the move by a logger on a timer:
