@@ -423,32 +423,3 @@ extension VisitSparseTests {
         }
     }
 }
-
-/// A stop walked about with recording paused (docs/semantics.md, "Visits": sparse loggers).
-extension VisitSparseTests {
-    /// A sports watch with auto-pause, a fix a second while it writes (the shape of
-    /// collioure-walk's first stay): a walk north at 1.2 m/s, a 5 s halt 40 m before the
-    /// place, a stroll on to it at 0.4 m/s, then a stop walked about: bursts of 10 s of fixes
-    /// (±3 m) between silences of 150–200 s, and the walk on. The stroll is most of the stay's
-    /// early fixes, and the bursts add few, so the moving share holds the arrival back; the
-    /// silences after still fixes, ending where they began, are the device standing: the
-    /// visit is reported five minutes after the fix before the first, back-dated to it.
-    @Test func aStopWalkedAboutWithRecordingPausedIsAVisit() {
-        var r = VisitRecorder()
-        var t = 0.0, north = -400.0
-        while north < -40 { r.feed(gpx(at: t, north)); t += 1; north += 1.2 }
-        for _ in 0..<5 { r.feed(gpx(at: t, north)); t += 1 }
-        while north < 0 { r.feed(gpx(at: t, north)); t += 1; north += 0.4 }
-        var first: Double?
-        for (k, pause) in [150.0, 200, 150, 0].enumerated() {
-            for i in 0..<10 { let (n, e) = jitter(10 * k + i, 3); r.feed(gpx(at: t, north + n, e)); t += 1 }
-            if first == nil { first = t - 1 }
-            t += pause
-        }
-        for _ in 0..<300 { north += 1.2; r.feed(gpx(at: t, north)); t += 1 }
-        #expect(r.arrivals.count == 1)
-        guard let first, let arrival = r.events.first else { return }
-        #expect(arrival.visit.arrival - t0 == first)
-        #expect(arrival.at - t0 <= first + 300 + 160, "emitted at \(arrival.at - t0), first silence at \(first)")
-    }
-}

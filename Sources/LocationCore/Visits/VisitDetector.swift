@@ -361,7 +361,7 @@ public struct VisitDetector: Sendable {
         if d <= parameters.radius || resumed {
             // A sparse still fix moves the centre a step's worth, not all the way to itself.
             let sparse = isSparseStill(fix, unit) || resumed
-            if !confirmed && (resumed || (sparse && (sleptThrough(fix) || pausedSilence(fix, unit)) && previousFix >= current!.start)) {
+            if !confirmed && (resumed || (sparse && sleptThrough(fix) && previousFix >= current!.start)) {
                 current!.stoodFrom = current!.stoodFrom ?? previousFix
             }
             current!.add(fix, unit, distance: d, radius: parameters.radius, coreRadius: parameters.coreRadius,
@@ -534,7 +534,7 @@ public struct VisitDetector: Sendable {
             found = nil
         }
         // A silence spanning the dwell at the place is the stay, whatever the fixes round it.
-        if found == nil, let from = s.stoodFrom, s.lastStill - from >= parameters.dwell { found = from }
+        if found == nil { found = s.stoodFrom }
         guard let arrival = found else { return }
         confirmed = true
         self.arrival = arrival
@@ -607,26 +607,6 @@ public struct VisitDetector: Sendable {
     /// device went; one that pauses when the device stops (a bike computer) does so after a
     /// still step.
     var fixesLostOnTheMove: Bool { steadySteps >= Self.steadyCadenceSteps && previousStepMoved }
-
-    /// Whether the fixes every few seconds before a silence stood still for the last
-    /// `briskWindow` / 2 (the path fix that far back is nearer than `movingSpeed` × the time
-    /// and `briskDistance` / 2): a logger that paused as the device stood (auto-pause), not one
-    /// whose fixes were lost on the move.
-    var pausedStill: Bool {
-        guard let i = path.lastIndex(where: { previousFix - $0.time >= parameters.briskWindow / 2 }) else { return false }
-        return Geodesy.chordDistance(path[i].unit, previousUnit)
-            < max(parameters.movingSpeed * (previousFix - path[i].time), parameters.briskDistance / 2)
-    }
-
-    /// Whether `fix` ends a silence of `sparseGap` or more of a logger that paused while the
-    /// device stood (`pausedStill`), no farther from the fix before it than half a slow walk's
-    /// progress meanwhile (or `briskDistance` / 2): the device stood there all along.
-    func pausedSilence(_ fix: Fix, _ unit: SIMD3<Double>) -> Bool {
-        let silence = fix.time - previousFix
-        return fix.speed == nil && silence >= parameters.sparseGap && previousStep < parameters.briskWindow / 2
-            && pausedStill && Geodesy.chordDistance(previousUnit, unit)
-                < max(parameters.progressSpeed * silence / 2, parameters.briskDistance / 2)
-    }
 
     /// Whether `fix` ends a silence of at least the dwell that the logger slept through.
     func sleptThrough(_ fix: Fix) -> Bool {
