@@ -103,6 +103,25 @@ import Glibc
         #expect(r.arrivals.first.map { $0.arrival - t0 } == 504)
     }
 
+    /// A logger that writes a point every 10–60 s on the move and none while still (the
+    /// offsets, metres north and east, of a stop on the real track alps-tour-c2c): a ride in,
+    /// whose last point (189 s) comes 12 s before the first at the stop, a short walk about,
+    /// 3 min 48 s of silence and the ride on. The ride's last point is followed by a short step
+    /// and a long one, so it is never the newest point half a minute back; judged all the same,
+    /// it is moving, and the stop, still from 253 s to 536 s, is no visit. Two minutes longer,
+    /// it is one.
+    @Test(arguments: [(0.0, false), (120, true)])
+    func theRideInIsNotPartOfASparseLoggersStop(longer: Double, visit: Bool) {
+        var r = VisitRecorder()
+        let track: [(Double, Double, Double)] = [
+            (0, 151, 1361), (33, -103, 1178), (48, -195, 1068), (100, -311, 635), (117, -262, 483), (131, -301, 391),
+            (157, -272, 217), (189, -36, 33), (201, 2, -4), (253, -1, -34), (308, -17, -28), (536, 0, 0),
+            (549, 45, -7), (589, 165, -131), (615, 101, -225), (636, 139, -330), (669, 63, -445), (712, 29, -560),
+        ]
+        for (t, n, e) in track { r.feed(gpx(at: t >= 536 ? t + longer : t, n, e)) }
+        #expect(r.arrivals.count == (visit ? 1 : 0))
+    }
+
     /// A logger that writes nothing while still (the offsets, metres north and east, of a
     /// stay on the real track alps-tour-c2c): a walk, its last point at 708 s, 17 minutes of
     /// silence, and a point 65 m on as the logger resumes late on the walk on. The silence

@@ -276,6 +276,8 @@ public struct VisitDetector: Sendable {
     var path = RingBuffer<EarlyFix>(capacity: VisitDetector.earlyCapacity)
     /// The newest path fix judged still or moving (`track`).
     @usableFromInline var judgedUntil = Timestamp(nanoseconds: Int64.min)
+    /// The newest path fix the brisk rule has judged (`walkedBriskly`).
+    @usableFromInline var briskJudgedUntil = Timestamp(nanoseconds: Int64.min)
     /// The fixes either side of the latest silence of `sparseGap` or more in which fixes were
     /// lost (after fixes every few seconds, or a timer's on the move: `fixesLostOnTheMove`):
     /// the movement rules see only one side of the fixes next to it, so those are not judged
@@ -697,8 +699,16 @@ public struct VisitDetector: Sendable {
         if let middle = walkedThrough(to: unit, at: fix.time, accuracy: fix.horizontalAccuracy, in: path, stay: plane) {
             markMoved(middle, before: fix.time)
         }
-        if let middle = walkedBriskly(to: unit, at: fix.time, accuracy: fix.horizontalAccuracy, stay: plane) {
-            markMoved(middle, before: fix.time, crept: true)
+        if let newest = path.lastIndex(where: { fix.time - $0.time >= parameters.briskWindow / 2 }) {
+            // Every path fix that has come of age since the last fix is judged, not only the
+            // newest: a fix followed by a short step and then a long one is never the newest.
+            var middle = newest
+            while middle > 0 && path[middle - 1].time > briskJudgedUntil { middle -= 1 }
+            briskJudgedUntil = max(briskJudgedUntil, path[newest].time)
+            for m in middle...newest
+            where walkedBriskly(through: m, to: unit, at: fix.time, accuracy: fix.horizontalAccuracy, stay: plane) {
+                markMoved(m, before: fix.time, crept: true)
+            }
         }
         if let middle = progressed(to: unit, at: fix.time, accuracy: fix.horizontalAccuracy, stay: plane) {
             markMoved(middle, before: fix.time, crept: true)
@@ -734,20 +744,19 @@ public struct VisitDetector: Sendable {
         }
     }
 
-    /// Movement over half a minute, for fixes without a speed: the path fix `briskWindow` / 2
-    /// back is creeping when the path fixes either side of it (at least that far each way, and
-    /// no more than two progress windows apart: a longer gap is a logger asleep) are at least
-    /// `movingSpeed` × the time between them apart, and at least `briskDistance` and twice
-    /// the fix's accuracy — a still receiver's jitter over half a minute is less.
-    func walkedBriskly(to unit: SIMD3<Double>, at time: Timestamp, accuracy: Double?, stay: Stay) -> Int? {
+    /// Movement over half a minute, for fixes without a speed: the path fix `middle`, at
+    /// least `briskWindow` / 2 back, is creeping when the path fixes either side of it (at least
+    /// that far each way, and no more than two progress windows apart: a longer gap is a logger
+    /// asleep) are at least `movingSpeed` × the time between them apart, and at least
+    /// `briskDistance` and twice the fix's accuracy — a still receiver's jitter over half a
+    /// minute is less.
+    func walkedBriskly(through middle: Int, to unit: SIMD3<Double>, at time: Timestamp, accuracy: Double?, stay: Stay) -> Bool {
         let half = parameters.briskWindow / 2
-        guard let middle = path.lastIndex(where: { time - $0.time >= half }),
-              let back = path[..<middle].lastIndex(where: { path[middle].time - $0.time >= half }),
-              time - path[back].time <= 2 * parameters.progressWindow else { return nil }
+        guard let back = path[..<middle].lastIndex(where: { path[middle].time - $0.time >= half }),
+              time - path[back].time <= 2 * parameters.progressWindow else { return false }
         let net = steadyDisplacement(from: back, to: unit, stay: stay)
-        guard net >= max(parameters.movingSpeed * (time - path[back].time), parameters.briskDistance,
-                         2 * (accuracy ?? 0)) else { return nil }
-        return middle
+        return net >= max(parameters.movingSpeed * (time - path[back].time), parameters.briskDistance,
+                          2 * (accuracy ?? 0))
     }
 
     /// Progress over three minutes, for fixes without a speed (the labelling guide's rule 2):
