@@ -103,6 +103,22 @@ import Glibc
         #expect(r.arrivals.first.map { $0.arrival - t0 } == 504)
     }
 
+    /// 1 Hz: 100 s still at a place, a walk 60 m north, fixes lost for 200 s, then 200 s still
+    /// at `north` and a walk off east. Back 105 m from where the fixes were lost (within the
+    /// radius of the stay's centre), the device moved in the silence, which is no still time:
+    /// 200 s still after it are no visit. Back 15 m from there, the silence counts.
+    @Test(arguments: [(-45.0, false), (45, true)])
+    func aSilenceTheDeviceMovedInIsNoStillTime(north: Double, visit: Bool) {
+        var r = VisitRecorder()
+        var t = 0.0
+        for i in 0..<100 { let (n, e) = jitter(i, 2); r.feed(gpx(at: t, n, e)); t += 1 }
+        for k in 1...60 { r.feed(gpx(at: t, Double(k))); t += 1 }
+        t += 200
+        for i in 0..<200 { let (n, e) = jitter(i, 2); r.feed(gpx(at: t, north + n, e)); t += 1 }
+        for k in 1...300 { r.feed(gpx(at: t, north, 1.4 * Double(k))); t += 1 }
+        #expect(r.arrivals.count == (visit ? 1 : 0))
+    }
+
     /// A logger that writes a point every 10–60 s on the move and none while still (the
     /// offsets, metres north and east, of a stop on the real track alps-tour-c2c): a ride in,
     /// whose last point (189 s) comes 12 s before the first at the stop, a short walk about,

@@ -119,6 +119,9 @@ public struct VisitDetector: Sendable {
         /// The last fix before a silence of at least the dwell that ended within the radius: a
         /// logger that writes nothing while still stood there all along.
         var stoodFrom: Timestamp?
+        /// The dwell is counted from no earlier than this: the end of the latest silence the
+        /// device moved in (`movedInSilence`).
+        var stillFrom: Timestamp
         var count: Int = 0
         // Weighted Welford: weight sum, mean, sum of weighted squared deviations.
         var weight: Double = 0
@@ -135,6 +138,7 @@ public struct VisitDetector: Sendable {
             (cosLon, sinLon) = h > 1e-12 ? (unit.x / h, unit.y / h) : (1, 0)
             start = fix.time; lastInside = fix.time; lastCore = fix.time
             lastStill = fix.time
+            stillFrom = fix.time
         }
 
         /// `p` (a unit vector) in the stay's plane, metres east and north of its first fix:
@@ -361,6 +365,7 @@ public struct VisitDetector: Sendable {
         let d = current!.distanceFromCentre(unit)
         let resumed = d > parameters.radius && resumesAfterStanding(fix, unit, in: current!)
         if d <= parameters.radius || resumed {
+            if previousFix >= current!.start && movedInSilence(fix, unit) { current!.stillFrom = fix.time }
             // A sparse still fix moves the centre a step's worth, not all the way to itself.
             let sparse = isSparseStill(fix, unit) || resumed
             if !confirmed && (resumed || (sparse && sleptThrough(fix) && previousFix >= current!.start)) {
@@ -532,7 +537,7 @@ public struct VisitDetector: Sendable {
     mutating func confirmIfDwelt(_ emit: (Visit) -> Void) {
         guard !confirmed, let s = current, s.count >= 2, s.lastStill - s.start >= parameters.dwell else { return }
         var found = arrivalTime(of: s)
-        if let a = found, s.count < 3 || s.lastStill - max(a, firstStill(of: s, from: a)) < parameters.dwell {
+        if let a = found, s.count < 3 || s.lastStill - max(a, firstStill(of: s, from: a), s.stillFrom) < parameters.dwell {
             found = nil
         }
         // A silence spanning the dwell at the place is the stay, whatever the fixes round it.
@@ -609,6 +614,15 @@ public struct VisitDetector: Sendable {
     /// device went; one that pauses when the device stops (a bike computer) does so after a
     /// still step.
     var fixesLostOnTheMove: Bool { steadySteps >= Self.steadyCadenceSteps && previousStepMoved }
+
+    /// Whether `fix` ends a silence of fixes lost (`sparseGap` or more after fixes every few
+    /// seconds) farther from the fix before it than a still receiver's fixes scatter (the
+    /// radius) and than a slow walk gets meanwhile: the device moved in it.
+    func movedInSilence(_ fix: Fix, _ unit: SIMD3<Double>) -> Bool {
+        let silence = fix.time - previousFix
+        return silence >= parameters.sparseGap && previousStep < parameters.briskWindow / 2
+            && Geodesy.chordDistance(previousUnit, unit) >= max(parameters.progressSpeed * silence, parameters.radius)
+    }
 
     /// Whether `fix` ends a silence of at least the dwell that the logger slept through.
     func sleptThrough(_ fix: Fix) -> Bool {
