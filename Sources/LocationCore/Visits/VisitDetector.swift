@@ -26,8 +26,8 @@ public struct Visit: Hashable, Sendable {
 /// (an `arrival` event, back-dated) once its still fixes span `dwell` seconds; it ends (a
 /// `departure` event) once the fixes outside it outweigh indoor jitter and re-acquisition
 /// (`departureIsCertain`) — never because fixes stop. All state is a fixed number of scalars plus
-/// fixed-capacity buffers of early fixes and of the recent path allocated once at init, so
-/// offering a fix never allocates.
+/// fixed-capacity buffers of early fixes, of the recent path and of its half-minute means
+/// allocated once at init, so offering a fix never allocates.
 public struct VisitDetector: Sendable {
     public struct Parameters: Hashable, Sendable {
         /// A fix farther than this from the stay's centre is outside it, metres.
@@ -73,6 +73,10 @@ public struct VisitDetector: Sendable {
         public var briskDistance: Double
         /// or when the fixes this long around it are `progressSpeed` × their time apart, seconds.
         public var symmetricWindow: Double
+        /// Without a speed, fixes whose half-minute means (`briskWindow` each) wander round one
+        /// point for this long — within `coreRadius` of it, doubling back, making no progress —
+        /// are a stay from the first of them, whatever the movement rules say, seconds.
+        public var wanderWindow: Double
 
         public init(radius: Double = 100, dwell: Double = 300, coreRadius: Double = 50,
                     departureFixes: Int = 3, departureSeconds: Double = 10,
@@ -80,7 +84,8 @@ public struct VisitDetector: Sendable {
                     movingSpeed: Double = 0.5, maximumMovingShare: Double = 0.1,
                     progressSpeed: Double = 0.25, progressWindow: Double = 120,
                     maximumAccuracy: Double = 200, candidateMemory: Double = 30, sparseGap: Double = 120,
-                    briskWindow: Double = 30, briskDistance: Double = 25, symmetricWindow: Double = 180) {
+                    briskWindow: Double = 30, briskDistance: Double = 25, symmetricWindow: Double = 180,
+                    wanderWindow: Double = 600) {
             self.movingSpeed = movingSpeed; self.maximumMovingShare = maximumMovingShare
             self.progressSpeed = progressSpeed; self.progressWindow = progressWindow
             self.radius = radius; self.dwell = dwell; self.coreRadius = coreRadius
@@ -92,6 +97,7 @@ public struct VisitDetector: Sendable {
             self.sparseGap = sparseGap
             self.briskWindow = briskWindow; self.briskDistance = briskDistance
             self.symmetricWindow = symmetricWindow
+            self.wanderWindow = wanderWindow
         }
     }
 
@@ -122,6 +128,9 @@ public struct VisitDetector: Sendable {
         /// The dwell is counted from no earlier than this: the end of the latest silence the
         /// device moved in (`movedInSilence`).
         var stillFrom: Timestamp
+        /// The first of half-minute means that wandered round the stay for `wanderWindow`
+        /// (`judgeWander`): the stay's arrival when the movement rules find none.
+        var wanderedFrom: Timestamp?
         var count: Int = 0
         // Weighted Welford: weight sum, mean, sum of weighted squared deviations.
         var weight: Double = 0
@@ -282,6 +291,15 @@ public struct VisitDetector: Sendable {
     @usableFromInline var judgedUntil = Timestamp(nanoseconds: Int64.min)
     /// The newest path fix the brisk rule has judged (`walkedBriskly`).
     @usableFromInline var briskJudgedUntil = Timestamp(nanoseconds: Int64.min)
+    /// Half-minute means of the recent fixes without a speed, over `wanderWindow`
+    /// (`judgeWander`); and the half-minute being summed: its first fix's time, its unit
+    /// vectors' sum and count, and those of each of its thirds.
+    var halves: RingBuffer<HalfMinute>
+    @usableFromInline var halfStart = Timestamp(nanoseconds: 0)
+    @usableFromInline var halfSum = SIMD3<Double>(0, 0, 0)
+    @usableFromInline var halfCount = 0
+    @usableFromInline var thirdSums = (SIMD3<Double>(0, 0, 0), SIMD3<Double>(0, 0, 0), SIMD3<Double>(0, 0, 0))
+    @usableFromInline var thirdCounts = (0, 0, 0)
     /// The fixes either side of the latest silence of `sparseGap` or more in which fixes were
     /// lost (after fixes every few seconds, or a timer's on the move: `fixesLostOnTheMove`):
     /// the movement rules see only one side of the fixes next to it, so those are not judged
@@ -300,6 +318,10 @@ public struct VisitDetector: Sendable {
     /// An early fix: its time, its unit vector, and whether the receiver reported movement
     /// (`movingSpeed`) at it or at any fix since the entry before it.
     @usableFromInline typealias EarlyFix = (time: Timestamp, unit: SIMD3<Double>, moved: Bool, crept: Bool)
+    /// The fixes of `briskWindow` seconds: the first one's time, their mean as a unit vector,
+    /// their RMS distance from it, metres, and the cosine between the steps from the mean of
+    /// its first third to its second's and on to its last's (nil when a third has no fix).
+    @usableFromInline typealias HalfMinute = (time: Timestamp, unit: SIMD3<Double>, scatter: Double, turning: Double?)
     /// The receiver's clock can jump back (gpsd's bt451 log: 52 minutes). The detector then
     /// takes the fix as one second after the latest and keeps that shift for the fixes after it
     /// (nanoseconds added to their times), so durations go on counting and its events stay in
@@ -311,6 +333,9 @@ public struct VisitDetector: Sendable {
 
     public init(parameters: Parameters = Parameters()) {
         self.parameters = parameters
+        // One more than the window's half-minutes; one (no judgement) for none or past 10,000.
+        let n = parameters.wanderWindow / parameters.briskWindow
+        halves = RingBuffer(capacity: n.isFinite && n > 0 && n < 10_000 ? Int(n.rounded(.up)) + 1 : 1)
     }
 
     /// Whether an arrival has been emitted for the current stay (and no departure yet).
@@ -535,13 +560,18 @@ public struct VisitDetector: Sendable {
     /// core radius — span the dwell time. The cheap check on the whole stay's span comes first;
     /// the scan of the early fixes (≤ 64) runs only once that has passed.
     mutating func confirmIfDwelt(_ emit: (Visit) -> Void) {
-        guard !confirmed, let s = current, s.count >= 2, s.lastStill - s.start >= parameters.dwell else { return }
-        var found = arrivalTime(of: s)
-        if let a = found, s.count < 3 || s.lastStill - max(a, firstStill(of: s, from: a), s.stillFrom) < parameters.dwell {
-            found = nil
+        guard !confirmed, let s = current, s.count >= 2 else { return }
+        var found: Timestamp?
+        if s.lastStill - s.start >= parameters.dwell {
+            found = arrivalTime(of: s)
+            if let a = found, s.count < 3 || s.lastStill - max(a, firstStill(of: s, from: a), s.stillFrom) < parameters.dwell {
+                found = nil
+            }
+            // A silence spanning the dwell at the place is the stay, whatever the fixes round it.
+            if found == nil { found = s.stoodFrom }
         }
-        // A silence spanning the dwell at the place is the stay, whatever the fixes round it.
-        if found == nil { found = s.stoodFrom }
+        // Fixes wandering round the place are the stay from the first of them, not before.
+        if found == nil { found = s.wanderedFrom }
         guard let arrival = found else { return }
         confirmed = true
         self.arrival = arrival
@@ -666,6 +696,7 @@ public struct VisitDetector: Sendable {
     /// path fix `progressWindow` / 2 back (or stayed within twice its accuracy of it) is still
     /// at once.
     mutating func track(_ fix: Fix, _ unit: SIMD3<Double>) {
+        if fix.speed == nil { addToHalfMinute(fix.time, unit) }
         // Two walked steps in a row (one can be the walk in or out of a stay): the fix between
         // them moved, before the path judges it. A sparse logger (a step of `sparseGap` or
         // more) pacing near its cadence makes every other step short: one step marks the fix
@@ -742,6 +773,90 @@ public struct VisitDetector: Sendable {
             if !e.moved && !e.crept && !oneSided { markStill(e.time, e.unit) }
         }
         path.append((fix.time, unit, false, false))
+    }
+
+    /// Sums `unit` into the current half-minute (`briskWindow`); a fix that comes a
+    /// half-minute or more after its first one closes it, keeps its mean and judges the wander.
+    mutating func addToHalfMinute(_ time: Timestamp, _ unit: SIMD3<Double>) {
+        if halfCount > 0 && time - halfStart >= parameters.briskWindow {
+            let mean = halfSum / Double(halfCount), norm = (mean * mean).sum()
+            if halves.isFull { halves.removeFirst() }
+            var turning: Double?
+            if thirdCounts.0 > 0 && thirdCounts.1 > 0 && thirdCounts.2 > 0 {
+                let a = thirdSums.0 / Double(thirdCounts.0), b = thirdSums.1 / Double(thirdCounts.1)
+                let c = thirdSums.2 / Double(thirdCounts.2)
+                let u = b - a, v = c - b, lengths = ((u * u).sum() * (v * v).sum()).squareRoot()
+                if lengths > 0 { turning = (u * v).sum() / lengths }
+            }
+            // The RMS distance of unit vectors from their mean is √(1 − |mean|²).
+            halves.append((halfStart, mean / norm.squareRoot(), max(0, 1 - norm).squareRoot() * Geodesy.earthRadius, turning))
+            halfSum = .zero
+            halfCount = 0
+            thirdSums = (.zero, .zero, .zero)
+            thirdCounts = (0, 0, 0)
+            judgeWander(at: time)
+        }
+        if halfCount == 0 { halfStart = time }
+        halfSum += unit
+        halfCount += 1
+        switch (time - halfStart) / parameters.briskWindow {
+        case ..<(1.0 / 3): thirdSums.0 += unit; thirdCounts.0 += 1
+        case ..<(2.0 / 3): thirdSums.1 += unit; thirdCounts.1 += 1
+        default: thirdSums.2 += unit; thirdCounts.2 += 1
+        }
+    }
+
+    /// Bounded wander, for fixes without a speed: when the half-minute means of the last
+    /// `wanderWindow` (at least nine in ten of them there, all of the current stay not yet
+    /// reported) stay within `coreRadius` of their own mean (but for `maximumMovingShare` of
+    /// them), turn back as often as they go on (consecutive steps' mean cosine ≤ 0, and so do
+    /// the steps between the thirds of each), step between them at least as far as the fixes
+    /// scatter within one (an offset that wanders, not white noise, which the other rules
+    /// judge), and the first third's mean is within `coreRadius` of the last third's (no
+    /// progress), the stay's arrival is the first of them (`wanderedFrom`). Indoor multipath
+    /// wanders tens of metres in a minute or two, which the movement rules take for a slow
+    /// walk; a walk or a lap goes on along its path from third to third (a lap of a minute or
+    /// two also from half-minute to half-minute, whose means fall round the loop), and a
+    /// short stop with the walk to and from it leaves the core within the window.
+    mutating func judgeWander(at time: Timestamp) {
+        guard !confirmed, let s = current, s.wanderedFrom == nil,
+              let back = halves.firstIndex(where: { time - $0.time <= parameters.wanderWindow + parameters.briskWindow / 2 })
+        else { return }
+        let count = halves.count - back
+        guard count >= 3, Double(count) >= 0.9 * parameters.wanderWindow / parameters.briskWindow,
+              halves[back].time >= max(s.start, s.stillFrom) else { return }
+        var meanX = 0.0, meanY = 0.0
+        for i in back..<halves.count { let q = s.local(halves[i].unit); meanX += q.x; meanY += q.y }
+        meanX /= Double(count); meanY /= Double(count)
+        var outside = 0, legs = 0.0, scatter = 0.0, turning = 0.0, turns = 0, within = 0.0
+        var previous: (x: Double, y: Double)?, step: (x: Double, y: Double)?
+        for i in back..<halves.count {
+            let q = s.local(halves[i].unit)
+            if Stay.planarDistance(q, (meanX, meanY)) > parameters.coreRadius { outside += 1 }
+            scatter += halves[i].scatter
+            within += halves[i].turning ?? 0
+            if let p = previous {
+                let v = (x: q.x - p.x, y: q.y - p.y), length = (v.x * v.x + v.y * v.y).squareRoot()
+                legs += length
+                if let u = step {
+                    let before = (u.x * u.x + u.y * u.y).squareRoot()
+                    if before > 0 && length > 0 { turning += (u.x * v.x + u.y * v.y) / (before * length); turns += 1 }
+                }
+                step = v
+            }
+            previous = q
+        }
+        guard Double(outside) <= parameters.maximumMovingShare * Double(count), turns > 0, turning <= 0, within <= 0,
+              legs / Double(count - 1) >= scatter / Double(count) else { return }
+        let third = count / 3
+        var first = (x: 0.0, y: 0.0), last = (x: 0.0, y: 0.0)
+        for k in 0..<third {
+            let a = s.local(halves[back + k].unit), z = s.local(halves[halves.count - 1 - k].unit)
+            first.x += a.x / Double(third); first.y += a.y / Double(third)
+            last.x += z.x / Double(third); last.y += z.y / Double(third)
+        }
+        guard Stay.planarDistance(first, last) <= parameters.coreRadius else { return }
+        current!.wanderedFrom = halves[back].time
     }
 
     /// Marks the path fix `i` moving or creeping, and the stays' early fixes from it to the
