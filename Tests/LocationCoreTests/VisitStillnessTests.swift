@@ -119,6 +119,22 @@ import Glibc
         #expect(r.arrivals.count == (visit ? 1 : 0))
     }
 
+    /// A watch that pauses while still (1 Hz on the move, as collioure-walk's auto-paused
+    /// track): a walk in at 1 m/s, a stop known from a few fixes either side of silences of
+    /// 158 s and 101 s whose ends are metres apart, and the walk on. The stop spans 5 min 21 s
+    /// from the walk's last fix, but the three-minute rule takes its first 90 s and last 20 s
+    /// for the walk in and out (4 min 10 s still): no visit. Two minutes longer, it is one.
+    @Test(arguments: [(0.0, false), (120, true)])
+    func aPausedWatchsShortStopIsNoVisit(longer: Double, visit: Bool) {
+        var r = VisitRecorder()
+        var t = 0.0
+        for i in 0...200 { let (n, e) = jitter(i, 1); r.feed(gpx(at: t, Double(i) - 200 + n, e)); t += 1 }
+        let stop: [(Double, Double, Double)] = [(210, 1, 1), (245, 2, 0), (403, -2, 3), (408, -1, 2), (420, 0, 1), (521, 1, 2)]
+        for (s, n, e) in stop { r.feed(gpx(at: s >= 403 ? s + longer : s, n, e)) }
+        for i in 1...300 { let (n, e) = jitter(i, 1); r.feed(gpx(at: 521 + longer + Double(i), Double(i) + n, 2 + e)) }
+        #expect(r.arrivals.count == (visit ? 1 : 0))
+    }
+
     /// A logger that writes a point every 10–60 s on the move and none while still (the
     /// offsets, metres north and east, of a stop on the real track alps-tour-c2c): a ride in,
     /// whose last point (189 s) comes 12 s before the first at the stop, a short walk about,

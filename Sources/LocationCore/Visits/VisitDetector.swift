@@ -291,6 +291,13 @@ public struct VisitDetector: Sendable {
     @usableFromInline var judgedUntil = Timestamp(nanoseconds: Int64.min)
     /// The newest path fix the brisk rule has judged (`walkedBriskly`).
     @usableFromInline var briskJudgedUntil = Timestamp(nanoseconds: Int64.min)
+    /// The latest standing silence: a step of `briskWindow` or more whose ends are within a
+    /// still receiver's scatter (`briskDistance`), a logger paused while the device stood (its
+    /// first and last fix's times). Its time is no time to make progress in.
+    @usableFromInline var standingSilence = (from: Timestamp(nanoseconds: Int64.min), until: Timestamp(nanoseconds: Int64.min),
+                                             unit: SIMD3<Double>(0, 0, 0))
+    /// The newest path fix the three-minute rule has judged (`progressed`).
+    @usableFromInline var progressJudgedUntil = Timestamp(nanoseconds: Int64.min)
     /// Half-minute means of the recent fixes without a speed, over `wanderWindow`
     /// (`judgeWander`); and the half-minute being summed: its first fix's time, its unit
     /// vectors' sum and count, and those of each of its thirds.
@@ -697,6 +704,10 @@ public struct VisitDetector: Sendable {
     /// at once.
     mutating func track(_ fix: Fix, _ unit: SIMD3<Double>) {
         if fix.speed == nil { addToHalfMinute(fix.time, unit) }
+        if fix.time - previousFix >= parameters.briskWindow
+            && Geodesy.chordDistance(previousUnit, unit) <= parameters.briskDistance {
+            standingSilence = (previousFix, fix.time, unit)
+        }
         // Two walked steps in a row (one can be the walk in or out of a stay): the fix between
         // them moved, before the path judges it. A sparse logger (a step of `sparseGap` or
         // more) pacing near its cadence makes every other step short: one step marks the fix
@@ -726,10 +737,16 @@ public struct VisitDetector: Sendable {
             // receiver whose fixes jump tens of metres a second lands near an earlier one by
             // chance now and then, walking away too.
             let latest = path.last.map { plane.local($0.unit) } ?? p, minute = max(net(back, p), net(back, latest))
+            // A standing silence a minute back is where the device was then, not the path fix
+            // before it: it stood at the silence's end position until the silence ended.
+            let minuteBack = fix.time.adding(seconds: -parameters.progressWindow / 2)
+            let leftStanding = standingSilence.from <= minuteBack && standingSilence.until >= minuteBack
+                && Stay.planarDistance(plane.local(standingSilence.unit), p)
+                    >= max(parameters.progressSpeed * parameters.progressWindow / 4, accuracy)
             // Nor brisk over the last half-minute: a lap of a small loop is back where it was
             // a minute ago.
             let recent = path.lastIndex(where: { fix.time - $0.time >= parameters.briskWindow / 2 }) ?? back
-            if minute < max(parameters.progressSpeed * (fix.time - path[back].time) / 2, accuracy),
+            if !leftStanding, minute < max(parameters.progressSpeed * (fix.time - path[back].time) / 2, accuracy),
                net(recent, p) < max(parameters.movingSpeed * (fix.time - path[recent].time) / 2,
                                     parameters.briskDistance / 2, accuracy) {
                 markStill(fix.time, unit)
@@ -755,8 +772,19 @@ public struct VisitDetector: Sendable {
                 markMoved(m, before: fix.time, crept: true)
             }
         }
-        if let middle = progressed(to: unit, at: fix.time, accuracy: fix.horizontalAccuracy, stay: plane) {
-            markMoved(middle, before: fix.time, crept: true)
+        if let newest = path.lastIndex(where: { fix.time - $0.time >= parameters.symmetricWindow / 2 }), newest > 0 {
+            // A standing silence that ends at this fix brought several path fixes of age at once
+            // (a paused logger's walk in to a stop): each is judged, not only the newest, and
+            // the device stood where this fix is from the silence's start on.
+            let stood = standingSilence.until == fix.time
+            var middle = newest
+            while stood && middle > 1 && path[middle - 1].time > progressJudgedUntil { middle -= 1 }
+            progressJudgedUntil = max(progressJudgedUntil, path[newest].time)
+            let reached = stood ? standingSilence.from : fix.time
+            for m in middle...newest
+            where progressed(through: m, to: unit, at: fix.time, reached: reached, accuracy: fix.horizontalAccuracy, stay: plane) {
+                markMoved(m, before: fix.time, crept: true)
+            }
         }
         let sparse = fix.time - (path.last?.time ?? fix.time) >= parameters.sparseGap
         // Every path fix that has come of age since the last call is judged (a sparse logger's
@@ -893,23 +921,27 @@ public struct VisitDetector: Sendable {
     /// side of it are at least `progressSpeed` × the time between them apart (and twice the
     /// accuracy), unless that time is over twice the window (a logger asleep). Near the start
     /// of the path, the first path fix serves as the one before, if `briskWindow` / 2 back.
-    func progressed(to unit: SIMD3<Double>, at time: Timestamp, accuracy: Double?, stay: Stay) -> Int? {
+    /// `reached`: when the device got to `unit` (a standing silence's start), so the time
+    /// counted is to `symmetricWindow` / 2 after the fix at most from then.
+    func progressed(through middle: Int, to unit: SIMD3<Double>, at time: Timestamp, reached: Timestamp,
+                    accuracy: Double?, stay: Stay) -> Bool {
         let half = parameters.symmetricWindow / 2
-        guard let middle = path.lastIndex(where: { time - $0.time >= half }), middle > 0,
+        guard middle > 0,
               let back = path[..<middle].lastIndex(where: { path[middle].time - $0.time >= half })
                 ?? (path[middle].time - path[0].time >= parameters.briskWindow / 2 ? 0 : nil),
-              time - path[back].time <= 2 * parameters.symmetricWindow else { return nil }
+              time - path[back].time <= 2 * parameters.symmetricWindow else { return false }
         let net = steadyDisplacement(from: back, to: unit, stay: stay)
-        guard net >= max(parameters.progressSpeed * (time - path[back].time), 2 * (accuracy ?? 0)) else { return nil }
+        let span = max(reached, path[middle].time.adding(seconds: half)) - path[back].time
+        guard net >= max(parameters.progressSpeed * min(time - path[back].time, span), 2 * (accuracy ?? 0)) else { return false }
         // A ride or brisk walk on one side of the fix and none on the other is the way in or
         // out of a stop, not a slow walk through it.
         let a = stay.local(path[back].unit), m = stay.local(path[middle].unit), p = stay.local(unit)
         let length = Stay.planarDistance
         let before = length(a, m), after = length(m, p)
         let beforeTime = path[middle].time - path[back].time, afterTime = time - path[middle].time
-        if after < net / 4 && before >= Self.ridingSpeed * beforeTime { return nil }
-        if before < net / 4 && after >= Self.ridingSpeed * afterTime { return nil }
-        return middle
+        if after < net / 4 && before >= Self.ridingSpeed * beforeTime { return false }
+        if before < net / 4 && after >= Self.ridingSpeed * afterTime { return false }
+        return true
     }
 
     /// The displacement from the path fix `back` to `unit` that the fixes next to each end
