@@ -4,8 +4,9 @@ extension VisitDetector {
     /// Sums `unit` into the current half-minute (`briskWindow`); a fix that comes a
     /// half-minute or more after its first one closes it, keeps its mean and judges the wander.
     mutating func addToHalfMinute(_ time: Timestamp, _ unit: SIMD3<Double>) {
+        let halfCount = thirdCounts.0 + thirdCounts.1 + thirdCounts.2
         if halfCount > 0 && time - halfStart >= parameters.briskWindow {
-            let mean = halfSum / Double(halfCount), norm = (mean * mean).sum()
+            let mean = (thirdSums.0 + thirdSums.1 + thirdSums.2) / Double(halfCount), norm = (mean * mean).sum()
             if halves.isFull { halves.removeFirst() }
             var turning: Double?
             if thirdCounts.0 > 0 && thirdCounts.1 > 0 && thirdCounts.2 > 0 {
@@ -16,15 +17,11 @@ extension VisitDetector {
             }
             // The RMS distance of unit vectors from their mean is √(1 − |mean|²).
             halves.append((halfStart, mean / norm.squareRoot(), max(0, 1 - norm).squareRoot() * Geodesy.earthRadius, turning))
-            halfSum = .zero
-            halfCount = 0
             thirdSums = (.zero, .zero, .zero)
             thirdCounts = (0, 0, 0)
             judgeWander(at: time)
         }
-        if halfCount == 0 { halfStart = time }
-        halfSum += unit
-        halfCount += 1
+        if thirdCounts == (0, 0, 0) { halfStart = time }
         switch (time - halfStart) / parameters.briskWindow {
         case ..<(1.0 / 3): thirdSums.0 += unit; thirdCounts.0 += 1
         case ..<(2.0 / 3): thirdSums.1 += unit; thirdCounts.1 += 1

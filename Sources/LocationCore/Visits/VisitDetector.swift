@@ -299,12 +299,10 @@ public struct VisitDetector: Sendable {
     /// The newest path fix the three-minute rule has judged (`progressed`).
     @usableFromInline var progressJudgedUntil = Timestamp(nanoseconds: Int64.min)
     /// Half-minute means of the recent fixes without a speed, over `wanderWindow`
-    /// (`judgeWander`); and the half-minute being summed: its first fix's time, its unit
-    /// vectors' sum and count, and those of each of its thirds.
+    /// (`judgeWander`); and the half-minute being summed: its first fix's time and, for each
+    /// of its thirds, the sum and count of its fixes' unit vectors.
     var halves: RingBuffer<HalfMinute>
     @usableFromInline var halfStart = Timestamp(nanoseconds: 0)
-    @usableFromInline var halfSum = SIMD3<Double>(0, 0, 0)
-    @usableFromInline var halfCount = 0
     @usableFromInline var thirdSums = (SIMD3<Double>(0, 0, 0), SIMD3<Double>(0, 0, 0), SIMD3<Double>(0, 0, 0))
     @usableFromInline var thirdCounts = (0, 0, 0)
     /// The fixes either side of the latest silence of `sparseGap` or more in which fixes were
